@@ -49,9 +49,11 @@ function(ms_add_unit_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/lib)
   ms_set_warnings(${name})
   gtest_discover_tests(${name}
+    TEST_PREFIX "${name}:"
     DISCOVERY_TIMEOUT 60
     PROPERTIES LABELS unit TIMEOUT ${ARG_TIMEOUT}
-               ENVIRONMENT "OPENBLAS_NUM_THREADS=1;MS_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+               ENVIRONMENT "OPENBLAS_NUM_THREADS=1"
+               ENVIRONMENT_MODIFICATION "MS_SOURCE_DIR=set:${PROJECT_SOURCE_DIR}")
 endfunction()
 
 # ms_add_mpi_test(<name> SOURCES ... DEPS ... RANKS 1 2 3 4 [TIMEOUT s]): one GoogleTest binary

@@ -1,0 +1,84 @@
+#include "cmd/common/tool.h"
+
+#include <iostream>
+
+#include "core/logging.h"
+#include "core/version.h"
+
+namespace ms::cli {
+
+Tool::Tool(std::string name, std::string description)
+    : name_(std::move(name)), app_(std::move(description), name_) {
+  app_.set_version_flag("--version", name_ + " " + ms::version_string(),
+                        "Print the toolkit version and git revision, then exit");
+  app_.add_option("--log-level", log_level_, "Log verbosity: debug, info, warn, error or off")
+      ->capture_default_str();
+  app_.add_flag("--log-all-ranks", log_all_ranks_,
+                "Print info lines from every rank, not only rank 0");
+  app_.require_subcommand(0, 1);
+  app_.footer("Report bugs with the output of '" + name_ + " --version'.");
+}
+
+CLI::App* Tool::add_subcommand(const std::string& name, const std::string& description,
+                               Action action) {
+  CLI::App* sub = app_.add_subcommand(name, description);
+  actions_.emplace_back(sub, std::move(action));
+  return sub;
+}
+
+void Tool::print_error(const std::string& message) const {
+  std::cerr << name_ << ": error: " << message << std::endl;
+}
+
+int Tool::run(int argc, char** argv) {
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app_.exit(e);  // --help or --version: printed on stdout
+    print_error(e.what());
+    std::cerr << "Run '" << name_ << " --help' for usage." << std::endl;
+    return 2;
+  }
+  Result<log::Level> level = log::parse_level(log_level_);
+  if (!level.ok()) {
+    print_error(level.status().message());
+    return 2;
+  }
+  log::set_level(*level);
+  log::set_all_ranks(log_all_ranks_);
+
+  const Action* chosen = nullptr;
+  for (const auto& [sub, action] : actions_) {
+    if (sub->parsed()) chosen = &action;
+  }
+  if (!chosen && default_action_) chosen = &default_action_;
+  if (!chosen) {
+    std::cout << app_.help();
+    return 0;
+  }
+  Result<int> outcome = 0;
+  try {
+    outcome = (*chosen)();
+  } catch (const std::exception& e) {
+    outcome = Internal(std::string("unexpected exception: ") + e.what());
+  }
+  if (!outcome.ok()) {
+    print_error(outcome.status().message());
+    return 1;
+  }
+  return *outcome;
+}
+
+void add_config_options(CLI::App* app, std::string* config_path, std::vector<std::string>* sets) {
+  app->add_option("--config", *config_path, "YAML config file (see docs/config.md)")
+      ->check(CLI::ExistingFile);
+  app->add_option("--set", *sets,
+                  "Override a config key, e.g. --set train.steps=100 (repeatable)")
+      ->allow_extra_args(false);
+}
+
+void add_json_flag(CLI::App* app, bool* json) {
+  app->add_flag("--json", *json, "Print machine-readable JSON instead of a table");
+}
+
+}  // namespace ms::cli

@@ -1,0 +1,241 @@
+// The run config's schema: each key of RunConfig declared once, with its description and
+// constraints, plus the rules that tie keys together (head counts, batch divisibility, mesh
+// sizes). Descriptions are what users read in `--help` and docs/config.md.
+#include "config/run_config.h"
+
+#include <array>
+
+namespace ms::config {
+namespace {
+
+constexpr std::array<EnumName<OptimizerKind>, 2> kOptimizerNames{{
+    {"adamw", OptimizerKind::kAdamW},
+    {"lamb", OptimizerKind::kLamb},
+}};
+
+constexpr std::array<EnumName<LrSchedule>, 3> kScheduleNames{{
+    {"cosine", LrSchedule::kCosine},
+    {"linear", LrSchedule::kLinear},
+    {"constant", LrSchedule::kConstant},
+}};
+
+using Cfg = RunConfig;
+
+void add_run_keys(Schema<Cfg>& s) {
+  s.add("run.name", "Run name, recorded in telemetry and checkpoints.", &Cfg::run,
+        &RunSettings::name).non_empty();
+  s.add("run.dir", "Directory for the resolved config, log, checkpoints and telemetry.",
+        &Cfg::run, &RunSettings::dir).non_empty();
+  s.add("run.seed", "Seed for parameter initialization and data order.", &Cfg::run,
+        &RunSettings::seed).at_least(0);
+}
+
+void add_model_keys(Schema<Cfg>& s) {
+  using M = ModelConfig;
+  s.add("model.vocab_size", "Vocabulary size; must match the tokenizer.", &Cfg::model,
+        &M::vocab_size).at_least(1);
+  s.add("model.d_model", "Hidden size.", &Cfg::model, &M::d_model).at_least(1);
+  s.add("model.n_layers", "Number of transformer blocks.", &Cfg::model, &M::n_layers).at_least(1);
+  s.add("model.n_heads", "Attention (query) heads.", &Cfg::model, &M::n_heads).at_least(1);
+  s.add("model.n_kv_heads", "Key/value heads (grouped-query attention; equal to n_heads for "
+        "multi-head attention).", &Cfg::model, &M::n_kv_heads).at_least(1);
+  s.add("model.d_ff", "Feed-forward (SwiGLU) inner size, per expert for MoE.", &Cfg::model,
+        &M::d_ff).at_least(1);
+  s.add("model.max_seq_len", "Longest sequence the model supports.", &Cfg::model,
+        &M::max_seq_len).at_least(1);
+  s.add("model.rope_theta", "Rotary embedding base.", &Cfg::model, &M::rope_theta).above(0.0);
+  s.add("model.tie_embeddings", "Share the input embedding with the output projection.",
+        &Cfg::model, &M::tie_embeddings);
+  s.add("model.norm_eps", "RMSNorm epsilon.", &Cfg::model, &M::norm_eps).above(0.0);
+  s.add("model.moe.num_experts", "Experts per MoE layer; 0 makes every block dense.",
+        &Cfg::model, &M::moe, &MoeConfig::num_experts).at_least(0);
+  s.add("model.moe.top_k", "Experts each token is routed to.", &Cfg::model, &M::moe,
+        &MoeConfig::top_k).at_least(1);
+  s.add("model.moe.aux_loss_coef", "Weight of the load-balancing auxiliary loss.", &Cfg::model,
+        &M::moe, &MoeConfig::aux_loss_coef).at_least(0.0);
+}
+
+void add_parallel_keys(Schema<Cfg>& s) {
+  using P = ParallelConfig;
+  s.add("parallel.dp", "Data-parallel size.", &Cfg::parallel, &P::dp).at_least(1);
+  s.add("parallel.tp", "Tensor-parallel size.", &Cfg::parallel, &P::tp).at_least(1);
+  s.add("parallel.pp", "Pipeline-parallel size (stages).", &Cfg::parallel, &P::pp).at_least(1);
+  s.add("parallel.ep", "Expert-parallel size, carved out of dp.", &Cfg::parallel, &P::ep)
+      .at_least(1);
+  s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
+        &Cfg::parallel, &P::zero).at_least(0).at_most(1);
+}
+
+void add_optim_keys(Schema<Cfg>& s) {
+  using O = OptimConfig;
+  s.add("optim.name", "Optimizer.", &Cfg::optim, &O::name);
+  s.add("optim.lr", "Peak learning rate, reached after warm-up.", &Cfg::optim, &O::lr)
+      .above(0.0);
+  s.add("optim.betas", "Moment decay rates [beta1, beta2].", &Cfg::optim, &O::betas)
+      .length(2).at_least(0.0).below(1.0);
+  s.add("optim.eps", "Denominator epsilon.", &Cfg::optim, &O::eps).above(0.0);
+  s.add("optim.weight_decay", "Decoupled weight decay.", &Cfg::optim, &O::weight_decay)
+      .at_least(0.0);
+  s.add("optim.grad_clip", "Global gradient-norm clip; 0 disables clipping.", &Cfg::optim,
+        &O::grad_clip).at_least(0.0);
+  s.add("optim.schedule", "Learning-rate decay after warm-up.", &Cfg::optim, &O::schedule);
+  s.add("optim.warmup_steps", "Steps of linear warm-up from 0 to optim.lr.", &Cfg::optim,
+        &O::warmup_steps).at_least(0);
+  s.add("optim.min_lr", "Learning rate at the end of the decay.", &Cfg::optim, &O::min_lr)
+      .at_least(0.0);
+}
+
+void add_train_keys(Schema<Cfg>& s) {
+  using T = TrainConfig;
+  s.add("train.steps", "Optimizer steps to run.", &Cfg::train, &T::steps).at_least(1);
+  s.add("train.global_batch", "Samples per step, over all data-parallel ranks.", &Cfg::train,
+        &T::global_batch).at_least(1);
+  s.add("train.micro_batch", "Samples per forward/backward pass on one rank.", &Cfg::train,
+        &T::micro_batch).at_least(1);
+  s.add("train.seq_len", "Tokens per sample; must equal the data plan's sequence length.",
+        &Cfg::train, &T::seq_len).at_least(1);
+  s.add("train.eval_every", "Steps between validation evaluations; 0 never evaluates.",
+        &Cfg::train, &T::eval_every).at_least(0);
+}
+
+void add_io_keys(Schema<Cfg>& s) {
+  using C = CheckpointConfig;
+  s.add("data.plan", "Mixture plan file written by `ms-data plan`.", &Cfg::data,
+        &DataConfig::plan);
+  s.add("checkpoint.every", "Steps between checkpoints; 0 saves only at the end.",
+        &Cfg::checkpoint, &C::every).at_least(0);
+  s.add("checkpoint.async", "Write checkpoints in the background while training continues.",
+        &Cfg::checkpoint, &C::async);
+  s.add("checkpoint.keep", "Newest checkpoints to keep; 0 keeps all.", &Cfg::checkpoint,
+        &C::keep).at_least(0);
+  s.add("checkpoint.resume", "`auto` (latest in run.dir if any), `none`, or a checkpoint path.",
+        &Cfg::checkpoint, &C::resume).non_empty();
+  s.add("telemetry.every_s", "Seconds between host telemetry records.", &Cfg::telemetry,
+        &TelemetryConfig::every_s).above(0.0);
+}
+
+using IntOf = int64_t (*)(const Cfg&);
+
+std::string value_of(std::string_view what, int64_t value) {
+  return std::string(what) + " (" + std::to_string(value) + ")";
+}
+
+// Rule "`a` divisible by `b`"; `b` is at least 1 by the keys' own constraints.
+void add_divisible_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string b, IntOf get_b) {
+  s.add_rule("`" + a + "` divisible by `" + b + "`",
+             [a, get_a, b, get_b](const Cfg& c) -> std::optional<std::string> {
+               if (get_a(c) % get_b(c) == 0) return std::nullopt;
+               return value_of(a, get_a(c)) + " must be divisible by " + value_of(b, get_b(c));
+             });
+}
+
+// Rule "`a` at most `b`".
+void add_at_most_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string b, IntOf get_b) {
+  s.add_rule("`" + a + "` at most `" + b + "`",
+             [a, get_a, b, get_b](const Cfg& c) -> std::optional<std::string> {
+               if (get_a(c) <= get_b(c)) return std::nullopt;
+               return value_of(a, get_a(c)) + " must not exceed " + value_of(b, get_b(c));
+             });
+}
+
+void add_model_rules(Schema<Cfg>& s) {
+  add_divisible_rule(s, "model.n_heads", [](const Cfg& c) { return c.model.n_heads; },
+                     "model.n_kv_heads", [](const Cfg& c) { return c.model.n_kv_heads; });
+  add_divisible_rule(s, "model.d_model", [](const Cfg& c) { return c.model.d_model; },
+                     "model.n_heads", [](const Cfg& c) { return c.model.n_heads; });
+  s.add_rule("head size `model.d_model / model.n_heads` even (rotary embeddings rotate pairs)",
+             [](const Cfg& c) -> std::optional<std::string> {
+               const int64_t head = c.model.d_model / c.model.n_heads;
+               // An uneven split is already reported by the divisibility rule.
+               if (c.model.d_model % c.model.n_heads != 0 || head % 2 == 0) return std::nullopt;
+               return "head size model.d_model / model.n_heads = " + std::to_string(head) +
+                      " must be even for rotary embeddings";
+             });
+  s.add_rule("`model.moe.top_k` at most `model.moe.num_experts` when MoE is on",
+             [](const Cfg& c) -> std::optional<std::string> {
+               const MoeConfig& m = c.model.moe;
+               if (m.num_experts == 0 || m.top_k <= m.num_experts) return std::nullopt;
+               return value_of("model.moe.top_k", m.top_k) + " must not exceed " +
+                      value_of("model.moe.num_experts", m.num_experts);
+             });
+  add_at_most_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
+                   "model.max_seq_len", [](const Cfg& c) { return c.model.max_seq_len; });
+}
+
+void add_parallel_rules(Schema<Cfg>& s) {
+  add_divisible_rule(s, "model.n_heads", [](const Cfg& c) { return c.model.n_heads; },
+                     "parallel.tp", [](const Cfg& c) { return c.parallel.tp; });
+  add_divisible_rule(s, "model.n_kv_heads", [](const Cfg& c) { return c.model.n_kv_heads; },
+                     "parallel.tp", [](const Cfg& c) { return c.parallel.tp; });
+  add_divisible_rule(s, "model.d_ff", [](const Cfg& c) { return c.model.d_ff; },
+                     "parallel.tp", [](const Cfg& c) { return c.parallel.tp; });
+  add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
+                   "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
+  add_divisible_rule(s, "parallel.dp", [](const Cfg& c) { return c.parallel.dp; },
+                     "parallel.ep", [](const Cfg& c) { return c.parallel.ep; });
+  s.add_rule("`parallel.ep` above 1 only with MoE, and `model.moe.num_experts` divisible by it",
+             [](const Cfg& c) -> std::optional<std::string> {
+               const int64_t ep = c.parallel.ep, experts = c.model.moe.num_experts;
+               if (ep == 1 || (experts > 0 && experts % ep == 0)) return std::nullopt;
+               if (experts == 0) {
+                 return value_of("parallel.ep", ep) +
+                        " needs MoE layers; set model.moe.num_experts or parallel.ep=1";
+               }
+               return value_of("model.moe.num_experts", experts) + " must be divisible by " +
+                      value_of("parallel.ep", ep);
+             });
+  add_divisible_rule(s, "train.global_batch", [](const Cfg& c) { return c.train.global_batch; },
+                     "parallel.dp * train.micro_batch",
+                     [](const Cfg& c) { return c.parallel.dp * c.train.micro_batch; });
+}
+
+void add_optim_rules(Schema<Cfg>& s) {
+  s.add_rule("`optim.min_lr` at most `optim.lr`", [](const Cfg& c) -> std::optional<std::string> {
+    if (c.optim.min_lr <= c.optim.lr) return std::nullopt;
+    return "optim.min_lr (" + format_double(c.optim.min_lr) + ") must not exceed optim.lr (" +
+           format_double(c.optim.lr) + ")";
+  });
+}
+
+Schema<Cfg> build_run_config_schema() {
+  Schema<Cfg> s;
+  add_run_keys(s);
+  add_model_keys(s);
+  add_parallel_keys(s);
+  add_optim_keys(s);
+  add_train_keys(s);
+  add_io_keys(s);
+  add_model_rules(s);
+  add_parallel_rules(s);
+  add_optim_rules(s);
+  return s;
+}
+
+}  // namespace
+
+std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) { return kOptimizerNames; }
+std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kScheduleNames; }
+
+const Schema<RunConfig>& run_config_schema() {
+  static const Schema<RunConfig> schema = build_run_config_schema();
+  return schema;
+}
+
+Result<RunConfig> load_run_config(const std::string& path, const std::vector<std::string>& sets) {
+  return run_config_schema().parse_file(path, sets);
+}
+
+Result<RunConfig> run_config_from_yaml_text(std::string_view text, std::string_view source_name,
+                                            const std::vector<std::string>& sets) {
+  return run_config_schema().parse_text(text, source_name, sets);
+}
+
+std::string dump_yaml(const RunConfig& config, bool describe) {
+  return run_config_schema().dump(config, describe);
+}
+
+std::string help_text() { return run_config_schema().help(); }
+
+std::string reference_markdown() { return run_config_schema().markdown(); }
+
+}  // namespace ms::config

@@ -1,0 +1,138 @@
+// RunConfig: the typed form of a training run's YAML config (see docs/config.md), grouped by
+// concern as in the design's "A job from a shell": run, model (with model.moe), parallel,
+// optim, train, data, checkpoint, telemetry. Member initializers are the defaults; the schema
+// in run_config.cc declares each key's path, description and constraints once, and the
+// functions below are what tools call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/schema.h"
+#include "core/status.h"
+
+namespace ms::config {
+
+enum class OptimizerKind { kAdamW, kLamb };
+enum class LrSchedule { kCosine, kLinear, kConstant };
+
+std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind);
+std::span<const EnumName<LrSchedule>> enum_names(LrSchedule);
+
+struct RunSettings {
+  std::string name = "run";
+  std::string dir = "runs/run";
+  int64_t seed = 1234;
+  bool operator==(const RunSettings&) const = default;
+};
+
+struct MoeConfig {
+  int64_t num_experts = 0;  // 0: dense feed-forward blocks
+  int64_t top_k = 2;
+  double aux_loss_coef = 0.01;
+  bool operator==(const MoeConfig&) const = default;
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 8192;
+  int64_t d_model = 512;
+  int64_t n_layers = 8;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 4;
+  int64_t d_ff = 1376;
+  int64_t max_seq_len = 1024;
+  double rope_theta = 10000.0;
+  bool tie_embeddings = false;
+  double norm_eps = 1e-5;
+  MoeConfig moe;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t ep = 1;
+  int64_t zero = 1;
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct OptimConfig {
+  OptimizerKind name = OptimizerKind::kAdamW;
+  double lr = 3.0e-4;
+  std::vector<double> betas = {0.9, 0.95};  // exactly two: (beta1, beta2)
+  double eps = 1.0e-8;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0: no clipping
+  LrSchedule schedule = LrSchedule::kCosine;
+  int64_t warmup_steps = 100;
+  double min_lr = 3.0e-5;
+  bool operator==(const OptimConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t global_batch = 64;
+  int64_t micro_batch = 4;
+  int64_t seq_len = 256;
+  int64_t eval_every = 100;  // 0: never
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string plan;  // empty: not given; the trainer asks for one
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  int64_t every = 100;  // 0: only at the end
+  bool async = true;
+  int64_t keep = 3;     // 0: keep all
+  std::string resume = "auto";  // "auto", "none" or a checkpoint path
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct TelemetryConfig {
+  double every_s = 1.0;
+  bool operator==(const TelemetryConfig&) const = default;
+};
+
+struct RunConfig {
+  RunSettings run;
+  ModelConfig model;
+  ParallelConfig parallel;
+  OptimConfig optim;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  TelemetryConfig telemetry;
+  bool operator==(const RunConfig&) const = default;
+};
+
+// The schema every function below uses; built once on first use.
+const Schema<RunConfig>& run_config_schema();
+
+// Reads the YAML file at `path`, applies each "key=value" of `sets` in order, and validates.
+// Failure: NotFound/IOError for the file, InvalidArgument listing every problem, one a line,
+// each as "path:line:col: ..." or "--set key=value: ...".
+Result<RunConfig> load_run_config(const std::string& path,
+                                  const std::vector<std::string>& sets = {});
+
+// As load_run_config, from YAML text named `source_name` in errors.
+Result<RunConfig> run_config_from_yaml_text(std::string_view text, std::string_view source_name,
+                                            const std::vector<std::string>& sets = {});
+
+// Every key with its effective value, as YAML that loads back to `config` exactly; with
+// `describe`, each key carries its description as a comment (for config.resolved.yaml).
+std::string dump_yaml(const RunConfig& config, bool describe = false);
+
+// The key listing for `--help`-style output: key, type, default, description.
+std::string help_text();
+
+// The Markdown key reference embedded in docs/config.md.
+std::string reference_markdown();
+
+}  // namespace ms::config

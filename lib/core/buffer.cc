@@ -1,0 +1,56 @@
+#include "core/buffer.h"
+
+#include <bit>
+#include <cassert>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <utility>
+
+namespace ms {
+namespace {
+
+// std::aligned_alloc requires the size to be a multiple of the alignment.
+void* allocate_aligned(size_t bytes, size_t alignment) {
+  assert(std::has_single_bit(alignment) && alignment >= sizeof(void*));
+  if (bytes == 0) return nullptr;
+  const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  if (rounded < bytes) return nullptr;  // the rounding overflowed size_t
+  return std::aligned_alloc(alignment, rounded);
+}
+
+}  // namespace
+
+Buffer::Buffer(size_t bytes, size_t alignment) : size_(bytes), alignment_(alignment) {
+  data_ = allocate_aligned(bytes, alignment);
+  if (bytes != 0 && data_ == nullptr) throw std::bad_alloc();
+}
+
+Result<Buffer> Buffer::allocate(size_t bytes, size_t alignment) {
+  void* data = allocate_aligned(bytes, alignment);
+  if (bytes != 0 && data == nullptr) {
+    return Unavailable("out of memory: cannot allocate " + std::to_string(bytes) +
+                       " bytes (alignment " + std::to_string(alignment) +
+                       "); reduce the batch or model size, or use a machine with more memory");
+  }
+  return Buffer(data, bytes, alignment);
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      alignment_(other.alignment_) {}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    alignment_ = other.alignment_;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() { std::free(data_); }
+
+}  // namespace ms

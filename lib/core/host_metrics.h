@@ -1,0 +1,71 @@
+// Host metrics for telemetry "host" records and for diagnosis: CPU utilization, memory, network
+// byte counters and this process's resident memory, read from Linux /proc. Each parser takes
+// the file's text (and the name to use in errors), so tests feed crafted contents; malformed
+// text is a Corruption error naming the file and what was expected.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace ms {
+
+// Aggregate jiffies from the "cpu" line of /proc/stat. Idle time counts idle and iowait; busy
+// is everything else up to steal (guest time is already inside user time).
+struct CpuTimes {
+  uint64_t busy = 0;
+  uint64_t total = 0;
+};
+Result<CpuTimes> parse_proc_stat(std::string_view text, std::string_view source = "/proc/stat");
+// Fraction of time busy between two readings, in [0, 1]; 0 when no time passed.
+double cpu_utilization(const CpuTimes& before, const CpuTimes& after);
+
+// From MemTotal and MemAvailable of /proc/meminfo; used = total - available.
+struct MemInfo {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+Result<MemInfo> parse_meminfo(std::string_view text, std::string_view source = "/proc/meminfo");
+
+// Received and transmitted bytes since boot, summed over every interface except loopback "lo".
+struct NetBytes {
+  uint64_t rx_bytes = 0;
+  uint64_t tx_bytes = 0;
+};
+Result<NetBytes> parse_net_dev(std::string_view text, std::string_view source = "/proc/net/dev");
+
+// Resident set size in bytes, from the VmRSS line of /proc/self/status.
+Result<uint64_t> parse_rss_bytes(std::string_view text,
+                                 std::string_view source = "/proc/self/status");
+
+// Reads a whole text file (works for /proc files, whose size reads as 0).
+Result<std::string> read_text_file(const std::string& path);
+
+struct HostMetrics {
+  double cpu_util = 0;  // busy fraction since the previous sample (since boot for the first)
+  uint64_t mem_used = 0;
+  uint64_t mem_total = 0;
+  uint64_t mem_available = 0;
+  uint64_t net_rx_bytes = 0;  // cumulative counters; readers difference them for rates
+  uint64_t net_tx_bytes = 0;
+  uint64_t rss_bytes = 0;
+};
+
+// Takes successive host samples. `proc_root` is "/proc" except in tests, which point it at a
+// directory holding stat, meminfo, net/dev and self/status files.
+class HostMetricsSampler {
+ public:
+  explicit HostMetricsSampler(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+  // Reads all four files; any unreadable or malformed file is an error naming it, and leaves
+  // the previous CPU reading in place.
+  Result<HostMetrics> sample();
+
+ private:
+  std::string proc_root_;
+  CpuTimes previous_cpu_;
+};
+
+}  // namespace ms

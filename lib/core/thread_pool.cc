@@ -1,0 +1,115 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cassert>
+#include <exception>
+
+namespace ms {
+namespace {
+
+// Shared by the caller of parallel_for and the helper tasks it submits. Held by shared_ptr
+// because a helper may only start after parallel_for has returned; it then finds no chunk left
+// and never touches fn.
+struct ParallelForState {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t chunk = 1;
+  int64_t num_chunks = 0;
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  std::atomic<int64_t> next_chunk{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable done_cv;
+  int64_t chunks_finished = 0;
+  std::exception_ptr error;
+
+  // Claims and runs chunks until none are left.
+  void work() {
+    for (int64_t c = next_chunk.fetch_add(1); c < num_chunks; c = next_chunk.fetch_add(1)) {
+      run_chunk(c);
+      std::lock_guard<std::mutex> lock(mu);
+      if (++chunks_finished == num_chunks) done_cv.notify_all();
+    }
+  }
+
+  void run_chunk(int64_t c) {
+    if (failed.load()) return;
+    const int64_t lo = begin + c * chunk;
+    const int64_t hi = std::min(end, lo + chunk);
+    try {
+      (*fn)(lo, hi);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  }
+
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return chunks_finished == num_chunks; });
+  }
+};
+
+}  // namespace
+
+ThreadPool::ThreadPool(size_t num_threads) {
+  assert(num_threads >= 1);
+  workers_.reserve(num_threads);
+  for (size_t i = 0; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+size_t ThreadPool::default_size() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+void ThreadPool::enqueue(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    assert(!stopping_ && "submit on a ThreadPool that is being destroyed");
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::worker_loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t begin, int64_t end,
+                              const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
+  assert(min_chunk >= 1);
+  if (end <= begin) return;
+  const int64_t n = end - begin;
+  const int64_t parts = static_cast<int64_t>(size()) + 1;  // the workers and the caller
+  auto state = std::make_shared<ParallelForState>();
+  state->begin = begin;
+  state->end = end;
+  state->chunk = std::max(min_chunk, (n + parts - 1) / parts);
+  state->num_chunks = (n + state->chunk - 1) / state->chunk;
+  state->fn = &fn;
+  for (int64_t i = 1; i < state->num_chunks; ++i) enqueue([state] { state->work(); });
+  state->work();
+  state->wait();
+  if (state->error) std::rethrow_exception(state->error);
+}
+
+}  // namespace ms

@@ -1,0 +1,80 @@
+// Atomic replacement of files and directories, so a crash mid-save never leaves a loadable half.
+// Files are written to a temporary name in the target's directory, fsynced, renamed over the
+// target, and the directory is fsynced so the rename itself is durable. Rename within one
+// directory is the only atomicity assumed, which holds on local and shared POSIX filesystems.
+// Everything here takes an Env so tests can inject faults; the overloads without one use
+// default_env().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "io/env.h"
+
+namespace ms::io {
+
+// Replaces `path` with `contents` atomically: temp file in the same directory, write all, fsync,
+// rename over `path`, fsync the directory. On any failure the temp file is removed, `path` keeps
+// its previous content (or stays absent), and an IOError naming `path` is returned.
+Status write_file_atomic(Env& env, const std::string& path, std::string_view contents);
+Status write_file_atomic(const std::string& path, std::string_view contents);
+
+// Reads the whole file. NotFound when it does not exist, IOError naming `path` on other failures.
+Result<std::string> read_file(Env& env, const std::string& path);
+Result<std::string> read_file(const std::string& path);
+
+// Streams a file into place atomically. Writes go to `<path>.tmp.<pid>.<random>`; commit()
+// fsyncs it, renames it over `path` and fsyncs the directory. Destroying the writer without a
+// successful commit() removes the temporary file, so an abandoned save leaves nothing behind.
+// After any failed call the writer is poisoned: later writes and commit() return that error.
+class AtomicFileWriter {
+ public:
+  // Creates the temporary file; IOError naming `path` when it cannot. `env` must outlive the
+  // writer.
+  static Result<std::unique_ptr<AtomicFileWriter>> create(Env& env, const std::string& path);
+  static Result<std::unique_ptr<AtomicFileWriter>> create(const std::string& path);
+  ~AtomicFileWriter();
+
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  // Appends `data` to the temporary file.
+  Status append(std::string_view data);
+  // The temporary file, for writers (such as ZstdWriter) that append to a File directly. A write
+  // that fails through it poisons this writer too, so commit() never publishes a partial file.
+  File& file() { return *recorder_; }
+  // fsync + rename over the target + fsync of the directory. Afterwards the writer is done.
+  Status commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  AtomicFileWriter(Env& env, std::string path, std::string temp_path, std::unique_ptr<File> file);
+  Status fail(Status status);
+  void discard();
+
+  Env& env_;
+  std::string path_;
+  std::string temp_path_;
+  std::unique_ptr<File> file_;      // the temporary file; null once closed or discarded
+  std::unique_ptr<File> recorder_;  // what file() hands out: forwards to file_, records failures
+  Status direct_write_error_;       // first failure seen through recorder_
+  Status error_;
+  bool committed_ = false;
+};
+
+// Publishes a fully written directory atomically: fsyncs every regular file directly inside
+// `tmp_dir`, fsyncs `tmp_dir`, renames it to `final_dir` (which must not exist or be an empty
+// directory) and fsyncs the parent of `final_dir`. Both must lie in the same parent directory
+// for the guarantee to hold on shared filesystems. On failure `final_dir` is not created and
+// `tmp_dir` is left for the caller to remove or retry.
+Status commit_directory(Env& env, const std::string& tmp_dir, const std::string& final_dir);
+Status commit_directory(const std::string& tmp_dir, const std::string& final_dir);
+
+// Name for a temporary sibling of `path`: `<path>.tmp.<pid>.<random hex>`.
+std::string temp_sibling_name(const std::string& path);
+
+}  // namespace ms::io

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs dependencies, configures the test build (warnings are errors), builds everything and
+# runs the whole suite through ctest. Usage: scripts/test.sh [extra ctest arguments]
+# Environment: BUILD_DIR (default build/test), MS_CUDA (AUTO|ON|OFF, default AUTO), JOBS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+
+BUILD_DIR=${BUILD_DIR:-build/test}
+JOBS=${JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/ccache}
+
+cmake -S . -B "$BUILD_DIR" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DMS_WERROR=ON -DMS_BUILD_TESTS=ON \
+  -DMS_CUDA="${MS_CUDA:-AUTO}" -DMS_CUDA_ARCHS=90
+cmake --build "$BUILD_DIR" -j "$JOBS"
+
+# mpirun tests hold the "mpi" resource lock, so -j only overlaps them with unit tests.
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" "$@"

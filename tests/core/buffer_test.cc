@@ -1,0 +1,72 @@
+// Buffer: aligned, owning, move-only storage.
+#include "core/buffer.h"
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+namespace ms {
+namespace {
+
+bool is_aligned(const void* p, size_t alignment) {
+  return reinterpret_cast<uintptr_t>(p) % alignment == 0;
+}
+
+TEST(Buffer, DefaultIsEmpty) {
+  Buffer b;
+  EXPECT_TRUE(b.empty());
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.data(), nullptr);
+}
+
+TEST(Buffer, AllocatesAlignedStorageOfOddSizes) {
+  for (size_t bytes : {1u, 3u, 63u, 64u, 65u, 1000u}) {
+    Buffer b(bytes);
+    EXPECT_EQ(b.size(), bytes);
+    EXPECT_EQ(b.bytes().size(), bytes);
+    EXPECT_TRUE(is_aligned(b.data(), 64)) << bytes;
+    std::memset(b.data(), 0xab, bytes);  // the whole range is writable (ASan would complain)
+  }
+}
+
+TEST(Buffer, HonoursLargerAlignments) {
+  Buffer b(10, 4096);
+  EXPECT_EQ(b.alignment(), 4096u);
+  EXPECT_TRUE(is_aligned(b.data(), 4096));
+}
+
+TEST(Buffer, MoveTransfersOwnership) {
+  Buffer a(128);
+  void* p = a.data();
+  Buffer b(std::move(a));
+  EXPECT_EQ(b.data(), p);
+  EXPECT_EQ(b.size(), 128u);
+  EXPECT_EQ(a.data(), nullptr);  // NOLINT: checking the moved-from state on purpose
+  EXPECT_EQ(a.size(), 0u);
+  Buffer c(8);
+  c = std::move(b);
+  EXPECT_EQ(c.data(), p);
+  EXPECT_EQ(c.size(), 128u);
+}
+
+TEST(Buffer, AllocateReportsExhaustionAsAStatus) {
+  Result<Buffer> ok = Buffer::allocate(256);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->size(), 256u);
+  Result<Buffer> huge = Buffer::allocate(std::numeric_limits<size_t>::max() - 8);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(huge.status().message().find("out of memory"), std::string::npos);
+}
+
+TEST(Buffer, ZeroBytesAllocatesNothing) {
+  Result<Buffer> b = Buffer::allocate(0);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->empty());
+}
+
+}  // namespace
+}  // namespace ms

@@ -1,0 +1,86 @@
+// ThreadPool: futures, parallel_for coverage and exceptions, nested use, and shutdown.
+#include "core/thread_pool.h"
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace ms {
+namespace {
+
+TEST(ThreadPool, SubmitReturnsTheResultThroughAFuture) {
+  ThreadPool pool(2);
+  EXPECT_EQ(pool.size(), 2u);
+  std::future<int> f = pool.submit([] { return 6 * 7; });
+  EXPECT_EQ(f.get(), 42);
+  std::future<void> v = pool.submit([] {});
+  v.get();
+}
+
+TEST(ThreadPool, ExceptionsTravelThroughTheFuture) {
+  ThreadPool pool(1);
+  std::future<int> f = pool.submit([]() -> int { throw std::runtime_error("boom"); });
+  EXPECT_THROW(f.get(), std::runtime_error);
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexExactlyOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 2, 5, 17, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    pool.parallel_for(0, n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 1) << n << " " << i;
+  }
+}
+
+TEST(ThreadPool, ParallelForHonoursOffsetsAndMinimumChunk) {
+  ThreadPool pool(4);
+  std::atomic<int64_t> sum{0};
+  std::atomic<int> chunks{0};
+  pool.parallel_for(10, 20, [&](int64_t lo, int64_t hi) {
+    chunks++;
+    for (int64_t i = lo; i < hi; ++i) sum += i;
+  }, /*min_chunk=*/5);
+  EXPECT_EQ(sum.load(), 145);
+  EXPECT_EQ(chunks.load(), 2);
+}
+
+TEST(ThreadPool, ParallelForRethrowsTheFirstException) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.parallel_for(0, 100, [](int64_t lo, int64_t) {
+    if (lo == 0) throw std::invalid_argument("bad chunk");
+  }), std::invalid_argument);
+  // The pool still works afterwards.
+  EXPECT_EQ(pool.submit([] { return 1; }).get(), 1);
+}
+
+TEST(ThreadPool, ParallelForInsideAPoolTaskCompletes) {
+  ThreadPool pool(1);  // the only worker runs the outer task, so the caller must help
+  std::future<int64_t> f = pool.submit([&pool] {
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(0, 100, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) sum += i;
+    });
+    return sum.load();
+  });
+  EXPECT_EQ(f.get(), 4950);
+}
+
+TEST(ThreadPool, DestructionFinishesPendingWork) {
+  std::atomic<int> done{0};
+  std::vector<std::future<void>> futures;
+  {
+    ThreadPool pool(2);
+    for (int i = 0; i < 200; ++i) futures.push_back(pool.submit([&done] { done++; }));
+  }
+  EXPECT_EQ(done.load(), 200);
+  for (auto& f : futures) f.get();  // every future is ready, none broken
+}
+
+TEST(ThreadPool, DefaultSizeIsPositive) { EXPECT_GE(ThreadPool::default_size(), 1u); }
+
+}  // namespace
+}  // namespace ms
