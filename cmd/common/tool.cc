@@ -30,7 +30,19 @@ void Tool::print_error(const std::string& message) const {
   std::cerr << name_ << ": error: " << message << std::endl;
 }
 
+int& Tool::argc() {
+  static int value = 0;
+  return value;
+}
+
+char**& Tool::argv() {
+  static char** value = nullptr;
+  return value;
+}
+
 int Tool::run(int argc, char** argv) {
+  Tool::argc() = argc;
+  Tool::argv() = argv;
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -42,6 +42,10 @@ class Tool {
   // Prints "ms-<tool>: error: <message>" to stderr.
   void print_error(const std::string& message) const;
 
+  // The process's argc/argv as given to run(), for actions that start MPI (MPI_Init wants them).
+  static int& argc();
+  static char**& argv();
+
  private:
   std::string name_;
   CLI::App app_;

@@ -1,4 +1,6 @@
-#include "cmd/ms-diagnose/info.h"
+// `ms-diagnose info`: which ranks, hosts, devices and I/O backends a job got, and how far each
+// rank's clock is from rank 0's. Run under mpirun to see the whole job; rank 0 prints.
+#include "cmd/common/registry.h"
 
 #include <mpi.h>
 #include <sched.h>
@@ -156,8 +158,8 @@ void print_table(const std::vector<ordered_json>& ranks) {
   print_gpu_notes(ranks);
 }
 
-Result<int> run_info(bool json, int& argc, char**& argv) {
-  MS_RETURN_IF_ERROR(comm::init(argc, argv));
+Result<int> run_info(bool json) {
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
   Result<int> outcome = [&]() -> Result<int> {
     MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
                         comm::MpiCommunicator::world());
@@ -181,14 +183,16 @@ Result<int> run_info(bool json, int& argc, char**& argv) {
   return outcome;
 }
 
-}  // namespace
-
-void add_info_command(cli::Tool& tool, int& argc, char**& argv) {
+void add_info_command(cli::Tool& tool) {
   auto json = std::make_shared<bool>(false);
   CLI::App* sub = tool.add_subcommand(
       "info", "Show every rank's host, CPUs, memory, GPUs, I/O backend and clock offset",
-      [json, &argc, &argv] { return run_info(*json, argc, argv); });
+      [json] { return run_info(*json); });
   cli::add_json_flag(sub, json.get());
 }
+
+}  // namespace
+
+MS_CLI_COMMAND(info, add_info_command);
 
 }  // namespace ms::diagnose_cmd
