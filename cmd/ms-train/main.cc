@@ -1,10 +1,16 @@
-// ms-train: trains with no subcommand. This build resolves and validates run configs
-// (--dry-run) and prints the config reference (--config-help); the training engine joins
-// with the ms-train work, and until then a run without --dry-run is refused with a message.
+// ms-train: trains with no subcommand, as one process or under `mpirun -np N` (one
+// data-parallel rank per process). --dry-run resolves and validates a config without starting
+// MPI; --config-help prints the config reference. The loop itself is ms::train::Trainer.
+#include <mpi.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "cmd/common/tool.h"
+#include "comm/mpi_communicator.h"
 #include "config/run_config.h"
+#include "core/logging.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -15,7 +21,45 @@ struct TrainOptions {
   bool config_help = false;
 };
 
-ms::Result<int> train(const TrainOptions& opts) {
+// Exit status after a failed step of training. A failure every rank knows about ends the job
+// normally (only the reporting rank prints it); one that only this rank hit would leave the
+// others blocked in a collective, so it takes the whole job down.
+ms::Result<int> report_failure(const ms::cli::Tool& tool, const ms::Status& status,
+                               bool collective, int world_size) {
+  if (ms::train::reported_by_another_rank(status)) return 1;
+  if (collective || world_size == 1) return status;
+  tool.print_error(status.message() + " (aborting every rank)");
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  return 1;
+}
+
+// The rank the launcher gave this process (mpirun, srun), before MPI is started; 0 when run
+// alone. Config errors are found before MPI starts, identically on every rank, so only the
+// first rank prints them.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+ms::Result<int> run_training(const ms::cli::Tool& tool, ms::config::RunConfig config) {
+  MS_ASSIGN_OR_RETURN(auto world, ms::comm::MpiCommunicator::world());
+  ms::Result<std::unique_ptr<ms::train::Trainer>> trainer =
+      ms::train::Trainer::create(std::move(config), *world);
+  if (!trainer.ok()) return report_failure(tool, trainer.status(), true, world->size());
+  ms::Result<ms::train::TrainSummary> summary = (*trainer)->run();
+  if (!summary.ok()) {
+    return report_failure(tool, summary.status(), (*trainer)->failure_is_collective(),
+                          world->size());
+  }
+  MS_LOG(Info) << "done: " << summary->steps_done << " steps"
+               << (summary->stopped_by_signal ? " (stopped by a signal)" : "") << "; run dir "
+               << (*trainer)->config().run.dir;
+  return 0;
+}
+
+ms::Result<int> train(const ms::cli::Tool& tool, const TrainOptions& opts) {
   if (opts.config_help) {
     std::cout << ms::config::help_text();
     return 0;
@@ -23,22 +67,29 @@ ms::Result<int> train(const TrainOptions& opts) {
   if (opts.config_path.empty()) {
     return ms::InvalidArgument("no run config given: pass --config <file.yaml> (see configs/)");
   }
-  MS_ASSIGN_OR_RETURN(ms::config::RunConfig config,
-                      ms::config::load_run_config(opts.config_path, opts.sets));
-  if (!opts.dry_run) {
-    return ms::FailedPrecondition(
-        "this build validates configs only; rerun with --dry-run to print the resolved config");
+  ms::Result<ms::config::RunConfig> config =
+      ms::config::load_run_config(opts.config_path, opts.sets);
+  if (!config.ok()) {
+    if (launcher_rank() != 0) return 1;
+    return config.status();
   }
-  std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(config);
-  return 0;
+  if (opts.dry_run) {
+    std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config);
+    return 0;
+  }
+  MS_RETURN_IF_ERROR(ms::comm::init(ms::cli::Tool::argc(), ms::cli::Tool::argv()));
+  ms::Result<int> code = run_training(tool, std::move(*config));
+  const ms::Status finalized = ms::comm::finalize();
+  if (code.ok() && !finalized.ok()) return finalized;
+  return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ms::cli::Tool tool("ms-train",
-                     "ms-train: train dense and MoE transformers with data, tensor, pipeline and "
-                     "expert parallelism");
+                     "ms-train: train dense and MoE transformers with data parallelism (ZeRO-1) "
+                     "over MPI; run under `mpirun -np N` for N data-parallel ranks");
   TrainOptions opts;
   CLI::App& app = tool.app();
   ms::cli::add_config_options(&app, &opts.config_path, &opts.sets);
@@ -46,6 +97,6 @@ int main(int argc, char** argv) {
                "Resolve and validate the config (file plus --set), print it and exit");
   app.add_flag("--config-help", opts.config_help,
                "List every config key with its type, default and meaning, then exit");
-  tool.set_default_action([&opts] { return train(opts); });
+  tool.set_default_action([&tool, &opts] { return train(tool, opts); });
   return tool.run(argc, argv);
 }

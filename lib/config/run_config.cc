@@ -47,12 +47,19 @@ void add_model_keys(Schema<Cfg>& s) {
   s.add("model.tie_embeddings", "Share the input embedding with the output projection.",
         &Cfg::model, &M::tie_embeddings);
   s.add("model.norm_eps", "RMSNorm epsilon.", &Cfg::model, &M::norm_eps).above(0.0);
+  s.add("model.parallel_block", "MegaScale parallel block: attention and FFN read the same "
+        "normed input and their outputs are summed.", &Cfg::model, &M::parallel_block);
+  s.add("model.sliding_window", "Keys each query attends to (itself included); 0 attends to "
+        "every earlier position.", &Cfg::model, &M::sliding_window).at_least(0);
   s.add("model.moe.num_experts", "Experts per MoE layer; 0 makes every block dense.",
         &Cfg::model, &M::moe, &MoeConfig::num_experts).at_least(0);
   s.add("model.moe.top_k", "Experts each token is routed to.", &Cfg::model, &M::moe,
         &MoeConfig::top_k).at_least(1);
   s.add("model.moe.aux_loss_coef", "Weight of the load-balancing auxiliary loss.", &Cfg::model,
         &M::moe, &MoeConfig::aux_loss_coef).at_least(0.0);
+  s.add("model.moe.shared_expert_d_ff", "Inner size of a shared expert every token passes "
+        "through besides its routed ones; 0 for none.", &Cfg::model, &M::moe,
+        &MoeConfig::shared_expert_d_ff).at_least(0);
 }
 
 void add_parallel_keys(Schema<Cfg>& s) {
@@ -83,6 +90,13 @@ void add_optim_keys(Schema<Cfg>& s) {
         &O::warmup_steps).at_least(0);
   s.add("optim.min_lr", "Learning rate at the end of the decay.", &Cfg::optim, &O::min_lr)
       .at_least(0.0);
+  s.add("optim.spike_guard.enabled", "Skip updates whose loss or gradient norm spikes.",
+        &Cfg::optim, &O::spike_guard, &SpikeGuardConfig::enabled);
+  s.add("optim.spike_guard.window", "Accepted steps the spike guard's mean and deviation cover; "
+        "it acts once the window is full.", &Cfg::optim, &O::spike_guard,
+        &SpikeGuardConfig::window).at_least(2);
+  s.add("optim.spike_guard.zscore", "Standard deviations above the window mean that count as a "
+        "spike.", &Cfg::optim, &O::spike_guard, &SpikeGuardConfig::zscore).above(0.0);
 }
 
 void add_train_keys(Schema<Cfg>& s) {
@@ -96,6 +110,20 @@ void add_train_keys(Schema<Cfg>& s) {
         &Cfg::train, &T::seq_len).at_least(1);
   s.add("train.eval_every", "Steps between validation evaluations; 0 never evaluates.",
         &Cfg::train, &T::eval_every).at_least(0);
+  s.add("train.eval_batches", "Global batches of the validation split each evaluation reads.",
+        &Cfg::train, &T::eval_batches).at_least(1);
+  s.add("train.log_every", "Steps between progress log lines.", &Cfg::train, &T::log_every)
+      .at_least(1);
+  s.add("train.mfu_peak_gflops", "Peak GFLOP/s of one rank for MFU; 0 measures the sgemm rate "
+        "at start.", &Cfg::train, &T::mfu_peak_gflops).at_least(0.0);
+  s.add("train.overlap_grad_reduce", "Start each gradient bucket's reduction during backward.",
+        &Cfg::train, &T::overlap_grad_reduce);
+  s.add("train.bucket_mb", "Gradient bucket size in MiB for the data-parallel reduction.",
+        &Cfg::train, &T::bucket_mb).above(0.0);
+  s.add("train.debug_slow_rank", "Test-only: rank that sleeps train.debug_slow_ms every step; "
+        "-1 for none.", &Cfg::train, &T::debug_slow_rank).at_least(-1);
+  s.add("train.debug_slow_ms", "Test-only: milliseconds train.debug_slow_rank sleeps each step.",
+        &Cfg::train, &T::debug_slow_ms).at_least(0.0);
 }
 
 void add_io_keys(Schema<Cfg>& s) {
@@ -112,6 +140,8 @@ void add_io_keys(Schema<Cfg>& s) {
         &Cfg::checkpoint, &C::resume).non_empty();
   s.add("telemetry.every_s", "Seconds between host telemetry records.", &Cfg::telemetry,
         &TelemetryConfig::every_s).above(0.0);
+  s.add("telemetry.trace", "Write per-rank traces of compute and collectives to run.dir/trace.",
+        &Cfg::telemetry, &TelemetryConfig::trace);
 }
 
 using IntOf = int64_t (*)(const Cfg&);

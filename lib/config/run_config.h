@@ -33,6 +33,7 @@ struct MoeConfig {
   int64_t num_experts = 0;  // 0: dense feed-forward blocks
   int64_t top_k = 2;
   double aux_loss_coef = 0.01;
+  int64_t shared_expert_d_ff = 0;  // 0: no shared expert
   bool operator==(const MoeConfig&) const = default;
 };
 
@@ -47,6 +48,8 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   bool tie_embeddings = false;
   double norm_eps = 1e-5;
+  bool parallel_block = false;  // MegaScale parallel attention + FFN block
+  int64_t sliding_window = 0;   // 0: full causal attention
   MoeConfig moe;
   bool operator==(const ModelConfig&) const = default;
 };
@@ -60,6 +63,15 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+// Loss-spike guard: an update is skipped when the loss or the gradient norm lies more than
+// `zscore` standard deviations above the mean of the last `window` accepted steps.
+struct SpikeGuardConfig {
+  bool enabled = true;
+  int64_t window = 50;
+  double zscore = 6.0;
+  bool operator==(const SpikeGuardConfig&) const = default;
+};
+
 struct OptimConfig {
   OptimizerKind name = OptimizerKind::kAdamW;
   double lr = 3.0e-4;
@@ -70,6 +82,7 @@ struct OptimConfig {
   LrSchedule schedule = LrSchedule::kCosine;
   int64_t warmup_steps = 100;
   double min_lr = 3.0e-5;
+  SpikeGuardConfig spike_guard;
   bool operator==(const OptimConfig&) const = default;
 };
 
@@ -79,6 +92,13 @@ struct TrainConfig {
   int64_t micro_batch = 4;
   int64_t seq_len = 256;
   int64_t eval_every = 100;  // 0: never
+  int64_t eval_batches = 4;  // global validation batches per evaluation
+  int64_t log_every = 1;
+  double mfu_peak_gflops = 0;  // per rank; 0: measure the sgemm rate at start
+  bool overlap_grad_reduce = true;
+  double bucket_mb = 4.0;
+  int64_t debug_slow_rank = -1;  // test-only fault injection: -1 for none
+  double debug_slow_ms = 0;
   bool operator==(const TrainConfig&) const = default;
 };
 
@@ -97,6 +117,7 @@ struct CheckpointConfig {
 
 struct TelemetryConfig {
   double every_s = 1.0;
+  bool trace = true;
   bool operator==(const TelemetryConfig&) const = default;
 };
 

@@ -1,0 +1,184 @@
+// `ms-diagnose check`: node health check run under mpirun (a single process works too). Measures
+// every rank's sgemm rate (and cuBLAS rate where a GPU exists) and STREAM triad bandwidth, runs
+// nccl-tests-style collective benchmarks with exact verification, a pairwise point-to-point
+// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found.
+#include "cmd/common/registry.h"
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "comm/mpi_communicator.h"
+#include "core/logging.h"
+#include "core/timer.h"
+#include "diag/check.h"
+#include "diag/check_report.h"
+#ifdef MS_HAVE_CUDA
+#include "kernels/device.h"
+#include "kernels/gemm.cuh"
+#endif
+
+namespace ms::diagnose_cmd {
+namespace {
+
+constexpr int kSuspectExit = 3;
+
+struct CheckCli {
+  diag::CheckOptions check;
+  diag::HealthOptions health;
+  std::vector<std::string> collectives;
+  std::string group_by = "host";
+  int gpu_sgemm_n = 2048;
+  bool json = false;
+};
+
+#ifdef MS_HAVE_CUDA
+// Best-of-reps cuBLAS sgemm rate on this rank's GPU (node-local rank modulo device count is not
+// known here; world rank modulo count spreads ranks the same way on uniform nodes). Empty when
+// there is no usable GPU, which is logged once and is not a failure.
+std::map<std::string, double> gpu_sgemm_metrics(int rank, int n, int reps) {
+  Result<int> count = kernels::device_count();
+  if (!count.ok() || *count == 0) {
+    MS_LOG(Debug) << "check: no GPU sgemm: "
+                  << (count.ok() ? "no device" : count.status().message());
+    return {};
+  }
+  if (!kernels::set_device(rank % *count).ok()) return {};
+  const size_t bytes = static_cast<size_t>(n) * n * sizeof(float);
+  Result<kernels::DeviceBuffer> a = kernels::DeviceBuffer::allocate(bytes);
+  Result<kernels::DeviceBuffer> b = kernels::DeviceBuffer::allocate(bytes);
+  Result<kernels::DeviceBuffer> c = kernels::DeviceBuffer::allocate(bytes);
+  if (!a.ok() || !b.ok() || !c.ok()) return {};
+  const std::vector<float> ones(static_cast<size_t>(n) * n, 1.0f);
+  if (!kernels::copy_to_device(a->data(), ones.data(), bytes).ok() ||
+      !kernels::copy_to_device(b->data(), ones.data(), bytes).ok()) {
+    return {};
+  }
+  double best_s = 1e30;
+  for (int rep = 0; rep <= reps; ++rep) {  // the first run warms up cuBLASLt
+    Stopwatch watch;
+    Status s = kernels::sgemm(kernels::Transpose::kNo, kernels::Transpose::kNo, n, n, n, 1.0f,
+                              a->as<float>(), n, b->as<float>(), n, 0.0f, c->as<float>(), n);
+    if (!s.ok() || !kernels::synchronize(nullptr).ok()) return {};
+    if (rep > 0) best_s = std::min(best_s, watch.elapsed_s());
+  }
+  return {{"gpu_sgemm_gflops", 2.0 * n * n * static_cast<double>(n) / best_s / 1e9}};
+}
+#endif
+
+Status resolve_options(CheckCli& cli, int rank) {
+  if (!cli.collectives.empty()) {
+    cli.check.collectives.clear();
+    for (const std::string& name : cli.collectives) {
+      MS_ASSIGN_OR_RETURN(diag::Collective c, diag::parse_collective(name));
+      cli.check.collectives.push_back(c);
+    }
+  }
+  MS_ASSIGN_OR_RETURN(cli.health.group_by, telemetry::parse_group_by(cli.group_by));
+  if (cli.check.injection.rank >= 0 && !(cli.check.injection.factor >= 1)) {
+    return InvalidArgument("--inject-factor must be >= 1");
+  }
+#ifdef MS_HAVE_CUDA
+  const int n = cli.gpu_sgemm_n;
+  const int reps = cli.check.compute_reps;
+  if (n > 0) cli.check.extra_rank_metrics = [rank, n, reps] { return gpu_sgemm_metrics(rank, n, reps); };
+#else
+  (void)rank;
+#endif
+  return Status::OK();
+}
+
+Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
+  MS_RETURN_IF_ERROR(resolve_options(cli, world.rank()));
+  MS_ASSIGN_OR_RETURN(diag::CheckResults results, diag::run_check(world, log::host(), cli.check));
+  const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
+  if (world.rank() == 0) {
+    if (cli.json) {
+      std::cout << diag::check_report_json(results, cli.check, cli.health, verdict).dump(2)
+                << std::endl;
+    } else {
+      std::fputs(diag::format_check_report(results, cli.check, verdict).c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  return verdict.healthy() ? 0 : kSuspectExit;
+}
+
+Result<int> run_check(CheckCli cli) {
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
+  Result<int> outcome = [&]() -> Result<int> {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
+                        comm::MpiCommunicator::world());
+    return check_world(*world, cli);
+  }();
+  Status finalized = comm::finalize();
+  if (outcome.ok() && !finalized.ok()) return finalized;
+  return outcome;
+}
+
+void add_sweep_options(CLI::App* sub, CheckCli& cli) {
+  diag::CheckOptions& o = cli.check;
+  sub->add_option("--min-bytes", o.min_bytes, "Smallest collective size in bytes")->capture_default_str();
+  sub->add_option("--max-bytes", o.max_bytes, "Largest collective size in bytes")->capture_default_str();
+  sub->add_option("--factor", o.factor, "Multiplier between sizes")->capture_default_str();
+  sub->add_option("--iters", o.iters, "Timed iterations per size")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--warmup", o.warmup, "Untimed iterations per size")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--collectives", cli.collectives,
+                  "Which collectives (default all): allreduce allgather reduce_scatter alltoall "
+                  "broadcast sendrecv");
+}
+
+void add_rank_options(CLI::App* sub, CheckCli& cli) {
+  diag::CheckOptions& o = cli.check;
+  sub->add_option("--sgemm-n", o.sgemm_n, "Matrix size of the CPU sgemm benchmark")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--gpu-sgemm-n", cli.gpu_sgemm_n,
+                  "Matrix size of the GPU sgemm benchmark (0 skips it; ignored without CUDA)")
+      ->capture_default_str();
+  sub->add_option("--triad-elements", o.triad_elements, "Doubles per STREAM triad array")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--reps", o.compute_reps, "Repetitions of each per-rank benchmark (best kept)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--rounds", o.rounds,
+                  "Round-robin passes over the ranks and pairs (each keeps its best)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--p2p-bytes", o.p2p_bytes, "Message size of the point-to-point matrix")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--p2p-reps", o.p2p_reps, "Messages per ordered pair")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+void add_verdict_options(CLI::App* sub, CheckCli& cli) {
+  sub->add_option("--z-threshold", cli.health.z_threshold,
+                  "Robust z-score below -this makes a statistical outlier")->capture_default_str();
+  sub->add_option("--min-degradation", cli.health.min_degradation,
+                  "Fraction below the median that makes an outlier a suspect")
+      ->capture_default_str();
+  sub->add_option("--group-by", cli.group_by, "What a machine is: host or rank")
+      ->capture_default_str()->check(CLI::IsMember({"host", "rank"}));
+  sub->add_option("--inject-slow-rank", cli.check.injection.rank,
+                  "Testing aid: pretend this rank is slower (its timings are multiplied)");
+  sub->add_option("--inject-factor", cli.check.injection.factor,
+                  "Testing aid: slowdown factor of --inject-slow-rank")->capture_default_str();
+  cli::add_json_flag(sub, &cli.json);
+}
+
+void add_check_command(cli::Tool& tool) {
+  auto cli = std::make_shared<CheckCli>();
+  CLI::App* sub = tool.add_subcommand(
+      "check",
+      "Benchmark compute, memory, collectives and links of every rank and name slow machines "
+      "(exit 3 when a suspect is found)",
+      [cli] { return run_check(*cli); });
+  add_sweep_options(sub, *cli);
+  add_rank_options(sub, *cli);
+  add_verdict_options(sub, *cli);
+}
+
+}  // namespace
+
+MS_CLI_COMMAND(check, add_check_command);
+
+}  // namespace ms::diagnose_cmd

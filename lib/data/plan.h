@@ -1,0 +1,143 @@
+// The mixture plan file (docs/formats/plan.md): everything needed to materialize any global
+// sample of a blended training or validation stream without reading more than that sample's
+// tokens. For each split it maps global sample -> (source, sample-in-source), and for each
+// source and split it stores the shuffled sequence order of every epoch it uses together with
+// the end offset of each sequence in that source's concatenated token stream. Sample k of a
+// source covers stream tokens [k*seq_len, k*seq_len + seq_len + 1) (Megatron's GPT dataset
+// packing: consecutive samples share their boundary token), so it is found by one binary
+// search over the stream ends.
+//
+// The file is binary with a fixed 64-byte header (magic, version, sizes, crc32c of header and
+// payload), a JSON block describing the mixture, a section table and 8-byte aligned arrays.
+// Readers validate everything once at open (sizes, crcs, section bounds, counts against the
+// JSON, index ranges), so later lookups need no checks; a plan built from bytes never crashes a
+// reader (tests/fuzz/plan_reader_fuzz.cc).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "data/loader.h"
+
+namespace ms::data {
+
+inline constexpr std::string_view kPlanMagic{"MSPLAN\x00\x00", 8};
+inline constexpr uint32_t kPlanFormatVersion = 1;
+inline constexpr size_t kPlanHeaderBytes = 64;
+inline constexpr size_t kPlanSectionEntryBytes = 32;
+
+// Per source and split: how much data the split has and how much of it the plan uses.
+struct PlanSplitCounts {
+  uint64_t documents = 0;
+  uint64_t sequences = 0;
+  uint64_t tokens = 0;
+  uint64_t samples = 0;  // samples of this source the split's blend uses
+  uint64_t epochs = 0;   // passes over the split's documents needed to pack them
+  bool operator==(const PlanSplitCounts&) const = default;
+};
+
+struct PlanSource {
+  std::string name;
+  std::string prefix;
+  std::string content_hash;  // IndexedDataset::content_hash() at planning time
+  uint64_t dataset_sequences = 0;
+  double weight = 0;  // base weight, normalized over the sources
+  int64_t vocab_size = 0;  // from the dataset's meta (0 when it has none)
+  std::string tokenizer_path;
+  std::string tokenizer_hash;
+  std::array<PlanSplitCounts, 2> splits;  // indexed by Split
+  bool operator==(const PlanSource&) const = default;
+};
+
+// From global training sample `at_sample` on, blend with `weights` (normalized, one per
+// source). The first phase always starts at 0.
+struct PlanPhase {
+  int64_t at_sample = 0;
+  std::vector<double> weights;
+  bool operator==(const PlanPhase&) const = default;
+};
+
+struct PlanInfo {
+  std::string toolkit_version;
+  std::string git_revision;
+  int64_t seq_len = 0;
+  int64_t seed = 0;
+  double validation_fraction = 0;
+  std::vector<PlanSource> sources;
+  std::vector<PlanPhase> schedule;
+  std::array<int64_t, 2> samples{};  // global samples per split, indexed by Split
+  bool operator==(const PlanInfo&) const = default;
+};
+
+// The arrays of one split as the planner produced them.
+struct PlanSplitArrays {
+  std::vector<uint16_t> blend_source;  // global sample -> source
+  std::vector<uint64_t> blend_index;   // global sample -> sample index within the source
+  std::vector<std::vector<uint32_t>> sequence_order;  // per source: sequences, epoch after epoch
+  std::vector<std::vector<uint64_t>> stream_end;      // per source: end offset of each entry
+};
+
+// Writes `info` and the arrays of both splits to `path` atomically (temporary file, fsync,
+// rename). IOError naming the path when it cannot.
+Status write_plan_file(const std::string& path, const PlanInfo& info,
+                       const std::array<PlanSplitArrays, 2>& splits);
+
+// `count` tokens of dataset sequence `sequence` starting at token `offset`.
+struct TokenRange {
+  uint64_t sequence = 0;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+
+struct SampleRef {
+  uint32_t source = 0;
+  uint64_t index = 0;  // sample index within the source's stream
+};
+
+// A validated, read-only plan. Shared by loaders; safe to read from many threads.
+class Plan {
+ public:
+  // Maps `path` and validates it. NotFound when missing; Corruption naming the file and what is
+  // wrong (bad magic, truncated, crc mismatch, section out of bounds, counts disagreeing);
+  // FailedPrecondition for a newer format version.
+  static Result<std::shared_ptr<const Plan>> open(const std::string& path);
+  // The same validation on bytes in memory; `name` stands for the file in errors.
+  static Result<std::shared_ptr<const Plan>> from_bytes(std::string bytes, const std::string& name);
+  ~Plan();
+
+  const PlanInfo& info() const { return info_; }
+  const std::string& path() const { return path_; }
+  // 16 hex digits: crc32c of the payload and of the header (which records the file size).
+  const std::string& hash() const { return hash_; }
+  uint64_t file_size() const { return bytes_.size(); }
+
+  int64_t samples(Split split) const { return info_.samples[static_cast<int>(split)]; }
+  // Where global sample `global` (< samples(split), asserted) of `split` comes from.
+  SampleRef sample(Split split, int64_t global) const;
+  // Appends to `out` the token ranges that make up source sample `ref` (seq_len + 1 tokens).
+  void sample_ranges(Split split, SampleRef ref, std::vector<TokenRange>& out) const;
+
+  std::span<const uint32_t> sequence_order(Split split, uint32_t source) const;
+  std::span<const uint64_t> stream_end(Split split, uint32_t source) const;
+
+  struct Arrays;
+
+ private:
+  Plan() = default;
+  Status parse(const std::string& name);
+
+  std::shared_ptr<const void> storage_;  // keeps bytes_ alive (a mapping or a string)
+  std::span<const uint8_t> bytes_;
+  std::string path_;
+  std::string hash_;
+  PlanInfo info_;
+  std::unique_ptr<Arrays> arrays_;
+};
+
+}  // namespace ms::data

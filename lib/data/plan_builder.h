@@ -1,0 +1,66 @@
+// Planning: from a MixtureConfig and the source datasets to a plan file (plan.h). The steps,
+// each exposed for tests:
+//   1. hold out documents for validation by a seeded hash of the document index;
+//   2. blend: global sample i goes to the source with the largest deficit
+//      w_s * (i + 1 - phase_start) - taken_s within the current schedule phase (Megatron's
+//      error-minimizing rule), so every prefix keeps each source within one sample of its share;
+//   3. per source and split, shuffle the split's sequences per epoch (Philox keyed by seed,
+//      source name, split and epoch) and concatenate epochs into a token stream long enough for
+//      the samples the blend takes from it.
+// Everything is a pure function of the config and the datasets' contents.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "data/mixture.h"
+#include "data/plan.h"
+
+namespace ms::data {
+
+// What the planner needs from one source dataset (IndexedDataset or a test fixture).
+struct PlanSourceInput {
+  MixtureSource source;
+  std::string content_hash;
+  int64_t vocab_size = 0;
+  std::string tokenizer_path;
+  std::string tokenizer_hash;
+  std::vector<int64_t> document_index;  // Megatron layout: documents + 1 entries, from 0
+  std::vector<int32_t> sequence_lengths;
+};
+
+// True when document `document` is held out for validation: a Philox uniform keyed by
+// (seed, "ms-data/validation", document) falls below `fraction`. The same document of the same
+// dataset is held out whichever source names it.
+bool held_out_for_validation(uint64_t seed, uint64_t document, double fraction);
+
+struct BlendResult {
+  std::vector<uint16_t> source;  // global sample -> source
+  std::vector<uint64_t> index;   // global sample -> index within the source
+  std::vector<uint64_t> counts;  // samples per source
+};
+
+// Blends `samples` global samples over `num_sources` sources by `phases` (the first starts at
+// 0; weights normalized, one per source). Deterministic; ties go to the lower source index.
+BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t samples);
+
+// Shuffles `items` in place (Fisher-Yates with Philox draws keyed by seed and `stream`).
+void shuffle(std::vector<uint32_t>& items, uint64_t seed, uint64_t stream);
+
+// Builds the plan of `config` over `inputs` (one per config source, same order) and writes it
+// to `output`. InvalidArgument naming the source when a source with weight has no tokens in a
+// split, or a dataset is too large for the format (2^32 sequences).
+Result<PlanInfo> build_plan(const MixtureConfig& config, std::span<const PlanSourceInput> inputs,
+                            const std::string& output);
+
+// Opens every source dataset of `config` (NotFound/Corruption naming the source and prefix).
+Result<std::vector<PlanSourceInput>> load_plan_inputs(const MixtureConfig& config);
+
+// load_plan_inputs + build_plan.
+Result<PlanInfo> plan_mixture(const MixtureConfig& config, const std::string& output);
+
+}  // namespace ms::data

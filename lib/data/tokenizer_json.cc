@@ -1,0 +1,309 @@
+// Hugging Face tokenizer.json -> BpeTokenizerSpec. Only the parts that decide encoding are read
+// (model, normalizer, pre_tokenizer, added_tokens); post-processors and decoders are implied by
+// the family. Anything that would change the encoding and is not supported is refused by name,
+// so a tokenizer never loads and then silently encodes differently from its reference.
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer_formats.h"
+#include "data/unicode_utf8.h"
+
+namespace ms::data {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+
+// "line L, column C" of byte offset `offset` in `text`.
+std::string line_and_column(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string path) : path_(std::move(path)) {}
+
+  Status error(const std::string& key, const std::string& what) const {
+    return InvalidArgument("tokenizer '" + path_ + "': key '" + key + "' " + what);
+  }
+  Result<const json*> required(const json& obj, const std::string& name, const std::string& key) const {
+    if (!obj.is_object() || !obj.contains(name)) return error(key, "is missing");
+    return &obj.at(name);
+  }
+  Result<std::string> string_at(const json& obj, const std::string& name, const std::string& key) const {
+    MS_ASSIGN_OR_RETURN(const json* v, required(obj, name, key));
+    if (!v->is_string()) return error(key, "must be a string, found " + std::string(v->type_name()));
+    return v->get<std::string>();
+  }
+  Result<bool> bool_or(const json& obj, const std::string& name, const std::string& key, bool fallback) const {
+    if (!obj.contains(name) || obj.at(name).is_null()) return fallback;
+    if (!obj.at(name).is_boolean()) return error(key, "must be true or false");
+    return obj.at(name).get<bool>();
+  }
+  Result<int32_t> id_at(const json& v, const std::string& key) const {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
+      return error(key, "must be a non-negative 32-bit integer id");
+    }
+    return static_cast<int32_t>(v.get<int64_t>());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Vocabulary spelling -> stored form: raw bytes for byte-level BPE, unchanged otherwise.
+Result<std::string> stored_token(const JsonReader& r, const std::string& spelling, bool byte_level,
+                                 const std::string& key) {
+  if (!byte_level) return spelling;
+  std::optional<std::string> bytes = byte_level_to_bytes(spelling);
+  if (!bytes) return r.error(key, "holds token '" + spelling + "' with a character outside the byte-level alphabet");
+  return *bytes;
+}
+
+Status read_vocab(const JsonReader& r, const json& model, BpeTokenizerSpec& spec) {
+  MS_ASSIGN_OR_RETURN(const json* vocab, r.required(model, "vocab", "model.vocab"));
+  if (!vocab->is_object()) return r.error("model.vocab", "must be an object of token: id");
+  spec.vocab.reserve(vocab->size());
+  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+    const std::string key = "model.vocab[\"" + it.key() + "\"]";
+    MS_ASSIGN_OR_RETURN(int32_t id, r.id_at(it.value(), key));
+    MS_ASSIGN_OR_RETURN(std::string token, stored_token(r, it.key(), spec.byte_level, "model.vocab"));
+    spec.vocab.emplace_back(std::move(token), id);
+  }
+  return Status::OK();
+}
+
+// One merge entry, "left right" (older files) or ["left", "right"] (newer ones).
+Result<std::pair<std::string, std::string>> merge_parts(const JsonReader& r, const json& entry,
+                                                        const std::string& key) {
+  if (entry.is_string()) {
+    const std::string s = entry.get<std::string>();
+    const size_t space = s.find(' ');
+    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+      return r.error(key, "must be two tokens separated by one space, found '" + s + "'");
+    }
+    return std::pair{s.substr(0, space), s.substr(space + 1)};
+  }
+  if (entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_string()) {
+    return std::pair{entry[0].get<std::string>(), entry[1].get<std::string>()};
+  }
+  return r.error(key, "must be \"left right\" or [\"left\", \"right\"]");
+}
+
+Status read_merges(const JsonReader& r, const json& model, BpeTokenizerSpec& spec) {
+  MS_ASSIGN_OR_RETURN(const json* merges, r.required(model, "merges", "model.merges"));
+  if (!merges->is_array()) return r.error("model.merges", "must be an array");
+  StringMap<int32_t> ids(spec.vocab.begin(), spec.vocab.end());
+  auto id_of = [&](const std::string& token, const std::string& key) -> Result<int32_t> {
+    MS_ASSIGN_OR_RETURN(std::string stored, stored_token(r, token, spec.byte_level, key));
+    auto it = ids.find(stored);
+    if (it == ids.end()) return r.error(key, "names token '" + token + "', which is not in model.vocab");
+    return it->second;
+  };
+  spec.merges.reserve(merges->size());
+  for (size_t i = 0; i < merges->size(); ++i) {
+    const std::string key = "model.merges[" + std::to_string(i) + "]";
+    MS_ASSIGN_OR_RETURN(auto parts, merge_parts(r, (*merges)[i], key));
+    MS_ASSIGN_OR_RETURN(int32_t left, id_of(parts.first, key));
+    MS_ASSIGN_OR_RETURN(int32_t right, id_of(parts.second, key));
+    MS_ASSIGN_OR_RETURN(int32_t merged, id_of(parts.first + parts.second, key));
+    spec.merges.push_back({left, right, merged, static_cast<int32_t>(i)});
+  }
+  return Status::OK();
+}
+
+Status read_model(const JsonReader& r, const json& root, BpeTokenizerSpec& spec) {
+  MS_ASSIGN_OR_RETURN(const json* model, r.required(root, "model", "model"));
+  if (!model->is_object()) return r.error("model", "must be an object");
+  if (model->contains("type")) {
+    MS_ASSIGN_OR_RETURN(std::string type, r.string_at(*model, "type", "model.type"));
+    if (type != "BPE") return r.error("model.type", "is '" + type + "'; only BPE models are supported");
+  }
+  if (model->contains("dropout") && !model->at("dropout").is_null()) {
+    return r.error("model.dropout", "must be null: BPE dropout makes encoding random");
+  }
+  for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model->contains(affix) && !model->at(affix).is_null() && model->at(affix) != "") {
+      return r.error(std::string("model.") + affix, "is not supported (only empty or null)");
+    }
+  }
+  MS_ASSIGN_OR_RETURN(spec.byte_fallback, r.bool_or(*model, "byte_fallback", "model.byte_fallback", false));
+  MS_ASSIGN_OR_RETURN(spec.ignore_merges, r.bool_or(*model, "ignore_merges", "model.ignore_merges", false));
+  MS_RETURN_IF_ERROR(read_vocab(r, *model, spec));
+  MS_RETURN_IF_ERROR(read_merges(r, *model, spec));
+  if (model->contains("unk_token") && !model->at("unk_token").is_null()) {
+    MS_ASSIGN_OR_RETURN(std::string unk, r.string_at(*model, "unk_token", "model.unk_token"));
+    for (const auto& [token, id] : spec.vocab) {
+      if (token == unk) spec.unk_id = id;
+    }
+    if (!spec.unk_id) return r.error("model.unk_token", "names '" + unk + "', which is not in model.vocab");
+  }
+  return Status::OK();
+}
+
+Status read_added_tokens(const JsonReader& r, const json& root, BpeTokenizerSpec& spec) {
+  if (!root.contains("added_tokens") || root.at("added_tokens").is_null()) return Status::OK();
+  const json& added = root.at("added_tokens");
+  if (!added.is_array()) return r.error("added_tokens", "must be an array");
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string key = "added_tokens[" + std::to_string(i) + "]";
+    AddedToken t;
+    MS_ASSIGN_OR_RETURN(const json* id, r.required(added[i], "id", key + ".id"));
+    MS_ASSIGN_OR_RETURN(t.id, r.id_at(*id, key + ".id"));
+    MS_ASSIGN_OR_RETURN(t.content, r.string_at(added[i], "content", key + ".content"));
+    MS_ASSIGN_OR_RETURN(t.special, r.bool_or(added[i], "special", key + ".special", false));
+    MS_ASSIGN_OR_RETURN(t.lstrip, r.bool_or(added[i], "lstrip", key + ".lstrip", false));
+    MS_ASSIGN_OR_RETURN(t.rstrip, r.bool_or(added[i], "rstrip", key + ".rstrip", false));
+    if (t.content.empty()) return r.error(key + ".content", "must not be empty");
+    spec.added.push_back(std::move(t));
+  }
+  return Status::OK();
+}
+
+// Llama-2's legacy normalizer: Prepend("▁") and Replace(" " -> "▁"), alone or in a Sequence.
+Status read_normalizer(const JsonReader& r, const json& root, BpeTokenizerSpec& spec) {
+  if (!root.contains("normalizer") || root.at("normalizer").is_null()) return Status::OK();
+  const json& n = root.at("normalizer");
+  std::vector<const json*> steps;
+  MS_ASSIGN_OR_RETURN(std::string type, r.string_at(n, "type", "normalizer.type"));
+  if (type == "Sequence") {
+    MS_ASSIGN_OR_RETURN(const json* list, r.required(n, "normalizers", "normalizer.normalizers"));
+    if (!list->is_array()) return r.error("normalizer.normalizers", "must be an array");
+    for (const json& step : *list) steps.push_back(&step);
+  } else {
+    steps.push_back(&n);
+  }
+  for (const json* step : steps) {
+    MS_ASSIGN_OR_RETURN(std::string step_type, r.string_at(*step, "type", "normalizer.type"));
+    if (step_type == "Prepend" && step->value("prepend", "") == kMetaspace) {
+      spec.metaspace = true;
+      spec.prepend = PrependScheme::kAlways;
+      spec.prepend_even_if_present = true;
+    } else if (step_type == "Replace" && step->contains("pattern") &&
+               step->at("pattern").value("String", "") == " " && step->value("content", "") == kMetaspace) {
+      spec.metaspace = true;
+    } else {
+      return r.error("normalizer", "has a '" + step_type +
+                                       "' step that is not supported (supported: Prepend(\"▁\"), "
+                                       "Replace(\" \" -> \"▁\"))");
+    }
+  }
+  return Status::OK();
+}
+
+Status read_split(const JsonReader& r, const json& p, const std::string& key, BpeTokenizerSpec& spec) {
+  MS_ASSIGN_OR_RETURN(const json* pattern, r.required(p, "pattern", key + ".pattern"));
+  if (!pattern->is_object() || !pattern->contains("Regex") || !pattern->at("Regex").is_string()) {
+    return r.error(key + ".pattern", "must be {\"Regex\": \"...\"}");
+  }
+  if (p.value("behavior", "Isolated") != "Isolated" || p.value("invert", false)) {
+    return r.error(key + ".behavior", "must be \"Isolated\" without invert");
+  }
+  Result<std::shared_ptr<const SplitRegex>> regex = SplitRegex::compile(pattern->at("Regex").get<std::string>());
+  if (!regex.ok()) return r.error(key + ".pattern.Regex", regex.status().message());
+  spec.splits.push_back(*regex);
+  return Status::OK();
+}
+
+Status read_metaspace(const JsonReader& r, const json& p, const std::string& key, BpeTokenizerSpec& spec) {
+  if (p.value("replacement", std::string(kMetaspace)) != kMetaspace) {
+    return r.error(key + ".replacement", "must be \"▁\"");
+  }
+  spec.metaspace = true;
+  MS_ASSIGN_OR_RETURN(spec.metaspace_split, r.bool_or(p, "split", key + ".split", true));
+  const std::string scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
+  if (scheme == "always") spec.prepend = PrependScheme::kAlways;
+  else if (scheme == "first") spec.prepend = PrependScheme::kFirst;
+  else if (scheme == "never") spec.prepend = PrependScheme::kNever;
+  else return r.error(key + ".prepend_scheme", "must be always, first or never, found '" + scheme + "'");
+  return Status::OK();
+}
+
+Status read_pre_tokenizer_step(const JsonReader& r, const json& p, const std::string& key,
+                               BpeTokenizerSpec& spec) {
+  MS_ASSIGN_OR_RETURN(std::string type, r.string_at(p, "type", key + ".type"));
+  if (type == "ByteLevel") {
+    spec.byte_level = true;
+    MS_ASSIGN_OR_RETURN(spec.add_prefix_space, r.bool_or(p, "add_prefix_space", key + ".add_prefix_space", false));
+    MS_ASSIGN_OR_RETURN(bool use_regex, r.bool_or(p, "use_regex", key + ".use_regex", true));
+    if (use_regex) {
+      MS_ASSIGN_OR_RETURN(auto regex, SplitRegex::compile(*named_split_pattern("gpt2")));
+      spec.splits.push_back(std::move(regex));
+    }
+    return Status::OK();
+  }
+  if (type == "Split") return read_split(r, p, key, spec);
+  if (type == "Metaspace") return read_metaspace(r, p, key, spec);
+  if (type == "Sequence") {
+    MS_ASSIGN_OR_RETURN(const json* steps, r.required(p, "pretokenizers", key + ".pretokenizers"));
+    if (!steps->is_array()) return r.error(key + ".pretokenizers", "must be an array");
+    for (size_t i = 0; i < steps->size(); ++i) {
+      MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, (*steps)[i], key + ".pretokenizers[" + std::to_string(i) + "]", spec));
+    }
+    return Status::OK();
+  }
+  return r.error(key + ".type", "is '" + type + "', which is not supported (ByteLevel, Split, Metaspace, Sequence)");
+}
+
+// Byte-level BPE is recognized by a ByteLevel pre-tokenizer or decoder; its vocabulary must
+// then be read in the byte-level alphabet, so this is decided before the model is read.
+bool uses_byte_level(const json& root) {
+  const std::string text = root.value("pre_tokenizer", json()).dump() + root.value("decoder", json()).dump();
+  return text.find("\"ByteLevel\"") != std::string::npos;
+}
+
+Result<BpeTokenizerSpec> read_spec(const JsonReader& r, const json& root) {
+  if (!root.is_object()) return r.error("(root)", "must be a JSON object");
+  BpeTokenizerSpec spec;
+  spec.byte_level = uses_byte_level(root);
+  if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
+    MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, root.at("pre_tokenizer"), "pre_tokenizer", spec));
+  }
+  MS_RETURN_IF_ERROR(read_normalizer(r, root, spec));
+  if (spec.byte_level && spec.metaspace) {
+    return r.error("pre_tokenizer", "mixes ByteLevel with Metaspace, which is not supported");
+  }
+  MS_RETURN_IF_ERROR(read_model(r, root, spec));
+  MS_RETURN_IF_ERROR(read_added_tokens(r, root, spec));
+  if (!spec.byte_level && !spec.byte_fallback) {
+    return r.error("model.byte_fallback", "must be true when the pre-tokenizer is not ByteLevel: only "
+                                          "byte-level and byte-fallback BPE are supported");
+  }
+  spec.kind = spec.byte_level ? "byte-level-bpe" : "byte-fallback-bpe";
+  return spec;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BpeTokenizer>> load_hf_tokenizer_json(const std::string& path,
+                                                             std::string_view text) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgument("tokenizer '" + path + "' is not valid JSON at " +
+                           line_and_column(text, e.byte == 0 ? 0 : e.byte - 1) + ": " + e.what());
+  }
+  JsonReader reader(path);
+  Result<BpeTokenizerSpec> spec = InvalidArgument("unread");
+  try {
+    spec = read_spec(reader, root);
+  } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in a step
+    return InvalidArgument("tokenizer '" + path + "': " + e.what());
+  }
+  if (!spec.ok()) return spec.status();
+  return BpeTokenizer::create(std::move(spec).value(), "tokenizer '" + path + "'");
+}
+
+}  // namespace ms::data

@@ -1,0 +1,461 @@
+// Measurements of `ms-diagnose check`; definitions and the one-rank-at-a-time policy are in
+// check.h.
+#include "diag/check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/timer.h"
+#include "ops/gemm.h"
+
+namespace ms::diag {
+
+namespace {
+
+constexpr int kP2pTag = 7301;
+
+int prev_rank(int rank, int ranks) { return (rank - 1 + ranks) % ranks; }
+int next_rank(int rank, int ranks) { return (rank + 1) % ranks; }
+
+}  // namespace
+
+std::string_view collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllReduce: return "allreduce";
+    case Collective::kAllGather: return "allgather";
+    case Collective::kReduceScatter: return "reduce_scatter";
+    case Collective::kAllToAll: return "alltoall";
+    case Collective::kBroadcast: return "broadcast";
+    case Collective::kSendRecv: return "sendrecv";
+  }
+  return "?";
+}
+
+Result<Collective> parse_collective(std::string_view name) {
+  for (Collective c : kAllCollectives) {
+    if (collective_name(c) == name) return c;
+  }
+  return InvalidArgument("unknown collective '" + std::string(name) +
+                         "': use allreduce, allgather, reduce_scatter, alltoall, broadcast or "
+                         "sendrecv");
+}
+
+double bus_bandwidth_factor(Collective c, int ranks) {
+  const double n = ranks;
+  switch (c) {
+    case Collective::kAllReduce: return 2 * (n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+    case Collective::kAllToAll: return (n - 1) / n;
+    case Collective::kBroadcast:
+    case Collective::kSendRecv: return 1;
+  }
+  return 1;
+}
+
+CollectiveShape collective_shape(Collective c, size_t size_bytes, int ranks) {
+  const size_t n = static_cast<size_t>(ranks);
+  const size_t elements = size_bytes / sizeof(float);
+  CollectiveShape s;
+  switch (c) {
+    case Collective::kAllReduce:
+    case Collective::kBroadcast:
+    case Collective::kSendRecv:
+      s.count = s.send_count = s.recv_count = elements;
+      break;
+    case Collective::kAllGather:
+      s.count = elements / n * n;
+      s.send_count = s.count / n;
+      s.recv_count = s.count;
+      break;
+    case Collective::kReduceScatter:
+      s.count = elements / n * n;
+      s.send_count = s.count;
+      s.recv_count = s.count / n;
+      break;
+    case Collective::kAllToAll:
+      s.count = elements / n * n;
+      s.send_count = s.recv_count = s.count;
+      break;
+  }
+  s.bytes = s.count * sizeof(float);
+  return s;
+}
+
+Result<std::vector<size_t>> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor) {
+  if (min_bytes < sizeof(float) || min_bytes > max_bytes || !(factor > 1)) {
+    return InvalidArgument("size sweep needs 4 <= --min-bytes <= --max-bytes and --factor > 1 (got " +
+                           std::to_string(min_bytes) + ", " + std::to_string(max_bytes) + ", " +
+                           std::to_string(factor) + ")");
+  }
+  std::vector<size_t> sizes;
+  for (double s = static_cast<double>(min_bytes); s <= static_cast<double>(max_bytes) * 1.000001;
+       s *= factor) {
+    const size_t bytes = static_cast<size_t>(s) / sizeof(float) * sizeof(float);
+    if (sizes.empty() || bytes != sizes.back()) sizes.push_back(bytes);
+  }
+  return sizes;
+}
+
+float input_value(int rank, size_t i) {
+  return static_cast<float>((static_cast<size_t>(rank) * 7 + i) % 16 + 1);
+}
+
+void fill_send_buffer(Collective c, int rank, std::span<float> send) {
+  if (c == Collective::kBroadcast && rank != 0) {
+    std::fill(send.begin(), send.end(), -1.0f);  // must be overwritten by the root's data
+    return;
+  }
+  for (size_t i = 0; i < send.size(); ++i) send[i] = input_value(rank, i);
+}
+
+float expected_value(Collective c, int rank, int ranks, size_t block, size_t i) {
+  const size_t r = static_cast<size_t>(rank);
+  auto sum_over_ranks = [ranks](size_t element) {
+    float sum = 0;
+    for (int s = 0; s < ranks; ++s) sum += input_value(s, element);
+    return sum;
+  };
+  switch (c) {
+    case Collective::kAllReduce: return sum_over_ranks(i);
+    case Collective::kAllGather: return input_value(static_cast<int>(i / block), i % block);
+    case Collective::kReduceScatter: return sum_over_ranks(r * block + i);
+    case Collective::kAllToAll:
+      return input_value(static_cast<int>(i / block), r * block + i % block);
+    case Collective::kBroadcast: return input_value(0, i);
+    case Collective::kSendRecv: return input_value(prev_rank(rank, ranks), i);
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+uint64_t count_wrong(Collective c, int rank, int ranks, std::span<const float> recv) {
+  const bool blocked = c == Collective::kAllGather || c == Collective::kAllToAll;
+  const size_t block = blocked ? recv.size() / static_cast<size_t>(ranks) : recv.size();
+  uint64_t wrong = 0;
+  for (size_t i = 0; i < recv.size(); ++i) {
+    if (recv[i] != expected_value(c, rank, ranks, block, i)) ++wrong;
+  }
+  return wrong;
+}
+
+namespace {
+
+// One operation of `c` on prepared buffers.
+Status run_once(comm::Communicator& comm, Collective c, const CollectiveShape& s,
+                std::vector<float>& send, std::vector<float>& recv) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  switch (c) {
+    case Collective::kAllReduce:
+      return comm.allreduce(send.data(), recv.data(), s.send_count, DType::kF32,
+                            comm::ReduceOp::kSum);
+    case Collective::kAllGather:
+      return comm.allgather(send.data(), recv.data(), s.send_count, DType::kF32);
+    case Collective::kReduceScatter:
+      return comm.reduce_scatter(send.data(), recv.data(), s.recv_count, DType::kF32,
+                                 comm::ReduceOp::kSum);
+    case Collective::kAllToAll:
+      return comm.alltoall(send.data(), recv.data(), s.send_count / n, DType::kF32);
+    case Collective::kBroadcast:
+      std::copy(send.begin(), send.end(), recv.begin());
+      return comm.broadcast(recv.data(), s.recv_count, DType::kF32, 0);
+    case Collective::kSendRecv: {
+      MS_ASSIGN_OR_RETURN(comm::Request rx, comm.irecv(recv.data(), s.recv_count, DType::kF32,
+                                                        prev_rank(r, n), kP2pTag));
+      MS_ASSIGN_OR_RETURN(comm::Request tx, comm.isend(send.data(), s.send_count, DType::kF32,
+                                                        next_rank(r, n), kP2pTag));
+      MS_RETURN_IF_ERROR(tx.wait());
+      return rx.wait();
+    }
+  }
+  return Internal("unknown collective");
+}
+
+// Fresh buffers, one operation, and the wrong elements summed over all ranks.
+Result<uint64_t> verify_once(comm::Communicator& comm, Collective c, const CollectiveShape& s) {
+  std::vector<float> send(s.send_count);
+  std::vector<float> recv(s.recv_count, -7.0f);
+  fill_send_buffer(c, comm.rank(), send);
+  MS_RETURN_IF_ERROR(run_once(comm, c, s, send, recv));
+  int64_t wrong = static_cast<int64_t>(count_wrong(c, comm.rank(), comm.size(), recv));
+  int64_t total = 0;
+  MS_RETURN_IF_ERROR(comm.allreduce(&wrong, &total, 1, DType::kI64, comm::ReduceOp::kSum));
+  return static_cast<uint64_t>(total);
+}
+
+}  // namespace
+
+Result<CollectiveResult> run_collective(comm::Communicator& comm, Collective c, size_t size_bytes,
+                                        const CheckOptions& options) {
+  const CollectiveShape s = collective_shape(c, size_bytes, comm.size());
+  std::vector<float> send(s.send_count);
+  std::vector<float> recv(s.recv_count);
+  fill_send_buffer(c, comm.rank(), send);
+  for (int i = 0; i < options.warmup; ++i) MS_RETURN_IF_ERROR(run_once(comm, c, s, send, recv));
+  MS_RETURN_IF_ERROR(comm.barrier());
+  Stopwatch watch;
+  for (int i = 0; i < options.iters; ++i) MS_RETURN_IF_ERROR(run_once(comm, c, s, send, recv));
+  // MPI carries no f64 in this toolkit's DType set; f32 keeps 7 digits of a time, plenty.
+  const float mean_s = static_cast<float>(watch.elapsed_s() / std::max(options.iters, 1));
+  float slowest = 0;
+  MS_RETURN_IF_ERROR(comm.allreduce(&mean_s, &slowest, 1, DType::kF32, comm::ReduceOp::kMax));
+  const double slowest_s = slowest;
+  CollectiveResult result;
+  result.collective = c;
+  result.bytes = s.bytes;
+  result.count = s.count;
+  result.root = c == Collective::kBroadcast ? 0 : -1;
+  result.time_us = slowest_s * 1e6;
+  result.algbw_gbs = slowest_s > 0 ? static_cast<double>(s.bytes) / slowest_s / 1e9 : 0;
+  result.busbw_gbs = result.algbw_gbs * bus_bandwidth_factor(c, comm.size());
+  MS_ASSIGN_OR_RETURN(result.wrong, verify_once(comm, c, s));
+  return result;
+}
+
+double measure_sgemm_gflops(int n, int reps) {
+  const size_t elements = static_cast<size_t>(n) * n;
+  std::vector<float> a(elements, 0.5f), b(elements, 0.25f), c(elements, 0.0f);
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
+    Stopwatch watch;
+    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, n, n, n, 1.0f, a.data(), n, b.data(), n,
+               0.0f, c.data(), n);
+    best_s = std::min(best_s, watch.elapsed_s());
+  }
+  return 2.0 * n * n * static_cast<double>(n) / best_s / 1e9;
+}
+
+double measure_triad_gbs(size_t elements, int reps) {
+  std::vector<double> a(elements, 0.0), b(elements, 1.0), c(elements, 2.0);
+  const double scalar = 3.0;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
+    Stopwatch watch;
+    for (size_t i = 0; i < elements; ++i) a[i] = b[i] + scalar * c[i];
+    best_s = std::min(best_s, watch.elapsed_s());
+  }
+  // a[] is read here so the compiler cannot drop the loop.
+  volatile double sink = a[elements / 2];
+  (void)sink;
+  return 3.0 * sizeof(double) * static_cast<double>(elements) / best_s / 1e9;
+}
+
+Status wait_quietly(comm::Request& request) {
+  for (;;) {
+    MS_ASSIGN_OR_RETURN(bool done, request.test());
+    if (done) return Status::OK();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+Status quiet_barrier(comm::Communicator& comm) {
+  int32_t one = 1;
+  int32_t sum = 0;
+  MS_ASSIGN_OR_RETURN(comm::Request request,
+                      comm.iallreduce(&one, &sum, 1, DType::kI32, comm::ReduceOp::kSum));
+  return wait_quietly(request);
+}
+
+namespace {
+
+// src's best time, over options.p2p_reps messages, to send one message to dst and get dst's
+// one-byte acknowledgement (dst returns 0). Timing each message apart and keeping the best
+// makes the number immune to a rank being descheduled for part of the run.
+Result<double> time_pair(comm::Communicator& comm, int src, int dst, const CheckOptions& options,
+                         std::vector<char>& buffer) {
+  const size_t bytes = options.p2p_bytes;
+  char ack = 0;
+  double best_s = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < options.p2p_reps; ++i) {
+    if (comm.rank() == dst) {
+      MS_RETURN_IF_ERROR(comm.recv(buffer.data(), bytes, DType::kU8, src, kP2pTag));
+      MS_RETURN_IF_ERROR(comm.send(&ack, 1, DType::kU8, src, kP2pTag));
+      continue;
+    }
+    Stopwatch watch;
+    MS_RETURN_IF_ERROR(comm.send(buffer.data(), bytes, DType::kU8, dst, kP2pTag));
+    MS_RETURN_IF_ERROR(comm.recv(&ack, 1, DType::kU8, dst, kP2pTag));
+    best_s = std::min(best_s, watch.elapsed_s());
+  }
+  if (comm.rank() == dst) return 0.0;
+  if (src == options.injection.rank || dst == options.injection.rank) {
+    best_s *= options.injection.factor;
+  }
+  return best_s;
+}
+
+}  // namespace
+
+Result<P2pMatrix> measure_p2p_matrix(comm::Communicator& comm, const CheckOptions& options) {
+  const int n = comm.size();
+  std::vector<char> buffer(options.p2p_bytes, 1);
+  std::vector<float> my_row(n, 0.0f);
+  for (int pair = 0; pair < n * n * std::max(options.rounds, 1); ++pair) {
+    const int src = pair / n % n;
+    const int dst = pair % n;
+    if (src == dst) continue;
+    MS_RETURN_IF_ERROR(quiet_barrier(comm));
+    if (comm.rank() != src && comm.rank() != dst) continue;
+    MS_ASSIGN_OR_RETURN(double seconds, time_pair(comm, src, dst, options, buffer));
+    if (comm.rank() == src) {
+      const double gbs = static_cast<double>(options.p2p_bytes) / seconds / 1e9;
+      my_row[dst] = std::max(my_row[dst], static_cast<float>(gbs));
+    }
+  }
+  P2pMatrix matrix;
+  matrix.ranks = n;
+  std::vector<float> all(static_cast<size_t>(n) * n);
+  MS_RETURN_IF_ERROR(comm.allgather(my_row.data(), all.data(), n, DType::kF32));
+  matrix.gbs.assign(all.begin(), all.end());
+  return matrix;
+}
+
+std::vector<SlowLink> find_slow_links(const P2pMatrix& matrix, const HealthOptions& options) {
+  std::vector<double> cells;
+  for (int s = 0; s < matrix.ranks; ++s) {
+    for (int d = 0; d < matrix.ranks; ++d) {
+      if (s != d) cells.push_back(matrix.at(s, d));
+    }
+  }
+  std::vector<SlowLink> slow;
+  for (int s = 0; s < matrix.ranks; ++s) {
+    for (int d = 0; d < matrix.ranks; ++d) {
+      SlowLink link{s, d, {}};
+      if (s == d || !is_suspect_value(matrix.at(s, d), cells, options, link.finding)) continue;
+      link.finding.subject = std::to_string(s) + "->" + std::to_string(d);
+      link.finding.metric = "p2p_gbs";
+      slow.push_back(std::move(link));
+    }
+  }
+  return slow;
+}
+
+namespace {
+
+void keep_best(std::map<std::string, double>& best, const std::string& name, double value) {
+  auto it = best.find(name);
+  if (it == best.end() || value > it->second) best[name] = value;
+}
+
+// This rank's compute and memory numbers, taken while every other rank sleeps; turns go
+// round-robin options.rounds times and the best of each metric is kept.
+Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicator& comm,
+                                                                const CheckOptions& options) {
+  std::map<std::string, double> metrics;
+  const double slow = options.injection.rank == comm.rank() ? options.injection.factor : 1.0;
+  for (int turn = 0; turn < comm.size() * std::max(options.rounds, 1); ++turn) {
+    MS_RETURN_IF_ERROR(quiet_barrier(comm));
+    if (turn % comm.size() != comm.rank()) continue;
+    keep_best(metrics, "sgemm_gflops",
+              measure_sgemm_gflops(options.sgemm_n, options.compute_reps) / slow);
+    keep_best(metrics, "triad_gbs",
+              measure_triad_gbs(options.triad_elements, options.compute_reps) / slow);
+    if (options.extra_rank_metrics) {
+      for (const auto& [name, value] : options.extra_rank_metrics()) {
+        keep_best(metrics, name, value / slow);
+      }
+    }
+  }
+  return metrics;
+}
+
+// Gathers every rank's (host, metrics) on every rank, as JSON text.
+Result<std::vector<RankMeasurement>> gather_measurements(comm::Communicator& comm,
+                                                         const RankMeasurement& mine) {
+  const std::string text =
+      nlohmann::json{{"rank", mine.rank}, {"host", mine.host}, {"metrics", mine.metrics}}.dump();
+  int64_t length = static_cast<int64_t>(text.size());
+  std::vector<int64_t> lengths(comm.size());
+  MS_RETURN_IF_ERROR(comm.allgather(&length, lengths.data(), 1, DType::kI64));
+  std::vector<size_t> counts(lengths.begin(), lengths.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::string all(total, '\0');
+  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
+  std::vector<RankMeasurement> ranks;
+  size_t offset = 0;
+  for (size_t c : counts) {
+    const nlohmann::json j = nlohmann::json::parse(all.substr(offset, c));
+    offset += c;
+    ranks.push_back({j["rank"].get<int>(), j["host"].get<std::string>(),
+                     j["metrics"].get<std::map<std::string, double>>()});
+  }
+  return ranks;
+}
+
+// Each rank's best send and receive bandwidth over its row and column of the matrix. The best,
+// not the median: a rank with a slow NIC is slow to every peer, while a healthy rank keeps fast
+// links to its healthy peers, so one slow rank does not drag its peers' numbers (single slow
+// links are found by find_slow_links).
+void add_p2p_metrics(const P2pMatrix& matrix, std::vector<RankMeasurement>& ranks) {
+  if (matrix.ranks < 2) return;
+  for (RankMeasurement& r : ranks) {
+    std::vector<double> out, in;
+    for (int peer = 0; peer < matrix.ranks; ++peer) {
+      if (peer == r.rank) continue;
+      out.push_back(matrix.at(r.rank, peer));
+      in.push_back(matrix.at(peer, r.rank));
+    }
+    r.metrics["p2p_send_gbs"] = *std::max_element(out.begin(), out.end());
+    r.metrics["p2p_recv_gbs"] = *std::max_element(in.begin(), in.end());
+  }
+}
+
+}  // namespace
+
+Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host,
+                               const CheckOptions& options) {
+  MS_ASSIGN_OR_RETURN(std::vector<size_t> sizes,
+                      sweep_sizes(options.min_bytes, options.max_bytes, options.factor));
+  CheckResults results;
+  RankMeasurement mine{comm.rank(), host, {}};
+  MS_ASSIGN_OR_RETURN(mine.metrics, measure_rank_sequentially(comm, options));
+  for (Collective c : options.collectives) {
+    std::vector<CollectiveResult> rows;
+    for (size_t size : sizes) {
+      MS_ASSIGN_OR_RETURN(CollectiveResult row, run_collective(comm, c, size, options));
+      rows.push_back(row);
+    }
+    results.collectives.push_back(std::move(rows));
+  }
+  MS_ASSIGN_OR_RETURN(results.p2p, measure_p2p_matrix(comm, options));
+  MS_ASSIGN_OR_RETURN(results.ranks, gather_measurements(comm, mine));
+  add_p2p_metrics(results.p2p, results.ranks);
+  return results;
+}
+
+std::string format_collective_table(Collective c, int ranks,
+                                    std::span<const CollectiveResult> rows) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "#\n# Collective test: %s, %d rank(s), busbw factor %.4g\n#\n",
+                std::string(collective_name(c)).c_str(), ranks, bus_bandwidth_factor(c, ranks));
+  out += line;
+  std::snprintf(line, sizeof(line), "# %10s %12s %8s %6s %6s %10s %8s %8s %7s\n", "size", "count",
+                "type", "redop", "root", "time", "algbw", "busbw", "#wrong");
+  out += line;
+  std::snprintf(line, sizeof(line), "# %10s %12s %8s %6s %6s %10s %8s %8s\n", "(B)",
+                "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
+  out += line;
+  const bool reduces = c == Collective::kAllReduce || c == Collective::kReduceScatter;
+  double busbw_sum = 0;
+  for (const CollectiveResult& r : rows) {
+    std::snprintf(line, sizeof(line), "  %10zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %7llu\n",
+                  r.bytes, r.count, "float", reduces ? "sum" : "none", r.root, r.time_us,
+                  r.algbw_gbs, r.busbw_gbs, static_cast<unsigned long long>(r.wrong));
+    out += line;
+    busbw_sum += r.busbw_gbs;
+  }
+  std::snprintf(line, sizeof(line), "# Avg bus bandwidth    : %.4f GB/s (%s)\n",
+                rows.empty() ? 0.0 : busbw_sum / static_cast<double>(rows.size()),
+                std::string(collective_name(c)).c_str());
+  out += line;
+  return out;
+}
+
+}  // namespace ms::diag

@@ -1,0 +1,157 @@
+// The measurements of `ms-diagnose check`: per-rank compute (OpenBLAS sgemm GFLOP/s) and memory
+// bandwidth (STREAM triad GB/s), collective benchmarks over a size sweep in the manner of
+// nccl-tests, and a pairwise point-to-point bandwidth matrix. health.h turns them into a verdict.
+//
+// Collectives follow nccl-tests' definitions: "size" is the bytes of the whole operation (for
+// allgather, reduce-scatter and alltoall the total over all ranks), algbw = size / time and
+// busbw = algbw * factor, the factor making busbw comparable with the link speed (allreduce
+// 2(n-1)/n; allgather, reduce-scatter, alltoall (n-1)/n; broadcast and sendrecv 1). Inputs are
+// small integers in f32, so every result is exact and each wrong element is counted.
+//
+// Per-rank benchmarks run one rank at a time while the others wait without spinning, so ranks
+// that share cores do not disturb each other's numbers; turns go round-robin several times and
+// each rank reports its best, as does each pair of the point-to-point matrix.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "diag/health.h"
+
+namespace ms::diag {
+
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv };
+inline constexpr Collective kAllCollectives[] = {
+    Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+    Collective::kAllToAll,  Collective::kBroadcast, Collective::kSendRecv};
+
+// "allreduce", "allgather", "reduce_scatter", "alltoall", "broadcast", "sendrecv".
+std::string_view collective_name(Collective c);
+Result<Collective> parse_collective(std::string_view name);
+
+// nccl-tests' busbw / algbw for `c` over `ranks` ranks.
+double bus_bandwidth_factor(Collective c, int ranks);
+
+// Element counts (f32) of one operation of nccl-tests size `size_bytes`: `count` is the printed
+// count (the whole operation's), send/recv the per-rank buffer lengths. Totals of the blocked
+// collectives are rounded down to a multiple of `ranks`; `bytes` is the size actually moved.
+struct CollectiveShape {
+  size_t count = 0;
+  size_t send_count = 0;
+  size_t recv_count = 0;
+  size_t bytes = 0;
+};
+CollectiveShape collective_shape(Collective c, size_t size_bytes, int ranks);
+
+// min, min*factor, ... up to max (inclusive); each a multiple of 4 bytes. InvalidArgument when
+// min is 0, min > max or factor <= 1.
+Result<std::vector<size_t>> sweep_sizes(size_t min_bytes, size_t max_bytes, double factor);
+
+// The exact input: element i contributed by rank r, a small integer in [1, 16].
+float input_value(int rank, size_t i);
+// Rank `rank`'s send buffer (shape.send_count elements) for `c`.
+void fill_send_buffer(Collective c, int rank, std::span<float> send);
+// What element i of rank `rank`'s receive buffer must hold afterwards (broadcast root is 0).
+// `block` is the per-rank block length: the receive length / ranks for allgather and alltoall,
+// the receive length for reduce-scatter; other collectives ignore it.
+float expected_value(Collective c, int rank, int ranks, size_t block, size_t i);
+// Elements of `recv` that differ from expected_value.
+uint64_t count_wrong(Collective c, int rank, int ranks, std::span<const float> recv);
+
+struct CollectiveResult {
+  Collective collective = Collective::kAllReduce;
+  size_t bytes = 0;
+  size_t count = 0;
+  int root = -1;            // broadcast's root; -1 otherwise
+  double time_us = 0;       // mean per operation, the slowest rank's
+  double algbw_gbs = 0;
+  double busbw_gbs = 0;
+  uint64_t wrong = 0;       // summed over ranks
+};
+
+// Test-only fault injection: the named rank's per-rank and point-to-point timings are
+// multiplied by `factor`, as if it were that much slower. rank -1 injects nothing.
+struct Injection {
+  int rank = -1;
+  double factor = 1;
+};
+
+struct CheckOptions {
+  size_t min_bytes = 1024;
+  size_t max_bytes = 4u << 20;
+  double factor = 4;
+  int iters = 10;
+  int warmup = 3;
+  int sgemm_n = 256;
+  size_t triad_elements = 2u << 20;
+  int compute_reps = 3;
+  // Turns are taken round-robin this many times and each rank keeps its best, so a burst of
+  // load from elsewhere on a shared machine hits one sample of a rank rather than all of them.
+  int rounds = 3;
+  size_t p2p_bytes = 1u << 20;
+  int p2p_reps = 5;
+  std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
+  Injection injection;
+  // Extra per-rank measurements (the GPU sgemm rate, where a GPU exists), taken during this
+  // rank's turn; higher must be better. May be empty.
+  std::function<std::map<std::string, double>()> extra_rank_metrics;
+};
+
+// Collective over `comm`: one size of one collective, timed over options.iters after
+// options.warmup, then run once more on fresh buffers and verified.
+Result<CollectiveResult> run_collective(comm::Communicator& comm, Collective c, size_t size_bytes,
+                                        const CheckOptions& options);
+
+// Best-of-reps sgemm rate for (n,n) x (n,n) in GFLOP/s (2 n^3 flops per product).
+double measure_sgemm_gflops(int n, int reps);
+// Best-of-reps STREAM triad a = b + s * c over `elements` doubles, in GB/s (24 bytes/element).
+double measure_triad_gbs(size_t elements, int reps);
+
+// Bandwidth of every ordered pair (src, dst), measured one pair at a time: src sends a message
+// of options.p2p_bytes and waits for dst's one-byte acknowledgement, options.p2p_reps times in
+// each of options.rounds passes over all pairs; bandwidth = bytes / the best time.
+struct P2pMatrix {
+  int ranks = 0;
+  std::vector<double> gbs;  // (ranks, ranks), row = src, column = dst; diagonal 0
+  double at(int src, int dst) const { return gbs[static_cast<size_t>(src) * ranks + dst]; }
+};
+Result<P2pMatrix> measure_p2p_matrix(comm::Communicator& comm, const CheckOptions& options);
+
+// Ordered pairs whose bandwidth is a suspect value against all pairs (health.h's rule).
+struct SlowLink {
+  int src = 0, dst = 0;
+  Finding finding;
+};
+std::vector<SlowLink> find_slow_links(const P2pMatrix& matrix, const HealthOptions& options);
+
+// Everything one check run measured, on every rank.
+struct CheckResults {
+  std::vector<RankMeasurement> ranks;              // indexed by rank
+  std::vector<std::vector<CollectiveResult>> collectives;  // per options.collectives entry
+  P2pMatrix p2p;
+};
+
+// Collective over `comm`: per-rank benchmarks, the collective sweep and the p2p matrix; each
+// rank's measurements are gathered on every rank. `host` names this rank's machine.
+Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host,
+                               const CheckOptions& options);
+
+// Waits for `request` by polling with short sleeps, so a waiting rank leaves its core to a rank
+// that is measuring.
+Status wait_quietly(comm::Request& request);
+// A barrier whose waiting ranks sleep instead of spinning.
+Status quiet_barrier(comm::Communicator& comm);
+
+// nccl-tests-style text: '#' header lines, a units row, one row per size, and the average busbw.
+std::string format_collective_table(Collective c, int ranks,
+                                    std::span<const CollectiveResult> rows);
+
+}  // namespace ms::diag

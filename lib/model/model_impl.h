@@ -1,0 +1,121 @@
+// Private to lib/model: the Transformer's parameter table, the per-layer parameter indices, and
+// the activations the forward keeps for the backward. Activation buffers live in the model and
+// are reused from one micro-batch to the next, so steady-state training allocates nothing.
+//
+// What is kept per layer (N = B*T tokens): the block input, the RMSNorm rstd vectors, q/k/v
+// after RoPE, the attention output and its log-sum-exp, the post-attention residual, the FFN's
+// gate/up projections (and for MoE the router probabilities, routing, weights and expert
+// outputs). Normed inputs and SwiGLU products are recomputed in the backward instead.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "config/run_config.h"
+#include "model/transformer.h"
+#include "ops/attention.h"
+#include "ops/moe.h"
+#include "ops/rope.h"
+
+namespace ms::model {
+
+inline constexpr size_t kNoParam = std::numeric_limits<size_t>::max();
+
+// Indices into the parameter table of one SwiGLU feed-forward (dense MLP or shared expert).
+struct MlpIndex {
+  size_t gate = kNoParam, up = kNoParam, down = kNoParam;
+};
+
+struct LayerIndex {
+  size_t first_param = 0, end_param = 0;  // the layer's parameters are [first, end)
+  size_t attn_norm = kNoParam, q = kNoParam, k = kNoParam, v = kNoParam, o = kNoParam;
+  size_t ffn_norm = kNoParam;  // absent in the parallel block
+  MlpIndex mlp;                // dense layers
+  size_t router = kNoParam;    // MoE layers
+  std::vector<MlpIndex> experts;
+  MlpIndex shared;             // MoE shared expert, when configured
+};
+
+struct MlpActs {
+  std::vector<float> gate, up;  // (rows, d_ff)
+};
+
+struct MoeActs {
+  std::vector<float> probs;    // (N, E)
+  std::vector<float> weights;  // (N, k)
+  ops::MoeRouting routing;
+  MlpActs experts;             // (N*k, d_ff), rows grouped by expert
+  std::vector<float> expert_out;  // (N*k, D)
+  MlpActs shared;              // (N, shared_d_ff)
+};
+
+struct LayerActs {
+  std::vector<float> x;        // (N, D) block input
+  std::vector<float> rstd1;    // (N)
+  std::vector<float> q, k, v;  // (N, H*hd), (N, KV*hd), (N, KV*hd) after RoPE
+  std::vector<float> attn;     // (N, H*hd) attention output before o_proj
+  std::vector<float> lse;      // (B, H, T)
+  std::vector<float> h;        // (N, D) residual after attention (sequential block only)
+  std::vector<float> rstd2;    // (N)
+  MlpActs mlp;
+  MoeActs moe;
+};
+
+// Scratch buffers reused by every layer.
+struct Scratch {
+  std::vector<float> normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
+  std::vector<float> permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
+  std::vector<float> ffn_out, residual_grad;
+};
+
+struct Dims {
+  int64_t B = 0, T = 0, N = 0;
+};
+
+struct Transformer::Impl {
+  config::ModelConfig cfg;
+  std::vector<Parameter> params;
+  size_t embed = kNoParam, final_norm = kNoParam, lm_head = kNoParam;  // lm_head == embed if tied
+  std::vector<LayerIndex> layers;
+  ops::RopeTable rope;
+
+  std::vector<LayerActs> acts;
+  std::vector<float> final_x, final_rstd, final_normed, logits, token_loss;
+  Scratch scratch;
+
+  int64_t head_dim() const { return cfg.d_model / cfg.n_heads; }
+  bool is_moe() const { return cfg.moe.num_experts > 0; }
+  float* w(size_t i) { return params[i].value.data<float>(); }
+  float* g(size_t i) { return params[i].grad.data<float>(); }
+  ops::AttentionShape attention_shape(const Dims& d) const;
+
+  // Forward over the whole stack into `logits` (N, V); returns the summed aux loss of all MoE
+  // layers. The backward needs `acts` as the forward left them.
+  double forward(const int32_t* inputs, const Dims& d);
+  // Backpropagates dlogits (already in `logits`) through the stack, accumulating into grads.
+  void backward(const int32_t* inputs, const Dims& d, float aux_grad, const BackwardHooks* hooks);
+
+ private:
+  void attention_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
+                         const Dims& d);
+  void attention_backward(LayerActs& a, const LayerIndex& li, const float* normed,
+                          const float* dout, float* dnormed, const Dims& d);
+  double ffn_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
+                     const Dims& d);
+  void ffn_backward(LayerActs& a, const LayerIndex& li, const float* normed, const float* dout,
+                    float* dnormed, float aux_grad, const Dims& d);
+  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
+                   int64_t rows, bool accumulate);
+  void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
+                    const float* dout, float* dx, int64_t rows);
+  double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);
+  void moe_backward(MoeActs& m, const LayerIndex& li, const float* x, const float* dout,
+                    float* dx, float aux_grad, int64_t n);
+  double layer_forward(size_t l, const float* x_in, float* x_out, const Dims& d);
+  void layer_backward(size_t l, float* dres, float aux_grad, const Dims& d);
+  void notify_layer(size_t l, const BackwardHooks* hooks) const;
+};
+
+}  // namespace ms::model

@@ -1,0 +1,159 @@
+// MoE routing: a counting sort of the (token, slot) assignments by expert builds the dropless
+// permutation; every other operator is a gather or weighted sum along it.
+#include "ops/moe.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "ops/parallel.h"
+
+namespace ms::ops {
+namespace {
+
+// The k largest of p[0..e), highest first, ties to the lower index.
+void top_k_of_row(const float* p, int64_t e, int64_t k, int32_t* chosen) {
+  for (int64_t s = 0; s < k; ++s) {
+    int32_t best = -1;
+    for (int64_t j = 0; j < e; ++j) {
+      if (std::find(chosen, chosen + s, static_cast<int32_t>(j)) != chosen + s) continue;
+      if (best < 0 || p[j] > p[best]) best = static_cast<int32_t>(j);
+    }
+    chosen[s] = best;
+  }
+}
+
+// Groups the assignments by expert, tokens in order within each expert.
+void build_permutation(MoeRouting& r) {
+  const int64_t assignments = r.tokens * r.top_k;
+  r.offsets.assign(r.experts + 1, 0);
+  for (int32_t x : r.expert) ++r.offsets[x + 1];
+  for (int64_t e = 0; e < r.experts; ++e) r.offsets[e + 1] += r.offsets[e];
+  std::vector<int64_t> next(r.offsets.begin(), r.offsets.end() - 1);
+  r.row_of.resize(assignments);
+  r.token_of_row.resize(assignments);
+  for (int64_t a = 0; a < assignments; ++a) {
+    const int64_t row = next[r.expert[a]]++;
+    r.row_of[a] = row;
+    r.token_of_row[row] = a / r.top_k;
+  }
+}
+
+}  // namespace
+
+MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k) {
+  assert(k >= 1 && k <= e);
+  MoeRouting r;
+  r.tokens = n;
+  r.experts = e;
+  r.top_k = k;
+  r.expert.resize(n * k);
+  parallel_for(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      int32_t* chosen = r.expert.data() + i * k;
+      top_k_of_row(probs + i * e, e, k, chosen);
+      float sum = 0;
+      for (int64_t s = 0; s < k; ++s) sum += probs[i * e + chosen[s]];
+      for (int64_t s = 0; s < k; ++s) weights[i * k + s] = probs[i * e + chosen[s]] / sum;
+    }
+  }, 64);
+  build_permutation(r);
+  return r;
+}
+
+void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
+                        const float* dweights, float* dprobs) {
+  const int64_t e = r.experts, k = r.top_k;
+  parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int32_t* chosen = r.expert.data() + i * k;
+      float sum = 0, dot = 0;
+      for (int64_t s = 0; s < k; ++s) {
+        sum += probs[i * e + chosen[s]];
+        dot += dweights[i * k + s] * weights[i * k + s];
+      }
+      for (int64_t s = 0; s < k; ++s) {
+        dprobs[i * e + chosen[s]] += (dweights[i * k + s] - dot) / sum;
+      }
+    }
+  }, 64);
+}
+
+void moe_permute_forward(const float* x, const MoeRouting& r, float* xp, int64_t d) {
+  parallel_for(r.tokens * r.top_k, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      std::copy(x + r.token_of_row[row] * d, x + (r.token_of_row[row] + 1) * d, xp + row * d);
+    }
+  }, 16);
+}
+
+void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx, int64_t d) {
+  parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t s = 0; s < r.top_k; ++s) {
+        const float* src = dxp + r.row_of[i * r.top_k + s] * d;
+        for (int64_t c = 0; c < d; ++c) dx[i * d + c] += src[c];
+      }
+    }
+  }, 16);
+}
+
+void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouting& r, float* y,
+                           int64_t d) {
+  parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      std::fill(y + i * d, y + (i + 1) * d, 0.0f);
+      for (int64_t s = 0; s < r.top_k; ++s) {
+        const float w = weights[i * r.top_k + s];
+        const float* src = yp + r.row_of[i * r.top_k + s] * d;
+        for (int64_t c = 0; c < d; ++c) y[i * d + c] += w * src[c];
+      }
+    }
+  }, 16);
+}
+
+void moe_unpermute_backward(const float* yp, const float* weights, const MoeRouting& r,
+                            const float* dy, float* dyp, float* dweights, int64_t d) {
+  parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const float* g = dy + i * d;
+      for (int64_t s = 0; s < r.top_k; ++s) {
+        const int64_t row = r.row_of[i * r.top_k + s];
+        const float w = weights[i * r.top_k + s];
+        float dot = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          dyp[row * d + c] += w * g[c];
+          dot += g[c] * yp[row * d + c];
+        }
+        dweights[i * r.top_k + s] += dot;
+      }
+    }
+  }, 16);
+}
+
+double moe_aux_loss(const float* probs, const MoeRouting& r) {
+  const double n = static_cast<double>(r.tokens);
+  double loss = 0;
+  for (int64_t e = 0; e < r.experts; ++e) {
+    const double f = static_cast<double>(r.offsets[e + 1] - r.offsets[e]) / (n * r.top_k);
+    double p_sum = 0;
+    for (int64_t i = 0; i < r.tokens; ++i) p_sum += probs[i * r.experts + e];
+    loss += f * (p_sum / n);
+  }
+  return static_cast<double>(r.experts) * loss;
+}
+
+void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) {
+  const double n = static_cast<double>(r.tokens);
+  std::vector<float> grad(r.experts);
+  for (int64_t e = 0; e < r.experts; ++e) {
+    const double f = static_cast<double>(r.offsets[e + 1] - r.offsets[e]) / (n * r.top_k);
+    grad[e] = static_cast<float>(daux * r.experts * f / n);
+  }
+  parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t e = 0; e < r.experts; ++e) dprobs[i * r.experts + e] += grad[e];
+    }
+  }, 64);
+}
+
+}  // namespace ms::ops

@@ -1,0 +1,55 @@
+// Mixture-of-Experts routing on the CPU: top-k selection with renormalized weights, dropless
+// permutation of tokens into per-expert groups (so each expert runs one matmul over all its
+// tokens, see grouped_linear_* in ops/linear.h), the weighted un-permutation, and the
+// load-balancing auxiliary loss. The router's softmax is ops::softmax_forward.
+//
+// Load-balancing loss (Switch Transformer, Fedus et al. 2021, generalized to top-k):
+//   aux = E * sum_e f_e * P_e,  f_e = (assignments to expert e) / (n * k),  P_e = mean_i p_ie
+// so a perfectly uniform router scores 1. f_e is piecewise constant, so only P carries a
+// gradient: d aux / d p_ie = E * f_e / n.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ms::ops {
+
+// The routing of n tokens to k of e experts, grouped by expert. Within an expert, tokens keep
+// their order, so the permutation (and every sum over it) is deterministic.
+struct MoeRouting {
+  int64_t tokens = 0, experts = 0, top_k = 0;
+  std::vector<int32_t> expert;        // (n, k) chosen experts, highest probability first
+  std::vector<int64_t> offsets;       // (e + 1) first permuted row of each expert
+  std::vector<int64_t> row_of;        // (n, k) permuted row of each (token, slot)
+  std::vector<int64_t> token_of_row;  // (n * k) token of each permuted row
+};
+
+// probs: (n, e) router probabilities -> weights: (n, k) the chosen probabilities divided by
+// their sum, and the routing. Ties pick the lower expert index. Requires 1 <= k <= e.
+MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k);
+
+// dweights: (n, k). Accumulates into dprobs: (n, e) the gradient through the renormalization
+// (the selection itself is piecewise constant): dp_j = (dw_j - sum_l dw_l w_l) / S for chosen j,
+// where S is the sum of the chosen probabilities.
+void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
+                        const float* dweights, float* dprobs);
+
+// x: (n, d) -> xp: (n * k, d) with xp[row_of[i, s]] = x[i].
+void moe_permute_forward(const float* x, const MoeRouting& r, float* xp, int64_t d);
+// dxp: (n * k, d). Accumulates dx[i] += sum_s dxp[row_of[i, s]] (slots in order).
+void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx, int64_t d);
+
+// yp: (n * k, d), weights: (n, k) -> y: (n, d) = sum_s weights[i, s] * yp[row_of[i, s]].
+void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouting& r, float* y,
+                           int64_t d);
+// dy: (n, d). Accumulates dyp[row_of[i, s]] += weights[i, s] * dy[i] and
+// dweights[i, s] += dy[i] . yp[row_of[i, s]].
+void moe_unpermute_backward(const float* yp, const float* weights, const MoeRouting& r,
+                            const float* dy, float* dyp, float* dweights, int64_t d);
+
+// probs: (n, e). The load-balancing loss above, summed in double.
+double moe_aux_loss(const float* probs, const MoeRouting& r);
+// Accumulates daux * d aux / d probs into dprobs: (n, e).
+void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs);
+
+}  // namespace ms::ops

@@ -1,0 +1,35 @@
+// Readers of telemetry and trace directories, for ms-diagnose. Every line is validated: a line
+// that is not JSON, or lacks a key its kind requires, is a Corruption error naming file:line
+// and the key; the one exception is an incomplete last line (no trailing newline: the writer
+// crashed mid-line), which is skipped with a warning. Unknown keys and unknown record kinds are
+// ignored, so newer writers stay readable; a newer major format version is refused.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "telemetry/schema.h"
+
+namespace ms::telemetry {
+
+struct RankTelemetry {
+  int rank = 0;
+  std::string host;  // from the file's records; empty for a file with none
+  std::vector<HostRecord> hosts;
+  std::vector<StepRecordRead> steps;
+};
+
+// Reads one rank file (its rank is taken from the records; the file name is not trusted).
+Result<RankTelemetry> read_telemetry_file(const std::string& path);
+// Reads every rank-*.jsonl in `dir`, ordered by rank. NotFound when the directory is missing or
+// holds no rank files; Corruption when two files claim the same rank.
+Result<std::vector<RankTelemetry>> read_telemetry_dir(const std::string& dir);
+
+// One rank's trace with times shifted to rank 0's clock, sorted by t0.
+Result<std::vector<TraceEvent>> read_trace_file(const std::string& path);
+// Every rank-*.jsonl in `dir`: element r holds rank r's events. The ranks must be 0..N-1 with
+// none missing (NotFound naming the first missing rank), since a what-if replay needs them all.
+Result<std::vector<std::vector<TraceEvent>>> read_trace_dir(const std::string& dir);
+
+}  // namespace ms::telemetry

@@ -1,0 +1,235 @@
+// Bucketed gradient reduction, ZeRO-1 sharding and the optimizer update; see
+// distributed_optimizer.h for the design.
+#include "train/distributed_optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/timer.h"
+#include "train/grad_clip.h"
+#include "train/rank_sum.h"
+
+namespace ms::train {
+
+struct DistributedOptimizer::InFlight {
+  comm::Request request;
+  CommEvent event;
+};
+
+double CommStats::hidden_fraction() const {
+  if (active_s <= 0) return 0;
+  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
+}
+
+void CommStats::add(const CommStats& other) {
+  collectives += other.collectives;
+  bytes += other.bytes;
+  exposed_s += other.exposed_s;
+  active_s += other.active_s;
+}
+
+Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
+    comm::Communicator& dp, std::vector<TrainableParam> params, const config::OptimConfig& optim,
+    DistributedOptimizerOptions options) {
+  std::vector<int64_t> numels;
+  numels.reserve(params.size());
+  for (const TrainableParam& p : params) numels.push_back(p.value->numel());
+  MS_ASSIGN_OR_RETURN(FlatLayout layout, FlatLayout::build(numels, dp.size(), options.bucket_bytes));
+  std::unique_ptr<DistributedOptimizer> self(
+      new DistributedOptimizer(dp, std::move(layout), std::move(options)));
+  MS_RETURN_IF_ERROR(self->adopt(params));
+  self->segments_ = self->optimizer_segments(params);
+  const int64_t state_numel =
+      self->options_.zero ? self->layout_.shard_numel() : self->layout_.total_numel();
+  MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size()));
+  return self;
+}
+
+DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, FlatLayout layout,
+                                           DistributedOptimizerOptions options)
+    : dp_(dp), layout_(std::move(layout)), options_(std::move(options)) {}
+
+DistributedOptimizer::~DistributedOptimizer() = default;
+
+// Moves every parameter into the flat buffers and points the tensors at them.
+Status DistributedOptimizer::adopt(std::vector<TrainableParam>& params) {
+  values_.assign(static_cast<size_t>(layout_.total_numel()), 0.0f);
+  grads_.assign(static_cast<size_t>(layout_.total_numel()), 0.0f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor& value = *params[i].value;
+    Tensor& grad = *params[i].grad;
+    if (value.dtype() != DType::kF32 || grad.dtype() != DType::kF32 ||
+        value.shape() != grad.shape()) {
+      return InvalidArgument("parameter " + params[i].name + ": value " + value.describe() +
+                             " and gradient " + grad.describe() +
+                             " must both be f32 of the same shape");
+    }
+    float* flat_value = values_.data() + layout_.param_offset(i);
+    std::memcpy(flat_value, value.raw_data(), value.nbytes());
+    value = Tensor::view_of(DType::kF32, value.shape(), flat_value);
+    grad = Tensor::view_of(DType::kF32, grad.shape(), grads_.data() + layout_.param_offset(i));
+  }
+  if (options_.zero) {
+    init_zero_shard();
+  } else {
+    for (size_t i = 0; i < params.size(); ++i) {
+      owned_.push_back({i, 0, layout_.param_numel(i), layout_.param_offset(i),
+                        layout_.param_offset(i)});
+    }
+  }
+  return Status::OK();
+}
+
+// ZeRO: this rank's segments, and its master shard copied out of the flat parameters.
+void DistributedOptimizer::init_zero_shard() {
+  owned_ = layout_.shard_segments(dp_.rank());
+  master_.assign(static_cast<size_t>(layout_.shard_numel()), 0.0f);
+  grad_shard_.assign(master_.size(), 0.0f);
+  for (const GradBucket& b : layout_.buckets()) {
+    const int64_t part = b.numel / layout_.dp();
+    std::memcpy(master_.data() + b.shard_offset, values_.data() + b.offset + dp_.rank() * part,
+                static_cast<size_t>(part) * sizeof(float));
+  }
+}
+
+std::vector<OptimSegment> DistributedOptimizer::optimizer_segments(
+    const std::vector<TrainableParam>& params) const {
+  std::vector<OptimSegment> segments;
+  segments.reserve(owned_.size());
+  for (const ShardSegment& s : owned_) {
+    const int64_t offset = options_.zero ? s.shard_offset : s.flat_offset;
+    segments.push_back({s.param, offset, s.length(), params[s.param].weight_decay});
+  }
+  return segments;
+}
+
+void DistributedOptimizer::begin_step() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  bucket_pending_.clear();
+  for (const GradBucket& b : layout_.buckets()) {
+    bucket_pending_.push_back(static_cast<int64_t>(b.params.size()));
+  }
+  next_bucket_ = 0;
+  armed_ = false;
+  deferred_ = Status::OK();
+  stats_ = CommStats{};
+  first_issue_t_ = last_done_t_ = 0;
+}
+
+void DistributedOptimizer::on_grad_ready(size_t param) {
+  if (!armed_ || !options_.overlap || !deferred_.ok()) return;
+  --bucket_pending_[layout_.bucket_of(param)];
+  deferred_ = issue_ready_buckets();
+}
+
+void DistributedOptimizer::poll() {
+  if (in_flight_.empty() || !deferred_.ok()) return;
+  deferred_ = test_in_flight();
+}
+
+// Issues buckets in order for as long as the next one has all its gradients.
+Status DistributedOptimizer::issue_ready_buckets() {
+  while (next_bucket_ < bucket_pending_.size() && bucket_pending_[next_bucket_] <= 0) {
+    MS_RETURN_IF_ERROR(issue_bucket(next_bucket_++));
+  }
+  return Status::OK();
+}
+
+Status DistributedOptimizer::issue_bucket(size_t bucket) {
+  const GradBucket& b = layout_.buckets()[bucket];
+  InFlight op;
+  op.event.seq = dp_.next_seq();
+  op.event.bytes = static_cast<uint64_t>(b.numel) * sizeof(float);
+  op.event.t0 = wall_time_s();
+  float* grads = grads_.data() + b.offset;
+  if (options_.zero) {
+    op.event.op = "reduce_scatter";
+    const size_t part = static_cast<size_t>(b.numel / layout_.dp());
+    MS_ASSIGN_OR_RETURN(op.request,
+                        dp_.ireduce_scatter(grads, grad_shard_.data() + b.shard_offset, part,
+                                            DType::kF32, comm::ReduceOp::kSum));
+  } else {
+    op.event.op = "allreduce";
+    MS_ASSIGN_OR_RETURN(op.request, dp_.iallreduce(grads, grads, static_cast<size_t>(b.numel),
+                                                   DType::kF32, comm::ReduceOp::kSum));
+  }
+  if (stats_.collectives == 0) first_issue_t_ = op.event.t0;
+  ++stats_.collectives;
+  stats_.bytes += op.event.bytes;
+  in_flight_.push_back(std::move(op));
+  return Status::OK();
+}
+
+Status DistributedOptimizer::test_in_flight() {
+  for (InFlight& op : in_flight_) {
+    if (op.request.done()) continue;
+    MS_ASSIGN_OR_RETURN(const bool finished, op.request.test());
+    if (finished) complete(op);
+  }
+  return Status::OK();
+}
+
+// Records a finished gradient collective.
+void DistributedOptimizer::complete(InFlight& op) {
+  op.event.t1 = wall_time_s();
+  last_done_t_ = std::max(last_done_t_, op.event.t1);
+  if (options_.on_comm) options_.on_comm(op.event);
+}
+
+Status DistributedOptimizer::finish_reduction() {
+  MS_RETURN_IF_ERROR(deferred_);
+  std::fill(bucket_pending_.begin(), bucket_pending_.end(), 0);
+  MS_RETURN_IF_ERROR(issue_ready_buckets());
+  Stopwatch waiting;
+  for (InFlight& op : in_flight_) {
+    if (op.request.done()) continue;
+    MS_RETURN_IF_ERROR(op.request.wait());
+    complete(op);
+  }
+  stats_.exposed_s = waiting.elapsed_s();
+  stats_.active_s = stats_.collectives > 0 ? last_done_t_ - first_issue_t_ : 0;
+  in_flight_.clear();
+  armed_ = false;
+  return Status::OK();
+}
+
+Result<double> DistributedOptimizer::grad_norm() {
+  double sum_sq = options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
+  if (options_.zero) MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, std::span<double>(&sum_sq, 1)));
+  return std::sqrt(sum_sq) / static_cast<double>(layout_.dp());
+}
+
+Status DistributedOptimizer::apply(double lr, double clip_coefficient) {
+  const OptimStep hyper{lr, clip_coefficient / static_cast<double>(layout_.dp())};
+  if (!options_.zero) {
+    return optimizer_->step(values_, grads_, segments_, hyper,
+                            [](std::span<double>) { return Status::OK(); });
+  }
+  MS_RETURN_IF_ERROR(optimizer_->step(
+      master_, grad_shard_, segments_, hyper,
+      [this](std::span<double> sums) { return sum_in_rank_order(dp_, sums); }));
+  return gather_parameters();
+}
+
+// ZeRO: every rank's updated shard of each bucket back into the flat parameter buffer.
+Status DistributedOptimizer::gather_parameters() {
+  std::vector<InFlight> gathers;
+  for (const GradBucket& b : layout_.buckets()) {
+    InFlight op;
+    op.event = {"allgather", dp_.next_seq(), static_cast<uint64_t>(b.numel) * sizeof(float),
+                wall_time_s(), 0};
+    const size_t part = static_cast<size_t>(b.numel / layout_.dp());
+    MS_ASSIGN_OR_RETURN(op.request, dp_.iallgather(master_.data() + b.shard_offset,
+                                                   values_.data() + b.offset, part, DType::kF32));
+    gathers.push_back(std::move(op));
+  }
+  for (InFlight& op : gathers) {
+    MS_RETURN_IF_ERROR(op.request.wait());
+    op.event.t1 = wall_time_s();
+    if (options_.on_comm) options_.on_comm(op.event);
+  }
+  return Status::OK();
+}
+
+}  // namespace ms::train

@@ -1,0 +1,148 @@
+// DistributedOptimizer: data parallelism for the trainer. It owns every parameter's values and
+// gradients as two flat fp32 buffers (FlatLayout; the model's tensors become views into them),
+// reduces gradients over the data-parallel group in buckets that start while backward is still
+// running, and applies the optimizer:
+//   - plain data parallelism (parallel.zero 0): each bucket is all-reduced (summed) in place;
+//     every rank updates every parameter with the full optimizer state;
+//   - ZeRO-1 (parallel.zero 1): each bucket is reduce-scattered into this rank's shard; the rank
+//     keeps the optimizer moments and a master copy of its shard only, updates it, and the
+//     updated shards are all-gathered back into the flat parameter buffer.
+// The sum is averaged by folding 1/dp into the optimizer's gradient scale.
+//
+// Overlap: OpenMPI progresses nonblocking collectives only inside MPI calls, so the model calls
+// poll() between compute chunks of backward, which tests the in-flight requests. Buckets are
+// issued strictly in bucket order, so every rank issues the same collectives in the same order
+// whatever order gradients finish in. CommStats measures how much of the reduction the overlap
+// hid: 1 - (time blocked in the final wait) / (time from the first issue to the last
+// completion).
+//
+// Threading: every method runs on the thread that initialized MPI.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "train/flat_layout.h"
+#include "train/optimizer.h"
+
+namespace ms::train {
+
+// One trainable tensor as the distributed optimizer sees it. `value` and `grad` must be f32
+// tensors of the same shape; create() moves their contents into the flat buffers and replaces
+// both with views, so they must stay where they are for the optimizer's lifetime.
+struct TrainableParam {
+  std::string name;
+  Tensor* value = nullptr;
+  Tensor* grad = nullptr;
+  bool weight_decay = true;
+};
+
+// A finished collective, for traces: `op` is "allreduce", "reduce_scatter" or "allgather".
+struct CommEvent {
+  const char* op = "";
+  uint64_t seq = 0;
+  uint64_t bytes = 0;
+  double t0 = 0;  // wall seconds when issued
+  double t1 = 0;  // wall seconds when completion was observed
+};
+
+struct CommStats {
+  int64_t collectives = 0;
+  uint64_t bytes = 0;
+  double exposed_s = 0;  // blocked waiting for gradient reductions after backward
+  double active_s = 0;   // first gradient-reduction issue to last completion
+  // Fraction of the reduction time hidden behind backward (0 when nothing was reduced).
+  double hidden_fraction() const;
+  void add(const CommStats& other);
+};
+
+struct DistributedOptimizerOptions {
+  bool zero = false;     // ZeRO-1
+  bool overlap = true;   // start buckets during backward (else all after it)
+  int64_t bucket_bytes = 4 << 20;
+  std::function<void(const CommEvent&)> on_comm;  // optional trace sink
+};
+
+class DistributedOptimizer {
+ public:
+  // Collective over `dp` (kept by reference; must outlive this object). InvalidArgument naming
+  // the parameter when a tensor is not f32 or grad's shape differs from value's.
+  static Result<std::unique_ptr<DistributedOptimizer>> create(
+      comm::Communicator& dp, std::vector<TrainableParam> params,
+      const config::OptimConfig& optim, DistributedOptimizerOptions options);
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  // Starts a step: zeroes every gradient and the step's communication statistics.
+  void begin_step();
+  // The coming backward pass finishes this step's gradients: from now on on_grad_ready starts
+  // reductions (when overlap is on).
+  void arm() { armed_ = true; }
+  // BackwardHooks: parameter `param`'s gradient is final / a chance to progress communication.
+  // Errors are kept and returned by finish_reduction().
+  void on_grad_ready(size_t param);
+  void poll();
+  // Issues every bucket not yet started, waits for all of them and disarms. After it, the
+  // gradient buffer (plain DP) or the shard (ZeRO) holds the sum over ranks.
+  Status finish_reduction();
+
+  // Global L2 norm of the averaged gradient (sum / dp). Collective under ZeRO.
+  Result<double> grad_norm();
+  // Applies one optimizer update with learning rate `lr`, gradients scaled by
+  // clip_coefficient / dp, then (ZeRO) all-gathers the parameters. Collective.
+  Status apply(double lr, double clip_coefficient);
+
+  const FlatLayout& layout() const { return layout_; }
+  Optimizer& optimizer() { return *optimizer_; }
+  bool zero() const { return options_.zero; }
+  // This rank's ZeRO segments (every parameter whole without ZeRO), aligned with the
+  // optimizer's state buffers.
+  const std::vector<ShardSegment>& owned_segments() const { return owned_; }
+  const CommStats& step_stats() const { return stats_; }
+  std::span<const float> flat_values() const { return values_; }
+  std::span<const float> flat_grads() const { return grads_; }
+
+ private:
+  DistributedOptimizer(comm::Communicator& dp, FlatLayout layout,
+                       DistributedOptimizerOptions options);
+  Status adopt(std::vector<TrainableParam>& params);
+  void init_zero_shard();
+  std::vector<OptimSegment> optimizer_segments(const std::vector<TrainableParam>& params) const;
+
+  struct InFlight;
+  Status issue_ready_buckets();
+  Status issue_bucket(size_t bucket);
+  Status test_in_flight();
+  void complete(InFlight& op);
+  Status gather_parameters();
+
+  comm::Communicator& dp_;
+  FlatLayout layout_;
+  DistributedOptimizerOptions options_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<float> values_;
+  std::vector<float> grads_;
+  std::vector<float> master_;       // ZeRO: this rank's shard of the parameters
+  std::vector<float> grad_shard_;   // ZeRO: this rank's reduced gradient shard
+  std::vector<ShardSegment> owned_;
+  std::vector<OptimSegment> segments_;
+  std::vector<int64_t> bucket_pending_;  // gradients not yet final, per bucket
+  std::vector<InFlight> in_flight_;
+  size_t next_bucket_ = 0;
+  bool armed_ = false;
+  Status deferred_;
+  double first_issue_t_ = 0;
+  double last_done_t_ = 0;
+  CommStats stats_;
+};
+
+}  // namespace ms::train

@@ -1,0 +1,74 @@
+// Checks of a run config against the world size and the data; see run_checks.h.
+#include "train/run_checks.h"
+
+#include <sys/stat.h>
+
+namespace ms::train {
+namespace {
+
+std::string key_value(const char* key, int64_t value) {
+  return std::string(key) + " (" + std::to_string(value) + ")";
+}
+
+Status require_one(const char* key, int64_t value, const char* what) {
+  if (value == 1) return Status::OK();
+  return InvalidArgument(key_value(key, value) + " must be 1: " + what +
+                         " parallelism is not available in this trainer yet; run with " + key +
+                         "=1 and data parallelism only");
+}
+
+}  // namespace
+
+Result<int> data_parallel_size(const config::RunConfig& config, int world_size) {
+  MS_RETURN_IF_ERROR(require_one("parallel.tp", config.parallel.tp, "tensor"));
+  MS_RETURN_IF_ERROR(require_one("parallel.pp", config.parallel.pp, "pipeline"));
+  MS_RETURN_IF_ERROR(require_one("parallel.ep", config.parallel.ep, "expert"));
+  if (world_size < 1) return InvalidArgument("world size must be at least 1");
+  const int64_t per_step = int64_t{world_size} * config.train.micro_batch;
+  if (config.train.global_batch % per_step != 0) {
+    return InvalidArgument(key_value("train.global_batch", config.train.global_batch) +
+                           " must be divisible by data-parallel size * train.micro_batch = " +
+                           std::to_string(world_size) + " * " +
+                           std::to_string(config.train.micro_batch) + " = " +
+                           std::to_string(per_step) + " (dp is the number of ranks, " +
+                           std::to_string(world_size) + ")");
+  }
+  return world_size;
+}
+
+Status check_against_data(const config::RunConfig& config, const DataFacts& data) {
+  if (config.train.seq_len != data.seq_len) {
+    return InvalidArgument(key_value("train.seq_len", config.train.seq_len) +
+                           " must equal the sequence length of the plan " + data.plan_path +
+                           " (" + std::to_string(data.seq_len) +
+                           "); rebuild the plan or set train.seq_len=" +
+                           std::to_string(data.seq_len));
+  }
+  if (data.seq_len > config.model.max_seq_len) {
+    return InvalidArgument("the plan's sequence length (" + std::to_string(data.seq_len) +
+                           ") exceeds " + key_value("model.max_seq_len", config.model.max_seq_len));
+  }
+  if (data.vocab_size > config.model.vocab_size) {
+    return InvalidArgument(key_value("model.vocab_size", config.model.vocab_size) +
+                           " is smaller than the vocabulary of the dataset's tokenizer (" +
+                           std::to_string(data.vocab_size) + ", plan " + data.plan_path +
+                           "): token ids would fall outside the embedding; set "
+                           "model.vocab_size to at least " + std::to_string(data.vocab_size));
+  }
+  return Status::OK();
+}
+
+Status check_plan_path(const config::RunConfig& config) {
+  if (config.data.plan.empty()) {
+    return InvalidArgument("data.plan is not set: build a plan with `ms-data plan` and pass "
+                           "--set data.plan=<file>");
+  }
+  struct stat st;
+  if (::stat(config.data.plan.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return NotFound("data.plan: no plan file at " + config.data.plan +
+                    " (build one with `ms-data plan`)");
+  }
+  return Status::OK();
+}
+
+}  // namespace ms::train

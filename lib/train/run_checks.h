@@ -1,0 +1,35 @@
+// The run-config checks that need more than the config file: the actual world size (mpirun -np)
+// and the data plan. The config loader (lib/config) already refused everything decidable from
+// the file alone; these run before the model is built or any batch is read, and each message
+// names the key and the rule.
+#pragma once
+
+#include <string>
+
+#include "config/run_config.h"
+#include "core/status.h"
+
+namespace ms::train {
+
+// The data-parallel size a job of `world_size` ranks runs with, after checking the layout this
+// trainer supports: parallel.tp, parallel.pp and parallel.ep must be 1 (tensor, pipeline and
+// expert parallelism are not in this trainer yet), world_size must be at least 1, and
+// train.global_batch must be divisible by dp * train.micro_batch with dp = world_size.
+// InvalidArgument naming the key otherwise.
+Result<int> data_parallel_size(const config::RunConfig& config, int world_size);
+
+// What the trainer learns from the plan's loader.
+struct DataFacts {
+  std::string plan_path;
+  int64_t seq_len = 0;
+  int64_t vocab_size = 0;  // the dataset tokenizer's vocabulary; 0 when unknown
+};
+
+// train.seq_len must equal the plan's sequence length and fit model.max_seq_len; the model's
+// vocabulary must cover the tokenizer's. InvalidArgument naming the keys and the plan.
+Status check_against_data(const config::RunConfig& config, const DataFacts& data);
+
+// data.plan must be set and name an existing file. InvalidArgument / NotFound otherwise.
+Status check_plan_path(const config::RunConfig& config);
+
+}  // namespace ms::train

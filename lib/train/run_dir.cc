@@ -1,0 +1,26 @@
+// Run-directory set-up; see run_dir.h.
+#include "train/run_dir.h"
+
+#include "core/logging.h"
+#include "io/atomic_file.h"
+#include "io/env.h"
+
+namespace ms::train {
+
+Status prepare_run_dir(const config::RunConfig& config, const std::string& tokenizer_path) {
+  const std::string& dir = config.run.dir;
+  MS_RETURN_IF_ERROR(io::default_env().create_dirs(dir));
+  MS_RETURN_IF_ERROR(
+      io::write_file_atomic(dir + "/config.resolved.yaml", config::dump_yaml(config, true)));
+  if (!tokenizer_path.empty()) {
+    Result<std::string> tokenizer = io::read_file(tokenizer_path);
+    if (!tokenizer.ok()) {
+      return NotFound("cannot copy the dataset's tokenizer into the run directory: " +
+                      tokenizer.status().message());
+    }
+    MS_RETURN_IF_ERROR(io::write_file_atomic(dir + "/tokenizer.json", *tokenizer));
+  }
+  return log::set_log_file(dir + "/log.txt");
+}
+
+}  // namespace ms::train

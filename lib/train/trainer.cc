@@ -1,0 +1,426 @@
+// The training loop; see trainer.h for what a step does and how ranks agree.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include "comm/clock_offset.h"
+#include "comm/mesh.h"
+#include "core/logging.h"
+#include "core/timer.h"
+#include "data/loader.h"
+#include "model/transformer.h"
+#include "telemetry/writer.h"
+#include "train/grad_clip.h"
+#include "train/rank_sum.h"
+#include "train/run_checks.h"
+#include "train/run_dir.h"
+#include "train/schedule.h"
+#include "train/sgemm_rate.h"
+#include "train/spike_guard.h"
+#include "train/stop_signal.h"
+
+namespace ms::train {
+namespace {
+
+constexpr std::string_view kReportedBy = "reported by rank ";
+
+Status reported_by(int rank, const char* stage) {
+  return FailedPrecondition(std::string(kReportedBy) + std::to_string(rank) + ": " + stage +
+                            " failed there");
+}
+
+// Whether a failure in a stage is the same on every rank (a config check) or may hit some
+// ranks only (a file one rank cannot open).
+enum class Failure { kSameOnEveryRank, kPerRank };
+
+// Every rank learns whether any rank failed. A rank keeps its own error when it is the first
+// to report it (rank 0 for failures every rank sees alike, else each failing rank); the other
+// ranks get reported_by(). Collective over `comm`.
+Status agree(comm::Communicator& comm, Status local, const char* stage, Failure kind) {
+  int32_t first_failed = local.ok() ? comm.size() : comm.rank();
+  MS_RETURN_IF_ERROR(comm.allreduce(&first_failed, &first_failed, 1, DType::kI32,
+                                    comm::ReduceOp::kMin));
+  if (first_failed == comm.size()) return Status::OK();
+  if (!local.ok() && (kind == Failure::kPerRank || comm.rank() == first_failed)) return local;
+  return reported_by(first_failed, stage);
+}
+
+double seconds_between(double t0, double t1) { return std::max(0.0, t1 - t0); }
+
+}  // namespace
+
+bool reported_by_another_rank(const Status& status) {
+  return !status.ok() && status.message().starts_with(kReportedBy);
+}
+
+struct Trainer::State {
+  std::optional<comm::Mesh> mesh;
+  int dp = 1;
+  int micro_batches = 1;
+  std::unique_ptr<data::Loader> train_loader;
+  std::unique_ptr<data::Loader> eval_loader;
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<DistributedOptimizer> dist;
+  std::unique_ptr<SpikeGuard> guard;
+  std::unique_ptr<telemetry::TelemetryWriter> telemetry;
+  std::unique_ptr<telemetry::TraceWriter> trace;
+  double flops_per_token = 0;
+  double peak_flops = 0;  // summed over the dp ranks
+  TrainSummary summary;
+};
+
+struct Trainer::StepResult {
+  double loss = 0;      // global mean over the step's tokens
+  double aux_loss = 0;  // MoE load-balancing loss, global mean
+  double local_loss = 0;
+  double local_aux = 0;
+  double grad_norm = 0;
+  double lr = 0;
+  double step_s = 0;
+  bool skipped = false;
+  telemetry::StepPhases phases;
+};
+
+Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
+    : config_(std::move(config)), world_(world), s_(std::make_unique<State>()) {}
+
+Trainer::~Trainer() = default;
+
+Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
+                                                 comm::Communicator& world) {
+  std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), world));
+  MS_RETURN_IF_ERROR(trainer->build());
+  return trainer;
+}
+
+// Refuses bad input before anything is computed, then builds the pieces. Each stage that can
+// fail on some ranks only ends in agree(), before the next collective.
+Status Trainer::build() {
+  MS_RETURN_IF_ERROR(agree(world_, check_config(), "the config check", Failure::kSameOnEveryRank));
+  MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, {1, s_->dp, 1, 1, 0}));
+  s_->mesh.emplace(std::move(mesh));
+  Status local = open_data();
+  if (local.ok() && world_.rank() == 0) {
+    local = prepare_run_dir(config_, s_->train_loader->tokenizer_path());
+  }
+  if (local.ok()) local = build_model();
+  if (local.ok()) local = open_telemetry();
+  MS_RETURN_IF_ERROR(agree(world_, local, "start-up", Failure::kPerRank));
+  return measure_yardsticks();
+}
+
+// The checks that need no data: layout against the world size, the plan path, the model.
+Status Trainer::check_config() {
+  MS_ASSIGN_OR_RETURN(s_->dp, data_parallel_size(config_, world_.size()));
+  if (s_->dp != config_.parallel.dp) {
+    MS_LOG(Info) << "parallel.dp is " << config_.parallel.dp << " in the config; running with dp "
+                 << s_->dp << " (the number of ranks)";
+    config_.parallel.dp = s_->dp;
+  }
+  MS_RETURN_IF_ERROR(check_plan_path(config_));
+  return model::validate_model_config(config_.model);
+}
+
+Status Trainer::open_data() {
+  comm::Communicator& dp = s_->mesh->dp();
+  data::LoaderOptions options{config_.data.plan, data::Split::kTrain, config_.train.global_batch,
+                              config_.train.micro_batch, dp.rank(), dp.size(), 2};
+  MS_ASSIGN_OR_RETURN(s_->train_loader, data::Loader::open(options));
+  const DataFacts facts{config_.data.plan, s_->train_loader->seq_len(),
+                        s_->train_loader->vocab_size()};
+  MS_RETURN_IF_ERROR(check_against_data(config_, facts));
+  s_->micro_batches = s_->train_loader->micro_batches_per_step();
+  if (config_.train.eval_every > 0) {
+    options.split = data::Split::kValidation;
+    options.prefetch = 0;
+    MS_ASSIGN_OR_RETURN(s_->eval_loader, data::Loader::open(options));
+  }
+  return Status::OK();
+}
+
+Status Trainer::build_model() {
+  MS_ASSIGN_OR_RETURN(s_->model, model::Transformer::create(
+                                     config_.model, static_cast<uint64_t>(config_.run.seed)));
+  s_->flops_per_token = s_->model->flops_per_token(config_.train.seq_len);
+  char line[200];
+  std::snprintf(line, sizeof(line), "model: %.3fM parameters (%.3fM active), %.3f MFLOPs/token",
+                static_cast<double>(s_->model->parameter_count()) / 1e6,
+                static_cast<double>(s_->model->active_parameter_count()) / 1e6,
+                s_->flops_per_token / 1e6);
+  MS_LOG(Info) << line;
+  std::vector<TrainableParam> params;
+  for (model::Parameter& p : s_->model->parameters()) {
+    params.push_back({p.name, &p.value, &p.grad, p.weight_decay});
+  }
+  DistributedOptimizerOptions options;
+  options.zero = config_.parallel.zero == 1;
+  options.overlap = config_.train.overlap_grad_reduce;
+  options.bucket_bytes = static_cast<int64_t>(config_.train.bucket_mb * 1024 * 1024);
+  options.on_comm = [this](const CommEvent& e) {
+    if (s_->trace) s_->trace->comm(e.op, "dp", e.seq, e.bytes, e.t0, e.t1);
+  };
+  MS_ASSIGN_OR_RETURN(s_->dist, DistributedOptimizer::create(s_->mesh->dp(), std::move(params),
+                                                             config_.optim, std::move(options)));
+  s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
+  return Status::OK();
+}
+
+Status Trainer::open_telemetry() {
+  const comm::MeshCoord& coord = s_->mesh->coord();
+  MS_ASSIGN_OR_RETURN(s_->telemetry, telemetry::TelemetryWriter::open(
+                                         config_.run.dir, world_.rank(), log::host(),
+                                         {coord.dp, coord.tp, coord.pp}, config_.telemetry.every_s));
+  return Status::OK();
+}
+
+// The trace (opened with the clock offset to rank 0) and the MFU yardstick: the sgemm rates
+// of all dp ranks added up. Collective.
+Status Trainer::measure_yardsticks() {
+  Status local = Status::OK();
+  if (config_.telemetry.trace) {
+    MS_ASSIGN_OR_RETURN(const comm::ClockOffset clock, comm::measure_clock_offset(world_));
+    Result<std::unique_ptr<telemetry::TraceWriter>> trace =
+        telemetry::TraceWriter::open(config_.run.dir, world_.rank(), clock.offset_s);
+    if (trace.ok()) s_->trace = std::move(*trace);
+    local = trace.status();
+  }
+  MS_RETURN_IF_ERROR(agree(world_, local, "opening the trace", Failure::kPerRank));
+  double peak_gflops = config_.train.mfu_peak_gflops;
+  if (peak_gflops <= 0) {
+    peak_gflops = measure_sgemm_gflops();
+    MS_LOG(Info) << "sgemm rate of rank 0: " << peak_gflops << " GFLOP/s (the MFU yardstick)";
+  }
+  double total = peak_gflops * 1e9;
+  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->dp(), std::span<double>(&total, 1)));
+  s_->peak_flops = total;
+  return Status::OK();
+}
+
+Result<TrainSummary> Trainer::run() {
+  failure_is_collective_ = false;
+  install_stop_handlers();
+  TrainSummary& summary = s_->summary;
+  for (int64_t step = 1; step <= config_.train.steps; ++step) {
+    MS_ASSIGN_OR_RETURN(const bool stop, agree_to_stop());
+    if (stop) {
+      summary.stopped_by_signal = true;
+      MS_LOG(Info) << "stop signal received: stopping after step " << step - 1;
+      break;
+    }
+    MS_ASSIGN_OR_RETURN(const StepResult result, train_step(step));
+    summary.losses.push_back(result.loss);
+    summary.steps_done = step;
+    summary.comm.add(s_->dist->step_stats());
+    MS_RETURN_IF_ERROR(record_step(step, result));
+    const bool last = step == config_.train.steps;
+    if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
+      MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
+      summary.eval_losses.push_back(eval_loss);
+      MS_LOG(Info) << "eval step " << step << " | val_loss " << eval_loss;
+    }
+  }
+  MS_RETURN_IF_ERROR(finish(summary));
+  return summary;
+}
+
+Result<bool> Trainer::agree_to_stop() {
+  int32_t flag = stop_requested() ? 1 : 0;
+  if (flag != 0) MS_LOG(Warn) << "received signal " << stop_signal() << "; asking all ranks to stop";
+  MS_RETURN_IF_ERROR(world_.allreduce(&flag, &flag, 1, DType::kI32, comm::ReduceOp::kMax));
+  return flag != 0;
+}
+
+Result<Trainer::StepResult> Trainer::train_step(int64_t step) {
+  Stopwatch watch;
+  StepResult result;
+  s_->dist->begin_step();
+  MS_RETURN_IF_ERROR(accumulate_gradients(step, result));
+  {
+    ScopedTimer wait(result.phases.comm_wait_s);
+    MS_RETURN_IF_ERROR(s_->dist->finish_reduction());
+  }
+  MS_RETURN_IF_ERROR(reduce_loss(step, result));
+  {
+    ScopedTimer optim(result.phases.optim_s);
+    MS_RETURN_IF_ERROR(update(step, result));
+  }
+  result.step_s = watch.elapsed_s();
+  return result;
+}
+
+Status Trainer::accumulate_gradients(int64_t step, StepResult& result) {
+  for (int mb = 0; mb < s_->micro_batches; ++mb) {
+    MS_RETURN_IF_ERROR(run_micro_batch(step, mb, result));
+  }
+  result.local_loss /= s_->micro_batches;
+  result.local_aux /= s_->micro_batches;
+  return Status::OK();
+}
+
+// One micro-batch's forward and backward. The first gradient hook marks where backward
+// starts, which splits the call into the fwd and bwd phases of the trace.
+Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& result) {
+  std::optional<data::MicroBatch> batch;
+  {
+    ScopedTimer data_time(result.phases.data_s);
+    MS_ASSIGN_OR_RETURN(batch, s_->train_loader->next());
+  }
+  if (micro_index == s_->micro_batches - 1) s_->dist->arm();
+  double backward_t0 = 0;
+  model::BackwardHooks hooks;
+  hooks.on_grad_ready = [&](size_t param) {
+    if (backward_t0 == 0) backward_t0 = wall_time_s();
+    s_->dist->on_grad_ready(param);
+  };
+  hooks.poll = [this] { s_->dist->poll(); };
+  const double t0 = wall_time_s();
+  if (micro_index == 0 && config_.train.debug_slow_rank == world_.rank()) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.train.debug_slow_ms));
+  }
+  MS_ASSIGN_OR_RETURN(const model::LossStats stats,
+                      s_->model->forward_backward(batch->inputs.data(), batch->targets.data(),
+                                                  batch->rows, batch->seq_len,
+                                                  1.0f / static_cast<float>(s_->micro_batches),
+                                                  &hooks));
+  const double t1 = wall_time_s();
+  const double split = backward_t0 > 0 ? backward_t0 : t1;
+  result.phases.fwd_s += seconds_between(t0, split);
+  result.phases.bwd_s += seconds_between(split, t1);
+  if (s_->trace) {
+    s_->trace->compute("fwd", 0, micro_index, step, t0, split);
+    s_->trace->compute("bwd", 0, micro_index, step, split, t1);
+  }
+  result.local_loss += stats.loss;
+  result.local_aux += stats.aux_loss;
+  return Status::OK();
+}
+
+// The step's global loss, summed in rank order so every rank holds the same bits; a rank whose
+// loss is not finite stops every rank, naming itself.
+Status Trainer::reduce_loss(int64_t step, StepResult& result) {
+  comm::Communicator& dp = s_->mesh->dp();
+  std::vector<double> values(2 + static_cast<size_t>(dp.size()), 0.0);
+  values[0] = result.local_loss;
+  values[1] = result.local_aux;
+  values[2 + static_cast<size_t>(dp.rank())] = std::isfinite(result.local_loss) ? 0.0 : 1.0;
+  MS_RETURN_IF_ERROR(sum_in_rank_order(dp, values));
+  for (int r = 0; r < dp.size(); ++r) {
+    if (values[2 + static_cast<size_t>(r)] == 0.0) continue;
+    failure_is_collective_ = true;
+    if (dp.rank() != 0) return reported_by(0, "the loss check");
+    return OutOfRange("the training loss is not finite at step " + std::to_string(step) +
+                      " on rank " + std::to_string(dp.world_ranks()[static_cast<size_t>(r)]) +
+                      " (dp rank " + std::to_string(r) +
+                      "); lower optim.lr, tighten optim.grad_clip or check the data");
+  }
+  result.loss = values[0] / dp.size();
+  result.aux_loss = values[1] / dp.size();
+  return Status::OK();
+}
+
+// Gradient norm, spike guard and the optimizer update (skipped on a spike).
+Status Trainer::update(int64_t step, StepResult& result) {
+  MS_ASSIGN_OR_RETURN(result.grad_norm, s_->dist->grad_norm());
+  if (!std::isfinite(result.grad_norm)) {
+    failure_is_collective_ = true;
+    if (s_->mesh->dp().rank() != 0) return reported_by(0, "the gradient-norm check");
+    return OutOfRange("the gradient norm is not finite at step " + std::to_string(step) +
+                      " (every rank sees it); lower optim.lr or check the data");
+  }
+  result.lr = learning_rate(config_.optim, step, config_.train.steps);
+  const SpikeVerdict verdict = s_->guard->check(result.loss, result.grad_norm);
+  if (verdict.skip) {
+    result.skipped = true;
+    s_->guard->record_skip();
+    ++s_->summary.skipped_updates;
+    MS_LOG(Warn) << "step " << step << ": skipping the update: "
+                 << verdict.describe(config_.optim.spike_guard.window);
+    return Status::OK();
+  }
+  MS_RETURN_IF_ERROR(
+      s_->dist->apply(result.lr, clip_coefficient(result.grad_norm, config_.optim.grad_clip)));
+  s_->guard->accept(result.loss, result.grad_norm);
+  return Status::OK();
+}
+
+// Mean validation loss over train.eval_batches global batches, the same ones every time.
+Result<double> Trainer::evaluate() {
+  data::Loader& loader = *s_->eval_loader;
+  loader.reset();
+  const int64_t micro_batches = config_.train.eval_batches * loader.micro_batches_per_step();
+  double local = 0;
+  for (int64_t i = 0; i < micro_batches; ++i) {
+    MS_ASSIGN_OR_RETURN(const data::MicroBatch batch, loader.next());
+    MS_ASSIGN_OR_RETURN(const model::LossStats stats,
+                        s_->model->forward_loss(batch.inputs.data(), batch.targets.data(),
+                                                batch.rows, batch.seq_len));
+    local += stats.loss;
+  }
+  double mean = local / static_cast<double>(micro_batches);
+  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->dp(), std::span<double>(&mean, 1)));
+  return mean / s_->dp;
+}
+
+void Trainer::log_step(int64_t step, const StepResult& r) const {
+  const double tokens = static_cast<double>(config_.train.global_batch * config_.train.seq_len);
+  const double tokens_per_s = tokens / r.step_s;
+  const double mfu = tokens_per_s * s_->flops_per_token / s_->peak_flops * 100.0;
+  char line[320];
+  int n = std::snprintf(line, sizeof(line),
+                        "step %lld/%lld | loss %.4f | lr %.1e | grad_norm %.2f | tok/s %.0f | "
+                        "mfu %.1f%% | step %.2fs",
+                        static_cast<long long>(step), static_cast<long long>(config_.train.steps),
+                        r.loss, r.lr, r.grad_norm, tokens_per_s, mfu, r.step_s);
+  if (config_.model.moe.num_experts > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
+    n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | aux_loss %.4f",
+                       r.aux_loss);
+  }
+  if (r.skipped && n > 0 && n < static_cast<int>(sizeof(line))) {
+    std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | update skipped (spike)");
+  }
+  MS_LOG(Info) << line;
+}
+
+Status Trainer::record_step(int64_t step, const StepResult& r) {
+  if (step % config_.train.log_every == 0 || step == config_.train.steps || r.skipped) {
+    log_step(step, r);
+  }
+  telemetry::StepRecord record;
+  record.step = step;
+  record.loss = r.loss;
+  record.grad_norm = r.grad_norm;
+  record.lr = r.lr;
+  record.step_s = r.step_s;
+  record.tokens_per_s =
+      static_cast<double>(config_.train.global_batch / s_->dp * config_.train.seq_len) / r.step_s;
+  record.phases = r.phases;
+  MS_RETURN_IF_ERROR(s_->telemetry->write_step(record));
+  return s_->trace ? s_->trace->flush() : Status::OK();
+}
+
+// Closes the writers and logs the run's summary, including how much of the gradient
+// reduction the overlap hid.
+Status Trainer::finish(TrainSummary& summary) {
+  const CommStats& c = summary.comm;
+  if (s_->dp > 1 && summary.steps_done > 0) {
+    char line[300];
+    std::snprintf(line, sizeof(line),
+                  "data-parallel gradient reduction: %lld collectives, %.1f MiB per step; "
+                  "%.0f%% hidden behind backward (waited %.3fs of %.3fs)",
+                  static_cast<long long>(c.collectives / summary.steps_done),
+                  static_cast<double>(c.bytes) / summary.steps_done / (1024.0 * 1024.0),
+                  c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
+    MS_LOG(Info) << line;
+  }
+  if (summary.skipped_updates > 0) {
+    MS_LOG(Info) << "the spike guard skipped " << summary.skipped_updates << " update(s)";
+  }
+  if (s_->trace) MS_RETURN_IF_ERROR(s_->trace->flush());
+  return s_->telemetry->close();
+}
+
+}  // namespace ms::train

@@ -1,0 +1,93 @@
+// Trainer: the loop behind `ms-train`. One process per rank, world = dp (tensor and pipeline
+// parallelism come later). Each step every rank reads its micro-batches from the plan's loader,
+// runs forward and backward on each (gradient accumulation), while the DistributedOptimizer
+// reduces gradient buckets over the dp group as backward produces them; then the ranks agree
+// on the step's loss, the global gradient norm, whether the spike guard skips the update, and
+// apply it (AdamW or LAMB, plain or ZeRO-1). Every step is logged (rank 0), recorded in the
+// per-rank telemetry and traced; the validation loss is evaluated every train.eval_every steps.
+//
+// Stopping: SIGINT/SIGTERM on any rank sets a flag; at each step boundary the ranks take the
+// maximum of their flags, so all stop after the same step and return normally. A non-finite
+// loss or gradient norm stops the run with an error naming the step and the rank.
+//
+// Errors: everything create() refuses (config against world size and data, missing plan,
+// unreadable files on any rank) is agreed between the ranks first, so every rank returns an
+// error and none is left waiting in a collective; the rank that found it returns the message,
+// the others an error for which reported_by_another_rank() is true. run() does the same for a
+// non-finite loss; other failures inside the loop are local to one rank, and
+// failure_is_collective() is then false: the caller must abort the job (MPI_Abort).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "train/distributed_optimizer.h"
+
+namespace ms::train {
+
+struct TrainSummary {
+  int64_t steps_done = 0;
+  bool stopped_by_signal = false;
+  std::vector<double> losses;       // the global mean training loss of every step, in order
+  std::vector<double> eval_losses;  // every validation loss, in order
+  int64_t skipped_updates = 0;      // updates the spike guard skipped
+  CommStats comm;                   // gradient reductions summed over all steps
+};
+
+// True for the error a rank gets when another rank found and reported the failure (it then
+// only needs to exit with status 1, without printing it again).
+bool reported_by_another_rank(const Status& status);
+
+class Trainer {
+ public:
+  // Validates `config` against the world size (its dp becomes world.size()) and the data,
+  // opens the loaders, sets up run.dir (rank 0), builds the model and the distributed
+  // optimizer, and measures the sgemm rate when train.mfu_peak_gflops is 0. Collective over
+  // `world`, which must outlive the trainer and be used by this thread only. Every rank
+  // returns an error when any rank fails.
+  static Result<std::unique_ptr<Trainer>> create(config::RunConfig config,
+                                                 comm::Communicator& world);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains train.steps steps, or until a stop signal. Collective.
+  Result<TrainSummary> run();
+  // Whether the last error of run() reached every rank (see above).
+  bool failure_is_collective() const { return failure_is_collective_; }
+
+  const config::RunConfig& config() const { return config_; }
+
+ private:
+  struct State;
+  Trainer(config::RunConfig config, comm::Communicator& world);
+
+  Status build();
+  Status check_config();
+  Status open_data();
+  Status build_model();
+  Status open_telemetry();
+  Status measure_yardsticks();
+  struct StepResult;
+  Result<StepResult> train_step(int64_t step);
+  Status accumulate_gradients(int64_t step, StepResult& result);
+  Status run_micro_batch(int64_t step, int micro_index, StepResult& result);
+  Status reduce_loss(int64_t step, StepResult& result);
+  Status update(int64_t step, StepResult& result);
+  Result<double> evaluate();
+  Result<bool> agree_to_stop();
+  void log_step(int64_t step, const StepResult& result) const;
+  Status record_step(int64_t step, const StepResult& result);
+  Status finish(TrainSummary& summary);
+
+  config::RunConfig config_;
+  comm::Communicator& world_;
+  std::unique_ptr<State> s_;
+  bool failure_is_collective_ = false;
+};
+
+}  // namespace ms::train

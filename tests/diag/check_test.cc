@@ -1,0 +1,140 @@
+// check's arithmetic as a specification: nccl-tests' busbw factors, buffer shapes of the size
+// sweep, and the exact inputs that let every wrong element be counted.
+#include "diag/check.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace ms::diag {
+namespace {
+
+TEST(BusBandwidth, NcclTestsFactors) {
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kBroadcast, 4), 1);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kSendRecv, 4), 1);
+  EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 1), 0);
+}
+
+TEST(CollectiveShape, TotalsOfBlockedCollectivesAreMultiplesOfTheRankCount) {
+  const CollectiveShape ag = collective_shape(Collective::kAllGather, 1000, 3);
+  EXPECT_EQ(ag.count, 249u);  // 250 floats rounded down to a multiple of 3
+  EXPECT_EQ(ag.send_count, 83u);
+  EXPECT_EQ(ag.recv_count, 249u);
+  EXPECT_EQ(ag.bytes, 996u);
+  const CollectiveShape rs = collective_shape(Collective::kReduceScatter, 1024, 4);
+  EXPECT_EQ(rs.send_count, 256u);
+  EXPECT_EQ(rs.recv_count, 64u);
+  const CollectiveShape ar = collective_shape(Collective::kAllReduce, 1024, 4);
+  EXPECT_EQ(ar.send_count, 256u);
+  EXPECT_EQ(ar.recv_count, 256u);
+}
+
+TEST(SweepSizes, GeometricAndInclusive) {
+  EXPECT_EQ(*sweep_sizes(1024, 16384, 4), (std::vector<size_t>{1024, 4096, 16384}));
+  EXPECT_EQ(*sweep_sizes(64, 64, 2), (std::vector<size_t>{64}));
+  EXPECT_FALSE(sweep_sizes(0, 64, 2).ok());
+  EXPECT_FALSE(sweep_sizes(128, 64, 2).ok());
+  EXPECT_FALSE(sweep_sizes(64, 128, 1).ok());
+}
+
+TEST(ExactInputs, SmallIntegersSoSumsAreExact) {
+  for (size_t i = 0; i < 40; ++i) {
+    const float v = input_value(3, i);
+    EXPECT_GE(v, 1);
+    EXPECT_LE(v, 16);
+    EXPECT_EQ(v, static_cast<float>(static_cast<int>(v)));
+  }
+}
+
+// Simulates each collective on `ranks` ranks in plain C++ and checks that count_wrong accepts
+// the right answer and counts each corrupted element.
+std::vector<std::vector<float>> simulate(Collective c, int ranks, size_t size_bytes) {
+  const CollectiveShape s = collective_shape(c, size_bytes, ranks);
+  std::vector<std::vector<float>> send(ranks, std::vector<float>(s.send_count));
+  for (int r = 0; r < ranks; ++r) fill_send_buffer(c, r, send[r]);
+  std::vector<std::vector<float>> recv(ranks, std::vector<float>(s.recv_count, 0));
+  const size_t n = static_cast<size_t>(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    for (size_t i = 0; i < s.recv_count; ++i) {
+      switch (c) {
+        case Collective::kAllReduce:
+          for (int q = 0; q < ranks; ++q) recv[r][i] += send[q][i];
+          break;
+        case Collective::kAllGather:
+          recv[r][i] = send[i / s.send_count][i % s.send_count];
+          break;
+        case Collective::kReduceScatter:
+          for (int q = 0; q < ranks; ++q) recv[r][i] += send[q][r * s.recv_count + i];
+          break;
+        case Collective::kAllToAll: {
+          const size_t block = s.send_count / n;
+          recv[r][i] = send[i / block][r * block + i % block];
+          break;
+        }
+        case Collective::kBroadcast:
+          recv[r][i] = send[0][i];
+          break;
+        case Collective::kSendRecv:
+          recv[r][i] = send[(r - 1 + ranks) % ranks][i];
+          break;
+      }
+    }
+  }
+  return recv;
+}
+
+TEST(CountWrong, CorrectResultsHaveNoWrongElementsAndCorruptionIsCounted) {
+  for (Collective c : kAllCollectives) {
+    for (int ranks : {1, 2, 3, 4}) {
+      std::vector<std::vector<float>> recv = simulate(c, ranks, 384);
+      for (int r = 0; r < ranks; ++r) {
+        EXPECT_EQ(count_wrong(c, r, ranks, recv[r]), 0u)
+            << collective_name(c) << " ranks=" << ranks << " rank=" << r;
+      }
+      recv[0][0] += 1;
+      recv[0].back() = -7;
+      EXPECT_EQ(count_wrong(c, 0, ranks, recv[0]), 2u) << collective_name(c);
+    }
+  }
+}
+
+TEST(CollectiveNames, RoundTrip) {
+  for (Collective c : kAllCollectives) EXPECT_EQ(*parse_collective(collective_name(c)), c);
+  EXPECT_EQ(parse_collective("allreduc").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CollectiveTable, NcclTestsLayout) {
+  CollectiveResult row;
+  row.collective = Collective::kAllReduce;
+  row.bytes = 1024;
+  row.count = 256;
+  row.time_us = 10;
+  row.algbw_gbs = 0.1024;
+  row.busbw_gbs = 0.1536;
+  const std::vector<CollectiveResult> rows{row};
+  const std::string text = format_collective_table(Collective::kAllReduce, 4, rows);
+  EXPECT_NE(text.find("#wrong"), std::string::npos);
+  EXPECT_NE(text.find("(GB/s)"), std::string::npos);
+  EXPECT_NE(text.find("   float    sum     -1"), std::string::npos) << text;
+  EXPECT_NE(text.find("# Avg bus bandwidth    : 0.1536"), std::string::npos) << text;
+}
+
+TEST(SlowLinks, OneSlowPairIsFound) {
+  P2pMatrix m;
+  m.ranks = 4;
+  m.gbs.assign(16, 10.0);
+  for (int i = 0; i < 4; ++i) m.gbs[i * 4 + i] = 0;
+  m.gbs[1 * 4 + 2] = 4.0;
+  const std::vector<SlowLink> slow = find_slow_links(m, HealthOptions{});
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0].src, 1);
+  EXPECT_EQ(slow[0].dst, 2);
+  EXPECT_EQ(slow[0].finding.subject, "1->2");
+}
+
+}  // namespace
+}  // namespace ms::diag

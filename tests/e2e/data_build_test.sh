@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ms-data build / inspect / verify / dump as a user runs them: the bundled Tiny Shakespeare
+# (blank-line separated speeches) plus the bundled arithmetic.jsonl.zst, with GPT-2's tokenizer;
+# then damaged inputs, and (mode "mpi") a 2-rank build that must equal the 1-rank build byte for
+# byte.
+#   usage: data_build_test.sh <bin dir> <source dir> [mpi <mpiexec>]
+set -euo pipefail
+BIN="$1"; SRC="$2"; MODE="${3:-single}"; MPIEXEC="${4:-mpirun}"
+MS_DATA="$BIN/ms-data"
+TOK="$SRC/data/tokenizers/gpt2/tokenizer.json"
+[ -f "$TOK" ] || TOK="$SRC/../shared/data/gpt2/tokenizer.json"
+if [ ! -f "$TOK" ]; then echo "SKIP: no GPT-2 tokenizer.json in data/tokenizers/gpt2 or ../shared"; exit 77; fi
+WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
+TEXT="$SRC/data/corpus/tinyshakespeare.txt"
+JSONL="$SRC/data/corpus/arithmetic.jsonl.zst"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_exit() {  # expect_exit <code> <pattern> <command...>
+  local want="$1" pattern="$2"; shift 2
+  set +e; "$@" >"$WORK/out" 2>&1; local got=$?; set -e
+  [ "$got" = "$want" ] || { cat "$WORK/out" >&2; fail "'$*' exited $got, expected $want"; }
+  grep -q -- "$pattern" "$WORK/out" || { cat "$WORK/out" >&2; fail "'$*' output lacks '$pattern'"; }
+}
+
+if [ "$MODE" = mpi ]; then
+  "$MS_DATA" build -i "$JSONL" -t "$TOK" -o "$WORK/one" --threads 1 --batch-docs 64 --no-progress
+  "$MPIEXEC" --oversubscribe -np 2 "$MS_DATA" build -i "$JSONL" -t "$TOK" -o "$WORK/two" \
+      --threads 1 --batch-docs 64 --no-progress
+  cmp "$WORK/one.bin" "$WORK/two.bin" || fail "2-rank .bin differs from 1-rank"
+  cmp "$WORK/one.idx" "$WORK/two.idx" || fail "2-rank .idx differs from 1-rank"
+  ls "$WORK" | grep -q part && fail "part files left behind"
+  echo "PASS: 2-rank build is byte-identical"; exit 0
+fi
+
+"$MS_DATA" build --input "$TEXT" "$JSONL" --tokenizer "$TOK" --output "$WORK/mix" \
+    --doc-separator blank-line --threads 2 > "$WORK/build.txt"
+grep -q "wrote $WORK/mix" "$WORK/build.txt" || fail "build summary missing"
+for f in mix.bin mix.idx mix.meta.json; do [ -s "$WORK/$f" ] || fail "$f not written"; done
+
+"$MS_DATA" inspect "$WORK/mix" > "$WORK/inspect.txt"
+grep -q "^dtype       u16" "$WORK/inspect.txt" || fail "inspect: dtype"
+grep -q "arithmetic.jsonl.zst: 3000 documents" "$WORK/inspect.txt" || fail "inspect: second source"
+"$MS_DATA" inspect "$WORK/mix" --json > "$WORK/inspect.json"
+grep -q '"vocab_size": 50257' "$WORK/inspect.json" || fail "inspect --json: tokenizer"
+
+expect_exit 0 "every id below vocab 50257" "$MS_DATA" verify "$WORK/mix"
+expect_exit 0 "OK" "$MS_DATA" verify "$WORK/mix" --tokenizer "$TOK"
+expect_exit 0 "=== document 0 (" "$MS_DATA" dump "$WORK/mix" --docs 0:2
+grep -q "First Citizen:" "$WORK/out" || fail "dump: first speech"
+expect_exit 0 '"ids":\[' "$MS_DATA" dump "$WORK/mix" --docs 3 --format ids
+[ "$(wc -l < "$WORK/out")" = 1 ] || fail "dump --docs 3 printed more than one line"
+
+# Damage: an index one byte short, a .bin cut short, ids above a smaller vocabulary.
+cp "$WORK/mix.bin" "$WORK/cut.bin"; head -c -1 "$WORK/mix.idx" > "$WORK/cut.idx"
+expect_exit 1 "cut.idx: header counts" "$MS_DATA" verify "$WORK/cut"
+cp "$WORK/mix.idx" "$WORK/short.idx"; head -c 1000 "$WORK/mix.bin" > "$WORK/short.bin"
+expect_exit 1 "short.bin: is 1000 bytes" "$MS_DATA" inspect "$WORK/short"
+expect_exit 1 "outside the vocabulary" "$MS_DATA" verify "$WORK/mix" --vocab-size 1000
+
+# A malformed line fails the build naming file and line, and leaves no dataset.
+printf '{"text": "fine"}\n{"text": broken}\n' > "$WORK/bad.jsonl"
+expect_exit 1 "bad.jsonl:2: malformed JSON" "$MS_DATA" build -i "$WORK/bad.jsonl" -t "$TOK" -o "$WORK/bad"
+[ ! -e "$WORK/bad.idx" ] || fail "failed build left an index"
+expect_exit 0 "wrote" "$MS_DATA" build -i "$WORK/bad.jsonl" -t "$TOK" -o "$WORK/bad" --skip-bad-lines
+grep -q '"skipped_lines": 1' "$WORK/bad.meta.json" || fail "skipped line not counted"
+expect_exit 2 "error" "$MS_DATA" build -i "$WORK/bad.jsonl" -t "$TOK" -o "$WORK/bad" --dtype u8
+echo "PASS: ms-data build/inspect/verify/dump"

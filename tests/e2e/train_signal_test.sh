@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# SIGTERM to one rank of `mpirun -np 2 ms-train`: both ranks agree on a stop step, finish it,
+# flush telemetry and exit 0, and their telemetry ends at the same step.
+# Usage: train_signal_test.sh <mpirun> <bin dir> <source dir>
+set -euo pipefail
+MPIRUN=$1
+BIN=$2
+SRC=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
+  -t "$SRC/data/tokenizers/gpt2/tokenizer.json" -o "$work/shakespeare" --threads 2 \
+  --no-progress > /dev/null
+cat > "$work/mix.yaml" <<YAML
+seq_len: 16
+total_samples: 512
+validation: {fraction: 0.02, samples: 16}
+sources:
+  - {name: shakespeare, prefix: $work/shakespeare, weight: 1.0}
+YAML
+"$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/s16.plan" > /dev/null
+
+"$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
+  --set data.plan="$work/s16.plan" --set run.dir="$work/run" --set model.d_model=16 \
+  --set model.n_layers=1 --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32 \
+  --set model.max_seq_len=16 --set train.seq_len=16 --set train.steps=1000000 \
+  --set train.global_batch=4 --set train.micro_batch=2 --set train.eval_every=0 \
+  --set train.log_every=1 --set train.mfu_peak_gflops=1 > "$work/out.txt" 2>&1 &
+launcher=$!
+for _ in $(seq 1 600); do
+  grep -q "step 2/" "$work/out.txt" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "step 2/" "$work/out.txt" || { cat "$work/out.txt"; kill "$launcher"; fail "no progress"; }
+ranks=$(pgrep -P "$launcher" || true)
+target=$(head -n 1 <<<"$ranks")
+[ -n "$target" ] || { kill "$launcher"; fail "cannot find the rank processes of mpirun $launcher"; }
+kill -TERM "$target"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -eq 0 ] || { cat "$work/out.txt"; fail "mpirun exited $status after SIGTERM"; }
+grep -q "stop signal received" "$work/out.txt" || { cat "$work/out.txt"; fail "no stop line"; }
+last() { grep '"kind":"step"' "$1" | tail -n 1 | grep -oE '"step":[0-9]+'; }
+a=$(last "$work/run/telemetry/rank-00000.jsonl")
+b=$(last "$work/run/telemetry/rank-00001.jsonl")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "ranks stopped at different steps: $a vs $b"
+echo "ms-train stop on SIGTERM: 1 passed, 0 failed ($a on both ranks)"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# ms-train as a new user runs it: build the Shakespeare dataset and a plan with ms-data (GPT-2
+# tokenizer), then train shrunken versions of configs/tiny-dense.yaml and configs/tiny-moe.yaml
+# on 1 and 2 ranks. Checks the log line, the run directory (resolved config, log, tokenizer
+# copy, per-rank telemetry and traces with collectives) and that bad input is refused with the
+# key and rule before any step runs.
+# Usage: train_test.sh <mpirun> <bin dir> <source dir>
+set -euo pipefail
+MPIRUN=$1
+BIN=$2
+SRC=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
+  -t "$SRC/data/tokenizers/gpt2/tokenizer.json" -o "$work/shakespeare" --threads 2 \
+  --no-progress > /dev/null
+cat > "$work/mix.yaml" <<YAML
+seq_len: 32
+total_samples: 256
+validation: {fraction: 0.02, samples: 16}
+sources:
+  - {name: shakespeare, prefix: $work/shakespeare, weight: 1.0}
+YAML
+"$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/s32.plan" > /dev/null
+
+# A model small enough for CI; every other key comes from the shipped config.
+shrink=(--set data.plan="$work/s32.plan" --set model.d_model=16 --set model.n_layers=1
+        --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32
+        --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=2
+        --set train.global_batch=4 --set train.micro_batch=2 --set train.eval_every=1
+        --set train.eval_batches=1 --set train.log_every=1 --set train.mfu_peak_gflops=1)
+line_re='step 2/2 \| loss [0-9]+\.[0-9]{4} \| lr [0-9.]+e-[0-9]+ \| grad_norm [0-9.]+ \| tok/s [0-9]+ \| mfu [0-9.]+% \| step [0-9.]+s'
+
+train() {  # train <ranks> <config> <run dir> [extra args...]
+  local np=$1 config=$2 dir=$3
+  shift 3
+  "$MPIRUN" --oversubscribe -np "$np" "$BIN/ms-train" --config "$SRC/configs/$config" \
+    "${shrink[@]}" --set run.dir="$dir" "$@" 2>&1
+}
+
+check_run_dir() {  # check_run_dir <dir> <ranks> <collective>
+  local dir=$1 np=$2 collective=$3
+  for f in config.resolved.yaml log.txt tokenizer.json; do
+    [ -s "$dir/$f" ] || fail "$dir/$f missing"
+  done
+  cmp -s "$dir/tokenizer.json" "$SRC/data/tokenizers/gpt2/tokenizer.json" ||
+    fail "tokenizer.json is not a copy of the dataset's tokenizer"
+  grep -qE "$line_re" "$dir/log.txt" || fail "no step line in $dir/log.txt"
+  for ((r = 0; r < np; r++)); do
+    local name; name=$(printf 'rank-%05d.jsonl' "$r")
+    grep -q '"kind":"step"' "$dir/telemetry/$name" || fail "no step record in telemetry/$name"
+    grep -q '"op":"fwd"' "$dir/trace/$name" || fail "no fwd event in trace/$name"
+    grep -q '"op":"bwd"' "$dir/trace/$name" || fail "no bwd event in trace/$name"
+    if [ -n "$collective" ]; then
+      grep -q "\"op\":\"$collective\",\"group\":\"dp\"" "$dir/trace/$name" ||
+        fail "no $collective on group dp in trace/$name"
+    fi
+  done
+}
+
+out=$(train 1 tiny-dense.yaml "$work/dense1") || { echo "$out"; fail "tiny-dense on 1 rank"; }
+grep -qE "$line_re" <<<"$out" || { echo "$out"; fail "log line format"; }
+grep -q "val_loss" <<<"$out" || { echo "$out"; fail "no evaluation line"; }
+grep -q "parameters" <<<"$out" || { echo "$out"; fail "no parameter count"; }
+check_run_dir "$work/dense1" 1 ""
+
+out=$(train 2 tiny-dense.yaml "$work/dense2") || { echo "$out"; fail "tiny-dense on 2 ranks"; }
+check_run_dir "$work/dense2" 2 reduce_scatter
+grep -q "hidden behind backward" <<<"$out" || { echo "$out"; fail "no overlap summary"; }
+
+out=$(train 2 tiny-dense.yaml "$work/dense2z0" --set parallel.zero=0) ||
+  { echo "$out"; fail "tiny-dense on 2 ranks without ZeRO"; }
+check_run_dir "$work/dense2z0" 2 allreduce
+
+out=$(train 2 tiny-moe.yaml "$work/moe2" --set model.moe.num_experts=2 --set model.moe.top_k=1) ||
+  { echo "$out"; fail "tiny-moe on 2 ranks"; }
+grep -qE 'aux_loss [0-9.]+' <<<"$out" || { echo "$out"; fail "no aux_loss in the MoE log line"; }
+
+refused() {  # refused <ranks> <expected text> <extra args...>: exit 1, names it, no step ran
+  local np=$1 want=$2
+  shift 2
+  local got status=0
+  got=$(train "$np" tiny-dense.yaml "$work/bad" "$@") || status=$?
+  [ "$status" -eq 1 ] || { echo "$got"; fail "expected exit 1 for $*, got $status"; }
+  grep -q -- "$want" <<<"$got" || { echo "$got"; fail "message does not name '$want'"; }
+  ! grep -q "step 1/" <<<"$got" || fail "a step ran despite bad input ($*)"
+}
+refused 1 "train.seq_len" --set train.seq_len=16
+refused 1 "model.vocab_size" --set model.vocab_size=1000
+refused 2 "train.global_batch" --set parallel.dp=1 --set train.global_batch=6
+refused 1 "parallel.tp (2) must be 1" --set parallel.tp=2 --set model.n_kv_heads=2
+refused 1 "data.plan" --set data.plan="$work/none.plan"
+echo "ms-train end to end: 9 passed, 0 failed"

@@ -1,0 +1,174 @@
+// The readers as the specification of what a valid telemetry or trace file is: unknown keys and
+// kinds are ignored, a torn last line is skipped, and anything else malformed is an error that
+// names file:line and the key.
+#include "telemetry/reader.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/telemetry/telemetry_test_util.h"
+
+namespace ms::telemetry {
+namespace {
+
+using testing::TempDir;
+
+const char* kMeta =
+    R"({"kind":"meta","format":"ms-telemetry","format_version":1,"rank":0,"host":"a"})";
+const char* kHost =
+    R"({"kind":"host","t":10.0,"host":"a","rank":0,"cpu_util":0.5,"mem_used":100,)"
+    R"("net_tx_bytes":7,"net_rx_bytes":8,"pause_frames":3,"note":"text is ignored"})";
+const char* kStep =
+    R"({"kind":"step","t":11.0,"host":"a","rank":0,"mesh":{"dp":0,"tp":1,"pp":0},"step":5,)"
+    R"("loss":2.0,"step_s":0.5,"future_key":[1,2]})";
+
+std::string lines(std::initializer_list<std::string> records) {
+  std::string text;
+  for (const std::string& r : records) text += r + "\n";
+  return text;
+}
+
+TEST(TelemetryReader, IgnoresUnknownKeysAndKindsAndKeepsExtraNumbers) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({kMeta, kHost, R"({"kind":"gpu_event","x":1})", kStep}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  const RankTelemetry& r = ranks->front();
+  ASSERT_EQ(r.hosts.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.hosts[0].extra.at("pause_frames"), 3);
+  EXPECT_EQ(r.hosts[0].extra.count("note"), 0u);
+  ASSERT_EQ(r.steps.size(), 1u);
+  EXPECT_EQ(r.steps[0].mesh.tp, 1);
+  EXPECT_DOUBLE_EQ(r.steps[0].step.grad_norm, 0);  // optional, absent
+}
+
+TEST(TelemetryReader, MalformedLineIsAnErrorNamingFileAndLine) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, "{not json", kStep}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ranks.status().message().find("rank-00000.jsonl:2"), std::string::npos)
+      << ranks.status().message();
+}
+
+TEST(TelemetryReader, TruncatedLastLineIsSkipped) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, kHost}) + R"({"kind":"st)");
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  EXPECT_EQ(ranks->front().hosts.size(), 1u);
+}
+
+TEST(TelemetryReader, MissingRequiredKeyIsNamed) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"kind":"step","t":1,"host":"a","rank":0,"mesh":{"dp":0,"tp":0,"pp":0},"step":1,"step_s":1})"}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_NE(ranks.status().message().find(":1: key 'loss'"), std::string::npos)
+      << ranks.status().message();
+}
+
+TEST(TelemetryReader, WrongTypeIsAnError) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"kind":"host","t":"soon","host":"a","rank":0})"}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_NE(ranks.status().message().find("'t'"), std::string::npos);
+}
+
+TEST(TelemetryReader, NewerFormatVersionIsRefused) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"kind":"meta","format_version":2})", kHost}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(TelemetryReader, RanksAreOrderedAndMustBeDistinct) {
+  TempDir dir;
+  std::string host1 = kHost;
+  host1.replace(host1.find("\"rank\":0"), 8, "\"rank\":1");
+  testing::write_text(dir.file("rank-00001.jsonl"), lines({host1}));
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kHost}));
+  testing::write_text(dir.file("notes.txt"), "not a rank file");
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  ASSERT_EQ(ranks->size(), 2u);
+  EXPECT_EQ((*ranks)[1].rank, 1);
+
+  testing::write_text(dir.file("rank-00002.jsonl"), lines({host1}));
+  EXPECT_EQ(read_telemetry_dir(dir.path()).status().code(), StatusCode::kCorruption);
+}
+
+TEST(TelemetryReader, MissingOrEmptyDirectoryIsNotFound) {
+  TempDir dir;
+  EXPECT_EQ(read_telemetry_dir(dir.file("absent")).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(read_telemetry_dir(dir.path()).status().code(), StatusCode::kNotFound);
+}
+
+const char* kClock1 = R"({"kind":"clock","offset_s":2.0,"rank":1,"host":"b","format_version":1})";
+const char* kClock0 = R"({"kind":"clock","offset_s":0,"rank":0,"format_version":1})";
+
+TEST(TraceReader, AppliesClockOffsetInfersKindAndSortsByStart) {
+  TempDir dir;
+  testing::write_text(
+      dir.file("rank-00001.jsonl"),
+      lines({kClock1,
+             R"({"rank":1,"op":"allreduce","group":"dp","seq":4,"bytes":64,"t0":15,"t1":16})",
+             R"({"rank":1,"op":"fwd","stage":0,"mb":1,"step":3,"t0":12,"t1":14})"}));
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kClock0}));
+  Result<std::vector<std::vector<TraceEvent>>> ranks = read_trace_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  ASSERT_EQ(ranks->size(), 2u);
+  EXPECT_TRUE((*ranks)[0].empty());
+  const std::vector<TraceEvent>& r1 = (*ranks)[1];
+  ASSERT_EQ(r1.size(), 2u);
+  EXPECT_EQ(r1[0].op, "fwd");
+  EXPECT_DOUBLE_EQ(r1[0].t0, 10);
+  EXPECT_TRUE(r1[1].is_comm);
+  EXPECT_DOUBLE_EQ(r1[1].t1, 14);
+  EXPECT_EQ(r1[1].host, "b");
+}
+
+TEST(TraceReader, EventBeforeClockIsAnError) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"rank":0,"op":"fwd","t0":1,"t1":2})", kClock0}));
+  Result<std::vector<TraceEvent>> events = read_trace_file(dir.file("rank-00000.jsonl"));
+  ASSERT_FALSE(events.ok());
+  EXPECT_NE(events.status().message().find(":1:"), std::string::npos);
+}
+
+TEST(TraceReader, EndBeforeStartIsAnError) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({kClock0, R"({"rank":0,"op":"fwd","t0":2,"t1":1})"}));
+  EXPECT_EQ(read_trace_file(dir.file("rank-00000.jsonl")).status().code(),
+            StatusCode::kCorruption);
+}
+
+TEST(TraceReader, AMissingRankIsNamed) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00001.jsonl"), lines({kClock1}));
+  Result<std::vector<std::vector<TraceEvent>>> ranks = read_trace_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kNotFound);
+}
+
+TEST(GroupKey, HostOrRank) {
+  HostRecord r;
+  r.host = "node07";
+  r.rank = 5;
+  EXPECT_EQ(group_key(r, GroupBy::kHost), "node07");
+  EXPECT_EQ(group_key(r, GroupBy::kRank), "rank5");
+  EXPECT_EQ(*parse_group_by("host"), GroupBy::kHost);
+  EXPECT_EQ(*parse_group_by("rank"), GroupBy::kRank);
+  EXPECT_EQ(parse_group_by("node").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ms::telemetry

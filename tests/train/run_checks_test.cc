@@ -1,0 +1,78 @@
+// The config checks that need the world size or the data: each refusal names the key and rule.
+#include "train/run_checks.h"
+
+#include <gtest/gtest.h>
+
+namespace ms::train {
+namespace {
+
+config::RunConfig base() {
+  config::RunConfig c;
+  c.train.global_batch = 8;
+  c.train.micro_batch = 2;
+  c.train.seq_len = 64;
+  c.model.max_seq_len = 128;
+  c.model.vocab_size = 1000;
+  return c;
+}
+
+void expect_message(const Status& s, const std::string& text) {
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+}
+
+TEST(RunChecks, DataParallelSizeIsTheWorldSize) {
+  Result<int> dp = data_parallel_size(base(), 4);
+  ASSERT_TRUE(dp.ok());
+  EXPECT_EQ(*dp, 4);
+}
+
+TEST(RunChecks, GlobalBatchMustSplitOverTheActualRanks) {
+  expect_message(data_parallel_size(base(), 3).status(),
+                 "train.global_batch (8) must be divisible by data-parallel size * "
+                 "train.micro_batch = 3 * 2 = 6");
+}
+
+TEST(RunChecks, OnlyDataParallelismForNow) {
+  config::RunConfig c = base();
+  c.parallel.tp = 2;
+  expect_message(data_parallel_size(c, 2).status(), "parallel.tp (2) must be 1");
+  c = base();
+  c.parallel.pp = 2;
+  expect_message(data_parallel_size(c, 2).status(), "parallel.pp (2) must be 1");
+  c = base();
+  c.parallel.ep = 2;
+  expect_message(data_parallel_size(c, 2).status(), "parallel.ep (2) must be 1");
+}
+
+TEST(RunChecks, SequenceLengthMustMatchThePlan) {
+  expect_message(check_against_data(base(), {"mix.plan", 32, 500}),
+                 "train.seq_len (64) must equal the sequence length of the plan mix.plan (32)");
+}
+
+TEST(RunChecks, PlanSequenceMustFitTheModel) {
+  config::RunConfig c = base();
+  c.model.max_seq_len = 32;
+  expect_message(check_against_data(c, {"mix.plan", 64, 500}), "model.max_seq_len (32)");
+}
+
+TEST(RunChecks, VocabularyMustCoverTheTokenizer) {
+  expect_message(check_against_data(base(), {"mix.plan", 64, 50257}),
+                 "model.vocab_size (1000) is smaller than the vocabulary of the dataset's "
+                 "tokenizer (50257");
+  EXPECT_TRUE(check_against_data(base(), {"mix.plan", 64, 0}).ok());  // unknown vocabulary
+  EXPECT_TRUE(check_against_data(base(), {"mix.plan", 64, 1000}).ok());
+}
+
+TEST(RunChecks, PlanMustBeGivenAndExist) {
+  config::RunConfig c = base();
+  c.data.plan.clear();
+  expect_message(check_plan_path(c), "data.plan is not set");
+  c.data.plan = "/nonexistent/mix.plan";
+  const Status missing = check_plan_path(c);
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  expect_message(missing, "no plan file at /nonexistent/mix.plan");
+}
+
+}  // namespace
+}  // namespace ms::train

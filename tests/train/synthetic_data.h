@@ -1,0 +1,26 @@
+// A small token dataset and plan for trainer tests, written through lib/data the way
+// `ms-data build` and `ms-data plan` write them: documents follow a deterministic rule
+// (t[i+1] = (3 t[i] + 1) mod vocab), so a tiny model's loss falls quickly, and the vocabulary
+// is small so a training step takes milliseconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace ms::train::testing {
+
+struct SyntheticPlanOptions {
+  int64_t vocab_size = 96;   // recorded as the dataset tokenizer's vocabulary
+  int64_t seq_len = 16;
+  int64_t train_samples = 256;
+  int64_t documents = 120;
+};
+
+// Writes <dir>/synthetic.{bin,idx,meta.json} and <dir>/synthetic.plan and returns the plan's
+// path. `dir` must exist.
+Result<std::string> write_synthetic_plan(const std::string& dir,
+                                         const SyntheticPlanOptions& options = {});
+
+}  // namespace ms::train::testing
