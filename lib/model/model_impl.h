@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "config/run_config.h"
@@ -96,6 +97,10 @@ struct Transformer::Impl {
   double forward(const int32_t* inputs, const Dims& d);
   // Backpropagates dlogits (already in `logits`) through the stack, accumulating into grads.
   void backward(const int32_t* inputs, const Dims& d, float aux_grad, const BackwardHooks* hooks);
+  // Inference over chunks already validated (model/inference.cc): logits (chunks, V) of each
+  // chunk's last token.
+  void forward_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache,
+                      float* logits);
 
  private:
   void attention_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,

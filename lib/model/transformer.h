@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/inference.h"
 
 namespace ms::model {
 
@@ -87,6 +89,13 @@ class Transformer {
                                  int64_t T);
   // Logits (B, T, vocab_size) f32 (inference, golden tests).
   Result<Tensor> forward_logits(const int32_t* inputs, int64_t B, int64_t T);
+
+  // Inference (model/inference.cc): runs `chunks` (see model/inference.h) through the model,
+  // writing their keys and values into `cache`, and returns the logits of each chunk's last
+  // token, (chunks.size(), vocab_size) f32. InvalidArgument for an empty chunk, a token outside
+  // the vocabulary, positions past model.max_seq_len, a block table too short or naming a block
+  // outside the cache, or a cache shaped for another model; the cache is untouched then.
+  Result<Tensor> forward_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache);
 
   // Sets every gradient to 0.
   void zero_grads();

@@ -1,0 +1,161 @@
+// Saving and loading checkpoints in the manifest format (manifest.h), after ByteCheckpoint.
+//
+// Save: every rank hands the Checkpointer the tensors it holds, each as a ShardSpec of the global
+// tensor plus a pointer to its local elements. A replicated tensor (every rank holds all of it:
+// plain data parallelism) is written once, by a rank the planner picks so the bytes are spread
+// evenly over the replicas; a ZeRO flat range is decomposed into regular boxes of the global
+// tensor. The tensors are first copied into host staging buffers, so training may change them
+// as soon as save() returns; a background thread (async) or the caller (sync) then writes this
+// rank's data file into the shared temporary directory checkpoints/.tmp-step-XXXXXXXX-<nonce>/.
+// The commit needs MPI, so it happens on the calling thread in poll()/finish(): the ranks agree
+// that every write finished, shard records are gathered to rank 0, which writes manifest.json,
+// copies tokenizer.json, renames the directory into place (io::commit_directory), replaces
+// checkpoints/latest and applies keep-last-N retention. A failed write on any rank fails the
+// save on every rank, removes the temporary directory, and commits nothing.
+//
+// Load: each rank asks for the boxes or flat ranges it needs; only the shards overlapping them
+// are read (batched with io::Env::read_ranges), each verified against its crc32c, so any saved
+// layout loads into any requested one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckpt/manifest.h"
+#include "comm/communicator.h"
+#include "comm/shard_spec.h"
+#include "core/status.h"
+#include "io/env.h"
+
+namespace ms::ckpt {
+
+// ---- Loading ----
+
+// Reads the global region [offsets, offsets + lengths) of tensor `name` (row-major) into `dest`
+// (same dtype as stored, product(lengths) elements), reading only the shards that overlap it and
+// verifying each shard's crc32c. NotFound for an unknown tensor, InvalidArgument for a region
+// outside it, Corruption naming the file, tensor and offset for damaged data.
+Status read_region(const std::string& step_dir, const Manifest& m, std::string_view name,
+                   std::span<const int64_t> offsets, std::span<const int64_t> lengths,
+                   void* dest, io::Env& env);
+Status read_region(const std::string& step_dir, const Manifest& m, std::string_view name,
+                   std::span<const int64_t> offsets, std::span<const int64_t> lengths,
+                   void* dest);
+
+// One tensor a rank wants: the slice `spec` (box or flat range) of `name`, into `dest`
+// (spec.numel() elements of `dtype`, laid out as ShardSpec describes).
+struct LoadTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  comm::ShardSpec spec = comm::ShardSpec::replicated({});
+  void* dest = nullptr;
+};
+
+struct LoadOptions {
+  bool allow_missing = false;     // requested tensors absent from the checkpoint are skipped
+  bool allow_unexpected = false;  // checkpoint tensors nobody asked for are ignored
+};
+
+// Compares the names a model expects with the checkpoint's. InvalidArgument listing (the first
+// few) missing or unexpected tensors unless allowed; also refuses a dtype or shape mismatch.
+struct ExpectedTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> global_shape;
+};
+Status check_tensors(const Manifest& m, std::span<const ExpectedTensor> expected,
+                     const LoadOptions& options);
+
+// Fills every LoadTensor (skipping missing ones when allowed). Errors as read_region.
+Status load_tensors(const std::string& step_dir, const Manifest& m,
+                    std::span<const LoadTensor> tensors, const LoadOptions& options,
+                    io::Env& env);
+
+// ---- Saving ----
+
+// One tensor (or slice) this rank holds: `data` points at spec.numel() elements of `dtype`.
+// A spec with is_replicated() marks a tensor every rank holds identically and lists in the same
+// order; anything else is written by this rank and must not overlap other ranks' slices.
+struct SaveTensor {
+  std::string name;
+  DType dtype = DType::kF32;
+  comm::ShardSpec spec = comm::ShardSpec::replicated({});
+  const void* data = nullptr;
+};
+
+struct SaveRequest {
+  std::string checkpoints_dir;  // e.g. <run.dir>/checkpoints; created when missing
+  int64_t step = 0;
+  Layout layout;
+  std::string config_yaml;
+  nlohmann::json state = nlohmann::json::object();
+  std::string tokenizer_path;  // copied in as tokenizer.json when not empty
+  bool async = true;
+  int64_t keep = 0;               // keep the newest N complete checkpoints; 0 keeps all
+  std::string codec = "raw";      // "raw" or "zstd"
+  uint64_t max_shard_bytes = 64ull << 20;  // boxes are split along rows beyond this
+};
+
+// What a committed save cost; the same on every rank except bytes_written.
+struct SaveReport {
+  int64_t step = 0;
+  std::string step_dir;
+  double stall_s = 0;   // time the caller was blocked (snapshot + sync writes + commit)
+  double total_s = 0;   // from save() to the commit
+  uint64_t bytes_written = 0;  // by this rank
+};
+
+// Drives saves for one communicator. Every method is collective and must be called by the
+// thread that initialized MPI, in the same order on every rank. At most one save is in flight:
+// save() first finishes (and commits) the previous one.
+class Checkpointer {
+ public:
+  // `comm` and `env` must outlive the Checkpointer.
+  Checkpointer(comm::Communicator& comm, io::Env& env);
+  explicit Checkpointer(comm::Communicator& comm);
+  ~Checkpointer();  // waits for a background write; an uncommitted save is abandoned
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Plans and snapshots the save and starts writing (async) or writes and commits it (sync).
+  // A sync save returns its report through last_report(). Errors (planning, I/O on any rank)
+  // reach every rank and leave nothing committed.
+  Status save(std::span<const SaveTensor> tensors, SaveRequest request);
+  // Commits the in-flight save once every rank has finished writing it; call at step
+  // boundaries. Returns the report when this call committed a save, nullopt otherwise.
+  Result<std::optional<SaveReport>> poll();
+  // Waits for the in-flight save (if any) and commits it.
+  Result<std::optional<SaveReport>> finish();
+
+  bool in_flight() const;
+  const std::optional<SaveReport>& last_report() const { return last_report_; }
+
+  struct Pending;
+
+ private:
+  Result<std::optional<SaveReport>> commit(bool wait);
+
+  comm::Communicator& comm_;
+  io::Env& env_;
+  std::unique_ptr<Pending> pending_;
+  std::optional<SaveReport> last_report_;
+};
+
+// ---- Checkpoint directories ----
+
+// Steps of the complete checkpoints (step-XXXXXXXX directories with a manifest.json) in
+// `checkpoints_dir`, ascending. Temporary directories are not listed.
+Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env);
+
+// Removes all but the newest `keep` complete checkpoints (keep >= 1) and leftover temporary
+// directories older than the newest checkpoint, never the checkpoint `latest` names. Returns
+// the removed directory names.
+Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
+                                                   int64_t keep, io::Env& env);
+
+}  // namespace ms::ckpt

@@ -1,0 +1,49 @@
+// Export of a model to Hugging Face's layout: safetensors files with Llama/Mixtral tensor names
+// (Qwen2-MoE names for a shared expert), model.safetensors.index.json when the weights are
+// split, config.json and the tokenizer.json. Tensors are pulled one at a time from a
+// TensorCatalog and each output file holds at most `max_shard_bytes` (unless one tensor alone is
+// larger), so memory stays bounded by one output file whatever the model size. The directory is
+// built under a temporary name and renamed into place, so a failed export leaves nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ckpt/hf_names.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "io/env.h"
+
+namespace ms::ckpt {
+
+struct HfExportOptions {
+  std::string output_dir;                      // must not exist, or be an empty directory
+  uint64_t max_shard_bytes = 5'000'000'000;    // Hugging Face's default shard size
+  std::string tokenizer_json;                  // copied as tokenizer.json when not empty
+  // Called after each tensor is written with bytes done and the total.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct HfExportSummary {
+  std::vector<std::string> files;  // safetensors file names, in order
+  uint64_t tensor_bytes = 0;
+  size_t tensors = 0;
+};
+
+// The output file name of shard `index` (0-based) of `count`: "model.safetensors" alone,
+// otherwise "model-00001-of-00003.safetensors".
+std::string hf_shard_file_name(size_t index, size_t count);
+
+// Writes the model described by `config` whose parameters `source` holds (by Hugging Face
+// name; other tensors in the catalog, such as optimizer state, are ignored). Fails with
+// InvalidArgument when the config has no Hugging Face equivalent (check_hf_exportable), when a
+// parameter is missing or has the wrong shape; with the I/O error naming the file otherwise.
+// On failure the output directory is not created.
+Result<HfExportSummary> export_hf(const config::ModelConfig& config, const TensorCatalog& source,
+                                  const HfExportOptions& options, io::Env& env);
+Result<HfExportSummary> export_hf(const config::ModelConfig& config, const TensorCatalog& source,
+                                  const HfExportOptions& options);
+
+}  // namespace ms::ckpt

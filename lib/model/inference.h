@@ -1,0 +1,36 @@
+// The inference view of the Transformer: a key/value cache kept in fixed-size blocks (paged, as
+// in vLLM's PagedAttention) that the caller owns, and chunks of tokens from several sequences
+// that go through the model together. Transformer::forward_cached runs every projection of all
+// chunks' tokens as one matmul (the same weights and operators as training, model/compute.cc),
+// writes each token's keys and values into its sequence's blocks, and attends each token over
+// its own sequence's cached positions. A chunk is a whole prompt (prefill) or one new token
+// (decode); prefill and decode chunks may share one call.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace ms::model {
+
+// Keys and values of every layer in blocks of block_size positions. Owned by the caller
+// (lib/infer's KvCache); the model only reads and writes through these pointers.
+struct PagedKvCache {
+  int64_t block_size = 16;
+  int64_t num_blocks = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  // Per layer: (num_blocks, block_size, kv_heads, head_dim) f32.
+  std::vector<float*> k, v;
+};
+
+// Tokens at positions start .. start + tokens.size() - 1 of one sequence. Position p lives in
+// block blocks[p / block_size], slot p % block_size; positions before `start` must already be
+// in the cache.
+struct CachedChunk {
+  std::span<const int32_t> tokens;
+  int64_t start = 0;
+  std::span<const int32_t> blocks;
+};
+
+}  // namespace ms::model
