@@ -80,12 +80,15 @@ Status load_tensors(const std::string& step_dir, const Manifest& m,
 
 // One tensor (or slice) this rank holds: `data` points at spec.numel() elements of `dtype`.
 // A spec with is_replicated() marks a tensor every rank holds identically and lists in the same
-// order; anything else is written by this rank and must not overlap other ranks' slices.
+// order, unless `exclusive` says only this rank holds it (a ZeRO range that happens to span a
+// whole tensor); anything else is written by this rank and must not overlap other ranks' slices.
 struct SaveTensor {
   std::string name;
   DType dtype = DType::kF32;
   comm::ShardSpec spec = comm::ShardSpec::replicated({});
   const void* data = nullptr;
+  bool exclusive = false;
+  bool replicated() const { return spec.is_replicated() && !exclusive; }
 };
 
 struct SaveRequest {
@@ -152,10 +155,12 @@ class Checkpointer {
 // `checkpoints_dir`, ascending. Temporary directories are not listed.
 Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env);
 
-// Removes all but the newest `keep` complete checkpoints (keep >= 1) and leftover temporary
-// directories older than the newest checkpoint, never the checkpoint `latest` names. Returns
-// the removed directory names.
+// Removes all but the newest `keep` complete checkpoints (keep >= 1), never the one `latest`
+// names. With `remove_temporaries`, also removes .tmp-step-* directories that abandoned or
+// killed saves left (only safe when no save into this directory is running). Returns the
+// removed directory names, oldest first.
 Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
-                                                   int64_t keep, io::Env& env);
+                                                   int64_t keep, bool remove_temporaries,
+                                                   io::Env& env);
 
 }  // namespace ms::ckpt

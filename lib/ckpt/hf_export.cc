@@ -115,6 +115,18 @@ Status export_into(const std::string& tmp, const config::ModelConfig& config,
 
 }  // namespace
 
+Result<config::ModelConfig> checkpoint_model_config(const std::string& config_yaml,
+                                                    const std::string& where) {
+  if (config_yaml.empty()) {
+    return InvalidArgument(where + "/manifest.json: the checkpoint records no run config, so its "
+                           "model cannot be described");
+  }
+  Result<config::RunConfig> rc =
+      config::run_config_from_yaml_text(config_yaml, where + "/manifest.json config");
+  if (!rc.ok()) return rc.status();
+  return rc->model;
+}
+
 std::string hf_shard_file_name(size_t index, size_t count) {
   if (count == 1) return "model.safetensors";
   char name[64];

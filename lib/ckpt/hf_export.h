@@ -32,6 +32,11 @@ struct HfExportSummary {
   size_t tensors = 0;
 };
 
+// The model section of a checkpoint's resolved config (manifest config_yaml); `where` (the
+// step directory) prefixes errors.
+Result<config::ModelConfig> checkpoint_model_config(const std::string& config_yaml,
+                                                    const std::string& where);
+
 // The output file name of shard `index` (0-based) of `count`: "model.safetensors" alone,
 // otherwise "model-00001-of-00003.safetensors".
 std::string hf_shard_file_name(size_t index, size_t count);

@@ -1,10 +1,15 @@
 #include "core/host_metrics.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "core/timer.h"
 
 namespace ms {
 namespace {
@@ -132,6 +137,30 @@ Result<uint64_t> parse_rss_bytes(std::string_view text, std::string_view source)
   return find_kb_field(text, "VmRSS", source);
 }
 
+Result<double> parse_process_cpu_seconds(std::string_view text, double ticks_per_second,
+                                         std::string_view source) {
+  const size_t name_end = text.rfind(')');
+  if (name_end == std::string_view::npos) {
+    return Corruption(std::string(source) + ": no ')' closing the command name");
+  }
+  std::istringstream fields{std::string(text.substr(name_end + 1))};
+  // After the name: state (field 3), ppid, ..., utime (field 14), stime (field 15).
+  std::string field;
+  double ticks = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index < 14) continue;
+    char* end = nullptr;
+    const double value = std::strtod(field.c_str(), &end);
+    if (end == field.c_str() || *end != '\0' || value < 0) {
+      return Corruption(std::string(source) + ": field " + std::to_string(index) + " is '" +
+                        field + "', expected a tick count");
+    }
+    ticks += value;
+    if (index == 15) return ticks / ticks_per_second;
+  }
+  return Corruption(std::string(source) + ": fewer than 15 fields");
+}
+
 Result<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return ErrnoError("cannot open", path, errno);
@@ -154,6 +183,12 @@ Result<HostMetrics> HostMetricsSampler::sample() {
   MS_ASSIGN_OR_RETURN(NetBytes net, parse_net_dev(net_text, net_path));
   MS_ASSIGN_OR_RETURN(std::string status_text, read_text_file(status_path));
   MS_ASSIGN_OR_RETURN(uint64_t rss, parse_rss_bytes(status_text, status_path));
+  const std::string self_stat_path = proc_root_ + "/self/stat";
+  MS_ASSIGN_OR_RETURN(std::string self_stat_text, read_text_file(self_stat_path));
+  MS_ASSIGN_OR_RETURN(double proc_cpu_s,
+                      parse_process_cpu_seconds(self_stat_text,
+                                                static_cast<double>(sysconf(_SC_CLK_TCK)),
+                                                self_stat_path));
 
   HostMetrics m;
   m.cpu_util = cpu_utilization(previous_cpu_, cpu);
@@ -164,6 +199,13 @@ Result<HostMetrics> HostMetricsSampler::sample() {
   m.net_rx_bytes = net.rx_bytes;
   m.net_tx_bytes = net.tx_bytes;
   m.rss_bytes = rss;
+  const double now = wall_time_s();
+  m.proc_cpu_seconds = proc_cpu_s;
+  if (previous_proc_cpu_s_ >= 0 && now > previous_wall_s_) {
+    m.proc_cpu_util = std::max(0.0, proc_cpu_s - previous_proc_cpu_s_) / (now - previous_wall_s_);
+  }
+  previous_proc_cpu_s_ = proc_cpu_s;
+  previous_wall_s_ = now;
   return m;
 }
 

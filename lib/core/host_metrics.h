@@ -41,6 +41,12 @@ Result<NetBytes> parse_net_dev(std::string_view text, std::string_view source = 
 Result<uint64_t> parse_rss_bytes(std::string_view text,
                                  std::string_view source = "/proc/self/status");
 
+// CPU seconds (user + system) this process has used, from /proc/self/stat: fields 14 and 15
+// after the parenthesized command name (which may itself hold spaces and parentheses), in
+// clock ticks of `ticks_per_second`.
+Result<double> parse_process_cpu_seconds(std::string_view text, double ticks_per_second,
+                                         std::string_view source = "/proc/self/stat");
+
 // Reads a whole text file (works for /proc files, whose size reads as 0).
 Result<std::string> read_text_file(const std::string& path);
 
@@ -52,10 +58,15 @@ struct HostMetrics {
   uint64_t net_rx_bytes = 0;  // cumulative counters; readers difference them for rates
   uint64_t net_tx_bytes = 0;
   uint64_t rss_bytes = 0;
+  // This process's CPU use: cumulative seconds, and busy fraction of one core since the previous
+  // sample (0 for the first). On a machine shared by several ranks the host figures above are
+  // the same for all of them; these tell the ranks apart (a rank that stalls uses less CPU).
+  double proc_cpu_seconds = 0;
+  double proc_cpu_util = 0;
 };
 
 // Takes successive host samples. `proc_root` is "/proc" except in tests, which point it at a
-// directory holding stat, meminfo, net/dev and self/status files.
+// directory holding stat, meminfo, net/dev, self/status and self/stat files.
 class HostMetricsSampler {
  public:
   explicit HostMetricsSampler(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
@@ -66,6 +77,8 @@ class HostMetricsSampler {
  private:
   std::string proc_root_;
   CpuTimes previous_cpu_;
+  double previous_proc_cpu_s_ = -1;  // < 0 before the first sample
+  double previous_wall_s_ = 0;
 };
 
 }  // namespace ms

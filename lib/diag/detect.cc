@@ -105,6 +105,51 @@ std::map<std::string, std::vector<std::pair<double, double>>> machine_samples(
   return out;
 }
 
+// Step-phase metrics of one rank, sampled at each step's end: a slow worker shows in its own
+// phases (it waits less in collectives than its peers, which wait for it) even where the
+// machine-level counters of a shared host cannot tell ranks apart.
+std::map<std::string, std::vector<std::pair<double, double>>> step_samples(
+    const std::vector<telemetry::StepRecordRead>& steps) {
+  std::map<std::string, std::vector<std::pair<double, double>>> out;
+  for (const telemetry::StepRecordRead& s : steps) {
+    const telemetry::StepPhases& p = s.step.phases;
+    out["step_comm_wait_s"].emplace_back(s.t, p.comm_wait_s);
+    out["step_compute_s"].emplace_back(s.t, p.fwd_s + p.bwd_s);
+  }
+  return out;
+}
+
+// The step records of the rank that stands for each machine (the lowest rank on it).
+std::map<std::string, const std::vector<telemetry::StepRecordRead>*> steps_by_machine(
+    const std::vector<telemetry::RankTelemetry>& ranks, telemetry::GroupBy group_by) {
+  std::map<std::string, const telemetry::RankTelemetry*> owner;
+  for (const telemetry::RankTelemetry& r : ranks) {
+    if (r.hosts.empty()) continue;
+    auto [it, added] = owner.emplace(telemetry::group_key(r.hosts.front(), group_by), &r);
+    if (!added && r.rank < it->second->rank) it->second = &r;
+  }
+  std::map<std::string, const std::vector<telemetry::StepRecordRead>*> out;
+  for (const auto& [machine, r] : owner) out[machine] = &r->steps;
+  return out;
+}
+
+// Places per-step samples on the grid, each holding until the next step ends (0 before the
+// first), since steps are slower than the host sampling interval.
+std::vector<double> to_grid_held(const std::vector<std::pair<double, double>>& samples, double t0,
+                                 double interval, int n) {
+  std::vector<double> grid(n, 0.0);
+  size_t next = 0;
+  double held = 0.0;
+  for (int k = 0; k < n; ++k) {
+    const double t = t0 + k * interval;
+    while (next < samples.size() && samples[next].first <= t + interval / 2) {
+      held = samples[next++].second;
+    }
+    grid[k] = held;
+  }
+  return grid;
+}
+
 // Places samples on the grid; gaps of up to two samples repeat the previous value.
 std::vector<double> to_grid(const std::vector<std::pair<double, double>>& samples, double t0,
                             double interval, int n) {
@@ -142,11 +187,31 @@ void normalize_distances(WindowScore& w, double threshold, double spread_floor) 
   }
 }
 
+// Adds the step-phase metrics (step_samples) when every machine has step records.
+void add_step_metrics(const std::vector<telemetry::RankTelemetry>& ranks,
+                      telemetry::GroupBy group_by, AlignedTelemetry& out) {
+  const auto steps = steps_by_machine(ranks, group_by);
+  std::vector<std::map<std::string, std::vector<std::pair<double, double>>>> per_machine;
+  for (const std::string& machine : out.machines) {
+    auto it = steps.find(machine);
+    if (it == steps.end() || it->second->empty()) return;
+    per_machine.push_back(step_samples(*it->second));
+  }
+  for (const auto& [metric, unused] : per_machine.front()) {
+    auto& rows = out.metrics[metric];
+    for (auto& samples : per_machine) {
+      rows.push_back(to_grid_held(samples[metric], out.t0, out.interval_s, out.samples));
+    }
+  }
+}
+
 }  // namespace
 
 bool is_rate_metric(const std::string& metric) {
   return metric.size() > 5 && metric.compare(metric.size() - 5, 5, "_rate") == 0;
 }
+
+bool is_step_metric(const std::string& metric) { return metric.rfind("step_", 0) == 0; }
 
 Result<AlignedTelemetry> align_telemetry(const std::vector<telemetry::RankTelemetry>& ranks,
                                          telemetry::GroupBy group_by) {
@@ -179,6 +244,7 @@ Result<AlignedTelemetry> align_telemetry(const std::vector<telemetry::RankTeleme
       rows.push_back(to_grid(samples[metric], out.t0, out.interval_s, out.samples));
     }
   }
+  add_step_metrics(ranks, group_by, out);
   return out;
 }
 
@@ -205,6 +271,7 @@ Result<std::vector<std::string>> metrics_to_check(const AlignedTelemetry& aligne
     if (aligned.metrics.count(m)) out.push_back(m);
   }
   for (const auto& [name, values] : aligned.metrics) {
+    if (is_step_metric(name)) continue;  // checked only when asked for by name
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
   return out;

@@ -64,6 +64,11 @@ Result<std::vector<std::string>> metrics_to_check(const AlignedTelemetry& aligne
 // (whole events per second) and 1e-9 for gauges.
 double metric_scale(const std::vector<std::vector<double>>& values, bool is_rate);
 bool is_rate_metric(const std::string& metric);
+// Per-rank step-phase metrics from the step records ("step_comm_wait_s", "step_compute_s"),
+// held from one step's end to the next. They tell ranks on one shared host apart, but they
+// are checked only when named in DetectOptions::metrics: a job's phases also move with its
+// data and schedule, which the default machine-level priority list is not exposed to.
+bool is_step_metric(const std::string& metric);
 
 struct DetectOptions {
   double window_s = 60;

@@ -127,6 +127,7 @@ void TelemetryWriter::sample_once(HostMetricsSampler& sampler) {
   record.extra["mem_total"] = static_cast<double>(metrics->mem_total);
   record.extra["mem_available"] = static_cast<double>(metrics->mem_available);
   record.extra["rss_bytes"] = static_cast<double>(metrics->rss_bytes);
+  record.extra["proc_cpu_util"] = metrics->proc_cpu_util;
   HostExtraFn extra_fn;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -10,6 +10,14 @@
 // maximum of their flags, so all stop after the same step and return normally. A non-finite
 // loss or gradient norm stops the run with an error naming the step and the rank.
 //
+// Checkpoints (lib/ckpt): every checkpoint.every steps and when the run ends (last step or
+// stop signal) the weights, optimizer moments and all state that influences later steps
+// (step, optimizer update count, loader position, spike-guard window) are saved to
+// run.dir/checkpoints, asynchronously when checkpoint.async (committed at a later step
+// boundary). A failed save is logged and training continues. checkpoint.resume ("auto": the
+// newest complete checkpoint in run.dir/checkpoints, "none", or a path) restores all of it
+// in create(), resharding when the data-parallel size or ZeRO setting changed.
+//
 // Errors: everything create() refuses (config against world size and data, missing plan,
 // unreadable files on any rank) is agreed between the ranks first, so every rank returns an
 // error and none is left waiting in a collective; the rank that found it returns the message,
@@ -36,6 +44,9 @@ struct TrainSummary {
   std::vector<double> eval_losses;  // every validation loss, in order
   int64_t skipped_updates = 0;      // updates the spike guard skipped
   CommStats comm;                   // gradient reductions summed over all steps
+  int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
+  std::vector<std::string> checkpoints;  // step directories committed by this run, in order
+  int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
 };
 
 // True for the error a rank gets when another rank found and reported the failure (it then
@@ -83,6 +94,13 @@ class Trainer {
   void log_step(int64_t step, const StepResult& result) const;
   Status record_step(int64_t step, const StepResult& result);
   Status finish(TrainSummary& summary);
+  Status find_resume_checkpoint();
+  Status load_parameters();
+  Status load_optimizer_state();
+  Status restore_state();
+  Status save_checkpoint(int64_t step);
+  Status poll_checkpoint();
+  Status finish_checkpoints(TrainSummary& summary);
 
   config::RunConfig config_;
   comm::Communicator& world_;

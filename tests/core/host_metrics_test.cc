@@ -96,6 +96,21 @@ TEST(SelfStatus, ReadsVmRSS) {
   EXPECT_FALSE(parse_rss_bytes("Name: x\n").ok());
 }
 
+// A command name with spaces and parentheses, utime 250 and stime 50 ticks.
+constexpr char kSelfStat[] =
+    "4242 (ms train (r1)) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 3 0 100 0 0\n";
+
+TEST(HostMetrics, ParsesProcessCpuSecondsAfterTheCommandName) {
+  Result<double> seconds = parse_process_cpu_seconds(kSelfStat, 100.0);
+  ASSERT_TRUE(seconds.ok()) << seconds.status().to_string();
+  EXPECT_DOUBLE_EQ(*seconds, 3.0);
+  EXPECT_FALSE(parse_process_cpu_seconds("4242 no-parens S 1", 100.0).ok());
+  Result<double> short_line = parse_process_cpu_seconds("1 (x) S 1 2 3", 100.0, "/p/self/stat");
+  ASSERT_FALSE(short_line.ok());
+  EXPECT_NE(short_line.status().message().find("/p/self/stat"), std::string::npos);
+  EXPECT_FALSE(parse_process_cpu_seconds("1 (x) S 1 1 1 0 -1 0 0 0 0 0 ten 5", 100.0).ok());
+}
+
 // A fake /proc tree in a temporary directory, removed at the end.
 class FakeProc : public ::testing::Test {
  protected:
@@ -108,6 +123,7 @@ class FakeProc : public ::testing::Test {
     write("meminfo", kMeminfo);
     write("net/dev", kNetDev);
     write("self/status", kSelfStatus);
+    write("self/stat", kSelfStat);
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
   void write(const std::string& name, const std::string& text) {
@@ -124,6 +140,8 @@ TEST_F(FakeProc, SamplerCombinesAllFilesAndDifferencesCpuTimes) {
   EXPECT_EQ(first->mem_total, 16000000ull * 1024);
   EXPECT_EQ(first->net_tx_bytes, 2400u);
   EXPECT_EQ(first->rss_bytes, 12345ull * 1024);
+  EXPECT_DOUBLE_EQ(first->proc_cpu_seconds, 300.0 / static_cast<double>(sysconf(_SC_CLK_TCK)));
+  EXPECT_EQ(first->proc_cpu_util, 0.0);  // no previous sample
   write("stat", "cpu  150 10 40 850 50 0 0 0 0 0\n");  // +50 busy of +100 total
   Result<HostMetrics> second = sampler.sample();
   ASSERT_TRUE(second.ok());

@@ -173,6 +173,58 @@ TEST(AlignTest, MetricPriorityPutsUtilizationFirstAndChecksRequestedNames) {
   EXPECT_NE(bad.status().message().find("gpu_temp"), std::string::npos);
 }
 
+// Four ranks of one host; every 4 s a step ends, and every rank but `slow` waits 0.6 s in
+// collectives for the slow one, which waits only 0.05 s.
+std::vector<telemetry::RankTelemetry> ranks_with_slow_worker(int slow) {
+  std::vector<telemetry::RankTelemetry> ranks;
+  for (int r = 0; r < 4; ++r) {
+    telemetry::RankTelemetry t = rank_with(r, "h", 120, 10);
+    for (int step = 1; step <= 30; ++step) {
+      telemetry::StepRecordRead s;
+      s.t = 100 + 4.0 * step - 0.5;
+      s.rank = r;
+      s.host = "h";
+      s.step.step = step;
+      s.step.phases.fwd_s = 1.0 + (r == slow ? 0.55 : 0.0);
+      s.step.phases.comm_wait_s = r == slow ? 0.05 : 0.6 + 0.01 * r;
+      t.steps.push_back(s);
+    }
+    ranks.push_back(std::move(t));
+  }
+  return ranks;
+}
+
+TEST(AlignTest, StepPhasesBecomeHeldPerRankMetricsCheckedOnlyByName) {
+  Result<AlignedTelemetry> a =
+      align_telemetry(ranks_with_slow_worker(2), telemetry::GroupBy::kRank);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  const auto& wait = a->metrics.at("step_comm_wait_s");
+  EXPECT_EQ(wait[0][2], 0.0);    // before the first step ends
+  EXPECT_EQ(wait[0][5], 0.6);    // held between steps
+  EXPECT_EQ(wait[2][9], 0.05);
+  EXPECT_EQ(a->metrics.at("step_compute_s")[2][9], 1.55);
+  Result<std::vector<std::string>> order = metrics_to_check(*a, {});
+  ASSERT_TRUE(order.ok());
+  for (const std::string& m : *order) EXPECT_FALSE(is_step_metric(m)) << m;
+}
+
+TEST(DetectTest, ASlowRankOfOneHostIsFoundFromItsStepPhases) {
+  Result<AlignedTelemetry> a =
+      align_telemetry(ranks_with_slow_worker(2), telemetry::GroupBy::kRank);
+  ASSERT_TRUE(a.ok());
+  DetectOptions o;
+  o.window_s = 8;
+  o.hop_s = 2;
+  o.period_s = 16;
+  o.metrics = {"step_comm_wait_s"};
+  Result<DetectReport> report = detect_faults(*a, DenoiserSet{}, o);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  ASSERT_TRUE(report->fault_found());
+  const MetricResult& verdict = report->metrics[report->verdict_metric];
+  ASSERT_TRUE(verdict.fault.has_value());
+  EXPECT_EQ(report->machines[verdict.fault->machine], "rank2");
+}
+
 TEST(DetectOptionsTest, WindowsThatDoNotFitTheDataOrTheDenoiserAreRefused) {
   Result<SimulatedJob> job = simulate_job(small_job(FaultKind::kNone, 1));
   ASSERT_TRUE(job.ok());

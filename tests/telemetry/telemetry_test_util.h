@@ -31,6 +31,7 @@ inline void write_fake_proc(const std::string& root) {
              "Inter-| Receive | Transmit\n face |bytes packets|bytes packets\n"
              "  eth0: 500 1 0 0 0 0 0 0 1000 2 0 0 0 0 0 0\n");
   write_text(root + "/self/status", "VmRSS:\t 1000 kB\n");
+  write_text(root + "/self/stat", "7 (fake) S 1 7 7 0 -1 0 0 0 0 0 10 5 0 0 20 0 1 0 5 0 0\n");
 }
 
 }  // namespace ms::telemetry::testing

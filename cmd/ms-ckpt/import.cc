@@ -1,0 +1,102 @@
+// `ms-ckpt import`: a Hugging Face model directory (config.json, safetensors, tokenizer.json)
+// into a step-00000000 checkpoint that ms-train can fine-tune from and ms-infer can serve. The
+// checkpoint is written by the library's save path (lib/ckpt/checkpoint.h) in an MPI singleton,
+// so it is exactly what a training run would write.
+#include "cmd/common/registry.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/hf_import.h"
+#include "comm/mpi_communicator.h"
+#include "config/run_config.h"
+#include "data/progress.h"
+
+namespace ms::ckpt_cmd {
+namespace {
+
+struct ImportArgs {
+  std::string input;
+  std::string output;
+  int64_t step = 0;
+};
+
+// Every parameter, read (and widened to f32) into memory: the save path snapshots all tensors
+// of a step at once.
+Result<std::vector<Tensor>> read_parameters(const ckpt::HfModel& model) {
+  std::vector<Tensor> values;
+  uint64_t bytes = 0;
+  data::Progress progress("import " + model.dir, 0);
+  for (const ckpt::TensorInfo& t : model.parameters.tensors) {
+    MS_ASSIGN_OR_RETURN(Tensor value, model.parameters.read(t.name));
+    bytes += value.nbytes();
+    values.push_back(std::move(value));
+    progress.update(bytes);
+  }
+  progress.finish();
+  return values;
+}
+
+Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
+                                         const std::vector<Tensor>& values,
+                                         const ImportArgs& args) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world, comm::MpiCommunicator::world());
+  if (world->size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
+  std::vector<ckpt::SaveTensor> tensors;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const ckpt::TensorInfo& t = model.parameters.tensors[i];
+    tensors.push_back({t.name, DType::kF32, comm::ShardSpec::replicated(t.shape),
+                       values[i].raw_data()});
+  }
+  config::RunConfig run;
+  run.model = model.config;
+  run.train.seq_len = std::min(run.train.seq_len, model.config.max_seq_len);
+  ckpt::SaveRequest request;
+  request.checkpoints_dir = args.output;
+  request.step = args.step;
+  request.config_yaml = config::dump_yaml(run);
+  request.state = {{"imported_from", model.dir}};
+  request.tokenizer_path = model.tokenizer_json;
+  request.async = false;
+  ckpt::Checkpointer checkpointer(*world);
+  MS_RETURN_IF_ERROR(checkpointer.save(tensors, request));
+  MS_ASSIGN_OR_RETURN(std::optional<ckpt::SaveReport> finished, checkpointer.finish());
+  if (finished) return *finished;
+  if (checkpointer.last_report()) return *checkpointer.last_report();
+  return Internal("the save of " + args.output + " reported no commit");
+}
+
+Result<int> run_import(const ImportArgs& args) {
+  MS_ASSIGN_OR_RETURN(ckpt::HfModel model, ckpt::open_hf_model(args.input));
+  MS_ASSIGN_OR_RETURN(std::vector<Tensor> values, read_parameters(model));
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
+  Result<ckpt::SaveReport> report = save_checkpoint(model, values, args);
+  Status finalized = comm::finalize();
+  if (!report.ok()) return report.status();
+  MS_RETURN_IF_ERROR(finalized);
+  std::printf("imported %s (%zu tensors) as %s%s\n", args.input.c_str(), values.size(),
+              report->step_dir.c_str(),
+              model.tokenizer_json.empty() ? " (no tokenizer.json to copy)" : "");
+  return 0;
+}
+
+void add_import_command(cli::Tool& tool) {
+  auto args = std::make_shared<ImportArgs>();
+  CLI::App* sub = tool.add_subcommand(
+      "import", "Import a Hugging Face Llama/Mistral/Mixtral safetensors model as a checkpoint",
+      [args] { return run_import(*args); });
+  sub->add_option("input", args->input, "Directory with config.json and safetensors")->required();
+  sub->add_option("--output,-o", args->output,
+                  "checkpoints/ directory to write step-XXXXXXXX into (e.g. runs/x/checkpoints)")
+      ->required();
+  sub->add_option("--step", args->step, "Step number of the written checkpoint")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+}
+
+}  // namespace
+
+MS_CLI_COMMAND(import, add_import_command);
+
+}  // namespace ms::ckpt_cmd

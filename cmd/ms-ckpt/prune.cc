@@ -1,0 +1,48 @@
+// `ms-ckpt prune DIR --keep N`: removes all but the newest N complete checkpoints and (with
+// --temporaries) the temporary directories of interrupted saves; the checkpoint `latest` names
+// is never removed (lib/ckpt/checkpoint.h).
+#include "cmd/common/registry.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "ckpt/checkpoint.h"
+
+namespace ms::ckpt_cmd {
+namespace {
+
+struct PruneArgs {
+  std::string dir;
+  int64_t keep = 1;
+  bool temporaries = false;
+};
+
+Result<int> run_prune(const PruneArgs& args) {
+  MS_ASSIGN_OR_RETURN(std::vector<std::string> removed,
+                      ckpt::prune_checkpoints(args.dir, args.keep, args.temporaries,
+                                                              io::default_env()));
+  for (const std::string& name : removed) std::printf("removed %s/%s\n", args.dir.c_str(), name.c_str());
+  std::printf("# pruned %zu director%s from %s, keeping the newest %lld\n", removed.size(),
+              removed.size() == 1 ? "y" : "ies", args.dir.c_str(),
+              static_cast<long long>(args.keep));
+  return 0;
+}
+
+void add_prune_command(cli::Tool& tool) {
+  auto args = std::make_shared<PruneArgs>();
+  CLI::App* sub = tool.add_subcommand(
+      "prune", "Remove all but the newest N complete checkpoints (never the latest)",
+      [args] { return run_prune(*args); });
+  sub->add_option("dir", args->dir, "A checkpoints/ directory")->required();
+  sub->add_option("--keep", args->keep, "Complete checkpoints to keep")
+      ->check(CLI::PositiveNumber)->required();
+  sub->add_flag("--temporaries", args->temporaries,
+                "Also remove .tmp-step-* directories interrupted saves left (only when no save "
+                "into DIR is running)");
+}
+
+}  // namespace
+
+MS_CLI_COMMAND(prune, add_prune_command);
+
+}  // namespace ms::ckpt_cmd

@@ -1,0 +1,68 @@
+// `ms-ckpt reshard <ckpt> --to dp=4,zero=1 --output DIR`: rewrites a checkpoint's shards as the
+// target layout saves them, streaming one bounded box at a time; under mpirun the output files
+// are divided among the processes (lib/ckpt/reshard_offline.h).
+#include "cmd/common/registry.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "ckpt/reshard_offline.h"
+#include "comm/mpi_communicator.h"
+#include "data/progress.h"
+
+namespace ms::ckpt_cmd {
+namespace {
+
+struct ReshardArgs {
+  std::string checkpoint;
+  std::string to;
+  std::string output;
+  uint64_t max_shard_bytes = 64ull << 20;
+};
+
+Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget& target) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world, comm::MpiCommunicator::world());
+  MS_ASSIGN_OR_RETURN(std::string step_dir, ckpt::resolve_checkpoint(args.checkpoint));
+  ckpt::ReshardOptions options;
+  options.output_dir = args.output;
+  options.target = target;
+  options.max_shard_bytes = args.max_shard_bytes;
+  data::Progress progress("reshard " + step_dir, 0);
+  options.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
+  MS_ASSIGN_OR_RETURN(std::string out,
+                      ckpt::reshard_checkpoint(step_dir, options, *world, io::default_env()));
+  progress.finish();
+  if (world->rank() == 0) {
+    std::printf("resharded %s to dp=%d,zero=%d as %s (%d writer process(es))\n", step_dir.c_str(),
+                target.dp, target.zero, out.c_str(), world->size());
+  }
+  return 0;
+}
+
+Result<int> run_reshard(const ReshardArgs& args) {
+  MS_ASSIGN_OR_RETURN(ckpt::ReshardTarget target, ckpt::parse_reshard_target(args.to));
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
+  Result<int> outcome = reshard_in_world(args, target);
+  Status finalized = comm::finalize();
+  if (outcome.ok() && !finalized.ok()) return finalized;
+  return outcome;
+}
+
+void add_reshard_command(cli::Tool& tool) {
+  auto args = std::make_shared<ReshardArgs>();
+  CLI::App* sub = tool.add_subcommand(
+      "reshard", "Rewrite a checkpoint's shards for another layout (dp, zero); parallel under mpirun",
+      [args] { return run_reshard(*args); });
+  sub->add_option("checkpoint", args->checkpoint,
+                  "Step directory, checkpoints/ directory or latest file")->required();
+  sub->add_option("--to", args->to, "Target layout, e.g. dp=4,zero=1")->required();
+  sub->add_option("--output,-o", args->output, "checkpoints/ directory to write into")->required();
+  sub->add_option("--max-shard-bytes", args->max_shard_bytes, "Largest box written as one shard")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+}
+
+}  // namespace
+
+MS_CLI_COMMAND(reshard, add_reshard_command);
+
+}  // namespace ms::ckpt_cmd

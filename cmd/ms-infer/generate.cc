@@ -1,0 +1,198 @@
+// `ms-infer generate`: batch generation from a JSON-lines prompts file to a JSON-lines output in
+// input order, through the continuous-batching engine (lib/infer). A malformed line, or a prompt
+// the model cannot serve, gets an output line with finish_reason "error" and the reason, and the
+// rest are still served. Without --prompts, one prompt from --prompt or stdin is completed and
+// printed, for quick checks.
+#include "cmd/common/registry.h"
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/timer.h"
+#include "infer/engine.h"
+#include "infer/model_loader.h"
+#include "io/atomic_file.h"
+
+namespace ms::infer_cmd {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+struct GenerateArgs {
+  std::string model, checkpoint, prompts, output, prompt;
+  int64_t max_batch = 16, kv_blocks = 1024, block_size = 16;
+  infer::Request defaults;  // max_tokens, sampling
+  bool progress = true;
+};
+
+// One prompts-file line -> a request; InvalidArgument naming `where` (file:line) and the key.
+Result<infer::Request> parse_request(const std::string& line, const std::string& where,
+                                     const data::Tokenizer& tok, const infer::Request& defaults) {
+  const json j = json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object");
+  if (!j.contains("prompt") || !j["prompt"].is_string()) {
+    return InvalidArgument(where + ": missing string key \"prompt\"");
+  }
+  infer::Request r = defaults;
+  try {
+    r.id = j.contains("id") ? (j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump())
+                            : r.id;
+    r.prompt = tok.encode(j["prompt"].get<std::string>());
+    r.max_tokens = j.value("max_tokens", r.max_tokens);
+    r.sampling.temperature = j.value("temperature", r.sampling.temperature);
+    r.sampling.top_p = j.value("top_p", r.sampling.top_p);
+    r.sampling.top_k = j.value("top_k", r.sampling.top_k);
+    r.sampling.seed = j.value("seed", r.sampling.seed);
+    if (j.contains("stop")) {
+      r.stop = j["stop"].is_string() ? std::vector<std::string>{j["stop"].get<std::string>()}
+                                     : j["stop"].get<std::vector<std::string>>();
+    }
+  } catch (const json::exception& e) {
+    return InvalidArgument(where + ": a key has the wrong type (" + e.what() + ")");
+  }
+  return r;
+}
+
+ordered_json completion_json(const infer::Completion& c) {
+  ordered_json j;
+  j["id"] = c.id;
+  j["text"] = c.text;
+  j["tokens"] = c.tokens;
+  j["finish_reason"] = c.finish_reason;
+  j["prompt_tokens"] = c.prompt_tokens;
+  j["completion_tokens"] = c.tokens.size();
+  j["ttft_ms"] = c.ttft_ms;
+  j["latency_ms"] = c.latency_ms;
+  if (!c.error.empty()) j["error"] = c.error;
+  return j;
+}
+
+struct ParsedPrompts {
+  std::vector<infer::Request> requests;
+  std::vector<infer::Completion> refused;  // malformed lines, in input order
+  std::vector<int64_t> slot;               // per input line: index into requests, or -1 - refused
+};
+
+Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok) {
+  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(a.prompts));
+  ParsedPrompts p;
+  std::istringstream in(text);
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    infer::Request defaults = a.defaults;
+    defaults.id = "line-" + std::to_string(n);
+    Result<infer::Request> r = parse_request(line, a.prompts + ":" + std::to_string(n), tok, defaults);
+    if (r.ok()) {
+      p.slot.push_back(static_cast<int64_t>(p.requests.size()));
+      p.requests.push_back(std::move(*r));
+      continue;
+    }
+    std::fprintf(stderr, "ms-infer generate: %s (skipped)\n", r.status().message().c_str());
+    p.slot.push_back(-1 - static_cast<int64_t>(p.refused.size()));
+    infer::Completion c;
+    c.id = defaults.id;
+    c.finish_reason = "error";
+    c.error = r.status().message();
+    p.refused.push_back(std::move(c));
+  }
+  return p;
+}
+
+// Prints "\rgenerate: done/total requests | N output tok/s" as requests finish.
+std::function<void(const infer::Completion&)> progress_printer(size_t total, bool enabled) {
+  if (!enabled) return {};
+  auto done = std::make_shared<size_t>(0);
+  auto tokens = std::make_shared<size_t>(0);
+  auto clock = std::make_shared<Stopwatch>();
+  return [=](const infer::Completion& c) {
+    ++*done;
+    *tokens += c.tokens.size();
+    std::fprintf(stderr, "\rgenerate: %zu/%zu requests | %.1f output tok/s", *done, total,
+                 static_cast<double>(*tokens) / std::max(clock->elapsed_s(), 1e-9));
+    if (*done == total) std::fprintf(stderr, "\n");
+  };
+}
+
+infer::EngineOptions engine_options(const GenerateArgs& a) {
+  infer::EngineOptions o;
+  o.max_batch = a.max_batch;
+  o.kv_blocks = a.kv_blocks;
+  o.block_size = a.block_size;
+  return o;
+}
+
+Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m) {
+  MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer));
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
+                      infer::Engine::create(*m.model, m.tokenizer.get(), engine_options(a)));
+  MS_ASSIGN_OR_RETURN(std::vector<infer::Completion> out,
+                      engine->generate(p.requests, progress_printer(p.requests.size(), a.progress)));
+  std::string lines;
+  for (int64_t s : p.slot) {
+    const infer::Completion& c = s >= 0 ? out[s] : p.refused[-1 - s];
+    lines += completion_json(c).dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+  }
+  MS_RETURN_IF_ERROR(io::write_file_atomic(a.output, lines));
+  return 0;
+}
+
+Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m) {
+  std::string text = a.prompt;
+  if (text.empty()) {
+    text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    if (!text.empty() && text.back() == '\n') text.pop_back();  // the newline echo adds
+  }
+  infer::Request r = a.defaults;
+  r.id = "prompt";
+  r.prompt = m.tokenizer->encode(text);
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
+                      infer::Engine::create(*m.model, m.tokenizer.get(), engine_options(a)));
+  MS_ASSIGN_OR_RETURN(std::vector<infer::Completion> out, engine->generate({r}));
+  if (out[0].finish_reason == "error") return InvalidArgument("prompt refused: " + out[0].error);
+  std::printf("%s\n", out[0].text.c_str());
+  return 0;
+}
+
+Result<int> run_generate(const GenerateArgs& a) {
+  if (!a.prompts.empty() && a.output.empty()) {
+    return InvalidArgument("--prompts needs --output for the completions");
+  }
+  MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
+  return a.prompts.empty() ? run_one(a, m) : run_file(a, m);
+}
+
+void add_generate_command(cli::Tool& tool) {
+  auto a = std::make_shared<GenerateArgs>();
+  a->defaults.max_tokens = 64;
+  CLI::App* sub = tool.add_subcommand(
+      "generate", "Generate completions for a JSON-lines prompts file (or one prompt)",
+      [a] { return run_generate(*a); });
+  sub->add_option("--model", a->model, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
+  sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint (step dir, checkpoints dir or latest file)");
+  sub->add_option("--prompts", a->prompts, "JSON-lines prompts: {id, prompt, max_tokens, temperature, top_p, top_k, seed, stop}");
+  sub->add_option("--output,-o", a->output, "JSON-lines completions, in input order");
+  sub->add_option("--prompt", a->prompt, "One prompt to complete and print (default: read stdin)");
+  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")->capture_default_str();
+  sub->add_option("--kv-blocks", a->kv_blocks, "KV cache blocks")->capture_default_str();
+  sub->add_option("--block-size", a->block_size, "Token positions per KV block")->capture_default_str();
+  sub->add_option("--max-tokens", a->defaults.max_tokens, "Default max_tokens")->capture_default_str();
+  sub->add_option("--temperature", a->defaults.sampling.temperature, "Default temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--top-p", a->defaults.sampling.top_p, "Default top_p")->capture_default_str();
+  sub->add_option("--top-k", a->defaults.sampling.top_k, "Default top_k (0: off)")->capture_default_str();
+  sub->add_option("--seed", a->defaults.sampling.seed, "Default seed")->capture_default_str();
+  sub->add_flag("!--no-progress", a->progress, "Do not print the progress line");
+}
+
+}  // namespace
+
+MS_CLI_COMMAND(generate, add_generate_command);
+
+}  // namespace ms::infer_cmd

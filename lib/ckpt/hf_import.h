@@ -1,0 +1,38 @@
+// Import of a Hugging Face model directory (config.json, model.safetensors or
+// model-0000X-of-0000N.safetensors with model.safetensors.index.json, tokenizer.json): the
+// reverse of hf_export.h, so a model from the wider ecosystem can be fine-tuned by ms-train or
+// served by ms-infer. Also the reader of plain safetensors files and directories for
+// `ms-ckpt diff`. Tensors are read on demand, one at a time.
+#pragma once
+
+#include <string>
+
+#include "ckpt/hf_names.h"
+#include "config/run_config.h"
+#include "core/status.h"
+#include "io/env.h"
+
+namespace ms::ckpt {
+
+// Every tensor of a safetensors file, or of a directory holding model.safetensors.index.json
+// (whose weight_map names the files) or a single model.safetensors. Tensors keep their stored
+// dtype. NotFound when there is no safetensors data at `path`; Corruption naming the file for a
+// malformed index, a tensor listed twice or an index entry its file lacks.
+Result<TensorCatalog> open_safetensors_catalog(const std::string& path, io::Env& env);
+Result<TensorCatalog> open_safetensors_catalog(const std::string& path);
+
+struct HfModel {
+  std::string dir;
+  config::ModelConfig config;   // from config.json
+  std::string tokenizer_json;   // path of dir/tokenizer.json, empty when absent
+  TensorCatalog parameters;     // exactly hf_parameter_specs(config), read as f32
+};
+
+// Opens a Hugging Face model directory and checks that its tensors are exactly the ones the
+// config implies, with the right shapes (rotary inv_freq buffers some exporters add are
+// ignored). Stored bf16/f16 weights are widened to f32 on read, since the toolkit trains in f32.
+// Errors name the file and the tensor or key.
+Result<HfModel> open_hf_model(const std::string& dir, io::Env& env);
+Result<HfModel> open_hf_model(const std::string& dir);
+
+}  // namespace ms::ckpt

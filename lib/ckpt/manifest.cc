@@ -1,0 +1,255 @@
+// Manifest JSON reading, validation and writing; resolution of "a checkpoint" paths.
+#include "ckpt/manifest.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "io/atomic_file.h"
+
+namespace ms::ckpt {
+namespace {
+
+using nlohmann::json;
+
+Status bad(const std::string& where, const std::string& what) {
+  return Corruption(where + ": " + what);
+}
+
+// Reads a required key of `object`, converting to T; Corruption naming the key otherwise.
+template <typename T>
+Status get(const json& object, const char* key, T& out, const std::string& where) {
+  if (!object.is_object() || !object.contains(key)) return bad(where, std::string("missing key \"") + key + "\"");
+  try {
+    out = object.at(key).get<T>();
+  } catch (const json::exception& e) {
+    return bad(where, std::string("key \"") + key + "\" has the wrong type: " + e.what());
+  }
+  return Status::OK();
+}
+
+Result<ShardRecord> parse_shard(const json& j, const std::string& where) {
+  ShardRecord s;
+  MS_RETURN_IF_ERROR(get(j, "file", s.file, where));
+  MS_RETURN_IF_ERROR(get(j, "offset", s.offset, where));
+  MS_RETURN_IF_ERROR(get(j, "length", s.length, where));
+  MS_RETURN_IF_ERROR(get(j, "global_offsets", s.global_offsets, where));
+  MS_RETURN_IF_ERROR(get(j, "lengths", s.lengths, where));
+  MS_RETURN_IF_ERROR(get(j, "codec", s.codec, where));
+  MS_RETURN_IF_ERROR(get(j, "crc32c", s.crc32c, where));
+  return s;
+}
+
+Result<TensorRecord> parse_tensor(const json& j, const std::string& where) {
+  TensorRecord t;
+  MS_RETURN_IF_ERROR(get(j, "name", t.name, where));
+  const std::string here = where + " tensor \"" + t.name + "\"";
+  std::string dtype;
+  MS_RETURN_IF_ERROR(get(j, "dtype", dtype, here));
+  Result<DType> parsed = parse_dtype(dtype);
+  if (!parsed.ok()) return bad(here, "unknown dtype \"" + dtype + "\"");
+  t.dtype = *parsed;
+  MS_RETURN_IF_ERROR(get(j, "global_shape", t.global_shape, here));
+  json shards;
+  MS_RETURN_IF_ERROR(get(j, "shards", shards, here));
+  if (!shards.is_array()) return bad(here, "\"shards\" is not an array");
+  for (size_t i = 0; i < shards.size(); ++i) {
+    MS_ASSIGN_OR_RETURN(ShardRecord s, parse_shard(shards[i], here + " shard " + std::to_string(i)));
+    t.shards.push_back(std::move(s));
+  }
+  return t;
+}
+
+Status parse_layout(const json& j, Layout& l, const std::string& where) {
+  const std::string here = where + " layout";
+  MS_RETURN_IF_ERROR(get(j, "world", l.world, here));
+  MS_RETURN_IF_ERROR(get(j, "dp", l.dp, here));
+  MS_RETURN_IF_ERROR(get(j, "tp", l.tp, here));
+  MS_RETURN_IF_ERROR(get(j, "pp", l.pp, here));
+  MS_RETURN_IF_ERROR(get(j, "ep", l.ep, here));
+  return get(j, "zero", l.zero, here);
+}
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t n = 1;
+  for (int64_t x : v) n *= x;
+  return n;
+}
+
+Status validate_shard(const TensorRecord& t, const ShardRecord& s, const std::string& where) {
+  const std::string here = where + " tensor \"" + t.name + "\" shard at " + s.file + " offset " +
+                           std::to_string(s.offset);
+  if (s.global_offsets.size() != t.global_shape.size() || s.lengths.size() != t.global_shape.size()) {
+    return bad(here, "offsets/lengths rank differs from the global shape's");
+  }
+  for (size_t d = 0; d < s.lengths.size(); ++d) {
+    if (s.global_offsets[d] < 0 || s.lengths[d] < 1 ||
+        s.global_offsets[d] + s.lengths[d] > t.global_shape[d]) {
+      return bad(here, "box lies outside the tensor in dimension " + std::to_string(d));
+    }
+  }
+  if (s.codec != "raw" && s.codec != "zstd") return bad(here, "unknown codec \"" + s.codec + "\"");
+  const uint64_t raw = static_cast<uint64_t>(product(s.lengths)) * dtype_size(t.dtype);
+  if (s.codec == "raw" && s.length != raw) {
+    return bad(here, "length " + std::to_string(s.length) + " != " + std::to_string(raw) +
+                         " bytes of its box");
+  }
+  if (s.file.empty() || s.file.find('/') != std::string::npos || s.file.starts_with(".")) {
+    return bad(here, "file name \"" + s.file + "\" is not a plain name in the step directory");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int64_t TensorRecord::numel() const { return product(global_shape); }
+uint64_t TensorRecord::bytes() const { return static_cast<uint64_t>(numel()) * dtype_size(dtype); }
+
+Status Manifest::validate(const std::string& where) const {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorRecord& t = tensors[i];
+    if (i > 0 && tensors[i - 1].name >= t.name) {
+      return bad(where, "tensors are not sorted by unique name at \"" + t.name + "\"");
+    }
+    int64_t covered = 0;
+    for (const int64_t d : t.global_shape) {
+      if (d < 0) return bad(where, "tensor \"" + t.name + "\" has a negative dimension");
+    }
+    for (const ShardRecord& s : t.shards) {
+      MS_RETURN_IF_ERROR(validate_shard(t, s, where));
+      covered += product(s.lengths);
+    }
+    if (covered > t.numel()) {
+      return bad(where, "tensor \"" + t.name + "\" has overlapping shards (" +
+                            std::to_string(covered) + " elements stored, " +
+                            std::to_string(t.numel()) + " in the tensor)");
+    }
+  }
+  return Status::OK();
+}
+
+Result<Manifest> Manifest::parse(std::string_view text, const std::string& where) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad(where, "not a JSON object");
+  Manifest m;
+  MS_RETURN_IF_ERROR(get(j, "format_version", m.format_version, where));
+  if (m.format_version > kFormatVersion || m.format_version < 1) {
+    return FailedPrecondition(where + ": format_version " + std::to_string(m.format_version) +
+                              " is not supported by this build (reads 1.." +
+                              std::to_string(kFormatVersion) + "); use a newer toolkit");
+  }
+  MS_RETURN_IF_ERROR(get(j, "step", m.step, where));
+  MS_RETURN_IF_ERROR(get(j, "toolkit_version", m.toolkit_version, where));
+  MS_RETURN_IF_ERROR(get(j, "git_revision", m.git_revision, where));
+  MS_RETURN_IF_ERROR(get(j, "config_yaml", m.config_yaml, where));
+  json layout, tensors;
+  MS_RETURN_IF_ERROR(get(j, "layout", layout, where));
+  MS_RETURN_IF_ERROR(parse_layout(layout, m.layout, where));
+  MS_RETURN_IF_ERROR(get(j, "state", m.state, where));
+  MS_RETURN_IF_ERROR(get(j, "tensors", tensors, where));
+  if (!tensors.is_array()) return bad(where, "\"tensors\" is not an array");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    MS_ASSIGN_OR_RETURN(TensorRecord t, parse_tensor(tensors[i], where + " tensors[" + std::to_string(i) + "]"));
+    m.tensors.push_back(std::move(t));
+  }
+  MS_RETURN_IF_ERROR(m.validate(where));
+  return m;
+}
+
+Result<Manifest> Manifest::read(const std::string& step_dir, io::Env& env) {
+  const std::string path = step_dir + "/manifest.json";
+  Result<std::string> text = io::read_file(env, path);
+  if (!text.ok()) {
+    if (text.status().code() == StatusCode::kNotFound) {
+      return NotFound(path + " does not exist: " + step_dir + " is not a complete checkpoint");
+    }
+    return text.status();
+  }
+  return parse(*text, path);
+}
+
+Result<Manifest> Manifest::read(const std::string& step_dir) {
+  return read(step_dir, io::default_env());
+}
+
+const TensorRecord* Manifest::find(std::string_view name) const {
+  auto it = std::lower_bound(tensors.begin(), tensors.end(), name,
+                             [](const TensorRecord& t, std::string_view n) { return t.name < n; });
+  return it != tensors.end() && it->name == name ? &*it : nullptr;
+}
+
+void Manifest::sort_tensors() {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorRecord& a, const TensorRecord& b) { return a.name < b.name; });
+}
+
+json Manifest::to_json() const {
+  json tensor_list = json::array();
+  for (const TensorRecord& t : tensors) {
+    json shards = json::array();
+    for (const ShardRecord& s : t.shards) {
+      shards.push_back({{"file", s.file}, {"offset", s.offset}, {"length", s.length},
+                        {"global_offsets", s.global_offsets}, {"lengths", s.lengths},
+                        {"codec", s.codec}, {"crc32c", s.crc32c}});
+    }
+    tensor_list.push_back({{"name", t.name}, {"dtype", std::string(dtype_name(t.dtype))},
+                           {"global_shape", t.global_shape}, {"shards", std::move(shards)}});
+  }
+  return {{"format_version", format_version},
+          {"step", step},
+          {"toolkit_version", toolkit_version},
+          {"git_revision", git_revision},
+          {"layout", {{"world", layout.world}, {"dp", layout.dp}, {"tp", layout.tp},
+                      {"pp", layout.pp}, {"ep", layout.ep}, {"zero", layout.zero}}},
+          {"state", state},
+          {"config_yaml", config_yaml},
+          {"tensors", std::move(tensor_list)}};
+}
+
+std::string step_dir_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+std::string data_file_name(int rank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "rank-%05d.data", rank);
+  return name;
+}
+
+namespace {
+
+// The step directory the `latest` file at `latest_path` names (a name relative to its folder).
+Result<std::string> follow_latest(const std::string& latest_path, io::Env& env) {
+  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, latest_path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  if (text.empty() || text.find('/') != std::string::npos || !text.starts_with("step-")) {
+    return Corruption(latest_path + ": expected the name of a step directory, found \"" + text +
+                      "\"");
+  }
+  const std::string dir = io::parent_dir(latest_path) + "/" + text;
+  if (!env.exists(dir + "/manifest.json")) {
+    return NotFound(latest_path + " names " + text + ", which is not a complete checkpoint (" +
+                    dir + "/manifest.json is missing)");
+  }
+  return dir;
+}
+
+}  // namespace
+
+Result<std::string> resolve_checkpoint(const std::string& path, io::Env& env) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  if (!env.exists(p)) return NotFound("checkpoint " + p + " does not exist");
+  if (!env.is_directory(p)) return follow_latest(p, env);
+  if (env.exists(p + "/manifest.json")) return p;
+  if (env.exists(p + "/latest")) return follow_latest(p + "/latest", env);
+  return NotFound(p + " is neither a step directory (no manifest.json) nor a checkpoints "
+                      "directory (no latest file)");
+}
+
+Result<std::string> resolve_checkpoint(const std::string& path) {
+  return resolve_checkpoint(path, io::default_env());
+}
+
+}  // namespace ms::ckpt

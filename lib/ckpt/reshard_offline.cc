@@ -1,0 +1,274 @@
+// Offline resharding (see reshard_offline.h). Plan first (every process computes the same plan),
+// then each process writes the data files of the target ranks r with r % size == rank, then the
+// records travel to rank 0 as JSON and it commits like a save: manifest.json, tokenizer.json,
+// rename of the temporary directory, `latest`.
+#include "ckpt/reshard_offline.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "core/crc32c.h"
+#include "core/version.h"
+#include "io/atomic_file.h"
+
+namespace ms::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Result<int> parse_positive(std::string_view key, std::string_view value) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
+    return InvalidArgument("--to " + std::string(key) + "=" + std::string(value) +
+                           ": expected a non-negative whole number");
+  }
+  return v;
+}
+
+Status apply_target_key(std::string_view key, int value, ReshardTarget& t) {
+  if (key == "dp") {
+    if (value < 1) return InvalidArgument("--to dp must be at least 1");
+    t.dp = value;
+  } else if (key == "zero") {
+    if (value > 1) return InvalidArgument("--to zero must be 0 or 1");
+    t.zero = value;
+  } else if (key == "tp" || key == "pp" || key == "ep") {
+    if (value != 1) {
+      return InvalidArgument("--to " + std::string(key) + "=" + std::to_string(value) +
+                             ": the model does not split tensors along " + std::string(key) +
+                             " yet; only dp and zero can be changed");
+    }
+  } else {
+    return InvalidArgument("--to: unknown key '" + std::string(key) +
+                           "' (expected dp, zero, tp, pp, ep)");
+  }
+  return Status::OK();
+}
+
+std::vector<Box> bounded(const Box& box, DType dtype, uint64_t max_bytes) {
+  const int64_t max_elements =
+      std::max<int64_t>(1, static_cast<int64_t>(max_bytes / dtype_size(dtype)));
+  return split_box(box, max_elements);
+}
+
+// Optimizer state of dp rank r under ZeRO: its flat range [r*N/dp, (r+1)*N/dp) as boxes.
+void plan_flat_ranges(const TensorRecord& t, size_t index, int dp, uint64_t max_bytes,
+                      std::vector<PlannedShard>& out) {
+  const int64_t n = t.numel();
+  for (int r = 0; r < dp; ++r) {
+    const int64_t begin = n * r / dp, end = n * (r + 1) / dp;
+    if (begin == end) continue;
+    comm::ShardSpec spec = comm::ShardSpec::flat_range(t.global_shape, begin, end).value();
+    for (const LocalBox& lb : spec_boxes(spec)) {
+      for (Box& b : bounded(lb.box, t.dtype, max_bytes)) out.push_back({index, r, std::move(b)});
+    }
+  }
+}
+
+// The data file of target rank r holds what r saves; this process writes r % size == rank.
+struct OutputFile {
+  std::unique_ptr<io::File> file;
+  uint64_t size = 0;
+};
+
+Result<json> write_shard(const std::string& step_dir, const Manifest& m, const PlannedShard& s,
+                         const std::string& tmp, std::map<int, OutputFile>& files, io::Env& env) {
+  const TensorRecord& t = m.tensors[s.tensor];
+  std::string bytes(static_cast<size_t>(s.box.numel()) * dtype_size(t.dtype), '\0');
+  MS_RETURN_IF_ERROR(read_region(step_dir, m, t.name, s.box.offsets, s.box.lengths,
+                                 bytes.data(), env));
+  OutputFile& out = files[s.target_rank];
+  const std::string name = data_file_name(s.target_rank);
+  if (!out.file) {
+    MS_ASSIGN_OR_RETURN(out.file, env.open(tmp + "/" + name, io::OpenMode::kTruncate));
+  }
+  MS_RETURN_IF_ERROR(out.file->write_at(out.size, bytes));
+  json record = {{"tensor", t.name}, {"file", name}, {"offset", out.size},
+                 {"length", bytes.size()}, {"global_offsets", s.box.offsets},
+                 {"lengths", s.box.lengths}, {"crc32c", crc32c(bytes.data(), bytes.size())}};
+  out.size += bytes.size();
+  return record;
+}
+
+// This process's share of the plan, written and synced; returns its shard records.
+Result<json> write_my_files(const std::string& step_dir, const Manifest& m,
+                            const std::vector<PlannedShard>& plan, const std::string& tmp,
+                            const ReshardOptions& options, int rank, int size, io::Env& env) {
+  uint64_t total = 0, done = 0;
+  for (const PlannedShard& s : plan) {
+    if (s.target_rank % size == rank) total += s.box.numel() * dtype_size(m.tensors[s.tensor].dtype);
+  }
+  std::map<int, OutputFile> files;
+  json records = json::array();
+  for (const PlannedShard& s : plan) {
+    if (s.target_rank % size != rank) continue;
+    MS_ASSIGN_OR_RETURN(json record, write_shard(step_dir, m, s, tmp, files, env));
+    done += record["length"].get<uint64_t>();
+    records.push_back(std::move(record));
+    if (options.progress) options.progress(done, total);
+  }
+  for (auto& [r, f] : files) {
+    MS_RETURN_IF_ERROR(f.file->sync());
+    MS_RETURN_IF_ERROR(f.file->close());
+  }
+  return records;
+}
+
+// Every rank's text on rank 0 (other ranks get an empty list).
+Result<std::vector<std::string>> gather_text(comm::Communicator& comm, const std::string& mine) {
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(comm.size());
+  MS_RETURN_IF_ERROR(comm.allgather(&len, lengths.data(), 1, DType::kI64));
+  std::vector<size_t> counts(lengths.begin(), lengths.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::string all(total, '\0');
+  MS_RETURN_IF_ERROR(comm.allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kU8));
+  std::vector<std::string> out;
+  size_t offset = 0;
+  for (size_t c : counts) {
+    out.push_back(all.substr(offset, c));
+    offset += c;
+  }
+  return out;
+}
+
+// OK on every rank only when `local` is OK on every rank.
+Status agree(comm::Communicator& comm, const Status& local) {
+  int32_t failed = local.ok() ? 0 : 1;
+  std::vector<int32_t> all(comm.size());
+  MS_RETURN_IF_ERROR(comm.allgather(&failed, all.data(), 1, DType::kI32));
+  if (!local.ok()) return local;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != 0) return Internal("reshard failed on rank " + std::to_string(r) + "; see its log");
+  }
+  return Status::OK();
+}
+
+Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
+                            const std::vector<std::string>& texts) {
+  Manifest m = source;
+  m.layout = Layout{target.dp, target.dp, 1, 1, 1, target.zero};
+  m.toolkit_version = version_string();
+  m.git_revision = git_revision();
+  std::map<std::string, TensorRecord*> by_name;
+  for (TensorRecord& t : m.tensors) {
+    t.shards.clear();
+    by_name[t.name] = &t;
+  }
+  for (const std::string& text : texts) {
+    for (const json& r : json::parse(text)) {
+      by_name[r["tensor"].get<std::string>()]->shards.push_back(
+          ShardRecord{r["file"], r["offset"], r["length"], r["global_offsets"], r["lengths"],
+                      "raw", r["crc32c"]});
+    }
+  }
+  return m;
+}
+
+Status commit_output(const std::string& step_dir, const Manifest& m, const std::string& tmp,
+                     const std::string& final_dir, const ReshardOptions& options, io::Env& env) {
+  MS_RETURN_IF_ERROR(m.validate(final_dir + "/manifest.json"));
+  MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/manifest.json", m.to_json().dump(1) + "\n"));
+  if (env.exists(step_dir + "/tokenizer.json")) {
+    MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
+    MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/tokenizer.json", tokenizer));
+  }
+  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp, final_dir));
+  return io::write_file_atomic(env, options.output_dir + "/latest", step_dir_name(m.step) + "\n");
+}
+
+// Rank 0 creates the temporary directory and tells everyone its name ("" on failure).
+Result<std::string> shared_temp_dir(const std::string& final_dir, comm::Communicator& comm) {
+  char name[1024] = {0};
+  if (comm.rank() == 0) {
+    std::error_code ec;
+    fs::create_directories(fs::path(final_dir).parent_path(), ec);
+    const std::string tmp = io::temp_sibling_name(final_dir);
+    if (!fs::exists(final_dir, ec) && fs::create_directory(tmp, ec) && tmp.size() < sizeof(name)) {
+      std::snprintf(name, sizeof(name), "%s", tmp.c_str());
+    }
+  }
+  MS_RETURN_IF_ERROR(comm.broadcast(name, sizeof(name), DType::kU8, 0));
+  if (name[0] == '\0') {
+    return AlreadyExists("cannot create " + final_dir + " (it exists, or its parent is not "
+                         "writable); choose another --output");
+  }
+  return std::string(name);
+}
+
+}  // namespace
+
+Result<ReshardTarget> parse_reshard_target(std::string_view text) {
+  ReshardTarget t;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument("--to: expected key=value items like dp=4,zero=1, got '" +
+                             std::string(item) + "'");
+    }
+    MS_ASSIGN_OR_RETURN(int value, parse_positive(item.substr(0, eq), item.substr(eq + 1)));
+    MS_RETURN_IF_ERROR(apply_target_key(item.substr(0, eq), value, t));
+    start = comma + 1;
+  }
+  return t;
+}
+
+std::vector<PlannedShard> plan_reshard(const Manifest& m, const ReshardTarget& target,
+                                       uint64_t max_shard_bytes) {
+  std::vector<PlannedShard> plan;
+  std::vector<uint64_t> load(static_cast<size_t>(target.dp), 0);
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const TensorRecord& t = m.tensors[i];
+    if (target.zero == 1 && t.name.starts_with("optimizer.") && !t.global_shape.empty() &&
+        t.numel() >= target.dp) {
+      plan_flat_ranges(t, i, target.dp, max_shard_bytes, plan);
+      continue;
+    }
+    const Box whole{std::vector<int64_t>(t.global_shape.size(), 0), t.global_shape};
+    for (Box& b : bounded(whole, t.dtype, max_shard_bytes)) {
+      const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+      load[static_cast<size_t>(r)] += static_cast<uint64_t>(b.numel()) * dtype_size(t.dtype);
+      plan.push_back({i, r, std::move(b)});
+    }
+  }
+  return plan;
+}
+
+Result<std::string> reshard_checkpoint(const std::string& step_dir, const ReshardOptions& options,
+                                       comm::Communicator& comm, io::Env& env) {
+  MS_ASSIGN_OR_RETURN(Manifest source, Manifest::read(step_dir, env));
+  const std::vector<PlannedShard> plan =
+      plan_reshard(source, options.target, options.max_shard_bytes);
+  const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);
+  MS_ASSIGN_OR_RETURN(std::string tmp, shared_temp_dir(final_dir, comm));
+  Result<json> mine = write_my_files(step_dir, source, plan, tmp, options, comm.rank(),
+                                     comm.size(), env);
+  Status st = agree(comm, mine.status());
+  Result<std::vector<std::string>> texts =
+      st.ok() ? gather_text(comm, mine->dump()) : Result<std::vector<std::string>>(st);
+  if (texts.ok() && comm.rank() == 0) {
+    st = commit_output(step_dir, resharded_manifest(source, options.target, *texts), tmp,
+                       final_dir, options, env);
+  } else if (!texts.ok()) {
+    st = texts.status();
+  }
+  if (!st.ok() && comm.rank() == 0) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  }
+  MS_RETURN_IF_ERROR(agree(comm, st));
+  return final_dir;
+}
+
+}  // namespace ms::ckpt

@@ -1,0 +1,68 @@
+// Listing and pruning the step directories of a checkpoints/ directory. Only complete
+// checkpoints (a step-XXXXXXXX directory with manifest.json) count; the one `latest` names is
+// never removed, so retention can never leave a run without its newest checkpoint.
+#include <algorithm>
+#include <cstdlib>
+
+#include "ckpt/checkpoint.h"
+#include "io/atomic_file.h"
+
+namespace ms::ckpt {
+namespace {
+
+// The step of a "step-XXXXXXXX" name; -1 for anything else.
+int64_t parse_step_name(const std::string& name) {
+  if (!name.starts_with("step-") || name.size() <= 5) return -1;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+  }
+  return std::strtoll(name.c_str() + 5, nullptr, 10);
+}
+
+}  // namespace
+
+Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env) {
+  MS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.list_dir(checkpoints_dir));
+  std::vector<int64_t> steps;
+  for (const std::string& name : names) {
+    const int64_t step = parse_step_name(name);
+    if (step >= 0 && env.exists(checkpoints_dir + "/" + name + "/manifest.json")) {
+      steps.push_back(step);
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
+                                                   int64_t keep, bool remove_temporaries,
+                                                   io::Env& env) {
+  if (keep < 1) return InvalidArgument("keep must be at least 1, got " + std::to_string(keep));
+  MS_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, list_checkpoints(checkpoints_dir, env));
+  std::string protected_name;
+  Result<std::string> latest = io::read_file(env, checkpoints_dir + "/latest");
+  if (latest.ok()) {
+    protected_name = *latest;
+    while (!protected_name.empty() && protected_name.back() == '\n') protected_name.pop_back();
+  }
+  std::vector<std::string> removed;
+  const size_t remove_count = steps.size() > static_cast<size_t>(keep)
+                                  ? steps.size() - static_cast<size_t>(keep) : 0;
+  for (size_t i = 0; i < remove_count; ++i) {
+    const std::string name = step_dir_name(steps[i]);
+    if (name == protected_name) continue;
+    MS_RETURN_IF_ERROR(env.remove_all(checkpoints_dir + "/" + name));
+    removed.push_back(name);
+  }
+  if (remove_temporaries) {
+    MS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.list_dir(checkpoints_dir));
+    for (const std::string& name : names) {
+      if (!name.starts_with(".tmp-step-") && !name.starts_with(".old-step-")) continue;
+      MS_RETURN_IF_ERROR(env.remove_all(checkpoints_dir + "/" + name));
+      removed.push_back(name);
+    }
+  }
+  return removed;
+}
+
+}  // namespace ms::ckpt

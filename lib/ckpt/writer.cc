@@ -1,0 +1,391 @@
+// Saving: the planner (which rank writes which box), the snapshot into host staging memory, the
+// data-file writer (inline or on a background thread) and the collective commit. See
+// checkpoint.h for the protocol; docs/checkpoint.md for the reasoning.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/regions.h"
+#include "core/crc32c.h"
+#include "core/logging.h"
+#include "core/timer.h"
+#include "core/version.h"
+#include "io/atomic_file.h"
+#include "io/zstd_stream.h"
+
+namespace ms::ckpt {
+namespace {
+
+using nlohmann::json;
+
+// One box of one tensor this rank writes, and where its bytes wait in the staging buffer. It
+// copies the tensor's description: the caller's SaveTensor list is gone once save() returns.
+struct WriteItem {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> global_shape;
+  const void* data = nullptr;  // the caller's elements; only read by snapshot()
+  Box box;
+  int64_t local_offset = 0;  // elements into data
+  uint64_t bytes = 0;
+  uint64_t staging_offset = 0;
+};
+
+uint64_t box_bytes(const Box& box, DType dtype) {
+  return static_cast<uint64_t>(box.numel()) * dtype_size(dtype);
+}
+
+// The boxes of `spec` cut to at most `max_bytes` each, with their local-buffer offsets.
+std::vector<WriteItem> pieces_of(const SaveTensor& t, uint64_t max_bytes) {
+  std::vector<WriteItem> out;
+  const int64_t max_elements =
+      std::max<int64_t>(1, static_cast<int64_t>(max_bytes / dtype_size(t.dtype)));
+  for (const LocalBox& local : spec_boxes(t.spec)) {
+    int64_t offset = local.local_offset;
+    for (Box& piece : split_box(local.box, max_elements)) {
+      const int64_t n = piece.numel();
+      const uint64_t bytes = box_bytes(piece, t.dtype);
+      out.push_back({t.name, t.dtype, t.spec.global_shape(), t.data, std::move(piece), offset, bytes, 0});
+      offset += n;
+    }
+  }
+  return out;
+}
+
+// A digest of the replicated tensors' names and shapes: every rank must list the same ones.
+int64_t replicated_digest(std::span<const SaveTensor> tensors) {
+  uint32_t crc = 0;
+  for (const SaveTensor& t : tensors) {
+    if (!t.replicated()) continue;
+    crc = crc32c(t.name.data(), t.name.size(), crc);
+    const std::string shape = json(t.spec.global_shape()).dump();
+    crc = crc32c(shape.data(), shape.size(), crc);
+  }
+  return static_cast<int64_t>(crc);
+}
+
+// Which boxes this rank writes. Slices only this rank holds are its own; replicated tensors are
+// cut into pieces that go, largest first, to the rank with the least bytes so far (counting
+// every rank's own slices), so every replica shares the write. Collective (one allgather).
+Result<std::vector<WriteItem>> plan_writes(std::span<const SaveTensor> tensors, uint64_t max_bytes,
+                                           comm::Communicator& comm) {
+  std::vector<WriteItem> mine, replicated;
+  for (const SaveTensor& t : tensors) {
+    if (t.data == nullptr && t.spec.numel() > 0) {
+      return InvalidArgument("checkpoint tensor \"" + t.name + "\" has no data pointer");
+    }
+    for (WriteItem& item : pieces_of(t, max_bytes)) {
+      (t.replicated() ? replicated : mine).push_back(std::move(item));
+    }
+  }
+  int64_t own[2] = {0, replicated_digest(tensors)};
+  for (const WriteItem& item : mine) own[0] += static_cast<int64_t>(item.bytes);
+  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
+  MS_RETURN_IF_ERROR(comm.allgather(own, all.data(), 2, DType::kI64));
+  std::vector<int64_t> load(static_cast<size_t>(comm.size()));
+  for (size_t r = 0; r < load.size(); ++r) {
+    if (all[2 * r + 1] != own[1]) {
+      return InvalidArgument("ranks list different replicated tensors for the checkpoint (rank " +
+                             std::to_string(r) + " differs from rank " +
+                             std::to_string(comm.rank()) + ")");
+    }
+    load[r] = all[2 * r];
+  }
+  std::stable_sort(replicated.begin(), replicated.end(),
+                   [](const WriteItem& a, const WriteItem& b) { return a.bytes > b.bytes; });
+  for (WriteItem& item : replicated) {
+    const size_t writer = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[writer] += static_cast<int64_t>(item.bytes);
+    if (static_cast<int>(writer) == comm.rank()) mine.push_back(std::move(item));
+  }
+  return mine;
+}
+
+std::string random_nonce() {
+  std::random_device device;
+  std::mt19937_64 gen((static_cast<uint64_t>(device()) << 32) ^ device() ^
+                      static_cast<uint64_t>(wall_time_s() * 1e6));
+  return std::to_string(gen() & 0xffffffffffffull);
+}
+
+}  // namespace
+
+// One save between save() and its commit.
+struct Checkpointer::Pending {
+  SaveRequest request;
+  std::string tmp_dir;
+  std::string final_dir;
+  std::vector<WriteItem> items;
+  std::unique_ptr<std::byte[]> staging;
+  double start_t = 0;
+  double stall_s = 0;
+  std::thread writer;
+  std::atomic<bool> done{false};
+  Status write_status;
+  json records = json::array();  // the shard records this rank wrote, with tensor metadata
+  uint64_t bytes_written = 0;
+
+  ~Pending() {
+    if (writer.joinable()) writer.join();
+  }
+  void snapshot();
+  void write_data_file(io::Env& env, int rank);
+};
+
+// Copies every box this rank writes into one staging buffer, in file order.
+void Checkpointer::Pending::snapshot() {
+  uint64_t total = 0;
+  for (WriteItem& item : items) {
+    item.staging_offset = total;
+    total += item.bytes;
+  }
+  staging.reset(new std::byte[std::max<uint64_t>(total, 1)]);
+  for (const WriteItem& item : items) {
+    const auto* src = static_cast<const std::byte*>(item.data) +
+                      static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
+    std::memcpy(staging.get() + item.staging_offset, src, item.bytes);
+  }
+}
+
+// Writes rank-XXXXX.data into the temporary directory and records every shard. Runs on the
+// background thread for async saves; touches nothing but this Pending and the Env.
+void Checkpointer::Pending::write_data_file(io::Env& env, int rank) {
+  const std::string name = data_file_name(rank);
+  auto run = [&]() -> Status {
+    if (items.empty()) return Status::OK();
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file,
+                        env.open(tmp_dir + "/" + name, io::OpenMode::kCreateNew));
+    for (const WriteItem& item : items) {
+      std::string_view stored(reinterpret_cast<const char*>(staging.get() + item.staging_offset),
+                              item.bytes);
+      std::string compressed;
+      if (request.codec == "zstd") {
+        compressed = io::compress(stored);
+        stored = compressed;
+      }
+      const uint64_t offset = file->append_offset();
+      MS_RETURN_IF_ERROR(file->append(stored));
+      bytes_written += stored.size();
+      records.push_back({{"name", item.name},
+                         {"dtype", std::string(dtype_name(item.dtype))},
+                         {"global_shape", item.global_shape},
+                         {"file", name}, {"offset", offset}, {"length", stored.size()},
+                         {"global_offsets", item.box.offsets}, {"lengths", item.box.lengths},
+                         {"codec", request.codec},
+                         {"crc32c", crc32c(stored.data(), stored.size())}});
+    }
+    MS_RETURN_IF_ERROR(file->sync());
+    return file->close();
+  };
+  write_status = run();
+  staging.reset();
+  done.store(true, std::memory_order_release);
+}
+
+Checkpointer::Checkpointer(comm::Communicator& comm, io::Env& env) : comm_(comm), env_(env) {}
+Checkpointer::Checkpointer(comm::Communicator& comm) : Checkpointer(comm, io::default_env()) {}
+Checkpointer::~Checkpointer() = default;
+
+bool Checkpointer::in_flight() const { return pending_ != nullptr; }
+
+namespace {
+
+// Rank 0 creates the temporary directory and tells everyone its name (or that it failed).
+Result<std::string> make_temp_dir(comm::Communicator& comm, io::Env& env,
+                                  const SaveRequest& request) {
+  std::string nonce = comm.rank() == 0 ? random_nonce() : std::string();
+  const std::string base = request.checkpoints_dir + "/.tmp-" + step_dir_name(request.step) + "-";
+  Status made = Status::OK();
+  if (comm.rank() == 0) {
+    made = env.create_dirs(request.checkpoints_dir);
+    if (made.ok()) made = env.create_dir(base + nonce);
+  }
+  int64_t shared[2] = {made.ok() ? 1 : 0, comm.rank() == 0 ? std::stoll(nonce) : 0};
+  MS_RETURN_IF_ERROR(comm.broadcast(shared, 2, DType::kI64, 0));
+  if (!made.ok()) return made;
+  if (shared[0] == 0) {
+    return IOError("rank 0 could not create the temporary checkpoint directory in " +
+                   request.checkpoints_dir);
+  }
+  return base + std::to_string(shared[1]);
+}
+
+}  // namespace
+
+Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest request) {
+  if (pending_) {
+    Result<std::optional<SaveReport>> previous = finish();
+    if (!previous.ok()) MS_LOG(Error) << "checkpoint save failed: " << previous.status().message();
+  }
+  if (request.codec != "raw" && request.codec != "zstd") {
+    return InvalidArgument("checkpoint codec \"" + request.codec + "\" is not raw or zstd");
+  }
+  Stopwatch watch;
+  auto pending = std::make_unique<Pending>();
+  pending->start_t = wall_time_s();
+  MS_ASSIGN_OR_RETURN(pending->items, plan_writes(tensors, request.max_shard_bytes, comm_));
+  MS_ASSIGN_OR_RETURN(pending->tmp_dir, make_temp_dir(comm_, env_, request));
+  pending->final_dir = request.checkpoints_dir + "/" + step_dir_name(request.step);
+  pending->snapshot();
+  const bool async = request.async;
+  pending->request = std::move(request);
+  pending_ = std::move(pending);
+  if (async) {
+    Pending* p = pending_.get();
+    const int rank = comm_.rank();
+    p->writer = std::thread([p, rank, &env = env_] { p->write_data_file(env, rank); });
+    pending_->stall_s = watch.elapsed_s();
+    return Status::OK();
+  }
+  pending_->write_data_file(env_, comm_.rank());
+  pending_->stall_s = watch.elapsed_s();
+  MS_ASSIGN_OR_RETURN(last_report_, finish());
+  return Status::OK();
+}
+
+Result<std::optional<SaveReport>> Checkpointer::poll() { return commit(false); }
+Result<std::optional<SaveReport>> Checkpointer::finish() { return commit(true); }
+
+namespace {
+
+// Every rank's outcome, as JSON {"error": "..." or null, "records": [...]}, on every rank.
+Result<std::vector<json>> gather_outcomes(comm::Communicator& comm, const json& mine) {
+  const std::string text = mine.dump();
+  int64_t size = static_cast<int64_t>(text.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(comm.size()));
+  MS_RETURN_IF_ERROR(comm.allgather(&size, sizes.data(), 1, DType::kI64));
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
+  std::vector<json> out;
+  size_t at = 0;
+  for (size_t c : counts) {
+    out.push_back(json::parse(all.substr(at, c)));
+    at += c;
+  }
+  return out;
+}
+
+// The manifest from every rank's shard records; Internal when ranks disagree on a tensor.
+Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const SaveRequest& request) {
+  Manifest m;
+  m.step = request.step;
+  m.toolkit_version = std::string(version_string());
+  m.git_revision = std::string(git_revision());
+  m.config_yaml = request.config_yaml;
+  m.layout = request.layout;
+  m.state = request.state;
+  std::map<std::string, TensorRecord> tensors;
+  for (const json& outcome : outcomes) {
+    for (const json& r : outcome.at("records")) {
+      TensorRecord& t = tensors[r.at("name").get<std::string>()];
+      MS_ASSIGN_OR_RETURN(const DType dtype, parse_dtype(r.at("dtype").get<std::string>()));
+      const auto shape = r.at("global_shape").get<std::vector<int64_t>>();
+      if (!t.name.empty() && (t.dtype != dtype || t.global_shape != shape)) {
+        return Internal("ranks disagree on the dtype or shape of tensor \"" + t.name + "\"");
+      }
+      t.name = r.at("name").get<std::string>();
+      t.dtype = dtype;
+      t.global_shape = shape;
+      t.shards.push_back({r.at("file"), r.at("offset"), r.at("length"), r.at("global_offsets"),
+                          r.at("lengths"), r.at("codec"), r.at("crc32c")});
+    }
+  }
+  for (auto& [name, t] : tensors) {
+    std::sort(t.shards.begin(), t.shards.end(), [](const ShardRecord& a, const ShardRecord& b) {
+      return a.global_offsets < b.global_offsets;
+    });
+    m.tensors.push_back(std::move(t));
+  }
+  return m;
+}
+
+// Rank 0: manifest and tokenizer into the temporary directory, rename into place (moving an
+// older directory of the same step aside first), `latest`, retention.
+Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
+               const std::string& tmp_dir, const std::string& final_dir) {
+  MS_RETURN_IF_ERROR(m.validate(tmp_dir + "/manifest.json"));
+  MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp_dir + "/manifest.json", m.to_json().dump(1)));
+  if (!request.tokenizer_path.empty()) {
+    MS_ASSIGN_OR_RETURN(const std::string tokenizer, io::read_file(env, request.tokenizer_path));
+    MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp_dir + "/tokenizer.json", tokenizer));
+  }
+  std::string replaced;
+  if (env.exists(final_dir)) {
+    replaced = request.checkpoints_dir + "/.old-" + step_dir_name(m.step) + "-" + random_nonce();
+    MS_RETURN_IF_ERROR(env.rename(final_dir, replaced));
+  }
+  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp_dir, final_dir));
+  MS_RETURN_IF_ERROR(io::write_file_atomic(env, request.checkpoints_dir + "/latest",
+                                           step_dir_name(m.step) + "\n"));
+  if (!replaced.empty()) MS_RETURN_IF_ERROR(env.remove_all(replaced));
+  if (request.keep > 0) {
+    Result<std::vector<std::string>> pruned =
+        prune_checkpoints(request.checkpoints_dir, request.keep, false, env);
+    if (!pruned.ok()) MS_LOG(Warn) << "checkpoint retention: " << pruned.status().message();
+  }
+  return Status::OK();
+}
+
+// The first failure any rank reported, or OK.
+Status first_failure(const std::vector<json>& outcomes, int64_t step) {
+  for (size_t r = 0; r < outcomes.size(); ++r) {
+    if (outcomes[r].at("error").is_null()) continue;
+    return IOError("saving checkpoint step " + std::to_string(step) + " failed on rank " +
+                   std::to_string(r) + ": " + outcomes[r].at("error").get<std::string>() +
+                   "; nothing was committed");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
+  if (!pending_) return std::optional<SaveReport>();
+  Stopwatch watch;
+  int32_t done = wait || pending_->done.load(std::memory_order_acquire) ? 1 : 0;
+  if (!wait) {
+    MS_RETURN_IF_ERROR(comm_.allreduce(&done, &done, 1, DType::kI32, comm::ReduceOp::kMin));
+  }
+  if (done == 0) {
+    pending_->stall_s += watch.elapsed_s();
+    return std::optional<SaveReport>();
+  }
+  std::unique_ptr<Pending> p = std::move(pending_);
+  if (p->writer.joinable()) p->writer.join();
+  const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
+                     {"records", p->records}};
+  MS_ASSIGN_OR_RETURN(const std::vector<json> outcomes, gather_outcomes(comm_, mine));
+  Status status = first_failure(outcomes, p->request.step);
+  if (comm_.rank() == 0 && status.ok()) {
+    Result<Manifest> m = assemble_manifest(outcomes, p->request);
+    status = m.ok() ? publish(env_, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
+  }
+  int32_t committed = status.ok() ? 1 : 0;
+  MS_RETURN_IF_ERROR(comm_.broadcast(&committed, 1, DType::kI32, 0));
+  if (comm_.rank() == 0 && !status.ok()) (void)env_.remove_all(p->tmp_dir);
+  if (!status.ok()) return status;
+  if (committed == 0) {
+    return IOError("committing checkpoint step " + std::to_string(p->request.step) +
+                   " failed on rank 0 (see its log); nothing was committed");
+  }
+  SaveReport report{p->request.step, p->final_dir, p->stall_s + watch.elapsed_s(),
+                    wall_time_s() - p->start_t, p->bytes_written};
+  if (comm_.rank() == 0) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "
+                  "stall %.3fs, total %.3fs", static_cast<long long>(report.step),
+                  static_cast<double>(report.bytes_written) / (1024.0 * 1024.0), report.stall_s,
+                  report.total_s);
+    MS_LOG(Info) << line << " (" << report.step_dir << ")";
+  }
+  last_report_ = report;
+  return std::optional<SaveReport>(report);
+}
+
+}  // namespace ms::ckpt

@@ -1,0 +1,98 @@
+// The serving engine: continuous batching over the paged KV cache (infer/kv_cache.h) with the
+// training model's forward_cached. Each step runs one forward over every active sequence: the
+// whole prompt of a sequence admitted this step (prefill) and one token of every other
+// (decode), so the matmuls see all of them at once. Requests wait in arrival order and join
+// between steps when a batch slot and their KV blocks are free; a finished sequence leaves at
+// once and its blocks go back to the free list.
+//
+// Admission reserves the blocks for prompt + max_tokens positions, so a running sequence never
+// runs out of cache and nothing is ever preempted; a request whose reservation exceeds the
+// whole cache, or whose prompt does not fit the context, is refused with a reason while the
+// others are served.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/timer.h"
+#include "data/tokenizer.h"
+#include "infer/kv_cache.h"
+#include "infer/sampler.h"
+#include "model/transformer.h"
+
+namespace ms::infer {
+
+struct Request {
+  std::string id;
+  std::vector<int32_t> prompt;        // token ids, at least one
+  int64_t max_tokens = 16;            // tokens to generate at most
+  SamplingParams sampling;
+  std::vector<std::string> stop;      // stop strings (need a tokenizer); the text ends before one
+  std::vector<int32_t> stop_tokens;   // besides the tokenizer's end-of-text token
+};
+
+struct Completion {
+  std::string id;
+  std::vector<int32_t> tokens;  // generated ids (a stop token is not included)
+  std::string text;             // decoded tokens, cut before a stop string
+  std::string finish_reason;    // "stop", "length", or "error" (see `error`)
+  std::string error;            // why a request was refused
+  int64_t prompt_tokens = 0;
+  double ttft_ms = 0;           // from the start of generate() to the first token
+  double latency_ms = 0;        // from the start of generate() to the last token
+  std::vector<std::vector<float>> logits;  // per generated token, when keep_logits
+};
+
+struct EngineOptions {
+  int64_t max_batch = 16;   // sequences in one step at most
+  int64_t kv_blocks = 256;  // blocks in the KV cache
+  int64_t block_size = 16;  // token positions per block
+  bool stop_at_eos = true;  // the tokenizer's end-of-text token ends a sequence
+  bool keep_logits = false; // keep each step's logits in the completion (tests)
+};
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t prefill_tokens = 0;
+  int64_t decode_tokens = 0;
+  int64_t max_active = 0;         // most sequences in one step
+  std::vector<int64_t> admitted_at_step;  // per request, the step it joined (-1: refused)
+};
+
+class Engine {
+ public:
+  // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
+  // InvalidArgument when an option is not positive.
+  static Result<std::unique_ptr<Engine>> create(model::Transformer& model,
+                                                const data::Tokenizer* tokenizer,
+                                                const EngineOptions& options);
+
+  // Serves every request to the end and returns their completions in request order.
+  // on_done, when set, is called as each request finishes (progress). Per-request problems are
+  // reported in Completion::error; an error of the model itself is returned.
+  Result<std::vector<Completion>> generate(const std::vector<Request>& requests,
+                                           const std::function<void(const Completion&)>& on_done = {});
+
+  const EngineStats& stats() const { return stats_; }
+  const KvCache& cache() const { return cache_; }
+
+ private:
+  struct Sequence;
+  Engine(model::Transformer& model, const data::Tokenizer* tokenizer,
+         const EngineOptions& options);
+  std::string refusal(const Request& r) const;
+  bool admit(const Request& r, size_t index, std::vector<Sequence>& running);
+  Status step(std::vector<Sequence>& running, const Stopwatch& clock);
+  bool finished(Sequence& s, int32_t token);
+
+  model::Transformer& model_;
+  const data::Tokenizer* tokenizer_;
+  EngineOptions options_;
+  KvCache cache_;
+  EngineStats stats_;
+};
+
+}  // namespace ms::infer

@@ -1,0 +1,52 @@
+// Loading a model to serve: a training checkpoint (lib/ckpt) or a Hugging Face-style directory (config.json with Llama/Mixtral keys,
+// *.safetensors weights under Hugging Face names, tokenizer.json) becomes the training model
+// (model::Transformer, the one model definition of the toolkit) with its own tokenizer. The
+// writer does the reverse, so tests, the e2e script and the benchmark can serve a model made
+// with Transformer::create without a trained checkpoint.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "config/run_config.h"
+#include "core/status.h"
+#include "data/tokenizer.h"
+#include "model/transformer.h"
+
+namespace ms::infer {
+
+struct LoadedModel {
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<data::Tokenizer> tokenizer;
+};
+
+// The model section from the text of a config.json. Required: hidden_size, intermediate_size,
+// num_hidden_layers, num_attention_heads, vocab_size, max_position_embeddings; optional:
+// num_key_value_heads (= heads), rms_norm_eps (1e-5), rope_theta (1e4), tie_word_embeddings,
+// sliding_window, num_local_experts (0: dense), num_experts_per_tok (2),
+// shared_expert_intermediate_size, ms_parallel_block. InvalidArgument names `path` and the
+// missing or mistyped key.
+Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
+                                                      const std::string& path);
+
+// Reads dir/config.json, every tensor the model needs from dir/*.safetensors (F32, BF16 or F16;
+// converted to f32) and dir/tokenizer.json. Errors name the file and the tensor (missing, wrong
+// shape) or key. The caller owns the result.
+Result<LoadedModel> load_hf_model(const std::string& dir);
+
+// Reads a training checkpoint (a step directory, a checkpoints/ directory or its `latest` file;
+// any parallel layout, since whole tensors are read across shards): the model section of the
+// run config kept in the manifest, every parameter by name (F32 or BF16), and the
+// tokenizer.json copied beside it. Errors name the step directory and the missing tensor/key.
+Result<LoadedModel> load_checkpoint_model(const std::string& path);
+
+// Exactly one of model_dir (Hugging Face layout) or checkpoint must be non-empty;
+// InvalidArgument otherwise.
+Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint);
+
+// Writes dir/config.json, dir/model.safetensors (f32, tied lm_head omitted) and a copy of
+// tokenizer_json as dir/tokenizer.json, each atomically. Creates dir if needed.
+Status save_hf_model(const model::Transformer& model, const std::string& tokenizer_json,
+                     const std::string& dir);
+
+}  // namespace ms::infer

@@ -1,0 +1,76 @@
+// Sampling (infer/sampler.h): candidates sorted by logit, cut by top-k, softmax at the
+// temperature in double, cut by top-p, then one Philox uniform picks from the cumulative sum.
+#include "infer/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/philox.h"
+
+namespace ms::infer {
+
+int32_t argmax(const float* logits, int64_t vocab) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+namespace {
+
+// Token ids ordered by logit (descending), ties by id, cut to the top k (k = 0: all).
+std::vector<int32_t> ranked_candidates(const float* logits, int64_t vocab, int64_t top_k) {
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto better = [logits](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  const int64_t keep = top_k > 0 ? std::min(top_k, vocab) : vocab;
+  std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), better);
+  ids.resize(static_cast<size_t>(keep));
+  return ids;
+}
+
+// Probabilities of the ranked candidates at `temperature`, cut to the top-p nucleus.
+std::vector<double> nucleus(const float* logits, const std::vector<int32_t>& ids,
+                            double temperature, double top_p) {
+  std::vector<double> p(ids.size());
+  const double top = logits[ids[0]];
+  double sum = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    p[i] = std::exp((logits[ids[i]] - top) / temperature);
+    sum += p[i];
+  }
+  double cumulative = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    p[i] /= sum;
+    cumulative += p[i];
+    if (cumulative >= top_p) {
+      p.resize(i + 1);
+      break;
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params,
+                     int64_t index) {
+  if (params.temperature <= 0) return argmax(logits, vocab);
+  const std::vector<int32_t> ids = ranked_candidates(logits, vocab, params.top_k);
+  const std::vector<double> p = nucleus(logits, ids, params.temperature, params.top_p);
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  const double u = uniform(params.seed, stream_id("ms.infer.sample"), static_cast<uint64_t>(index)) * total;
+  double cumulative = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    cumulative += p[i];
+    if (u < cumulative) return ids[i];
+  }
+  return ids[p.size() - 1];
+}
+
+}  // namespace ms::infer

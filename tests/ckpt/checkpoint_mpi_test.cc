@@ -1,0 +1,299 @@
+// Saving and loading across ranks (run with 1, 2 and 3 ranks): replicated tensors written once
+// with the load spread over ranks, ZeRO-style flat ranges decomposed into boxes, loading into a
+// different split, async saves, retention, and the faults of the issue: injected write errors
+// and ENOSPC fail the save on every rank and commit nothing, damaged data files are refused
+// naming file, tensor and offset, and two saves in flight do not disturb each other.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/regions.h"
+#include "comm/mpi_communicator.h"
+#include "io/atomic_file.h"
+#include "io/fault_env.h"
+
+namespace ms::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+using comm::ShardSpec;
+
+// The test state of one "model": a replicated weight, a replicated scalar, and a moment tensor
+// split into flat ranges over the ranks (as ZeRO holds it). Values depend on `seed`.
+struct TestState {
+  std::vector<float> weight;   // (7, 5), replicated
+  int64_t counter = 0;         // scalar, replicated
+  std::vector<float> moments;  // this rank's flat range of the (6, 4) tensor
+  ShardSpec moment_spec = ShardSpec::replicated({});
+
+  TestState(int seed, int rank, int size) : weight(35), counter(seed * 1000) {
+    for (size_t i = 0; i < weight.size(); ++i) weight[i] = static_cast<float>(seed) + 0.25f * i;
+    const comm::SplitRange r = comm::split_range(24, size, rank);
+    moment_spec = *ShardSpec::flat_range({6, 4}, r.offset, r.offset + r.length);
+    for (int64_t i = 0; i < r.length; ++i) moments.push_back(moment_value(seed, r.offset + i));
+  }
+  static float moment_value(int seed, int64_t flat) { return -static_cast<float>(seed) - 0.5f * flat; }
+
+  std::vector<SaveTensor> tensors() const {
+    return {{"model.weight", DType::kF32, ShardSpec::replicated({7, 5}), weight.data()},
+            {"state.counter", DType::kI64, ShardSpec::replicated({}), &counter},
+            {"optimizer.exp_avg.model.weight", DType::kF32, moment_spec, moments.data()}};
+  }
+};
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto world = comm::MpiCommunicator::world("ckpt-test");
+    ASSERT_TRUE(world.ok());
+    world_ = std::move(world).value();
+    char path[256] = {};
+    if (world_->rank() == 0) {
+      const std::string p = (fs::temp_directory_path() /
+                             ("ms-ckpt-" + std::to_string(getpid()) + "-" +
+                              ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                                .string();
+      fs::remove_all(p);
+      std::snprintf(path, sizeof(path), "%s", p.c_str());
+    }
+    ASSERT_TRUE(world_->broadcast(path, sizeof(path), DType::kU8, 0).ok());
+    dir_ = path;
+  }
+  void TearDown() override {
+    ASSERT_TRUE(world_->barrier().ok());
+    if (world_->rank() == 0) fs::remove_all(dir_);
+  }
+
+  SaveRequest request(int64_t step, bool async) const {
+    SaveRequest r;
+    r.checkpoints_dir = dir_;
+    r.step = step;
+    r.layout = {world_->size(), world_->size(), 1, 1, 1, 1};
+    r.config_yaml = "run: {}\n";
+    r.state = {{"step", step}};
+    r.async = async;
+    r.max_shard_bytes = 24;  // forces many shards so every rank writes several
+    return r;
+  }
+  Status save(const TestState& s, int64_t step, bool async, io::Env& env) {
+    Checkpointer ckpt(*world_, env);
+    const std::vector<SaveTensor> tensors = s.tensors();
+    MS_RETURN_IF_ERROR(ckpt.save(tensors, request(step, async)));
+    return ckpt.finish().status();
+  }
+  // Loads the whole checkpoint state as one rank of `size` ranks and compares with `seed`.
+  void expect_state(const std::string& step_dir, int seed, int rank, int size) {
+    auto m = Manifest::read(step_dir);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    TestState want(seed, rank, size);
+    TestState got(0, rank, size);
+    std::vector<LoadTensor> load = {
+        {"model.weight", DType::kF32, ShardSpec::replicated({7, 5}), got.weight.data()},
+        {"state.counter", DType::kI64, ShardSpec::replicated({}), &got.counter},
+        {"optimizer.exp_avg.model.weight", DType::kF32, got.moment_spec, got.moments.data()}};
+    ASSERT_TRUE(load_tensors(step_dir, *m, load, {}, io::default_env()).ok());
+    EXPECT_EQ(got.weight, want.weight);
+    EXPECT_EQ(got.counter, want.counter);
+    EXPECT_EQ(got.moments, want.moments);
+  }
+  bool has_temporaries() const {
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().filename().string().starts_with(".tmp-")) return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<comm::MpiCommunicator> world_;
+  std::string dir_;
+};
+
+TEST_F(CheckpointTest, SyncSaveWritesEachElementOnceAndSpreadsTheLoad) {
+  TestState s(3, world_->rank(), world_->size());
+  ASSERT_TRUE(save(s, 10, false, io::default_env()).ok());
+  auto step_dir = resolve_checkpoint(dir_);
+  ASSERT_TRUE(step_dir.ok()) << step_dir.status().to_string();
+  EXPECT_EQ(*step_dir, dir_ + "/step-00000010");
+  auto m = Manifest::read(*step_dir);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->state["step"], 10);
+  std::set<std::string> files;
+  for (const TensorRecord& t : m->tensors) {
+    int64_t stored = 0;
+    for (const ShardRecord& sh : t.shards) {
+      stored += Box{sh.global_offsets, sh.lengths}.numel();
+      files.insert(sh.file);
+    }
+    EXPECT_EQ(stored, t.numel()) << t.name;
+  }
+  EXPECT_EQ(files.size(), static_cast<size_t>(world_->size()));  // every rank wrote a share
+  expect_state(*step_dir, 3, world_->rank(), world_->size());
+}
+
+TEST_F(CheckpointTest, LoadsIntoOtherSplitsAndWholeTensors) {
+  TestState s(5, world_->rank(), world_->size());
+  ASSERT_TRUE(save(s, 1, false, io::default_env()).ok());
+  const std::string step_dir = dir_ + "/step-00000001";
+  for (int size : {1, 2, 4}) {
+    for (int rank = 0; rank < size; ++rank) expect_state(step_dir, 5, rank, size);
+  }
+  auto m = Manifest::read(step_dir);
+  ASSERT_TRUE(m.ok());
+  std::vector<float> block(6);
+  const int64_t offsets[] = {2, 1}, lengths[] = {2, 3};
+  ASSERT_TRUE(read_region(step_dir, *m, "model.weight", offsets, lengths, block.data()).ok());
+  EXPECT_EQ(block[0], 5 + 0.25f * 11);
+  EXPECT_EQ(block[5], 5 + 0.25f * 18);
+}
+
+TEST_F(CheckpointTest, AsyncSaveCommitsAtAPollAndTheSnapshotIsIsolated) {
+  TestState s(7, world_->rank(), world_->size());
+  Checkpointer ckpt(*world_);
+  const std::vector<SaveTensor> tensors = s.tensors();
+  ASSERT_TRUE(ckpt.save(tensors, request(20, true)).ok());
+  std::fill(s.weight.begin(), s.weight.end(), 0.0f);  // training goes on and changes weights
+  std::optional<SaveReport> report;
+  while (!report) {
+    auto polled = ckpt.poll();
+    ASSERT_TRUE(polled.ok()) << polled.status().to_string();
+    report = *polled;
+  }
+  EXPECT_FALSE(ckpt.in_flight());
+  EXPECT_GE(report->total_s, 0.0);
+  EXPECT_GT(report->bytes_written, 0u);
+  expect_state(dir_ + "/step-00000020", 7, world_->rank(), world_->size());
+}
+
+TEST_F(CheckpointTest, RetentionKeepsTheNewestAndLatestFollows) {
+  Checkpointer ckpt(*world_);
+  for (int step = 1; step <= 4; ++step) {
+    TestState s(step, world_->rank(), world_->size());
+    SaveRequest r = request(step, step % 2 == 0);
+    r.keep = 2;
+    const std::vector<SaveTensor> tensors = s.tensors();
+    ASSERT_TRUE(ckpt.save(tensors, r).ok());
+  }
+  ASSERT_TRUE(ckpt.finish().ok());
+  auto steps = list_checkpoints(dir_, io::default_env());
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(*steps, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(*resolve_checkpoint(dir_), dir_ + "/step-00000004");
+  expect_state(dir_ + "/step-00000004", 4, world_->rank(), world_->size());
+}
+
+TEST_F(CheckpointTest, WriteFailureOnOneRankCommitsNothingAnywhere) {
+  TestState good(1, world_->rank(), world_->size());
+  ASSERT_TRUE(save(good, 1, false, io::default_env()).ok());
+  io::FaultInjectingEnv faulty(io::default_env());
+  if (world_->rank() == world_->size() - 1) faulty.fail_nth_write(2);
+  TestState next(2, world_->rank(), world_->size());
+  Status failed = save(next, 2, false, faulty);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("nothing was committed"), std::string::npos);
+  ASSERT_TRUE(world_->barrier().ok());
+  EXPECT_EQ(*list_checkpoints(dir_, io::default_env()), (std::vector<int64_t>{1}));
+  EXPECT_FALSE(has_temporaries());
+  expect_state(*resolve_checkpoint(dir_), 1, world_->rank(), world_->size());
+}
+
+TEST_F(CheckpointTest, DiskFullDuringAnAsyncSaveFailsVisiblyAtThePoll) {
+  TestState good(1, world_->rank(), world_->size());
+  ASSERT_TRUE(save(good, 1, false, io::default_env()).ok());
+  io::FaultInjectingEnv faulty(io::default_env());
+  if (world_->rank() == 0) faulty.enospc_after(30);
+  TestState next(2, world_->rank(), world_->size());
+  Checkpointer ckpt(*world_, faulty);
+  const std::vector<SaveTensor> tensors = next.tensors();
+  ASSERT_TRUE(ckpt.save(tensors, request(2, true)).ok());  // training continues meanwhile
+  Result<std::optional<SaveReport>> polled = std::optional<SaveReport>();
+  while (polled.ok() && !*polled) polled = ckpt.poll();
+  ASSERT_FALSE(polled.ok());
+  EXPECT_NE(polled.status().message().find("rank 0"), std::string::npos);
+  ASSERT_TRUE(world_->barrier().ok());
+  EXPECT_EQ(*resolve_checkpoint(dir_), dir_ + "/step-00000001");
+  EXPECT_FALSE(has_temporaries());
+}
+
+TEST_F(CheckpointTest, BitFlipIsRefusedNamingFileTensorAndOffset) {
+  TestState s(1, world_->rank(), world_->size());
+  ASSERT_TRUE(save(s, 1, false, io::default_env()).ok());
+  const std::string step_dir = dir_ + "/step-00000001";
+  auto m = Manifest::read(step_dir);
+  ASSERT_TRUE(m.ok());
+  const ShardRecord& shard = m->find("model.weight")->shards.back();
+  io::FaultInjectingEnv flipping(io::default_env());
+  flipping.corrupt_on_read(step_dir + "/" + shard.file, shard.offset + 1, 0x10);
+  std::vector<float> weight(35);
+  const int64_t offsets[] = {0, 0}, lengths[] = {7, 5};
+  Status st = read_region(step_dir, *m, "model.weight", offsets, lengths, weight.data(), flipping);
+  ASSERT_EQ(st.code(), StatusCode::kCorruption) << st.to_string();
+  EXPECT_NE(st.message().find(shard.file), std::string::npos);
+  EXPECT_NE(st.message().find("model.weight"), std::string::npos);
+  EXPECT_NE(st.message().find("offset " + std::to_string(shard.offset)), std::string::npos);
+}
+
+TEST_F(CheckpointTest, TruncatedDataFileIsRefusedNamingFileAndTensor) {
+  TestState s(1, world_->rank(), world_->size());
+  ASSERT_TRUE(save(s, 1, false, io::default_env()).ok());
+  const std::string step_dir = dir_ + "/step-00000001";
+  auto m = Manifest::read(step_dir);
+  ASSERT_TRUE(m.ok());
+  const ShardRecord& shard = m->find("model.weight")->shards.back();
+  ASSERT_TRUE(world_->barrier().ok());
+  if (world_->rank() == 0) fs::resize_file(step_dir + "/" + shard.file, shard.offset + 2);
+  ASSERT_TRUE(world_->barrier().ok());
+  std::vector<float> weight(35);
+  const int64_t offsets[] = {0, 0}, lengths[] = {7, 5};
+  Status st = read_region(step_dir, *m, "model.weight", offsets, lengths, weight.data());
+  ASSERT_EQ(st.code(), StatusCode::kCorruption) << st.to_string();
+  EXPECT_NE(st.message().find(shard.file), std::string::npos);
+  EXPECT_NE(st.message().find("model.weight"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, TwoSavesInFlightDoNotDisturbEachOther) {
+  TestState a(11, world_->rank(), world_->size());
+  TestState b(12, world_->rank(), world_->size());
+  Checkpointer first(*world_), second(*world_);
+  const std::vector<SaveTensor> ta = a.tensors(), tb = b.tensors();
+  ASSERT_TRUE(first.save(ta, request(11, true)).ok());
+  ASSERT_TRUE(second.save(tb, request(12, true)).ok());
+  ASSERT_TRUE(second.finish().ok());
+  ASSERT_TRUE(first.finish().ok());
+  expect_state(dir_ + "/step-00000011", 11, world_->rank(), world_->size());
+  expect_state(dir_ + "/step-00000012", 12, world_->rank(), world_->size());
+}
+
+TEST_F(CheckpointTest, ZstdShardsRoundTrip) {
+  TestState s(4, world_->rank(), world_->size());
+  Checkpointer ckpt(*world_);
+  SaveRequest r = request(3, false);
+  r.codec = "zstd";
+  const std::vector<SaveTensor> tensors = s.tensors();
+  ASSERT_TRUE(ckpt.save(tensors, r).ok());
+  auto m = Manifest::read(dir_ + "/step-00000003");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->tensors[0].shards[0].codec, "zstd");
+  expect_state(dir_ + "/step-00000003", 4, (world_->rank() + 1) % world_->size(), world_->size());
+}
+
+TEST(CheckTensors, MissingAndUnexpectedAreErrorsUnlessAllowed) {
+  Manifest m;
+  m.tensors.push_back({"a", DType::kF32, {2}, {}});
+  m.tensors.push_back({"b", DType::kF32, {2}, {}});
+  const std::vector<ExpectedTensor> want = {{"a", DType::kF32, {2}}, {"c", DType::kF32, {2}}};
+  Status st = check_tensors(m, want, {});
+  EXPECT_NE(st.message().find("\"c\""), std::string::npos);
+  st = check_tensors(m, want, {true, false});
+  EXPECT_NE(st.message().find("\"b\""), std::string::npos);
+  EXPECT_TRUE(check_tensors(m, want, {true, true}).ok());
+  const std::vector<ExpectedTensor> wrong = {{"a", DType::kF32, {3}}, {"b", DType::kF32, {2}}};
+  EXPECT_FALSE(check_tensors(m, wrong, {}).ok());
+}
+
+}  // namespace
+}  // namespace ms::ckpt

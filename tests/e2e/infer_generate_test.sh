@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# ms-infer as a new user runs it: a tiny random model written as a Hugging Face directory
+# (config.json, model.safetensors, GPT-2 tokenizer.json), then `ms-infer generate` on a prompts
+# file with greedy and sampled requests, a malformed line and an over-long prompt; the quick
+# stdin mode; and `ms-infer bench`. Checks output order and fields, per-line errors, that greedy
+# output does not depend on --max-batch, and that a config missing a key is refused by name.
+# Usage: infer_generate_test.sh <bin dir> <source dir> <make_tiny_model binary>
+set -euo pipefail
+BIN=$1
+SRC=$2
+MAKE=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$MAKE" --dir "$work/model" --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" \
+  --d-model 32 --layers 2 --heads 4 --kv-heads 2 --d-ff 64 --max-seq-len 64 --experts 4
+long=$(printf 'word %.0s' $(seq 1 80))
+cat > "$work/prompts.jsonl" <<JSONL
+{"id": "greedy", "prompt": "ROMEO: what light", "max_tokens": 6}
+{"id": "sampled", "prompt": "First Citizen:", "max_tokens": 5, "temperature": 0.8, "top_p": 0.9, "top_k": 40, "seed": 3}
+{"id": "broken", "prompt": 
+{"id": "long", "prompt": "$long", "max_tokens": 4}
+{"id": "short", "prompt": "To be", "max_tokens": 3, "stop": ["zzzz"]}
+JSONL
+
+"$BIN/ms-infer" generate --model "$work/model" --prompts "$work/prompts.jsonl" \
+  -o "$work/out.jsonl" --max-batch 4 2> "$work/err.txt" || fail "generate exited $?"
+grep -q 'prompts.jsonl:3: not a JSON object' "$work/err.txt" || fail "malformed line not reported"
+grep -q 'generate: 4/4 requests' "$work/err.txt" || fail "no progress line"
+[ "$(wc -l < "$work/out.jsonl")" = 5 ] || fail "expected 5 output lines"
+python3 - "$work/out.jsonl" <<'PY' || fail "output lines"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["id"] for r in rows] == ["greedy", "sampled", "line-3", "long", "short"], rows
+keys = ["id", "text", "tokens", "finish_reason", "prompt_tokens", "completion_tokens",
+        "ttft_ms", "latency_ms"]
+for r in rows:
+    assert all(k in r for k in keys), r
+assert rows[0]["completion_tokens"] == 6 and rows[0]["finish_reason"] == "length"
+assert rows[1]["completion_tokens"] == 5
+assert rows[2]["finish_reason"] == "error"
+assert rows[3]["finish_reason"] == "error" and "context of 64 tokens" in rows[3]["error"], rows[3]
+assert rows[4]["completion_tokens"] == 3
+assert rows[0]["ttft_ms"] <= rows[0]["latency_ms"]
+PY
+
+# Greedy and seeded output is the same one request at a time.
+"$BIN/ms-infer" generate --model "$work/model" --prompts "$work/prompts.jsonl" \
+  -o "$work/out1.jsonl" --max-batch 1 --no-progress 2> /dev/null
+python3 - "$work/out.jsonl" "$work/out1.jsonl" <<'PY' || fail "batch size changed the output"
+import json, sys
+a = [json.loads(l)["tokens"] for l in open(sys.argv[1])]
+b = [json.loads(l)["tokens"] for l in open(sys.argv[2])]
+assert a == b, (a, b)
+PY
+
+text=$(echo "ROMEO: what light" | "$BIN/ms-infer" generate --model "$work/model" --max-tokens 6)
+first=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["text"])' "$work/out.jsonl")
+[ "$text" = "$first" ] || fail "stdin mode printed '$text', expected '$first'"
+
+"$BIN/ms-infer" bench --model "$work/model" --num-prompts 4 --input-len 8 --output-len 4 \
+  --batch-sizes 1,2 --stream-mib 8 > "$work/bench.txt"
+grep -Eq '^Throughput: [0-9.]+ requests/s, [0-9.]+ total tokens/s, [0-9.]+ output tokens/s$' \
+  "$work/bench.txt" || fail "bench throughput line: $(cat "$work/bench.txt")"
+grep -q 'TPOT ms: p50' "$work/bench.txt" || fail "bench percentiles"
+grep -Eq '^\| +8 \| +4 \| +2 \|' "$work/bench.txt" || fail "bench sweep row"
+
+sed -i 's/"num_hidden_layers"/"layers"/' "$work/model/config.json"
+if "$BIN/ms-infer" generate --model "$work/model" --prompt hi 2> "$work/err2.txt"; then
+  fail "a config without num_hidden_layers was accepted"
+fi
+grep -q 'missing key "num_hidden_layers"' "$work/err2.txt" || fail "$(cat "$work/err2.txt")"
+echo PASS

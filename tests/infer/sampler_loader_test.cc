@@ -1,0 +1,140 @@
+// Sampling rules (greedy ties, top-k, top-p, per-index reproducibility), the Hugging Face
+// directory round trip (config.json + safetensors + tokenizer.json) with its refusals, and stop
+// strings through the real GPT-2 tokenizer.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+#include "ckpt/safetensors.h"
+#include "infer/engine.h"
+#include "infer/model_loader.h"
+#include "infer/sampler.h"
+#include "io/atomic_file.h"
+#include "tests/infer/test_models.h"
+
+namespace ms::infer {
+namespace {
+
+TEST(Sampler, GreedyPicksTheLowestIdAmongTies) {
+  const float logits[] = {0.5f, 2.0f, 2.0f, -1.0f};
+  EXPECT_EQ(sample_token(logits, 4, SamplingParams{}, 0), 1);
+}
+
+TEST(Sampler, TopKOfOneIsGreedyAtAnyTemperature) {
+  const float logits[] = {0.1f, 0.3f, 0.2f, 0.25f};
+  for (int64_t i = 0; i < 20; ++i) {
+    EXPECT_EQ(sample_token(logits, 4, SamplingParams{5.0, 1, 1.0, 7}, i), 1);
+  }
+}
+
+TEST(Sampler, TopPKeepsOnlyTheNucleus) {
+  const float logits[] = {3.0f, 2.9f, -5.0f, -5.0f, -5.0f};
+  std::set<int32_t> seen;
+  for (int64_t i = 0; i < 200; ++i) seen.insert(sample_token(logits, 5, {1.0, 0, 0.9, 3}, i));
+  EXPECT_EQ(seen, (std::set<int32_t>{0, 1}));
+}
+
+TEST(Sampler, TheDrawDependsOnlyOnSeedAndIndex) {
+  std::vector<float> logits(50, 0.0f);
+  const SamplingParams p{1.0, 0, 1.0, 42};
+  std::vector<int32_t> a, b;
+  for (int64_t i = 0; i < 30; ++i) a.push_back(sample_token(logits.data(), 50, p, i));
+  for (int64_t i = 30; i-- > 0;) b.insert(b.begin(), sample_token(logits.data(), 50, p, i));
+  EXPECT_EQ(a, b);
+  EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 10u);
+}
+
+std::string gpt2_tokenizer() {
+  const char* src = std::getenv("MS_SOURCE_DIR");
+  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
+}
+
+class HfDirectory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (std::filesystem::temp_directory_path() /
+            ("ms_infer_test_" + std::to_string(::getpid()))).string();
+    config::ModelConfig c = testing::tiny_moe();
+    c.vocab_size = 50304;  // GPT-2's 50257 rounded up
+    c.d_model = 16;
+    c.n_heads = 2;
+    c.n_kv_heads = 1;
+    Result<std::unique_ptr<model::Transformer>> m = model::Transformer::create(c, 5);
+    ASSERT_TRUE(m.ok());
+    model_ = std::move(*m);
+    ASSERT_TRUE(save_hf_model(*model_, gpt2_tokenizer(), dir_).ok());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  std::unique_ptr<model::Transformer> model_;
+};
+
+TEST_F(HfDirectory, RoundTripGivesTheSameModelAndTokenizer) {
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->model->config(), model_->config());
+  const std::vector<int32_t> ids = loaded->tokenizer->encode("To be, or not to be");
+  Result<Tensor> a = model_->forward_logits(ids.data(), 1, static_cast<int64_t>(ids.size()));
+  Result<Tensor> b = loaded->model->forward_logits(ids.data(), 1, static_cast<int64_t>(ids.size()));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(std::equal(a->span<float>().begin(), a->span<float>().end(),
+                         b->span<float>().begin()));
+}
+
+TEST_F(HfDirectory, ConfigMissingAKeyIsRefusedNamingIt) {
+  Result<std::string> text = io::read_file(dir_ + "/config.json");
+  ASSERT_TRUE(text.ok());
+  std::string edited = *text;
+  const size_t at = edited.find("\"num_hidden_layers\"");
+  edited.replace(at, 19, "\"n_layers_renamed\"");
+  ASSERT_TRUE(io::write_file_atomic(dir_ + "/config.json", edited).ok());
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("missing key \"num_hidden_layers\""), std::string::npos)
+      << loaded.status().message();
+}
+
+TEST_F(HfDirectory, MissingOrMisshapenTensorIsRefusedNamingIt) {
+  std::vector<ckpt::NamedTensor> tensors;
+  for (const model::Parameter& p : model_->parameters()) {
+    if (p.name != "model.norm.weight") tensors.push_back({p.name, &p.value});
+  }
+  ASSERT_TRUE(ckpt::write_safetensors(dir_ + "/model.safetensors", tensors).ok());
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("model.norm.weight"), std::string::npos);
+  const Tensor wrong = Tensor::zeros(DType::kF32, {3});
+  tensors.push_back({"model.norm.weight", &wrong});
+  ASSERT_TRUE(ckpt::write_safetensors(dir_ + "/model.safetensors", tensors).ok());
+  loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("has shape"), std::string::npos)
+      << loaded.status().message();
+}
+
+TEST_F(HfDirectory, StopStringCutsTheText) {
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_TRUE(loaded.ok());
+  Request r;
+  r.id = "s";
+  r.prompt = loaded->tokenizer->encode("ROMEO:");
+  r.max_tokens = 12;
+  EngineOptions options;
+  options.stop_at_eos = false;
+  Result<std::unique_ptr<Engine>> created =
+      Engine::create(*loaded->model, loaded->tokenizer.get(), options);
+  ASSERT_TRUE(created.ok());
+  Engine* engine = created->get();
+  const Completion free_run = (*engine->generate({r}))[0];
+  ASSERT_GE(free_run.text.size(), 4u);
+  r.stop = {free_run.text.substr(free_run.text.size() / 2, 2)};
+  const Completion cut = (*engine->generate({r}))[0];
+  EXPECT_EQ(cut.finish_reason, "stop");
+  EXPECT_EQ(cut.text, free_run.text.substr(0, free_run.text.find(r.stop[0])));
+}
+
+}  // namespace
+}  // namespace ms::infer

@@ -1,0 +1,38 @@
+// Tiny model configurations shared by the inference tests: small enough that the full-forward
+// reference stays fast on 2 cores, shaped to exercise GQA, MoE (with a shared expert), the
+// sliding window, the parallel block and tied embeddings.
+#pragma once
+
+#include "config/run_config.h"
+
+namespace ms::infer::testing {
+
+inline config::ModelConfig tiny_dense() {
+  config::ModelConfig c;
+  c.vocab_size = 96;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.d_ff = 48;
+  c.max_seq_len = 64;
+  return c;
+}
+
+inline config::ModelConfig tiny_moe() {
+  config::ModelConfig c = tiny_dense();
+  c.moe.num_experts = 4;
+  c.moe.top_k = 2;
+  c.moe.shared_expert_d_ff = 16;
+  return c;
+}
+
+inline config::ModelConfig tiny_window_parallel_tied() {
+  config::ModelConfig c = tiny_dense();
+  c.sliding_window = 5;
+  c.parallel_block = true;
+  c.tie_embeddings = true;
+  return c;
+}
+
+}  // namespace ms::infer::testing
