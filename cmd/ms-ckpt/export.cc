@@ -37,7 +37,8 @@ Result<int> run_export(const ExportArgs& args) {
   if (std::filesystem::exists(tokenizer, ec)) options.tokenizer_json = tokenizer;
   data::Progress progress("export " + args.output, 0);
   options.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
-  MS_ASSIGN_OR_RETURN(ckpt::HfExportSummary summary, ckpt::export_hf(model, opened.catalog, options));
+  MS_ASSIGN_OR_RETURN(ckpt::HfExportSummary summary,
+                      ckpt::export_hf(model, opened.catalog, options));
   progress.finish();
   std::printf("exported step %lld of %s: %zu tensors, %llu bytes in %zu file(s) to %s%s\n",
               static_cast<long long>(opened.manifest->step), opened.resolved.c_str(),

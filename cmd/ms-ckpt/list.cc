@@ -52,7 +52,8 @@ Result<nlohmann::ordered_json> list_entries(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_directory(ec) && (name.rfind(".tmp", 0) == 0 || name.find(".tmp.") != std::string::npos)) {
+    const bool temporary = name.starts_with(".tmp") || name.find(".tmp.") != std::string::npos;
+    if (e.is_directory(ec) && temporary) {
       rows.push_back({{"name", name}, {"step", nullptr}, {"complete", false},
                       {"bytes", directory_bytes(e.path())}, {"latest", false}});
     }

@@ -21,7 +21,9 @@ Result<int> run_prune(const PruneArgs& args) {
   MS_ASSIGN_OR_RETURN(std::vector<std::string> removed,
                       ckpt::prune_checkpoints(args.dir, args.keep, args.temporaries,
                                                               io::default_env()));
-  for (const std::string& name : removed) std::printf("removed %s/%s\n", args.dir.c_str(), name.c_str());
+  for (const std::string& name : removed) {
+    std::printf("removed %s/%s\n", args.dir.c_str(), name.c_str());
+  }
   std::printf("# pruned %zu director%s from %s, keeping the newest %lld\n", removed.size(),
               removed.size() == 1 ? "y" : "ies", args.dir.c_str(),
               static_cast<long long>(args.keep));

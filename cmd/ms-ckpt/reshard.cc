@@ -51,7 +51,8 @@ Result<int> run_reshard(const ReshardArgs& args) {
 void add_reshard_command(cli::Tool& tool) {
   auto args = std::make_shared<ReshardArgs>();
   CLI::App* sub = tool.add_subcommand(
-      "reshard", "Rewrite a checkpoint's shards for another layout (dp, zero); parallel under mpirun",
+      "reshard",
+      "Rewrite a checkpoint's shards for another layout (dp, zero); parallel under mpirun",
       [args] { return run_reshard(*args); });
   sub->add_option("checkpoint", args->checkpoint,
                   "Step directory, checkpoints/ directory or latest file")->required();

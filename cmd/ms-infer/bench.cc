@@ -4,8 +4,6 @@
 // batched-bench (prompt processing and token generation timed separately), with decode speed
 // set against the memory-bandwidth bound: weight bytes read per decode step over the bandwidth
 // of a STREAM-like copy measured in the same run.
-#include "cmd/common/registry.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/common/registry.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "infer/engine.h"
@@ -102,10 +101,10 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m) {
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
               static_cast<double>(out.size()) / seconds, (in_tokens + out_tokens) / seconds,
               out_tokens / seconds);
-  std::printf("TTFT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(ttft, 50),
-              percentile(ttft, 90), percentile(ttft, 99));
-  std::printf("TPOT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(tpot, 50),
-              percentile(tpot, 90), percentile(tpot, 99));
+  std::printf("TTFT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(ttft, 50), percentile(ttft, 90),
+              percentile(ttft, 99));
+  std::printf("TPOT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(tpot, 50), percentile(tpot, 90),
+              percentile(tpot, 99));
   return Status::OK();
 }
 
@@ -145,38 +144,45 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
   const double bandwidth = measure_copy_bandwidth(a.stream_mib);
   const double weight_bytes = decode_weight_bytes(*m.model);
   const double bound = bandwidth / weight_bytes;  // decode steps/s the memory allows
-  std::printf("\nmemory bandwidth (copy, %.0f MiB): %.2f GB/s; weight bytes per decode step: "
-              "%.2f MB; bound %.1f steps/s\n", a.stream_mib, bandwidth / 1e9, weight_bytes / 1e6,
-              bound);
-  std::printf("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
-              "steps/s | of bound |      T s |    S t/s |\n");
-  std::printf("|-------|--------|------|--------|----------|----------|----------|----------|"
-              "---------|----------|----------|----------|\n");
+  std::printf(
+      "\nmemory bandwidth (copy, %.0f MiB): %.2f GB/s; weight bytes per decode step: "
+      "%.2f MB; bound %.1f steps/s\n",
+      a.stream_mib, bandwidth / 1e9, weight_bytes / 1e6, bound);
+  std::printf(
+      "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
+      "steps/s | of bound |      T s |    S t/s |\n");
+  std::printf(
+      "|-------|--------|------|--------|----------|----------|----------|----------|"
+      "---------|----------|----------|----------|\n");
   for (int64_t B : a.batch_sizes) {
-    MS_ASSIGN_OR_RETURN(SweepRow r, time_batch(*m.model, B, a.input_len, a.output_len, a.block_size));
+    MS_ASSIGN_OR_RETURN(SweepRow r,
+                        time_batch(*m.model, B, a.input_len, a.output_len, a.block_size));
     const double steps = static_cast<double>(a.output_len - 1);
     const double steps_per_s = r.t_tg > 0 ? steps / r.t_tg : 0;
     const double total = r.t_pp + r.t_tg;
-    std::printf("| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
-                "%8.3f | %8.1f |\n",
-                static_cast<long long>(a.input_len), static_cast<long long>(a.output_len),
-                static_cast<long long>(B), static_cast<long long>(B * (a.input_len + a.output_len)),
-                r.t_pp, static_cast<double>(B * a.input_len) / r.t_pp, r.t_tg,
-                static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
-                100.0 * steps_per_s / bound, total,
-                static_cast<double>(B * (a.input_len + a.output_len - 1)) / total);
+    std::printf(
+        "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
+        "%8.3f | %8.1f |\n",
+        static_cast<long long>(a.input_len), static_cast<long long>(a.output_len),
+        static_cast<long long>(B), static_cast<long long>(B * (a.input_len + a.output_len)), r.t_pp,
+        static_cast<double>(B * a.input_len) / r.t_pp, r.t_tg,
+        static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
+        100.0 * steps_per_s / bound, total,
+        static_cast<double>(B * (a.input_len + a.output_len - 1)) / total);
   }
   return Status::OK();
 }
 
 Result<int> run_bench(const BenchArgs& a) {
   if (a.num_prompts < 1 || a.input_len < 1 || a.output_len < 2) {
-    return InvalidArgument("--num-prompts and --input-len must be at least 1, --output-len at least 2");
+    return InvalidArgument(
+        "--num-prompts and --input-len must be at least 1, --output-len at least 2");
   }
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
   const config::ModelConfig& c = m.model->config();
   if (a.input_len + a.output_len > c.max_seq_len) {
-    return InvalidArgument("--input-len + --output-len (" + std::to_string(a.input_len + a.output_len) +
+    return InvalidArgument("--input-len + --output-len (" +
+                           std::to_string(a.input_len + a.output_len) +
                            ") exceeds the model's context of " + std::to_string(c.max_seq_len));
   }
   std::printf("model: %lld parameters (%lld active), d_model %lld, %lld layers%s\n",
@@ -196,14 +202,20 @@ void add_bench_command(cli::Tool& tool) {
       [a] { return run_bench(*a); });
   sub->add_option("--model", a->model, "Hugging Face model directory");
   sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint");
-  sub->add_option("--num-prompts", a->num_prompts, "Requests in the throughput run")->capture_default_str();
-  sub->add_option("--input-len", a->input_len, "Prompt tokens per request (PP)")->capture_default_str();
-  sub->add_option("--output-len", a->output_len, "Generated tokens per request (TG)")->capture_default_str();
-  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")->capture_default_str();
+  sub->add_option("--num-prompts", a->num_prompts, "Requests in the throughput run")
+      ->capture_default_str();
+  sub->add_option("--input-len", a->input_len, "Prompt tokens per request (PP)")
+      ->capture_default_str();
+  sub->add_option("--output-len", a->output_len, "Generated tokens per request (TG)")
+      ->capture_default_str();
+  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")
+      ->capture_default_str();
   sub->add_option("--kv-blocks", a->kv_blocks, "KV cache blocks")->capture_default_str();
-  sub->add_option("--block-size", a->block_size, "Token positions per KV block")->capture_default_str();
+  sub->add_option("--block-size", a->block_size, "Token positions per KV block")
+      ->capture_default_str();
   sub->add_option("--batch-sizes", a->batch_sizes, "Batch sizes of the sweep")->delimiter(',');
-  sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")->capture_default_str();
+  sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")
+      ->capture_default_str();
 }
 
 }  // namespace

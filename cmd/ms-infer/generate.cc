@@ -3,8 +3,6 @@
 // the model cannot serve, gets an output line with finish_reason "error" and the reason, and the
 // rest are still served. Without --prompts, one prompt from --prompt or stdin is completed and
 // printed, for quick checks.
-#include "cmd/common/registry.h"
-
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cmd/common/registry.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
@@ -89,7 +88,8 @@ Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer&
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     infer::Request defaults = a.defaults;
     defaults.id = "line-" + std::to_string(n);
-    Result<infer::Request> r = parse_request(line, a.prompts + ":" + std::to_string(n), tok, defaults);
+    Result<infer::Request> r =
+        parse_request(line, a.prompts + ":" + std::to_string(n), tok, defaults);
     if (r.ok()) {
       p.slot.push_back(static_cast<int64_t>(p.requests.size()));
       p.requests.push_back(std::move(*r));
@@ -133,8 +133,9 @@ Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m) {
   MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer));
   MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
                       infer::Engine::create(*m.model, m.tokenizer.get(), engine_options(a)));
-  MS_ASSIGN_OR_RETURN(std::vector<infer::Completion> out,
-                      engine->generate(p.requests, progress_printer(p.requests.size(), a.progress)));
+  MS_ASSIGN_OR_RETURN(
+      std::vector<infer::Completion> out,
+      engine->generate(p.requests, progress_printer(p.requests.size(), a.progress)));
   std::string lines;
   for (int64_t s : p.slot) {
     const infer::Completion& c = s >= 0 ? out[s] : p.refused[-1 - s];
@@ -175,18 +176,28 @@ void add_generate_command(cli::Tool& tool) {
   CLI::App* sub = tool.add_subcommand(
       "generate", "Generate completions for a JSON-lines prompts file (or one prompt)",
       [a] { return run_generate(*a); });
-  sub->add_option("--model", a->model, "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
-  sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint (step dir, checkpoints dir or latest file)");
-  sub->add_option("--prompts", a->prompts, "JSON-lines prompts: {id, prompt, max_tokens, temperature, top_p, top_k, seed, stop}");
+  sub->add_option("--model", a->model,
+                  "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
+  sub->add_option("--checkpoint", a->checkpoint,
+                  "Training checkpoint (step dir, checkpoints dir or latest file)");
+  sub->add_option(
+      "--prompts", a->prompts,
+      "JSON-lines prompts: {id, prompt, max_tokens, temperature, top_p, top_k, seed, stop}");
   sub->add_option("--output,-o", a->output, "JSON-lines completions, in input order");
   sub->add_option("--prompt", a->prompt, "One prompt to complete and print (default: read stdin)");
-  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")->capture_default_str();
+  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")
+      ->capture_default_str();
   sub->add_option("--kv-blocks", a->kv_blocks, "KV cache blocks")->capture_default_str();
-  sub->add_option("--block-size", a->block_size, "Token positions per KV block")->capture_default_str();
-  sub->add_option("--max-tokens", a->defaults.max_tokens, "Default max_tokens")->capture_default_str();
-  sub->add_option("--temperature", a->defaults.sampling.temperature, "Default temperature (0: greedy)")->capture_default_str();
+  sub->add_option("--block-size", a->block_size, "Token positions per KV block")
+      ->capture_default_str();
+  sub->add_option("--max-tokens", a->defaults.max_tokens, "Default max_tokens")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->defaults.sampling.temperature,
+                  "Default temperature (0: greedy)")
+      ->capture_default_str();
   sub->add_option("--top-p", a->defaults.sampling.top_p, "Default top_p")->capture_default_str();
-  sub->add_option("--top-k", a->defaults.sampling.top_k, "Default top_k (0: off)")->capture_default_str();
+  sub->add_option("--top-k", a->defaults.sampling.top_k, "Default top_k (0: off)")
+      ->capture_default_str();
   sub->add_option("--seed", a->defaults.sampling.seed, "Default seed")->capture_default_str();
   sub->add_flag("!--no-progress", a->progress, "Do not print the progress line");
 }

@@ -146,7 +146,8 @@ Result<HfExportSummary> export_hf(const config::ModelConfig& config, const Tenso
     return AlreadyExists("output directory '" + final_dir + "' exists and is not empty; choose "
                          "another or remove it");
   }
-  if (fs::path(final_dir).has_parent_path()) fs::create_directories(fs::path(final_dir).parent_path(), ec);
+  const fs::path parent = fs::path(final_dir).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
   const std::string tmp = io::temp_sibling_name(final_dir);
   if (!fs::create_directory(tmp, ec)) return ErrnoError("cannot create directory", tmp, ec.value());
   HfExportSummary summary;

@@ -99,7 +99,8 @@ Result<TensorCatalog> parameter_catalog(const std::string& dir, const config::Mo
   for (const TensorInfo& want : hf_parameter_specs(config)) {
     const TensorInfo* have = all.find(want.name);
     if (have == nullptr) {
-      return InvalidArgument(dir + ": tensor '" + want.name + "' is missing (config.json implies it)");
+      return InvalidArgument(dir + ": tensor '" + want.name +
+                             "' is missing (config.json implies it)");
     }
     if (have->shape != want.shape) {
       return InvalidArgument(dir + ": tensor '" + want.name + "' has shape " +

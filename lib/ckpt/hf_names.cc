@@ -185,7 +185,8 @@ Result<config::ModelConfig> model_config_from_hf_json(const json& doc,
   MS_ASSIGN_OR_RETURN(c.max_seq_len, get_key<int64_t>(doc, "max_position_embeddings", source));
   MS_ASSIGN_OR_RETURN(c.rope_theta, get_key_or<double>(doc, "rope_theta", 10000.0, source));
   MS_ASSIGN_OR_RETURN(c.norm_eps, get_key_or<double>(doc, "rms_norm_eps", 1e-6, source));
-  MS_ASSIGN_OR_RETURN(c.tie_embeddings, get_key_or<bool>(doc, "tie_word_embeddings", false, source));
+  MS_ASSIGN_OR_RETURN(c.tie_embeddings,
+                      get_key_or<bool>(doc, "tie_word_embeddings", false, source));
   if (c.n_heads > 0 && doc.contains("head_dim") && !doc["head_dim"].is_null()) {
     MS_ASSIGN_OR_RETURN(int64_t head_dim, get_key<int64_t>(doc, "head_dim", source));
     if (head_dim * c.n_heads != c.d_model) {

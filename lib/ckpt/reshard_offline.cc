@@ -103,7 +103,8 @@ Result<json> write_my_files(const std::string& step_dir, const Manifest& m,
                             const ReshardOptions& options, int rank, int size, io::Env& env) {
   uint64_t total = 0, done = 0;
   for (const PlannedShard& s : plan) {
-    if (s.target_rank % size == rank) total += s.box.numel() * dtype_size(m.tensors[s.tensor].dtype);
+    if (s.target_rank % size != rank) continue;
+    total += static_cast<uint64_t>(s.box.numel()) * dtype_size(m.tensors[s.tensor].dtype);
   }
   std::map<int, OutputFile> files;
   json records = json::array();
@@ -147,7 +148,9 @@ Status agree(comm::Communicator& comm, const Status& local) {
   MS_RETURN_IF_ERROR(comm.allgather(&failed, all.data(), 1, DType::kI32));
   if (!local.ok()) return local;
   for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != 0) return Internal("reshard failed on rank " + std::to_string(r) + "; see its log");
+    if (all[r] != 0) {
+      return Internal("reshard failed on rank " + std::to_string(r) + "; see its log");
+    }
   }
   return Status::OK();
 }
@@ -176,7 +179,8 @@ Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
 Status commit_output(const std::string& step_dir, const Manifest& m, const std::string& tmp,
                      const std::string& final_dir, const ReshardOptions& options, io::Env& env) {
   MS_RETURN_IF_ERROR(m.validate(final_dir + "/manifest.json"));
-  MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/manifest.json", m.to_json().dump(1) + "\n"));
+  MS_RETURN_IF_ERROR(
+      io::write_file_atomic(env, tmp + "/manifest.json", m.to_json().dump(1) + "\n"));
   if (env.exists(step_dir + "/tokenizer.json")) {
     MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
     MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/tokenizer.json", tokenizer));

@@ -53,14 +53,15 @@ void verify_shard(const std::string& step_dir, const TensorRecord& t, const Shar
   Result<size_t> got = d->file->read_at(
       s.offset, std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data()), bytes.size()));
   if (!got.ok() || *got != s.length) {
-    report.problems.push_back(where(s, t) + ": read failed" +
-                              (got.ok() ? std::string(" (short read)") : ": " + got.status().message()));
+    const std::string why = got.ok() ? " (short read)" : ": " + got.status().message();
+    report.problems.push_back(where(s, t) + ": read failed" + why);
     return;
   }
   const uint32_t crc = crc32c(bytes.data(), bytes.size());
   if (crc != s.crc32c) {
     char text[96];
-    std::snprintf(text, sizeof(text), ": crc32c mismatch (manifest %08x, data %08x)", s.crc32c, crc);
+    std::snprintf(text, sizeof(text), ": crc32c mismatch (manifest %08x, data %08x)", s.crc32c,
+                  crc);
     report.problems.push_back(where(s, t) + text);
   }
 }

@@ -10,10 +10,10 @@ namespace ms::infer {
 
 struct Engine::Sequence {
   const Request* request = nullptr;
-  size_t index = 0;               // position in the request list
-  std::vector<int32_t> blocks;    // block table
-  std::vector<int32_t> feed;      // tokens of the next chunk
-  int64_t position = 0;           // position of feed[0]
+  size_t index = 0;             // position in the request list
+  std::vector<int32_t> blocks;  // block table
+  std::vector<int32_t> feed;    // tokens of the next chunk
+  int64_t position = 0;         // position of feed[0]
   Completion completion;
   bool done = false;
 };
@@ -47,7 +47,8 @@ std::string Engine::refusal(const Request& r) const {
   }
   if (r.max_tokens < 1) return "max_tokens must be at least 1";
   for (int32_t t : r.prompt) {
-    if (t < 0 || t >= c.vocab_size) return "prompt token " + std::to_string(t) + " is outside the vocabulary";
+    if (t < 0 || t >= c.vocab_size)
+      return "prompt token " + std::to_string(t) + " is outside the vocabulary";
   }
   const int64_t positions = std::min(n + r.max_tokens, c.max_seq_len);
   if (cache_.blocks_for(positions) > options_.kv_blocks) {
@@ -154,8 +155,15 @@ Result<std::vector<Completion>> Engine::generate(
       waiting.push_back(i);
       continue;
     }
-    out[i] = Completion{requests[i].id, {}, "", "error", why,
-                        static_cast<int64_t>(requests[i].prompt.size()), 0, 0, {}};
+    out[i] = Completion{requests[i].id,
+                        {},
+                        "",
+                        "error",
+                        why,
+                        static_cast<int64_t>(requests[i].prompt.size()),
+                        0,
+                        0,
+                        {}};
     if (on_done) on_done(out[i]);
   }
   const Stopwatch clock;

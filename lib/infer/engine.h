@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,11 +28,11 @@ namespace ms::infer {
 
 struct Request {
   std::string id;
-  std::vector<int32_t> prompt;        // token ids, at least one
-  int64_t max_tokens = 16;            // tokens to generate at most
+  std::vector<int32_t> prompt;  // token ids, at least one
+  int64_t max_tokens = 16;      // tokens to generate at most
   SamplingParams sampling;
-  std::vector<std::string> stop;      // stop strings (need a tokenizer); the text ends before one
-  std::vector<int32_t> stop_tokens;   // besides the tokenizer's end-of-text token
+  std::vector<std::string> stop;     // stop strings (need a tokenizer); the text ends before one
+  std::vector<int32_t> stop_tokens;  // besides the tokenizer's end-of-text token
 };
 
 struct Completion {
@@ -41,24 +42,24 @@ struct Completion {
   std::string finish_reason;    // "stop", "length", or "error" (see `error`)
   std::string error;            // why a request was refused
   int64_t prompt_tokens = 0;
-  double ttft_ms = 0;           // from the start of generate() to the first token
-  double latency_ms = 0;        // from the start of generate() to the last token
+  double ttft_ms = 0;                      // from the start of generate() to the first token
+  double latency_ms = 0;                   // from the start of generate() to the last token
   std::vector<std::vector<float>> logits;  // per generated token, when keep_logits
 };
 
 struct EngineOptions {
-  int64_t max_batch = 16;   // sequences in one step at most
-  int64_t kv_blocks = 256;  // blocks in the KV cache
-  int64_t block_size = 16;  // token positions per block
-  bool stop_at_eos = true;  // the tokenizer's end-of-text token ends a sequence
-  bool keep_logits = false; // keep each step's logits in the completion (tests)
+  int64_t max_batch = 16;    // sequences in one step at most
+  int64_t kv_blocks = 256;   // blocks in the KV cache
+  int64_t block_size = 16;   // token positions per block
+  bool stop_at_eos = true;   // the tokenizer's end-of-text token ends a sequence
+  bool keep_logits = false;  // keep each step's logits in the completion (tests)
 };
 
 struct EngineStats {
   int64_t steps = 0;
   int64_t prefill_tokens = 0;
   int64_t decode_tokens = 0;
-  int64_t max_active = 0;         // most sequences in one step
+  int64_t max_active = 0;                 // most sequences in one step
   std::vector<int64_t> admitted_at_step;  // per request, the step it joined (-1: refused)
 };
 
@@ -73,16 +74,16 @@ class Engine {
   // Serves every request to the end and returns their completions in request order.
   // on_done, when set, is called as each request finishes (progress). Per-request problems are
   // reported in Completion::error; an error of the model itself is returned.
-  Result<std::vector<Completion>> generate(const std::vector<Request>& requests,
-                                           const std::function<void(const Completion&)>& on_done = {});
+  Result<std::vector<Completion>> generate(
+      const std::vector<Request>& requests,
+      const std::function<void(const Completion&)>& on_done = {});
 
   const EngineStats& stats() const { return stats_; }
   const KvCache& cache() const { return cache_; }
 
  private:
   struct Sequence;
-  Engine(model::Transformer& model, const data::Tokenizer* tokenizer,
-         const EngineOptions& options);
+  Engine(model::Transformer& model, const data::Tokenizer* tokenizer, const EngineOptions& options);
   std::string refusal(const Request& r) const;
   bool admit(const Request& r, size_t index, std::vector<Sequence>& running);
   Status step(std::vector<Sequence>& running, const Stopwatch& clock);

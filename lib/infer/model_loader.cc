@@ -3,6 +3,7 @@
 // lm_head is simply absent from the file.
 #include "infer/model_loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -54,10 +55,12 @@ Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
   MS_ASSIGN_OR_RETURN(c.n_heads, required_int(j, "num_attention_heads", path));
   MS_ASSIGN_OR_RETURN(c.vocab_size, required_int(j, "vocab_size", path));
   MS_ASSIGN_OR_RETURN(c.max_seq_len, required_int(j, "max_position_embeddings", path));
-  MS_ASSIGN_OR_RETURN(c.n_kv_heads, optional_value<int64_t>(j, "num_key_value_heads", c.n_heads, path));
+  MS_ASSIGN_OR_RETURN(c.n_kv_heads,
+                      optional_value<int64_t>(j, "num_key_value_heads", c.n_heads, path));
   MS_ASSIGN_OR_RETURN(c.norm_eps, optional_value<double>(j, "rms_norm_eps", 1e-5, path));
   MS_ASSIGN_OR_RETURN(c.rope_theta, optional_value<double>(j, "rope_theta", 10000.0, path));
-  MS_ASSIGN_OR_RETURN(c.tie_embeddings, optional_value<bool>(j, "tie_word_embeddings", false, path));
+  MS_ASSIGN_OR_RETURN(c.tie_embeddings,
+                      optional_value<bool>(j, "tie_word_embeddings", false, path));
   MS_ASSIGN_OR_RETURN(c.sliding_window, optional_value<int64_t>(j, "sliding_window", 0, path));
   MS_ASSIGN_OR_RETURN(c.parallel_block, optional_value<bool>(j, "ms_parallel_block", false, path));
   MS_ASSIGN_OR_RETURN(c.moe.num_experts, optional_value<int64_t>(j, "num_local_experts", 0, path));
@@ -126,9 +129,15 @@ Status fill_parameter(model::Parameter& p, const std::vector<ckpt::SafetensorsFi
     const size_t n = static_cast<size_t>(t.numel());
     float* out = p.value.data<float>();
     switch (t.dtype()) {
-      case DType::kF32: std::copy_n(t.data<float>(), n, out); return Status::OK();
-      case DType::kBF16: ops::bf16_to_f32(t.data<bf16>(), out, n); return Status::OK();
-      case DType::kF16: ops::f16_to_f32(t.data<f16>(), out, n); return Status::OK();
+      case DType::kF32:
+        std::copy_n(t.data<float>(), n, out);
+        return Status::OK();
+      case DType::kBF16:
+        ops::bf16_to_f32(t.data<bf16>(), out, n);
+        return Status::OK();
+      case DType::kF16:
+        ops::f16_to_f32(t.data<f16>(), out, n);
+        return Status::OK();
       default:
         return InvalidArgument(f.path() + ": tensor " + p.name + " is " +
                                std::string(ckpt::safetensors_dtype_name(t.dtype())) +
@@ -156,10 +165,9 @@ Result<LoadedModel> load_hf_model(const std::string& dir) {
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(dir + "/tokenizer.json"));
   if (loaded.tokenizer->vocab_size() > cfg.vocab_size) {
-    return InvalidArgument(dir + ": tokenizer.json has " +
-                           std::to_string(loaded.tokenizer->vocab_size()) +
-                           " tokens but config.json vocab_size is " +
-                           std::to_string(cfg.vocab_size));
+    return InvalidArgument(
+        dir + ": tokenizer.json has " + std::to_string(loaded.tokenizer->vocab_size()) +
+        " tokens but config.json vocab_size is " + std::to_string(cfg.vocab_size));
   }
   return loaded;
 }
@@ -189,7 +197,8 @@ Status read_checkpoint_parameter(model::Parameter& p, const ckpt::Manifest& m,
                            "; weights must be F32 or BF16");
   }
   std::vector<bf16> staged(static_cast<size_t>(p.value.numel()));
-  MS_RETURN_IF_ERROR(ckpt::read_region(step_dir, m, p.name, offsets, p.global_shape, staged.data()));
+  MS_RETURN_IF_ERROR(
+      ckpt::read_region(step_dir, m, p.name, offsets, p.global_shape, staged.data()));
   ops::bf16_to_f32(staged.data(), p.value.data<float>(), staged.size());
   return Status::OK();
 }
@@ -200,12 +209,13 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path) {
   MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(path));
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(step_dir));
   if (m.config_yaml.empty()) {
-    return InvalidArgument(step_dir + "/manifest.json: config_yaml is empty; the checkpoint "
+    return InvalidArgument(step_dir +
+                           "/manifest.json: config_yaml is empty; the checkpoint "
                            "does not say which model it holds");
   }
-  MS_ASSIGN_OR_RETURN(const config::RunConfig run,
-                      config::run_config_from_yaml_text(m.config_yaml,
-                                                        step_dir + "/manifest.json config_yaml"));
+  MS_ASSIGN_OR_RETURN(
+      const config::RunConfig run,
+      config::run_config_from_yaml_text(m.config_yaml, step_dir + "/manifest.json config_yaml"));
   Result<std::unique_ptr<model::Transformer>> created = model::Transformer::create(run.model, 0);
   if (!created.ok()) return InvalidArgument(step_dir + ": " + created.status().message());
   LoadedModel loaded;
@@ -219,8 +229,9 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path) {
 
 Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint) {
   if (model_dir.empty() == checkpoint.empty()) {
-    return InvalidArgument("give exactly one of --model (a Hugging Face directory) or "
-                           "--checkpoint (a training checkpoint)");
+    return InvalidArgument(
+        "give exactly one of --model (a Hugging Face directory) or "
+        "--checkpoint (a training checkpoint)");
   }
   return model_dir.empty() ? load_checkpoint_model(checkpoint) : load_hf_model(model_dir);
 }
@@ -233,8 +244,8 @@ Status save_hf_model(const model::Transformer& model, const std::string& tokeniz
   MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(tokenizer_json));
   std::vector<ckpt::NamedTensor> tensors;
   for (const model::Parameter& p : model.parameters()) tensors.push_back({p.name, &p.value});
-  MS_RETURN_IF_ERROR(ckpt::write_safetensors(dir + "/model.safetensors", tensors,
-                                             {{"format", "pt"}}));
+  MS_RETURN_IF_ERROR(
+      ckpt::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
   MS_RETURN_IF_ERROR(io::write_file_atomic(dir + "/config.json", hf_config_json(model.config())));
   return io::write_file_atomic(dir + "/tokenizer.json", tokenizer);
 }

@@ -1,5 +1,6 @@
-// Loading a model to serve: a training checkpoint (lib/ckpt) or a Hugging Face-style directory (config.json with Llama/Mixtral keys,
-// *.safetensors weights under Hugging Face names, tokenizer.json) becomes the training model
+// Loading a model to serve: a training checkpoint (lib/ckpt) or a Hugging Face-style directory
+// (config.json with Llama/Mixtral keys, *.safetensors weights under Hugging Face names,
+// tokenizer.json) becomes the training model
 // (model::Transformer, the one model definition of the toolkit) with its own tokenizer. The
 // writer does the reverse, so tests, the e2e script and the benchmark can serve a model made
 // with Transformer::create without a trained checkpoint.

@@ -64,7 +64,8 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p
   const std::vector<int32_t> ids = ranked_candidates(logits, vocab, params.top_k);
   const std::vector<double> p = nucleus(logits, ids, params.temperature, params.top_p);
   const double total = std::accumulate(p.begin(), p.end(), 0.0);
-  const double u = uniform(params.seed, stream_id("ms.infer.sample"), static_cast<uint64_t>(index)) * total;
+  const double u =
+      uniform(params.seed, stream_id("ms.infer.sample"), static_cast<uint64_t>(index)) * total;
   double cumulative = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     cumulative += p[i];

@@ -44,7 +44,9 @@ std::vector<Tensor> values(float offset) {
   for (const TensorInfo& info : hf_parameter_specs(tiny())) {
     Tensor x = Tensor::empty(DType::kF32, info.shape);
     float* p = x.data<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) p[i] = 0.01f * static_cast<float>(t * 7 + i % 13) + offset;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      p[i] = 0.01f * static_cast<float>(t * 7 + i % 13) + offset;
+    }
     out.push_back(std::move(x));
     ++t;
   }

@@ -65,7 +65,8 @@ grep -q "model.layers.1.mlp.down_proj.weight" "$work/inspect.txt" || fail "inspe
 "$ck" inspect "$work/run/checkpoints/latest" --json > "$work/inspect.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['step']==0 and d['tensor_count']==21, d['tensor_count']" "$work/inspect.json" \
   || fail "inspect --json"
-"$ck" verify "$work/run/checkpoints" | grep -q "^OK " || fail "verify of an intact checkpoint"
+"$ck" verify "$work/run/checkpoints" > "$work/verify_ok.txt" || fail "verify of an intact checkpoint"
+grep -q "^OK " "$work/verify_ok.txt" || fail "verify prints no OK line"
 
 "$ck" export "$work/run/checkpoints" --format safetensors --output "$work/out" \
   --max-shard-bytes 8192 > /dev/null 2>&1 || fail "export"
@@ -81,7 +82,8 @@ cmp -s "$work/hf/tokenizer.json" "$work/out/tokenizer.json" || fail "tokenizer.j
 
 "$ck" reshard "$work/run/checkpoints" --to dp=4,zero=1 --output "$work/rs1" \
   --max-shard-bytes 1024 > /dev/null 2>&1 || fail "reshard"
-"$ck" inspect "$work/rs1" --json | grep -q '"dp": 4' || fail "resharded layout not dp=4"
+"$ck" inspect "$work/rs1" --json > "$work/rs1.json"
+grep -q '"dp": 4' "$work/rs1.json" || fail "resharded layout not dp=4"
 "$ck" diff "$work/run/checkpoints" "$work/rs1" > /dev/null || fail "reshard changed values"
 "$MPIRUN" --oversubscribe -np 2 "$ck" reshard "$work/rs1" --to dp=2 --output "$work/rs2" \
   > /dev/null 2>&1 || fail "reshard under mpirun"

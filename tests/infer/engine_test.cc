@@ -26,7 +26,8 @@ std::unique_ptr<model::Transformer> make_model(const config::ModelConfig& c) {
 std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> p(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    p[i] = static_cast<int32_t>(uniform(seed, 7, static_cast<uint64_t>(i)) * static_cast<float>(vocab));
+    p[i] = static_cast<int32_t>(uniform(seed, 7, static_cast<uint64_t>(i)) *
+                                static_cast<float>(vocab));
   }
   return p;
 }
@@ -85,9 +86,12 @@ class GreedyEquivalence : public ::testing::TestWithParam<int> {
  protected:
   config::ModelConfig config() const {
     switch (GetParam()) {
-      case 0: return testing::tiny_dense();
-      case 1: return testing::tiny_moe();
-      default: return testing::tiny_window_parallel_tied();
+      case 0:
+        return testing::tiny_dense();
+      case 1:
+        return testing::tiny_moe();
+      default:
+        return testing::tiny_window_parallel_tied();
     }
   }
 };

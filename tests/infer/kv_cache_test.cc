@@ -65,7 +65,8 @@ TEST(ForwardCached, RefusesChunksThatDoNotFit) {
     EXPECT_FALSE(r.ok());
     return r.status().message();
   };
-  EXPECT_NE(message(tokens, 0, one_block).find("block table covers fewer than 5"), std::string::npos);
+  EXPECT_NE(message(tokens, 0, one_block).find("block table covers fewer than 5"),
+            std::string::npos);
   EXPECT_NE(message(tokens, 0, bad_block).find("block 7 is outside"), std::string::npos);
   EXPECT_NE(message(bad_token, 0, two).find("token 500"), std::string::npos);
   EXPECT_NE(message(tokens, 62, two).find("model.max_seq_len"), std::string::npos);

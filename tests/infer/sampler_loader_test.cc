@@ -2,11 +2,11 @@
 // directory round trip (config.json + safetensors + tokenizer.json) with its refusals, and stop
 // strings through the real GPT-2 tokenizer.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <set>
-#include <unistd.h>
 
 #include "ckpt/safetensors.h"
 #include "infer/engine.h"
@@ -55,8 +55,9 @@ std::string gpt2_tokenizer() {
 class HfDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ms_infer_test_" + std::to_string(::getpid()))).string();
+    dir_ =
+        (std::filesystem::temp_directory_path() / ("ms_infer_test_" + std::to_string(::getpid())))
+            .string();
     config::ModelConfig c = testing::tiny_moe();
     c.vocab_size = 50304;  // GPT-2's 50257 rounded up
     c.d_model = 16;
@@ -80,8 +81,8 @@ TEST_F(HfDirectory, RoundTripGivesTheSameModelAndTokenizer) {
   Result<Tensor> a = model_->forward_logits(ids.data(), 1, static_cast<int64_t>(ids.size()));
   Result<Tensor> b = loaded->model->forward_logits(ids.data(), 1, static_cast<int64_t>(ids.size()));
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_TRUE(std::equal(a->span<float>().begin(), a->span<float>().end(),
-                         b->span<float>().begin()));
+  EXPECT_TRUE(
+      std::equal(a->span<float>().begin(), a->span<float>().end(), b->span<float>().begin()));
 }
 
 TEST_F(HfDirectory, ConfigMissingAKeyIsRefusedNamingIt) {

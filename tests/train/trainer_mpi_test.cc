@@ -131,8 +131,8 @@ TEST_F(TrainerTest, DataParallelRunsMatchTheSingleRankRun) {
 
 TEST_F(TrainerTest, SameConfigTwiceGivesBitwiseIdenticalLosses) {
   for (const int64_t zero : {0, 1}) {
-    Result<TrainSummary> first = train(*world_, tiny_config("again-a", zero));
-    Result<TrainSummary> second = train(*world_, tiny_config("again-b", zero));
+    Result<TrainSummary> first = train(*world_, tiny_config("again-a" + std::to_string(zero), zero));
+    Result<TrainSummary> second = train(*world_, tiny_config("again-b" + std::to_string(zero), zero));
     ASSERT_TRUE(first.ok()) << first.status().to_string();
     ASSERT_TRUE(second.ok()) << second.status().to_string();
     ASSERT_EQ(first->losses.size(), 5u);
