@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job on bundled data, end to end:
 #   datasets from the bundled corpora -> a weighted mixture plan -> training on 2 ranks with
-#   telemetry and traces -> diagnosis (health check, straggler what-if on the run's trace,
-#   fault detection on simulated telemetry).
-# Checkpoint, reshard and generation join this chain as those tools land.
+#   telemetry, traces and checkpoints -> reshard the checkpoint offline to 4 ranks -> export to
+#   Hugging Face safetensors -> generate text -> diagnosis (health check, straggler what-if on
+#   the run's trace, fault detection on simulated telemetry).
 # Environment: BUILD_DIR (default build/release), JOBS, DEMO_STEPS (default 40).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +49,26 @@ step "training the tiny model on 2 data-parallel ranks (ZeRO-1), $STEPS steps"
 rm -rf "$RUN"
 "${MPIRUN[@]}" "$BIN/ms-train" --config configs/tiny-cpu.yaml \
   --set run.dir="$RUN" --set train.steps="$STEPS" --set train.eval_every=20
-ls "$RUN" "$RUN/telemetry" "$RUN/trace"
+ls "$RUN" "$RUN/telemetry" "$RUN/trace" "$RUN/checkpoints"
+
+step "the checkpoint: inspect, verify, reshard offline to dp=4, compare, export"
+"$BIN/ms-ckpt" list "$RUN/checkpoints"
+"$BIN/ms-ckpt" inspect "$RUN/checkpoints" | head -20
+"$BIN/ms-ckpt" verify "$RUN/checkpoints"
+rm -rf runs/demo-resharded runs/demo-hf
+"${MPIRUN[@]}" "$BIN/ms-ckpt" reshard "$RUN/checkpoints" --to dp=4,zero=1 \
+  --output runs/demo-resharded
+"$BIN/ms-ckpt" diff "$RUN/checkpoints" runs/demo-resharded
+"$BIN/ms-ckpt" export "$RUN/checkpoints" --format safetensors --output runs/demo-hf
+ls runs/demo-hf
+
+step "generate from the trained model (greedy, then sampled)"
+printf '%s\n' '{"id":"greedy","prompt":"ROMEO:","max_tokens":24}' \
+  '{"id":"sampled","prompt":"KING HENRY:","max_tokens":24,"temperature":0.8,"top_p":0.95,"seed":7}' \
+  > runs/demo-prompts.jsonl
+"$BIN/ms-infer" generate --model runs/demo-hf --prompts runs/demo-prompts.jsonl \
+  --output runs/demo-generations.jsonl --no-progress
+cat runs/demo-generations.jsonl
 
 step "health check of the 2 ranks (small sweep)"
 "${MPIRUN[@]}" "$BIN/ms-diagnose" check --max-bytes 262144 --iters 5 \
