@@ -74,7 +74,7 @@ void print_text(const ordered_json& d) {
   std::printf("# checkpoint %s\n", d["step_dir"].get<std::string>().c_str());
   std::printf("step             %lld\n", static_cast<long long>(d["step"].get<int64_t>()));
   std::printf("format version   %d\n", d["format_version"].get<int>());
-  std::printf("written by       ms %s (%s)\n", d["toolkit_version"].get<std::string>().c_str(),
+  std::printf("written by       ms %s (git %s)\n", d["toolkit_version"].get<std::string>().c_str(),
               d["git_revision"].get<std::string>().c_str());
   std::printf("layout           %s\n", d["layout"].dump().c_str());
   std::printf("tensors          %zu, %llu bytes (%llu stored)\n", d["tensor_count"].get<size_t>(),

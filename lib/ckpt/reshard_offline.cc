@@ -159,7 +159,7 @@ Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
                             const std::vector<std::string>& texts) {
   Manifest m = source;
   m.layout = Layout{target.dp, target.dp, 1, 1, 1, target.zero};
-  m.toolkit_version = version_string();
+  m.toolkit_version = std::string(version());
   m.git_revision = git_revision();
   std::map<std::string, TensorRecord*> by_name;
   for (TensorRecord& t : m.tensors) {

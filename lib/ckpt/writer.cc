@@ -275,7 +275,7 @@ Result<std::vector<json>> gather_outcomes(comm::Communicator& comm, const json& 
 Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const SaveRequest& request) {
   Manifest m;
   m.step = request.step;
-  m.toolkit_version = std::string(version_string());
+  m.toolkit_version = std::string(version());
   m.git_revision = std::string(git_revision());
   m.config_yaml = request.config_yaml;
   m.layout = request.layout;
