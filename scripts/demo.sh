@@ -53,7 +53,8 @@ ls "$RUN" "$RUN/telemetry" "$RUN/trace" "$RUN/checkpoints"
 
 step "the checkpoint: inspect, verify, reshard offline to dp=4, compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"
-"$BIN/ms-ckpt" inspect "$RUN/checkpoints" | head -20
+"$BIN/ms-ckpt" inspect "$RUN/checkpoints" > "$RUN/inspect.txt"
+head -20 "$RUN/inspect.txt"   # (a pipe into head would end inspect with SIGPIPE under pipefail)
 "$BIN/ms-ckpt" verify "$RUN/checkpoints"
 rm -rf runs/demo-resharded runs/demo-hf
 "${MPIRUN[@]}" "$BIN/ms-ckpt" reshard "$RUN/checkpoints" --to dp=4,zero=1 \
