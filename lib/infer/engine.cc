@@ -19,21 +19,23 @@ struct Engine::Sequence {
 };
 
 Engine::Engine(model::Transformer& model, const data::Tokenizer* tokenizer,
-               const EngineOptions& options)
+               const EngineOptions& options, StepForward* forward)
     : model_(model),
       tokenizer_(tokenizer),
       options_(options),
+      forward_(forward),
       cache_(model.config(), options.kv_blocks, options.block_size) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(model::Transformer& model,
                                                const data::Tokenizer* tokenizer,
-                                               const EngineOptions& options) {
+                                               const EngineOptions& options,
+                                               StepForward* forward) {
   if (options.max_batch < 1 || options.kv_blocks < 1 || options.block_size < 1) {
     return InvalidArgument("max_batch (" + std::to_string(options.max_batch) + "), kv_blocks (" +
                            std::to_string(options.kv_blocks) + ") and block_size (" +
                            std::to_string(options.block_size) + ") must all be at least 1");
   }
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, options));
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, options, forward));
 }
 
 // Why `r` can never be served, or "" when it can.
@@ -121,7 +123,9 @@ bool Engine::finished(Sequence& s, int32_t token) {
 Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
   std::vector<model::CachedChunk> chunks;
   for (const Sequence& s : running) chunks.push_back({s.feed, s.position, s.blocks});
-  MS_ASSIGN_OR_RETURN(Tensor logits, model_.forward_cached(chunks, cache_.view()));
+  MS_ASSIGN_OR_RETURN(Tensor logits, forward_ != nullptr
+                                         ? forward_->forward(chunks, cache_.view())
+                                         : model_.forward_cached(chunks, cache_.view()));
   const int64_t V = model_.config().vocab_size;
   const double now_ms = clock.elapsed_s() * 1e3;
   stats_.max_active = std::max(stats_.max_active, static_cast<int64_t>(running.size()));

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,16 @@ struct EngineOptions {
   bool keep_logits = false;  // keep each step's logits in the completion (tests)
 };
 
+// How one step's chunks go through the model. The engine's own is forward_cached on this rank;
+// infer/disaggregated.h's sends each MoE layer's tokens to expert ranks.
+class StepForward {
+ public:
+  virtual ~StepForward() = default;
+  // Logits (chunks.size(), vocab_size) of each chunk's last token, as forward_cached.
+  virtual Result<Tensor> forward(std::span<const model::CachedChunk> chunks,
+                                 const model::PagedKvCache& cache) = 0;
+};
+
 struct EngineStats {
   int64_t steps = 0;
   int64_t prefill_tokens = 0;
@@ -65,11 +76,13 @@ struct EngineStats {
 
 class Engine {
  public:
-  // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
-  // InvalidArgument when an option is not positive.
+  // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine, as
+  // must `forward` when given (null: forward_cached here). InvalidArgument when an option is
+  // not positive.
   static Result<std::unique_ptr<Engine>> create(model::Transformer& model,
                                                 const data::Tokenizer* tokenizer,
-                                                const EngineOptions& options);
+                                                const EngineOptions& options,
+                                                StepForward* forward = nullptr);
 
   // Serves every request to the end and returns their completions in request order.
   // on_done, when set, is called as each request finishes (progress). Per-request problems are
@@ -83,7 +96,8 @@ class Engine {
 
  private:
   struct Sequence;
-  Engine(model::Transformer& model, const data::Tokenizer* tokenizer, const EngineOptions& options);
+  Engine(model::Transformer& model, const data::Tokenizer* tokenizer, const EngineOptions& options,
+         StepForward* forward);
   std::string refusal(const Request& r) const;
   bool admit(const Request& r, size_t index, std::vector<Sequence>& running);
   Status step(std::vector<Sequence>& running, const Stopwatch& clock);
@@ -92,6 +106,7 @@ class Engine {
   model::Transformer& model_;
   const data::Tokenizer* tokenizer_;
   EngineOptions options_;
+  StepForward* forward_;  // null: model_.forward_cached
   KvCache cache_;
   EngineStats stats_;
 };

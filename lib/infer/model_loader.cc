@@ -147,9 +147,21 @@ Status fill_parameter(model::Parameter& p, const std::vector<ckpt::SafetensorsFi
   return NotFound(dir + ": no safetensors file holds tensor " + p.name);
 }
 
+// Releases the gradients (serving never needs them) and the values `keep` rejects, and returns
+// the indices of the parameters left to read.
+std::vector<size_t> kept_parameters(model::Transformer& model, const ParameterFilter& keep) {
+  const auto keeps = [&](size_t i) { return !keep || keep(model, i); };
+  model.release_for_serving(keeps);
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < model.parameters().size(); ++i) {
+    if (keeps(i)) kept.push_back(i);
+  }
+  return kept;
+}
+
 }  // namespace
 
-Result<LoadedModel> load_hf_model(const std::string& dir) {
+Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep) {
   const std::string config_path = dir + "/config.json";
   MS_ASSIGN_OR_RETURN(std::string text, io::read_file(config_path));
   MS_ASSIGN_OR_RETURN(config::ModelConfig cfg, model_config_from_hf_json(text, config_path));
@@ -160,8 +172,8 @@ Result<LoadedModel> load_hf_model(const std::string& dir) {
   LoadedModel loaded;
   loaded.model = std::move(*created);
   MS_ASSIGN_OR_RETURN(std::vector<ckpt::SafetensorsFile> files, open_weight_files(dir));
-  for (model::Parameter& p : loaded.model->parameters()) {
-    MS_RETURN_IF_ERROR(fill_parameter(p, files, dir));
+  for (size_t i : kept_parameters(*loaded.model, keep)) {
+    MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], files, dir));
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(dir + "/tokenizer.json"));
   if (loaded.tokenizer->vocab_size() > cfg.vocab_size) {
@@ -205,7 +217,7 @@ Status read_checkpoint_parameter(model::Parameter& p, const ckpt::Manifest& m,
 
 }  // namespace
 
-Result<LoadedModel> load_checkpoint_model(const std::string& path) {
+Result<LoadedModel> load_checkpoint_model(const std::string& path, const ParameterFilter& keep) {
   MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(path));
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(step_dir));
   if (m.config_yaml.empty()) {
@@ -220,20 +232,22 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path) {
   if (!created.ok()) return InvalidArgument(step_dir + ": " + created.status().message());
   LoadedModel loaded;
   loaded.model = std::move(*created);
-  for (model::Parameter& p : loaded.model->parameters()) {
-    MS_RETURN_IF_ERROR(read_checkpoint_parameter(p, m, step_dir));
+  for (size_t i : kept_parameters(*loaded.model, keep)) {
+    MS_RETURN_IF_ERROR(read_checkpoint_parameter(loaded.model->parameters()[i], m, step_dir));
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(step_dir + "/tokenizer.json"));
   return loaded;
 }
 
-Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint) {
+Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint,
+                               const ParameterFilter& keep) {
   if (model_dir.empty() == checkpoint.empty()) {
     return InvalidArgument(
         "give exactly one of --model (a Hugging Face directory) or "
         "--checkpoint (a training checkpoint)");
   }
-  return model_dir.empty() ? load_checkpoint_model(checkpoint) : load_hf_model(model_dir);
+  return model_dir.empty() ? load_checkpoint_model(checkpoint, keep)
+                           : load_hf_model(model_dir, keep);
 }
 
 Status save_hf_model(const model::Transformer& model, const std::string& tokenizer_json,

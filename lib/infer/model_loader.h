@@ -6,6 +6,7 @@
 // with Transformer::create without a trained checkpoint.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -21,6 +22,10 @@ struct LoadedModel {
   std::unique_ptr<data::Tokenizer> tokenizer;
 };
 
+// Which parameters (by index into model.parameters()) a rank loads; the others are released
+// (model::Transformer::release_for_serving). Empty: all. Gradients are always released.
+using ParameterFilter = std::function<bool(const model::Transformer& model, size_t param_index)>;
+
 // The model section from the text of a config.json. Required: hidden_size, intermediate_size,
 // num_hidden_layers, num_attention_heads, vocab_size, max_position_embeddings; optional:
 // num_key_value_heads (= heads), rms_norm_eps (1e-5), rope_theta (1e4), tie_word_embeddings,
@@ -33,17 +38,19 @@ Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
 // Reads dir/config.json, every tensor the model needs from dir/*.safetensors (F32, BF16 or F16;
 // converted to f32) and dir/tokenizer.json. Errors name the file and the tensor (missing, wrong
 // shape) or key. The caller owns the result.
-Result<LoadedModel> load_hf_model(const std::string& dir);
+Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {});
 
 // Reads a training checkpoint (a step directory, a checkpoints/ directory or its `latest` file;
 // any parallel layout, since whole tensors are read across shards): the model section of the
 // run config kept in the manifest, every parameter by name (F32 or BF16), and the
 // tokenizer.json copied beside it. Errors name the step directory and the missing tensor/key.
-Result<LoadedModel> load_checkpoint_model(const std::string& path);
+Result<LoadedModel> load_checkpoint_model(const std::string& path,
+                                          const ParameterFilter& keep = {});
 
 // Exactly one of model_dir (Hugging Face layout) or checkpoint must be non-empty;
 // InvalidArgument otherwise.
-Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint);
+Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint,
+                               const ParameterFilter& keep = {});
 
 // Writes dir/config.json, dir/model.safetensors (f32, tied lm_head omitted) and a copy of
 // tokenizer_json as dir/tokenizer.json, each atomically. Creates dir if needed.

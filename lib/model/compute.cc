@@ -141,32 +141,54 @@ ExpertWeights expert_weights(Transformer::Impl& m, const LayerIndex& li) {
 
 }  // namespace
 
+// x: (n, D) -> the routing in m (router probabilities, renormalized top-k weights, grouping) and
+// xp: (n * k, D) the rows of x each expert receives, grouped by expert.
+void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x,
+                                     std::vector<float>& xp, int64_t n) {
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k;
+  float* logits = sized(scratch.router_logits, n * E);
+  ops::linear_forward(x, w(li.router), logits, n, D, E);
+  ops::softmax_forward(logits, sized(m.probs, n * E), n, E);
+  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
+  ops::moe_permute_forward(x, m.routing, sized(xp, n * k * D), D);
+}
+
+// xp: (rows, D) grouped by expert (expert e's rows are [offsets[e], offsets[e + 1]), rows =
+// offsets[E]) -> yp: (rows, D), one SwiGLU matmul chain per expert. Experts with no rows are
+// skipped, so a rank holding only some experts' weights may call this with zero rows for the
+// others. acts keeps the gate/up projections for the backward.
+void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
+                                        const int64_t* offsets, float* yp) {
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = cfg.d_ff, rows = offsets[E];
+  const ExpertWeights ew = expert_weights(*this, li);
+  float* gate = sized(acts.gate, rows * F);
+  float* up = sized(acts.up, rows * F);
+  ops::grouped_linear_forward(xp, ew.gate.data(), offsets, E, gate, D, F);
+  ops::grouped_linear_forward(xp, ew.up.data(), offsets, E, up, D, F);
+  float* act = sized(scratch.act, rows * F);
+  ops::swiglu_forward(gate, up, act, rows * F);
+  ops::grouped_linear_forward(act, ew.down.data(), offsets, E, yp, F, D);
+}
+
+// yp: (n * k, D) expert outputs in dispatch order -> out: (n, D) = the routing-weighted sum of
+// each token's experts, plus the shared expert over x: (n, D) when configured.
+void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, const float* x,
+                                    const float* yp, float* out, MlpActs& shared, int64_t n) {
+  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
+  if (cfg.moe.shared_expert_d_ff > 0) {
+    mlp_forward(li.shared, cfg.moe.shared_expert_d_ff, shared, x, out, n, true);
+  }
+}
+
 // x: (n, D) -> out: (n, D): route, run every expert over its tokens, combine with the routing
 // weights, add the shared expert. Returns this layer's load-balancing loss.
 double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const float* x,
                                       float* out, int64_t n) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = cfg.d_ff;
-  Scratch& s = scratch;
-  float* logits = sized(s.router_logits, n * E);
-  ops::linear_forward(x, w(li.router), logits, n, D, E);
-  ops::softmax_forward(logits, sized(m.probs, n * E), n, E);
-  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
-  const int64_t* offsets = m.routing.offsets.data();
-  float* xp = sized(s.permuted, n * k * D);
-  ops::moe_permute_forward(x, m.routing, xp, D);
-  const ExpertWeights ew = expert_weights(*this, li);
-  float* gate = sized(m.experts.gate, n * k * F);
-  float* up = sized(m.experts.up, n * k * F);
-  ops::grouped_linear_forward(xp, ew.gate.data(), offsets, E, gate, D, F);
-  ops::grouped_linear_forward(xp, ew.up.data(), offsets, E, up, D, F);
-  float* act = sized(s.act, n * k * F);
-  ops::swiglu_forward(gate, up, act, n * k * F);
+  const int64_t D = cfg.d_model, k = cfg.moe.top_k;
+  moe_dispatch(m, li, x, scratch.permuted, n);
   float* yp = sized(m.expert_out, n * k * D);
-  ops::grouped_linear_forward(act, ew.down.data(), offsets, E, yp, F, D);
-  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    mlp_forward(li.shared, cfg.moe.shared_expert_d_ff, m.shared, x, out, n, true);
-  }
+  experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
+  moe_combine(m, li, x, yp, out, m.shared, n);
   return ops::moe_aux_loss(m.probs.data(), m.routing);
 }
 

@@ -1,8 +1,10 @@
 // Transformer::forward_cached: the decode/prefill path over a paged key/value cache. It shares
 // the training model's parameters, RMSNorm, linear (one sgemm over every token of every chunk),
-// SwiGLU and MoE code (Impl::ffn_forward); only what depends on a token's absolute position
+// SwiGLU and MoE code (model/compute.cc); only what depends on a token's absolute position
 // differs from training: rotary embeddings at each token's own position, and attention that
 // reads keys and values from the sequence's cache blocks instead of from the same batch.
+// The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
+// experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -15,12 +17,6 @@
 
 namespace ms::model {
 namespace {
-
-// One token of the flattened batch: its position and the block table of its sequence.
-struct TokenSlot {
-  int64_t pos = 0;
-  const int32_t* blocks = nullptr;
-};
 
 float* sized(std::vector<float>& v, int64_t n) {
   v.resize(static_cast<size_t>(n));
@@ -98,30 +94,36 @@ void paged_attention(const float* q, const float* kc, const float* vc, const Pag
 
 }  // namespace
 
-void Transformer::Impl::forward_cached(std::span<const CachedChunk> chunks,
-                                       const PagedKvCache& cache, float* logits) {
-  std::vector<int32_t> ids;
-  std::vector<TokenSlot> slots;
-  std::vector<int64_t> last_rows;
+void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
+                                   const PagedKvCache& cache) {
+  p.cache = &cache;
+  p.layers_total = layers.size();
   for (const CachedChunk& c : chunks) {
     for (size_t i = 0; i < c.tokens.size(); ++i) {
-      ids.push_back(c.tokens[i]);
-      slots.push_back(TokenSlot{c.start + static_cast<int64_t>(i), c.blocks.data()});
+      p.ids.push_back(c.tokens[i]);
+      p.slots.push_back(TokenSlot{c.start + static_cast<int64_t>(i), c.blocks.data()});
     }
-    last_rows.push_back(static_cast<int64_t>(ids.size()) - 1);
+    p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
   }
-  const int64_t N = static_cast<int64_t>(ids.size()), D = cfg.d_model, hd = head_dim();
+  const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model;
+  ops::embedding_forward(p.ids.data(), w(embed), sized(p.x, N * D), N, D);
+}
+
+// Runs layers from p.layer: attention (writing the cache), the residual and, for a dense
+// layer, the whole FFN; stops at the first MoE layer once its tokens are grouped by expert.
+void Transformer::Impl::pass_to_experts(CachedPassState& p) {
+  const PagedKvCache& cache = *p.cache;
+  const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model, hd = head_dim();
   const int64_t qd = cfg.n_heads * hd, kvd = cfg.n_kv_heads * hd;
   const float eps = static_cast<float>(cfg.norm_eps);
-  const Dims d{1, N, N};
   const AttentionDims ad{cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window};
-  std::vector<float> x(N * D), next(N * D);
-  ops::embedding_forward(ids.data(), w(embed), x.data(), N, D);
-  for (size_t l = 0; l < layers.size(); ++l) {
+  const std::vector<TokenSlot>& slots = p.slots;
+  for (; p.layer < layers.size(); ++p.layer) {
+    const size_t l = p.layer;
     const LayerIndex& li = layers[l];
     LayerActs& a = acts[l];
-    float* normed = sized(scratch.normed, N * D);
-    ops::rmsnorm_forward(x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
+    float* normed = sized(p.normed, N * D);
+    ops::rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
     float* q = sized(a.q, N * qd);
     float* k = sized(a.k, N * kvd);
     float* v = sized(a.v, N * kvd);
@@ -137,25 +139,46 @@ void Transformer::Impl::forward_cached(std::span<const CachedChunk> chunks,
     }
     float* attn = sized(a.attn, N * qd);
     paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
-    if (cfg.parallel_block) {
-      ops::linear_forward(attn, w(li.o), next.data(), N, qd, D);
-      ffn_forward(a, li, normed, sized(scratch.ffn_out, N * D), d);
-      add_into(next.data(), x.data(), N * D);
-      add_into(next.data(), scratch.ffn_out.data(), N * D);
-    } else {
-      float* h = sized(a.h, N * D);
-      ops::linear_forward(attn, w(li.o), h, N, qd, D);
-      add_into(h, x.data(), N * D);
+    float* h = sized(p.h, N * D);
+    ops::linear_forward(attn, w(li.o), h, N, qd, D);
+    add_into(h, p.x.data(), N * D);
+    if (!cfg.parallel_block) {
       ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
-      ffn_forward(a, li, normed, next.data(), d);
-      add_into(next.data(), h, N * D);
     }
-    x.swap(next);
+    if (is_moe()) {
+      moe_dispatch(p.moe, li, normed, p.dispatch, N);
+      p.awaiting_experts = true;
+      return;
+    }
+    mlp_forward(li.mlp, cfg.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
+    finish_layer(p);
   }
-  const int64_t C = static_cast<int64_t>(last_rows.size());
+}
+
+// p.ffn_out holds the FFN's output: the layer's result is h + ffn_out (the parallel block's h
+// already holds x + attention). Moves to the next layer.
+void Transformer::Impl::finish_layer(CachedPassState& p) {
+  const int64_t n = static_cast<int64_t>(p.x.size());
+  float* out = p.ffn_out.data();
+  add_into(out, p.h.data(), n);
+  p.x.swap(p.ffn_out);
+}
+
+void Transformer::Impl::pass_apply_experts(CachedPassState& p, const float* expert_out) {
+  const int64_t N = static_cast<int64_t>(p.ids.size());
+  moe_combine(p.moe, layers[p.layer], p.normed.data(), expert_out,
+              sized(p.ffn_out, N * cfg.d_model), p.shared, N);
+  finish_layer(p);
+  p.awaiting_experts = false;
+  ++p.layer;
+}
+
+void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
+  const int64_t D = cfg.d_model, C = static_cast<int64_t>(p.last_rows.size());
+  const float eps = static_cast<float>(cfg.norm_eps);
   std::vector<float> last(C * D), last_normed(C * D), rstd(C);
   for (int64_t c = 0; c < C; ++c) {
-    std::copy_n(x.data() + last_rows[c] * D, D, last.data() + c * D);
+    std::copy_n(p.x.data() + p.last_rows[c] * D, D, last.data() + c * D);
   }
   ops::rmsnorm_forward(last.data(), w(final_norm), last_normed.data(), rstd.data(), C, D, eps);
   ops::linear_forward(last_normed.data(), w(lm_head), logits, C, D, cfg.vocab_size);
@@ -208,17 +231,139 @@ Status check_chunk(const config::ModelConfig& c, const PagedKvCache& cache,
 
 }  // namespace
 
-Result<Tensor> Transformer::forward_cached(std::span<const CachedChunk> chunks,
-                                           const PagedKvCache& cache) {
+Result<CachedPass> Transformer::begin_cached(std::span<const CachedChunk> chunks,
+                                             const PagedKvCache& cache) {
   if (chunks.empty()) return InvalidArgument("forward_cached needs at least one chunk");
   MS_RETURN_IF_ERROR(check_cache(impl_->cfg, cache));
   for (size_t i = 0; i < chunks.size(); ++i) {
     MS_RETURN_IF_ERROR(check_chunk(impl_->cfg, cache, chunks[i], i));
   }
-  const int64_t C = static_cast<int64_t>(chunks.size());
+  CachedPass pass;
+  impl_->begin_pass(*pass.s_, chunks, cache);
+  return pass;
+}
+
+void Transformer::run_to_experts(CachedPass& pass) {
+  if (!pass.awaiting_experts()) impl_->pass_to_experts(*pass.s_);
+}
+
+Status Transformer::apply_experts(CachedPass& pass, std::span<const float> expert_out) {
+  if (!pass.awaiting_experts()) {
+    return InvalidArgument("apply_experts: the pass is not waiting for experts");
+  }
+  if (expert_out.size() != pass.dispatch_rows().size()) {
+    return InvalidArgument("apply_experts: expected " +
+                           std::to_string(pass.dispatch_rows().size()) + " values, got " +
+                           std::to_string(expert_out.size()));
+  }
+  impl_->pass_apply_experts(*pass.s_, expert_out.data());
+  return Status::OK();
+}
+
+Result<Tensor> Transformer::cached_logits(CachedPass& pass) {
+  if (!pass.finished()) {
+    return FailedPrecondition("cached_logits: layer " + std::to_string(pass.layer()) +
+                              " has not run yet");
+  }
+  const int64_t C = static_cast<int64_t>(pass.s_->last_rows.size());
   Tensor out = Tensor::empty(DType::kF32, {C, impl_->cfg.vocab_size});
-  impl_->forward_cached(chunks, cache, out.data<float>());
+  impl_->pass_logits(*pass.s_, out.data<float>());
   return out;
+}
+
+Status Transformer::run_experts(size_t layer, std::span<const int64_t> offsets, const float* x,
+                                float* y) {
+  const config::ModelConfig& c = impl_->cfg;
+  const int64_t E = c.moe.num_experts;
+  if (E == 0 || layer >= impl_->layers.size()) {
+    return InvalidArgument("run_experts: layer " + std::to_string(layer) +
+                           " is not a MoE layer of this model");
+  }
+  if (static_cast<int64_t>(offsets.size()) != E + 1 || offsets[0] != 0) {
+    return InvalidArgument("run_experts: offsets must have num_experts + 1 entries from 0");
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    if (offsets[e + 1] < offsets[e]) return InvalidArgument("run_experts: offsets decrease");
+    if (offsets[e + 1] > offsets[e] && !holds_expert(layer, e)) {
+      return InvalidArgument("run_experts: rows for expert " + std::to_string(e) + " of layer " +
+                             std::to_string(layer) + ", whose weights this rank does not hold");
+    }
+  }
+  impl_->experts_forward(impl_->layers[layer], impl_->scratch_experts, x, offsets.data(), y);
+  return Status::OK();
+}
+
+int64_t Transformer::release_for_serving(const std::function<bool(size_t param_index)>& keep) {
+  int64_t held = 0;
+  for (size_t i = 0; i < impl_->params.size(); ++i) {
+    Parameter& p = impl_->params[i];
+    p.grad = Tensor();
+    if (keep(i)) {
+      held += static_cast<int64_t>(p.value.nbytes());
+    } else {
+      p.value = Tensor();
+    }
+  }
+  return held;
+}
+
+bool Transformer::holds_expert(size_t layer, int64_t expert) const {
+  if (layer >= impl_->layers.size()) return false;
+  const std::vector<MlpIndex>& experts = impl_->layers[layer].experts;
+  if (expert < 0 || expert >= static_cast<int64_t>(experts.size())) return false;
+  const MlpIndex& m = experts[static_cast<size_t>(expert)];
+  for (size_t i : {m.gate, m.up, m.down}) {
+    if (impl_->params[i].value.raw_data() == nullptr) return false;
+  }
+  return true;
+}
+
+std::optional<Transformer::ExpertRef> Transformer::routed_expert(size_t param_index) const {
+  for (size_t l = 0; l < impl_->layers.size(); ++l) {
+    const LayerIndex& li = impl_->layers[l];
+    if (param_index < li.first_param || param_index >= li.end_param) continue;
+    for (size_t e = 0; e < li.experts.size(); ++e) {
+      const MlpIndex& m = li.experts[e];
+      if (param_index == m.gate || param_index == m.up || param_index == m.down) {
+        return ExpertRef{l, static_cast<int64_t>(e)};
+      }
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+Result<Tensor> Transformer::forward_cached(std::span<const CachedChunk> chunks,
+                                           const PagedKvCache& cache) {
+  MS_ASSIGN_OR_RETURN(CachedPass pass, begin_cached(chunks, cache));
+  for (run_to_experts(pass); !pass.finished(); run_to_experts(pass)) {
+    const std::span<const int64_t> offsets = pass.dispatch_offsets();
+    std::vector<float>& out = impl_->scratch.expert_out;  // reused from layer to layer
+    out.resize(pass.dispatch_rows().size());
+    MS_RETURN_IF_ERROR(run_experts(pass.layer(), offsets, pass.dispatch_rows().data(), out.data()));
+    MS_RETURN_IF_ERROR(apply_experts(pass, out));
+  }
+  return cached_logits(pass);
+}
+
+CachedPass::CachedPass() : s_(std::make_unique<CachedPassState>()) {}
+CachedPass::~CachedPass() = default;
+CachedPass::CachedPass(CachedPass&&) noexcept = default;
+CachedPass& CachedPass::operator=(CachedPass&&) noexcept = default;
+
+int64_t CachedPass::tokens() const { return static_cast<int64_t>(s_->ids.size()); }
+size_t CachedPass::layer() const { return s_->layer; }
+bool CachedPass::awaiting_experts() const { return s_->awaiting_experts; }
+bool CachedPass::finished() const {
+  return !s_->awaiting_experts && s_->layer == s_->layers_total;
+}
+std::span<const float> CachedPass::dispatch_rows() const {
+  if (!s_->awaiting_experts) return {};
+  return s_->dispatch;
+}
+std::span<const int64_t> CachedPass::dispatch_offsets() const {
+  if (!s_->awaiting_experts) return {};
+  return s_->moe.routing.offsets;
 }
 
 }  // namespace ms::model

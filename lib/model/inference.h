@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -31,6 +32,33 @@ struct CachedChunk {
   std::span<const int32_t> tokens;
   int64_t start = 0;
   std::span<const int32_t> blocks;
+};
+
+// One forward_cached pass split at each MoE layer's experts (Transformer::begin_cached), so the
+// experts can run on other ranks while this rank works on another pass (disaggregated serving,
+// infer/disaggregated.h). Created by Transformer::begin_cached and advanced only by that model;
+// the chunks' block tables and the cache must outlive it.
+struct CachedPassState;  // model/model_impl.h
+class CachedPass {
+ public:
+  CachedPass();
+  ~CachedPass();
+  CachedPass(CachedPass&&) noexcept;
+  CachedPass& operator=(CachedPass&&) noexcept;
+
+  int64_t tokens() const;  // N, every chunk's tokens
+  // The layer that runs next, or whose tokens are waiting for their experts.
+  size_t layer() const;
+  bool awaiting_experts() const;
+  bool finished() const;  // every layer has run; the logits are ready
+  // While awaiting_experts: the FFN inputs (N * top_k, d_model) grouped by expert, expert e's
+  // rows being [offsets[e], offsets[e + 1]); offsets has num_experts + 1 entries.
+  std::span<const float> dispatch_rows() const;
+  std::span<const int64_t> dispatch_offsets() const;
+
+ private:
+  friend class Transformer;
+  std::unique_ptr<CachedPassState> s_;
 };
 
 }  // namespace ms::model

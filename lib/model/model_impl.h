@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "model/inference.h"
 #include "model/transformer.h"
 #include "ops/attention.h"
 #include "ops/moe.h"
@@ -69,10 +70,38 @@ struct Scratch {
   std::vector<float> normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
   std::vector<float> permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
   std::vector<float> ffn_out, residual_grad;
+  std::vector<float> expert_out;  // serving: expert outputs of a dispatch
 };
 
 struct Dims {
   int64_t B = 0, T = 0, N = 0;
+};
+
+// One token of a cached pass: its absolute position and its sequence's block table.
+struct TokenSlot {
+  int64_t pos = 0;
+  const int32_t* blocks = nullptr;
+};
+
+// The state of one forward_cached pass between its stages (model/inference.cc): what must
+// survive while a MoE layer's tokens are away at the experts, so several passes (micro-batches)
+// can be in flight at once. Scratch buffers are not part of it: a stage uses them only until it
+// returns.
+struct CachedPassState {
+  const PagedKvCache* cache = nullptr;
+  std::vector<int32_t> ids;
+  std::vector<TokenSlot> slots;
+  std::vector<int64_t> last_rows;  // row of each chunk's last token
+  size_t layer = 0;                // the next layer to run, or the one awaiting its experts
+  size_t layers_total = 0;
+  bool awaiting_experts = false;
+  std::vector<float> x;       // (N, D) the residual stream entering `layer`
+  std::vector<float> h;       // (N, D) x after attention (+ x itself in the parallel block)
+  std::vector<float> normed;  // (N, D) the FFN's input
+  MoeActs moe;                // routing of the layer awaiting its experts
+  std::vector<float> dispatch;  // (N * k, D) normed rows grouped by expert
+  std::vector<float> ffn_out;   // (N, D)
+  MlpActs shared;
 };
 
 struct Transformer::Impl {
@@ -85,6 +114,7 @@ struct Transformer::Impl {
   std::vector<LayerActs> acts;
   std::vector<float> final_x, final_rstd, final_normed, logits, token_loss;
   Scratch scratch;
+  MlpActs scratch_experts;  // gate/up of experts run for serving (no backward follows)
 
   int64_t head_dim() const { return cfg.d_model / cfg.n_heads; }
   bool is_moe() const { return cfg.moe.num_experts > 0; }
@@ -97,10 +127,26 @@ struct Transformer::Impl {
   double forward(const int32_t* inputs, const Dims& d);
   // Backpropagates dlogits (already in `logits`) through the stack, accumulating into grads.
   void backward(const int32_t* inputs, const Dims& d, float aux_grad, const BackwardHooks* hooks);
-  // Inference over chunks already validated (model/inference.cc): logits (chunks, V) of each
-  // chunk's last token.
-  void forward_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache,
-                      float* logits);
+  // Inference over chunks already validated (model/inference.cc), in stages: begin_pass embeds
+  // the tokens; pass_to_experts runs layers until a MoE layer's tokens are dispatched to experts
+  // (or to the end); pass_apply_experts finishes that layer from the experts' outputs (N*k, D);
+  // pass_logits writes (chunks, V), each chunk's last token.
+  void begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
+                  const PagedKvCache& cache);
+  void pass_to_experts(CachedPassState& p);
+  void pass_apply_experts(CachedPassState& p, const float* expert_out);
+  void pass_logits(CachedPassState& p, float* logits);
+  void finish_layer(CachedPassState& p);
+  // The MoE FFN split where the experts may run on another rank (model/compute.cc).
+  void moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x, std::vector<float>& xp,
+                    int64_t n);
+  void experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
+                       const int64_t* offsets, float* yp);
+  void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
+                   float* out, MlpActs& shared, int64_t n);
+
+  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
+                   int64_t rows, bool accumulate);
 
  private:
   void attention_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
@@ -111,8 +157,6 @@ struct Transformer::Impl {
                      const Dims& d);
   void ffn_backward(LayerActs& a, const LayerIndex& li, const float* normed, const float* dout,
                     float* dnormed, float aux_grad, const Dims& d);
-  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
-                   int64_t rows, bool accumulate);
   void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
                     const float* dout, float* dx, int64_t rows);
   double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -96,6 +97,40 @@ class Transformer {
   // the vocabulary, positions past model.max_seq_len, a block table too short or naming a block
   // outside the cache, or a cache shaped for another model; the cache is untouched then.
   Result<Tensor> forward_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache);
+
+  // forward_cached in stages (model/inference.h's CachedPass), for serving a MoE model with its
+  // experts on other ranks. begin_cached validates like forward_cached and embeds the tokens;
+  // run_to_experts runs layers until a MoE layer's tokens are grouped by expert
+  // (pass.awaiting_experts()) or every layer has run (pass.finished()); apply_experts takes the
+  // experts' outputs for pass.dispatch_rows(), in the same order, and completes that layer;
+  // cached_logits returns (chunks, vocab_size) once finished. forward_cached is exactly these
+  // stages with run_experts called here, so both paths compute the same thing.
+  Result<CachedPass> begin_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache);
+  void run_to_experts(CachedPass& pass);
+  // InvalidArgument when the pass is not awaiting experts or expert_out has the wrong size.
+  Status apply_experts(CachedPass& pass, std::span<const float> expert_out);
+  // FailedPrecondition until pass.finished().
+  Result<Tensor> cached_logits(CachedPass& pass);
+  // The experts of MoE layer `layer`: x: (offsets.back(), d_model) grouped by expert as in a
+  // dispatch (offsets: num_experts + 1 entries) -> y: same shape. Only experts with rows read
+  // their weights, so a rank holding some experts serves their rows. InvalidArgument for a
+  // dense layer, bad offsets, or rows for an expert whose weights were released.
+  Status run_experts(size_t layer, std::span<const int64_t> offsets, const float* x, float* y);
+
+  // For serving: frees every gradient, and the values of the parameters whose index `keep`
+  // rejects (a rank that holds only part of the model). A released parameter's value is an
+  // empty tensor; the stages above that need it must not be called. Returns the bytes of
+  // values still held.
+  int64_t release_for_serving(const std::function<bool(size_t param_index)>& keep);
+  // The MoE layer and routed expert parameters()[param_index] belongs to, if any (the shared
+  // expert and the router are not routed experts).
+  struct ExpertRef {
+    size_t layer = 0;
+    int64_t expert = 0;
+  };
+  std::optional<ExpertRef> routed_expert(size_t param_index) const;
+  // Whether MoE layer `layer`'s expert `expert` still holds its weights.
+  bool holds_expert(size_t layer, int64_t expert) const;
 
   // Sets every gradient to 0.
   void zero_grads();

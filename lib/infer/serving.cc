@@ -1,0 +1,240 @@
+// Serving across the ranks of a job (infer/serving.h): role assignment, the request share of
+// each serving rank, and the collection of completions and reports on rank 0 as JSON messages.
+#include "infer/serving.h"
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <utility>
+
+#include "core/timer.h"
+
+namespace ms::infer {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kCollectTag = 7201;
+
+bool disaggregated(const ServeOptions& o) { return o.attention_ranks > 0; }
+
+std::string role_of(const ServeOptions& o, int rank) {
+  if (!disaggregated(o)) return "colocated";
+  return rank < o.attention_ranks ? "attention" : "experts";
+}
+
+json completion_json(const Completion& c, size_t index) {
+  return json{{"index", index},
+              {"id", c.id},
+              {"tokens", c.tokens},
+              // bytes: a completion cut inside a UTF-8 sequence is not valid JSON text
+              {"text", std::vector<uint8_t>(c.text.begin(), c.text.end())},
+              {"finish_reason", c.finish_reason},
+              {"error", c.error},
+              {"prompt_tokens", c.prompt_tokens},
+              {"ttft_ms", c.ttft_ms},
+              {"latency_ms", c.latency_ms},
+              {"logits", c.logits}};
+}
+
+Completion completion_from(const json& j) {
+  Completion c;
+  c.id = j.at("id").get<std::string>();  // ids come from JSON input, so they are valid UTF-8
+  c.tokens = j.at("tokens").get<std::vector<int32_t>>();
+  const std::vector<uint8_t> text = j.at("text").get<std::vector<uint8_t>>();
+  c.text.assign(text.begin(), text.end());
+  c.finish_reason = j.at("finish_reason").get<std::string>();
+  c.error = j.at("error").get<std::string>();
+  c.prompt_tokens = j.at("prompt_tokens").get<int64_t>();
+  c.ttft_ms = j.at("ttft_ms").get<double>();
+  c.latency_ms = j.at("latency_ms").get<double>();
+  c.logits = j.at("logits").get<std::vector<std::vector<float>>>();
+  return c;
+}
+
+json report_json(const RankReport& r) {
+  const PipelineStats& p = r.pipeline;
+  return json{{"role", r.role},
+              {"weight_bytes", r.weight_bytes},
+              {"requests", r.requests},
+              {"prefill_tokens", r.prefill_tokens},
+              {"decode_tokens", r.decode_tokens},
+              {"steps", r.steps},
+              {"pipeline",
+               {{"steps", p.steps},
+                {"micro_batches", p.micro_batches},
+                {"rows", p.rows},
+                {"busy_s", p.busy_s},
+                {"wait_s", p.wait_s},
+                {"bytes_sent", p.bytes_sent},
+                {"bytes_received", p.bytes_received}}}};
+}
+
+RankReport report_from(const json& j) {
+  RankReport r;
+  r.role = j.at("role").get<std::string>();
+  r.weight_bytes = j.at("weight_bytes").get<int64_t>();
+  r.requests = j.at("requests").get<int64_t>();
+  r.prefill_tokens = j.at("prefill_tokens").get<int64_t>();
+  r.decode_tokens = j.at("decode_tokens").get<int64_t>();
+  r.steps = j.at("steps").get<int64_t>();
+  const json& p = j.at("pipeline");
+  r.pipeline.steps = p.at("steps").get<int64_t>();
+  r.pipeline.micro_batches = p.at("micro_batches").get<int64_t>();
+  r.pipeline.rows = p.at("rows").get<int64_t>();
+  r.pipeline.busy_s = p.at("busy_s").get<double>();
+  r.pipeline.wait_s = p.at("wait_s").get<double>();
+  r.pipeline.bytes_sent = p.at("bytes_sent").get<int64_t>();
+  r.pipeline.bytes_received = p.at("bytes_received").get<int64_t>();
+  return r;
+}
+
+int64_t held_bytes(const model::Transformer& m) {
+  int64_t bytes = 0;
+  for (const model::Parameter& p : m.parameters()) bytes += static_cast<int64_t>(p.value.nbytes());
+  return bytes;
+}
+
+// This rank's share of the requests, served through the engine; its completions are returned
+// with their request indices.
+struct Share {
+  std::vector<size_t> index;
+  std::vector<Completion> completions;
+};
+
+Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& requests,
+                          const ServeOptions& o, comm::Communicator& comm, RankReport& report,
+                          const std::function<void(const Completion&)>& on_done) {
+  const int servers = disaggregated(o) ? o.attention_ranks : comm.size();
+  Share share;
+  std::vector<Request> mine;
+  for (size_t i = static_cast<size_t>(comm.rank()); i < requests.size();
+       i += static_cast<size_t>(servers)) {
+    share.index.push_back(i);
+    mine.push_back(requests[i]);
+  }
+  std::unique_ptr<RemoteExperts> remote;
+  if (disaggregated(o)) {
+    MS_ASSIGN_OR_RETURN(ServingLayout layout,
+                        ServingLayout::create(comm.size(), o.attention_ranks,
+                                              loaded.model->config().moe.num_experts));
+    remote = std::make_unique<RemoteExperts>(*loaded.model, comm, layout, o.micro_batches);
+  }
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                      Engine::create(*loaded.model, loaded.tokenizer.get(), o.engine, remote.get()));
+  Result<std::vector<Completion>> out = engine->generate(mine, on_done);
+  if (remote) {
+    MS_RETURN_IF_ERROR(remote->finish());
+    report.pipeline = remote->stats();
+  }
+  MS_RETURN_IF_ERROR(out.status());
+  share.completions = std::move(*out);
+  report.requests = static_cast<int64_t>(mine.size());
+  report.prefill_tokens = engine->stats().prefill_tokens;
+  report.decode_tokens = engine->stats().decode_tokens;
+  report.steps = engine->stats().steps;
+  return share;
+}
+
+Status send_text(comm::Communicator& comm, const std::string& text, int dest) {
+  const int64_t size = static_cast<int64_t>(text.size());
+  MS_RETURN_IF_ERROR(comm.send(&size, 1, DType::kI64, dest, kCollectTag));
+  return comm.send(text.data(), text.size(), DType::kU8, dest, kCollectTag);
+}
+
+Result<std::string> recv_text(comm::Communicator& comm, int source) {
+  int64_t size = 0;
+  MS_RETURN_IF_ERROR(comm.recv(&size, 1, DType::kI64, source, kCollectTag));
+  std::string text(static_cast<size_t>(size), '\0');
+  MS_RETURN_IF_ERROR(comm.recv(text.data(), text.size(), DType::kU8, source, kCollectTag));
+  return text;
+}
+
+// Every rank's report and completions, in a form rank 0 merges.
+json rank_json(const RankReport& report, const Share& share) {
+  json completions = json::array();
+  for (size_t k = 0; k < share.completions.size(); ++k) {
+    completions.push_back(completion_json(share.completions[k], share.index[k]));
+  }
+  return json{{"report", report_json(report)}, {"completions", completions}};
+}
+
+Status merge(const json& part, int rank, ServeResult& result) {
+  try {
+    result.ranks[static_cast<size_t>(rank)] = report_from(part.at("report"));
+    for (const json& c : part.at("completions")) {
+      result.completions.at(c.at("index").get<size_t>()) = completion_from(c);
+    }
+  } catch (const std::exception& e) {
+    return Internal("rank " + std::to_string(rank) + " sent a malformed result: " + e.what());
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+ParameterFilter serving_filter(const ServeOptions& options, int rank, int world) {
+  if (!disaggregated(options)) return {};
+  const int attention = options.attention_ranks;
+  return [=](const model::Transformer& m, size_t index) {
+    const std::optional<model::Transformer::ExpertRef> expert = m.routed_expert(index);
+    if (rank < attention) return !expert.has_value();
+    if (!expert) return false;
+    const ServingLayout layout{world, attention, m.config().moe.num_experts};
+    return layout.owner(expert->expert) == rank - attention;
+  };
+}
+
+Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
+                                     const ServeOptions& options,
+                                     const comm::Communicator& comm) {
+  MS_ASSIGN_OR_RETURN(
+      LoadedModel loaded,
+      load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size())));
+  if (disaggregated(options)) {
+    MS_RETURN_IF_ERROR(ServingLayout::create(comm.size(), options.attention_ranks,
+                                             loaded.model->config().moe.num_experts)
+                           .status());
+  }
+  return loaded;
+}
+
+Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
+                          const ServeOptions& options, comm::Communicator& comm,
+                          const std::function<void(const Completion&)>& on_done) {
+  const int rank = comm.rank();
+  RankReport report;
+  report.role = role_of(options, rank);
+  report.weight_bytes = held_bytes(*loaded.model);
+  Share share;
+  MS_RETURN_IF_ERROR(comm.barrier());
+  const Stopwatch clock;
+  if (report.role == "experts") {
+    MS_ASSIGN_OR_RETURN(ServingLayout layout,
+                        ServingLayout::create(comm.size(), options.attention_ranks,
+                                              loaded.model->config().moe.num_experts));
+    MS_ASSIGN_OR_RETURN(report.pipeline, serve_experts(*loaded.model, comm, layout));
+  } else {
+    MS_ASSIGN_OR_RETURN(share, serve_share(loaded, requests, options, comm, report, on_done));
+  }
+  MS_RETURN_IF_ERROR(comm.barrier());
+  ServeResult result;
+  result.seconds = clock.elapsed_s();
+  const json mine = rank_json(report, share);
+  if (rank != 0) {
+    MS_RETURN_IF_ERROR(send_text(comm, mine.dump(), 0));
+    return result;
+  }
+  result.completions.resize(requests.size());
+  result.ranks.resize(static_cast<size_t>(comm.size()));
+  MS_RETURN_IF_ERROR(merge(mine, 0, result));
+  for (int r = 1; r < comm.size(); ++r) {
+    MS_ASSIGN_OR_RETURN(std::string text, recv_text(comm, r));
+    const json part = json::parse(text, nullptr, false);
+    if (part.is_discarded()) return Internal("rank " + std::to_string(r) + " sent invalid JSON");
+    MS_RETURN_IF_ERROR(merge(part, r, result));
+  }
+  return result;
+}
+
+}  // namespace ms::infer

@@ -1,0 +1,56 @@
+// Serving on every rank of an mpirun job, for ms-infer generate and bench. Colocated: every
+// rank loads the whole model and serves every world-th request (data-parallel replicas).
+// Disaggregated (MoE, attention_ranks > 0): the first attention_ranks ranks load everything but
+// the routed experts and serve every attention_ranks-th request through RemoteExperts; the
+// others load only their block of experts and run serve_experts (infer/disaggregated.h).
+// Rank 0 collects every completion, in request order, and every rank's report.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "infer/disaggregated.h"
+#include "infer/engine.h"
+#include "infer/model_loader.h"
+
+namespace ms::infer {
+
+struct ServeOptions {
+  EngineOptions engine;
+  int attention_ranks = 0;  // 0: colocated
+  int micro_batches = 2;    // ping-pong micro-batches per step (disaggregated)
+};
+
+// One rank's part, as rank 0 receives it.
+struct RankReport {
+  std::string role;          // "colocated", "attention" or "experts"
+  int64_t weight_bytes = 0;  // parameter bytes the rank holds
+  int64_t requests = 0;      // requests it served (attention and colocated ranks)
+  int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0;
+  PipelineStats pipeline;    // disaggregated only
+};
+
+struct ServeResult {
+  std::vector<Completion> completions;  // rank 0: every request in request order
+  std::vector<RankReport> ranks;        // rank 0: index = world rank
+  double seconds = 0;                   // from the common start until every rank finished
+};
+
+// The parameters this rank needs for `options` (every one when colocated).
+ParameterFilter serving_filter(const ServeOptions& options, int rank, int world);
+
+// Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter).
+Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
+                                     const ServeOptions& options, const comm::Communicator& comm);
+
+// Serves `requests` (identical on every rank) with `loaded` from load_for_serving. on_done is
+// called on this rank as each of its own requests finishes. Every rank must call it.
+Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
+                          const ServeOptions& options, comm::Communicator& comm,
+                          const std::function<void(const Completion&)>& on_done = {});
+
+}  // namespace ms::infer
