@@ -3,7 +3,9 @@
 // and time-per-output-token percentiles, then a sweep over batch sizes like llama.cpp's
 // batched-bench (prompt processing and token generation timed separately), with decode speed
 // set against the memory-bandwidth bound: weight bytes read per decode step over the bandwidth
-// of a STREAM-like copy measured in the same run.
+// of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
+// every rank (colocated replicas, or attention and expert ranks with --attention-ranks), with
+// each rank's role, pipeline idle fraction and token traffic; the sweep runs on one process.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -12,10 +14,12 @@
 #include <vector>
 
 #include "cmd/common/registry.h"
+#include "comm/mpi_communicator.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
+#include "infer/serving.h"
 
 namespace ms::infer_cmd {
 namespace {
@@ -26,7 +30,19 @@ struct BenchArgs {
   int64_t max_batch = 16, kv_blocks = 1024, block_size = 16;
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   double stream_mib = 256;
+  int attention_ranks = 0, micro_batches = 2;
 };
+
+infer::ServeOptions serve_options(const BenchArgs& a) {
+  infer::ServeOptions o;
+  o.engine.max_batch = a.max_batch;
+  o.engine.kv_blocks = a.kv_blocks;
+  o.engine.block_size = a.block_size;
+  o.engine.stop_at_eos = false;
+  o.attention_ranks = a.attention_ranks;
+  o.micro_batches = a.micro_batches;
+  return o;
+}
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -67,7 +83,7 @@ double decode_weight_bytes(const model::Transformer& m) {
   return 4.0 * (static_cast<double>(m.active_parameter_count()) - embedding);
 }
 
-Status run_throughput(const BenchArgs& a, infer::LoadedModel& m) {
+Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
   const int64_t V = m.model->config().vocab_size;
   std::vector<infer::Request> reqs;
   for (int64_t i = 0; i < a.num_prompts; ++i) {
@@ -77,19 +93,12 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m) {
     r.max_tokens = a.output_len;
     reqs.push_back(std::move(r));
   }
-  infer::EngineOptions o;
-  o.max_batch = a.max_batch;
-  o.kv_blocks = a.kv_blocks;
-  o.block_size = a.block_size;
-  o.stop_at_eos = false;
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
-                      infer::Engine::create(*m.model, nullptr, o));
-  Stopwatch clock;
-  MS_ASSIGN_OR_RETURN(std::vector<infer::Completion> out, engine->generate(reqs));
-  const double seconds = clock.elapsed_s();
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, infer::serve(m, reqs, serve_options(a), world));
+  if (world.rank() != 0) return Status::OK();
+  const double seconds = result.seconds;
   double in_tokens = 0, out_tokens = 0;
   std::vector<double> ttft, tpot;
-  for (const infer::Completion& c : out) {
+  for (const infer::Completion& c : result.completions) {
     if (c.finish_reason == "error") return InvalidArgument("request refused: " + c.error);
     in_tokens += static_cast<double>(c.prompt_tokens);
     out_tokens += static_cast<double>(c.tokens.size());
@@ -99,12 +108,13 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m) {
     }
   }
   std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
-              static_cast<double>(out.size()) / seconds, (in_tokens + out_tokens) / seconds,
-              out_tokens / seconds);
+              static_cast<double>(result.completions.size()) / seconds,
+              (in_tokens + out_tokens) / seconds, out_tokens / seconds);
   std::printf("TTFT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(ttft, 50), percentile(ttft, 90),
               percentile(ttft, 99));
   std::printf("TPOT ms: p50 %.2f  p90 %.2f  p99 %.2f\n", percentile(tpot, 50), percentile(tpot, 90),
               percentile(tpot, 99));
+  if (world.size() > 1) std::printf("%s", infer::describe(result).c_str());
   return Status::OK();
 }
 
@@ -173,26 +183,39 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
   return Status::OK();
 }
 
-Result<int> run_bench(const BenchArgs& a) {
-  if (a.num_prompts < 1 || a.input_len < 1 || a.output_len < 2) {
-    return InvalidArgument(
-        "--num-prompts and --input-len must be at least 1, --output-len at least 2");
-  }
-  MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
+Result<int> bench_in_world(const BenchArgs& a) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
+                      comm::MpiCommunicator::world());
+  MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_for_serving(a.model, a.checkpoint,
+                                                                    serve_options(a), *world));
   const config::ModelConfig& c = m.model->config();
   if (a.input_len + a.output_len > c.max_seq_len) {
     return InvalidArgument("--input-len + --output-len (" +
                            std::to_string(a.input_len + a.output_len) +
                            ") exceeds the model's context of " + std::to_string(c.max_seq_len));
   }
-  std::printf("model: %lld parameters (%lld active), d_model %lld, %lld layers%s\n",
-              static_cast<long long>(m.model->parameter_count()),
-              static_cast<long long>(m.model->active_parameter_count()),
-              static_cast<long long>(c.d_model), static_cast<long long>(c.n_layers),
-              c.moe.num_experts > 0 ? ", MoE" : "");
-  MS_RETURN_IF_ERROR(run_throughput(a, m));
-  MS_RETURN_IF_ERROR(run_sweep(a, m));
+  if (world->rank() == 0) {
+    std::printf("model: %lld parameters (%lld active), d_model %lld, %lld layers%s\n",
+                static_cast<long long>(m.model->parameter_count()),
+                static_cast<long long>(m.model->active_parameter_count()),
+                static_cast<long long>(c.d_model), static_cast<long long>(c.n_layers),
+                c.moe.num_experts > 0 ? ", MoE" : "");
+  }
+  MS_RETURN_IF_ERROR(run_throughput(a, m, *world));
+  if (world->size() == 1) MS_RETURN_IF_ERROR(run_sweep(a, m));
   return 0;
+}
+
+Result<int> run_bench(const BenchArgs& a) {
+  if (a.num_prompts < 1 || a.input_len < 1 || a.output_len < 2) {
+    return InvalidArgument(
+        "--num-prompts and --input-len must be at least 1, --output-len at least 2");
+  }
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
+  Result<int> outcome = bench_in_world(a);
+  const Status finalized = comm::finalize();
+  if (outcome.ok() && !finalized.ok()) return finalized;
+  return outcome;
 }
 
 void add_bench_command(cli::Tool& tool) {
@@ -215,6 +238,13 @@ void add_bench_command(cli::Tool& tool) {
       ->capture_default_str();
   sub->add_option("--batch-sizes", a->batch_sizes, "Batch sizes of the sweep")->delimiter(',');
   sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")
+      ->capture_default_str();
+  sub->add_option("--attention-ranks", a->attention_ranks,
+                  "Under mpirun, serve a MoE model with this many attention ranks and the "
+                  "experts on the other ranks (0: every rank holds the whole model)")
+      ->capture_default_str();
+  sub->add_option("--micro-batches", a->micro_batches,
+                  "Micro-batches per step ping-ponging between attention and expert ranks")
       ->capture_default_str();
 }
 

@@ -2,7 +2,9 @@
 // input order, through the continuous-batching engine (lib/infer). A malformed line, or a prompt
 // the model cannot serve, gets an output line with finish_reason "error" and the reason, and the
 // rest are still served. Without --prompts, one prompt from --prompt or stdin is completed and
-// printed, for quick checks.
+// printed, for quick checks. Under mpirun the requests are shared by the ranks (colocated
+// replicas, or attention and expert ranks with --attention-ranks; infer/serving.h) and rank 0
+// writes the output.
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -13,9 +15,11 @@
 #include <vector>
 
 #include "cmd/common/registry.h"
+#include "comm/mpi_communicator.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
+#include "infer/serving.h"
 #include "io/atomic_file.h"
 
 namespace ms::infer_cmd {
@@ -27,6 +31,7 @@ using nlohmann::ordered_json;
 struct GenerateArgs {
   std::string model, checkpoint, prompts, output, prompt;
   int64_t max_batch = 16, kv_blocks = 1024, block_size = 16;
+  int attention_ranks = 0, micro_batches = 2;
   infer::Request defaults;  // max_tokens, sampling
   bool progress = true;
 };
@@ -79,7 +84,9 @@ struct ParsedPrompts {
   std::vector<int64_t> slot;               // per input line: index into requests, or -1 - refused
 };
 
-Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok) {
+// Every rank parses the file; `report` (rank 0) says which lines are skipped.
+Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok,
+                                   bool report) {
   MS_ASSIGN_OR_RETURN(std::string text, io::read_file(a.prompts));
   ParsedPrompts p;
   std::istringstream in(text);
@@ -95,7 +102,9 @@ Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer&
       p.requests.push_back(std::move(*r));
       continue;
     }
-    std::fprintf(stderr, "ms-infer generate: %s (skipped)\n", r.status().message().c_str());
+    if (report) {
+      std::fprintf(stderr, "ms-infer generate: %s (skipped)\n", r.status().message().c_str());
+    }
     p.slot.push_back(-1 - static_cast<int64_t>(p.refused.size()));
     infer::Completion c;
     c.id = defaults.id;
@@ -121,53 +130,93 @@ std::function<void(const infer::Completion&)> progress_printer(size_t total, boo
   };
 }
 
-infer::EngineOptions engine_options(const GenerateArgs& a) {
-  infer::EngineOptions o;
-  o.max_batch = a.max_batch;
-  o.kv_blocks = a.kv_blocks;
-  o.block_size = a.block_size;
+infer::ServeOptions serve_options(const GenerateArgs& a) {
+  infer::ServeOptions o;
+  o.engine.max_batch = a.max_batch;
+  o.engine.kv_blocks = a.kv_blocks;
+  o.engine.block_size = a.block_size;
+  o.attention_ranks = a.attention_ranks;
+  o.micro_batches = a.micro_batches;
   return o;
 }
 
-Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m) {
-  MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer));
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
-                      infer::Engine::create(*m.model, m.tokenizer.get(), engine_options(a)));
+// Serves the requests over every rank; rank 0's progress line counts its own share.
+Result<infer::ServeResult> serve_all(const GenerateArgs& a, infer::LoadedModel& m,
+                                     const std::vector<infer::Request>& requests,
+                                     comm::Communicator& world) {
+  const infer::ServeOptions o = serve_options(a);
+  const size_t servers = static_cast<size_t>(o.attention_ranks > 0 ? o.attention_ranks
+                                                                   : world.size());
+  const size_t share = (requests.size() + servers - 1) / servers;
   MS_ASSIGN_OR_RETURN(
-      std::vector<infer::Completion> out,
-      engine->generate(p.requests, progress_printer(p.requests.size(), a.progress)));
+      infer::ServeResult result,
+      infer::serve(m, requests, o, world, progress_printer(share, a.progress && world.rank() == 0)));
+  if (world.rank() == 0 && world.size() > 1) {
+    std::fprintf(stderr, "%s", infer::describe(result).c_str());
+  }
+  return result;
+}
+
+Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+  MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer, world.rank() == 0));
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(a, m, p.requests, world));
+  if (world.rank() != 0) return 0;
   std::string lines;
   for (int64_t s : p.slot) {
-    const infer::Completion& c = s >= 0 ? out[s] : p.refused[-1 - s];
+    const infer::Completion& c = s >= 0 ? result.completions[s] : p.refused[-1 - s];
     lines += completion_json(c).dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
   }
   MS_RETURN_IF_ERROR(io::write_file_atomic(a.output, lines));
   return 0;
 }
 
-Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m) {
-  std::string text = a.prompt;
-  if (text.empty()) {
+// The prompt from --prompt, or from stdin on rank 0 (mpirun forwards stdin there) sent to all.
+Result<std::string> one_prompt(const GenerateArgs& a, comm::Communicator& world) {
+  if (!a.prompt.empty()) return a.prompt;
+  std::string text;
+  if (world.rank() == 0) {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
     if (!text.empty() && text.back() == '\n') text.pop_back();  // the newline echo adds
   }
+  int64_t size = static_cast<int64_t>(text.size());
+  MS_RETURN_IF_ERROR(world.broadcast(&size, 1, DType::kI64, 0));
+  text.resize(static_cast<size_t>(size));
+  MS_RETURN_IF_ERROR(world.broadcast(text.data(), text.size(), DType::kU8, 0));
+  return text;
+}
+
+Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+  MS_ASSIGN_OR_RETURN(const std::string text, one_prompt(a, world));
   infer::Request r = a.defaults;
   r.id = "prompt";
   r.prompt = m.tokenizer->encode(text);
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<infer::Engine> engine,
-                      infer::Engine::create(*m.model, m.tokenizer.get(), engine_options(a)));
-  MS_ASSIGN_OR_RETURN(std::vector<infer::Completion> out, engine->generate({r}));
-  if (out[0].finish_reason == "error") return InvalidArgument("prompt refused: " + out[0].error);
-  std::printf("%s\n", out[0].text.c_str());
+  GenerateArgs quiet = a;
+  quiet.progress = false;
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(quiet, m, {r}, world));
+  if (world.rank() != 0) return 0;
+  const infer::Completion& c = result.completions[0];
+  if (c.finish_reason == "error") return InvalidArgument("prompt refused: " + c.error);
+  std::printf("%s\n", c.text.c_str());
   return 0;
+}
+
+Result<int> generate_in_world(const GenerateArgs& a) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
+                      comm::MpiCommunicator::world());
+  MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
+                      infer::load_for_serving(a.model, a.checkpoint, serve_options(a), *world));
+  return a.prompts.empty() ? run_one(a, m, *world) : run_file(a, m, *world);
 }
 
 Result<int> run_generate(const GenerateArgs& a) {
   if (!a.prompts.empty() && a.output.empty()) {
     return InvalidArgument("--prompts needs --output for the completions");
   }
-  MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
-  return a.prompts.empty() ? run_one(a, m) : run_file(a, m);
+  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
+  Result<int> outcome = generate_in_world(a);
+  const Status finalized = comm::finalize();
+  if (outcome.ok() && !finalized.ok()) return finalized;
+  return outcome;
 }
 
 void add_generate_command(cli::Tool& tool) {
@@ -199,6 +248,13 @@ void add_generate_command(cli::Tool& tool) {
   sub->add_option("--top-k", a->defaults.sampling.top_k, "Default top_k (0: off)")
       ->capture_default_str();
   sub->add_option("--seed", a->defaults.sampling.seed, "Default seed")->capture_default_str();
+  sub->add_option("--attention-ranks", a->attention_ranks,
+                  "Under mpirun, serve a MoE model with this many attention ranks and the "
+                  "experts on the other ranks (0: every rank holds the whole model)")
+      ->capture_default_str();
+  sub->add_option("--micro-batches", a->micro_batches,
+                  "Micro-batches per step ping-ponging between attention and expert ranks")
+      ->capture_default_str();
   sub->add_flag("!--no-progress", a->progress, "Do not print the progress line");
 }
 

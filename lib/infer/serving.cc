@@ -2,6 +2,7 @@
 // each serving rank, and the collection of completions and reports on rank 0 as JSON messages.
 #include "infer/serving.h"
 
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -188,6 +189,11 @@ ParameterFilter serving_filter(const ServeOptions& options, int rank, int world)
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
                                      const ServeOptions& options,
                                      const comm::Communicator& comm) {
+  if (options.attention_ranks < 0 || options.micro_batches < 1) {
+    return InvalidArgument("--attention-ranks (" + std::to_string(options.attention_ranks) +
+                           ") must be 0 or more and --micro-batches (" +
+                           std::to_string(options.micro_batches) + ") at least 1");
+  }
   MS_ASSIGN_OR_RETURN(
       LoadedModel loaded,
       load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size())));
@@ -235,6 +241,57 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
     MS_RETURN_IF_ERROR(merge(part, r, result));
   }
   return result;
+}
+
+namespace {
+
+std::string format(const char* fmt, double a, double b = 0, double c = 0, double d = 0) {
+  char line[256];
+  std::snprintf(line, sizeof(line), fmt, a, b, c, d);
+  return line;
+}
+
+}  // namespace
+
+std::string describe(const ServeResult& result) {
+  int attention = 0, experts = 0;
+  int64_t tokens = 0, traffic = 0, micro = 0, steps = 0;
+  for (const RankReport& r : result.ranks) {
+    attention += r.role == "attention";
+    experts += r.role == "experts";
+    tokens += r.prefill_tokens + r.decode_tokens;
+    if (r.role == "attention") {
+      traffic += r.pipeline.bytes_sent + r.pipeline.bytes_received;
+      micro += r.pipeline.micro_batches;
+      steps += r.pipeline.steps;
+    }
+  }
+  std::string out = "serving: " + std::to_string(result.ranks.size()) + " ranks, ";
+  out += experts == 0 ? std::string("colocated (each holds the whole model)")
+                      : std::to_string(attention) + " attention + " + std::to_string(experts) +
+                            " expert ranks" +
+                            format(", %.2f micro-batches per step", static_cast<double>(micro) /
+                                                                         std::max<int64_t>(steps, 1));
+  out += format(", %.3f s\n", result.seconds);
+  for (size_t rank = 0; rank < result.ranks.size(); ++rank) {
+    const RankReport& r = result.ranks[rank];
+    out += "  rank " + std::to_string(rank) + " " + r.role + ":" +
+           format(" %.2f MB of weights", static_cast<double>(r.weight_bytes) / 1e6);
+    if (r.role != "experts") out += ", " + std::to_string(r.requests) + " requests";
+    if (r.role != "colocated") {
+      out += format(", idle %.1f%% (%.3f s waiting), sent %.2f MB, received %.2f MB",
+                    100.0 * r.pipeline.idle_fraction(), r.pipeline.wait_s,
+                    static_cast<double>(r.pipeline.bytes_sent) / 1e6,
+                    static_cast<double>(r.pipeline.bytes_received) / 1e6);
+    }
+    out += "\n";
+  }
+  if (experts > 0) {
+    out += format("  token traffic: %.2f MB for %.0f tokens, %.1f KB per token\n",
+                  static_cast<double>(traffic) / 1e6, static_cast<double>(tokens),
+                  static_cast<double>(traffic) / 1e3 / std::max<double>(1, tokens));
+  }
+  return out;
 }
 
 }  // namespace ms::infer

@@ -44,6 +44,8 @@ struct ServeResult {
 ParameterFilter serving_filter(const ServeOptions& options, int rank, int world);
 
 // Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter).
+// InvalidArgument for negative attention ranks, fewer than one micro-batch, or a layout the
+// model cannot be served with (ServingLayout::create).
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
                                      const ServeOptions& options, const comm::Communicator& comm);
 
@@ -52,5 +54,9 @@ Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::st
 Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
                           const ServeOptions& options, comm::Communicator& comm,
                           const std::function<void(const Completion&)>& on_done = {});
+
+// A few lines for rank 0 to print: the layout, each rank's role, weights, requests and (when
+// disaggregated) pipeline idle fraction and traffic, and the token traffic per token.
+std::string describe(const ServeResult& result);
 
 }  // namespace ms::infer

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Disaggregated MoE serving from the shell: on a tiny random MoE model, `mpirun -np 4 ms-infer
+# generate --attention-ranks 2` writes the same greedy tokens as one process (and as 4 colocated
+# replicas); `ms-infer bench` under mpirun prints the throughput line, the latency percentiles
+# and each rank's role; `ms-infer plan` prints plans and its best choice; layouts that cannot
+# serve are refused with the reason.
+# Usage: infer_disaggregated_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model binary>
+set -euo pipefail
+MPIRUN=$1
+BIN=$2
+SRC=$3
+MAKE=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+run() { "$MPIRUN" --oversubscribe -np "$@"; }
+
+tok="$SRC/data/tokenizers/gpt2/tokenizer.json"
+common=(--d-model 32 --layers 2 --heads 4 --kv-heads 2 --d-ff 64 --max-seq-len 64)
+"$MAKE" --dir "$work/moe" --tokenizer "$tok" "${common[@]}" --experts 4 --top-k 2
+"$MAKE" --dir "$work/dense" --tokenizer "$tok" "${common[@]}"
+cat > "$work/prompts.jsonl" <<'JSONL'
+{"id": "a", "prompt": "ROMEO: what light", "max_tokens": 6}
+{"id": "b", "prompt": "First Citizen:", "max_tokens": 5}
+{"id": "c", "prompt": "To be", "max_tokens": 7}
+{"id": "d", "prompt": "KING HENRY: once more unto the breach", "max_tokens": 4}
+{"id": "e", "prompt": "O", "max_tokens": 6}
+JSONL
+
+tokens() { python3 -c 'import json,sys; print([json.loads(l)["tokens"] for l in open(sys.argv[1])])' "$1"; }
+"$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" -o "$work/one.jsonl" \
+  --no-progress
+run 4 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
+  -o "$work/disagg.jsonl" --attention-ranks 2 --micro-batches 2 --max-batch 2 --no-progress \
+  2> "$work/disagg.err" || fail "disaggregated generate: $(cat "$work/disagg.err")"
+[ "$(tokens "$work/one.jsonl")" = "$(tokens "$work/disagg.jsonl")" ] ||
+  fail "disaggregated tokens differ from one process"
+grep -q 'serving: 4 ranks, 2 attention + 2 expert ranks' "$work/disagg.err" || fail "no layout line"
+grep -q 'rank 3 experts' "$work/disagg.err" || fail "no expert rank report"
+run 3 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
+  -o "$work/colo.jsonl" --no-progress 2> /dev/null
+[ "$(tokens "$work/one.jsonl")" = "$(tokens "$work/colo.jsonl")" ] ||
+  fail "colocated replicas' tokens differ from one process"
+
+run 4 "$BIN/ms-infer" bench --model "$work/moe" --num-prompts 8 --input-len 8 --output-len 4 \
+  --attention-ranks 2 > "$work/bench.txt"
+grep -Eq '^Throughput: [0-9.]+ requests/s, [0-9.]+ total tokens/s, [0-9.]+ output tokens/s$' \
+  "$work/bench.txt" || fail "bench throughput line: $(cat "$work/bench.txt")"
+grep -q 'TTFT ms: p50' "$work/bench.txt" || fail "bench TTFT percentiles"
+grep -q 'token traffic:' "$work/bench.txt" || fail "bench traffic line"
+
+run 2 "$BIN/ms-infer" plan --model "$work/moe" --ranks 6 --tpot-ms 1000 --context 16 \
+  --micro-batch-sizes 1,4 --repeats 1 > "$work/plan.txt"
+grep -q '^best: ' "$work/plan.txt" || fail "plan printed no best plan: $(cat "$work/plan.txt")"
+grep -q 'measured between ranks 0 and 1' "$work/plan.txt" || fail "plan did not measure the link"
+
+if run 2 "$BIN/ms-infer" generate --model "$work/dense" --prompt hi --attention-ranks 1 \
+  2> "$work/err.txt" > /dev/null; then
+  fail "a dense model was served disaggregated"
+fi
+grep -q 'needs a MoE model' "$work/err.txt" || fail "dense refusal: $(cat "$work/err.txt")"
+if run 2 "$BIN/ms-infer" generate --model "$work/moe" --prompt hi --attention-ranks 2 \
+  2> "$work/err.txt" > /dev/null; then
+  fail "a layout without expert ranks was accepted"
+fi
+grep -q 'at least one expert rank' "$work/err.txt" || fail "layout refusal: $(cat "$work/err.txt")"
+echo PASS
