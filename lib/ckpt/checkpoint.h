@@ -155,6 +155,22 @@ class Checkpointer {
 // `checkpoints_dir`, ascending. Temporary directories are not listed.
 Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env);
 
+// What `checkpoint.resume: auto` resumes from.
+struct AutoResumeChoice {
+  std::string step_dir;  // the step directory to resume from; empty: start fresh
+  std::string warning;   // what was wrong with `latest` when it was not followed; else empty
+};
+
+// The checkpoint `checkpoints_dir`/latest names when that is complete; otherwise (latest
+// missing, unreadable, not a step name, naming a deleted or incomplete directory) the newest
+// complete step directory, with a warning naming what was wrong; nothing (start fresh) when
+// there is no complete checkpoint or no `checkpoints_dir`. A valid `latest` wins over a newer
+// step directory, which may belong to an abandoned line of the run. Whether the chosen
+// manifest parses is left to the loader, so damage is reported rather than skipped. Errors
+// only when the directory exists but cannot be listed.
+Result<AutoResumeChoice> newest_complete_checkpoint(const std::string& checkpoints_dir,
+                                                    io::Env& env);
+
 // Removes all but the newest `keep` complete checkpoints (keep >= 1), never the one `latest`
 // names. With `remove_temporaries`, also removes .tmp-step-* directories that abandoned or
 // killed saves left (only safe when no save into this directory is running). Returns the

@@ -1,7 +1,8 @@
 // Offline resharding (see reshard_offline.h). Plan first (every process computes the same plan),
 // then each process writes the data files of the target ranks r with r % size == rank, then the
 // records travel to rank 0 as JSON and it commits like a save: manifest.json, tokenizer.json,
-// rename of the temporary directory, `latest`.
+// rename of the temporary directory, `latest`. A failure at any of these steps (on any rank)
+// removes what was written, so the output holds either the whole new checkpoint or nothing new.
 #include "ckpt/reshard_offline.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/commit.h"
 #include "core/crc32c.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
@@ -185,8 +187,8 @@ Status commit_output(const std::string& step_dir, const Manifest& m, const std::
     MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
     MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/tokenizer.json", tokenizer));
   }
-  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp, final_dir));
-  return io::write_file_atomic(env, options.output_dir + "/latest", step_dir_name(m.step) + "\n");
+  MS_RETURN_IF_ERROR(commit_directory_or_undo(env, tmp, final_dir));
+  return publish_latest(env, options.output_dir, step_dir_name(m.step), final_dir);
 }
 
 // Rank 0 creates the temporary directory and tells everyone its name ("" on failure).

@@ -1,6 +1,7 @@
-// Listing and pruning the step directories of a checkpoints/ directory. Only complete
+// Listing, choosing and pruning the step directories of a checkpoints/ directory. Only complete
 // checkpoints (a step-XXXXXXXX directory with manifest.json) count; the one `latest` names is
-// never removed, so retention can never leave a run without its newest checkpoint.
+// never removed, so retention can never leave a run without its newest checkpoint, and
+// `resume: auto` falls back to the newest complete one when `latest` is damaged or dangling.
 #include <algorithm>
 #include <cstdlib>
 
@@ -32,6 +33,33 @@ Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir
   }
   std::sort(steps.begin(), steps.end());
   return steps;
+}
+
+Result<AutoResumeChoice> newest_complete_checkpoint(const std::string& checkpoints_dir,
+                                                    io::Env& env) {
+  AutoResumeChoice choice;
+  if (!env.is_directory(checkpoints_dir)) return choice;
+  const std::string latest = checkpoints_dir + "/latest";
+  std::string problem = latest + " is missing";
+  if (env.exists(latest)) {
+    Result<std::string> followed = resolve_checkpoint(latest, env);
+    if (followed.ok()) {
+      choice.step_dir = *followed;
+      return choice;
+    }
+    problem = followed.status().message();
+  }
+  MS_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, list_checkpoints(checkpoints_dir, env));
+  if (steps.empty()) {
+    if (env.exists(latest)) {
+      choice.warning = problem + "; no complete checkpoint is left in " + checkpoints_dir +
+                       ", starting fresh";
+    }
+    return choice;
+  }
+  choice.step_dir = checkpoints_dir + "/" + step_dir_name(steps.back());
+  choice.warning = problem + "; resuming from the newest complete checkpoint, " + choice.step_dir;
+  return choice;
 }
 
 Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,

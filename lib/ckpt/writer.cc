@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/commit.h"
 #include "ckpt/regions.h"
 #include "core/crc32c.h"
 #include "core/logging.h"
@@ -320,9 +321,15 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
     replaced = request.checkpoints_dir + "/.old-" + step_dir_name(m.step) + "-" + random_nonce();
     MS_RETURN_IF_ERROR(env.rename(final_dir, replaced));
   }
-  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp_dir, final_dir));
-  MS_RETURN_IF_ERROR(io::write_file_atomic(env, request.checkpoints_dir + "/latest",
-                                           step_dir_name(m.step) + "\n"));
+  Status committed = commit_directory_or_undo(env, tmp_dir, final_dir);
+  if (committed.ok()) {
+    committed = publish_latest(env, request.checkpoints_dir, step_dir_name(m.step), final_dir);
+  }
+  if (!committed.ok()) {
+    // Nothing new is visible; the older save of this step goes back where it was.
+    if (!replaced.empty() && !env.exists(final_dir)) (void)env.rename(replaced, final_dir);
+    return committed;
+  }
   if (!replaced.empty()) MS_RETURN_IF_ERROR(env.remove_all(replaced));
   if (request.keep > 0) {
     Result<std::vector<std::string>> pruned =

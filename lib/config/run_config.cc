@@ -136,7 +136,9 @@ void add_io_keys(Schema<Cfg>& s) {
         &Cfg::checkpoint, &C::async);
   s.add("checkpoint.keep", "Newest checkpoints to keep; 0 keeps all.", &Cfg::checkpoint,
         &C::keep).at_least(0);
-  s.add("checkpoint.resume", "`auto` (latest in run.dir if any), `none`, or a checkpoint path.",
+  s.add("checkpoint.resume",
+        "`auto` (the checkpoint run.dir/checkpoints/latest names, or else the newest complete "
+        "one; none: start fresh), `none`, or a checkpoint path.",
         &Cfg::checkpoint, &C::resume).non_empty();
   s.add("telemetry.every_s", "Seconds between host telemetry records.", &Cfg::telemetry,
         &TelemetryConfig::every_s).above(0.0);

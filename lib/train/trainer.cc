@@ -451,17 +451,25 @@ const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_
 
 }  // namespace
 
-// checkpoint.resume: "none" starts fresh; "auto" resumes from run.dir/checkpoints when it has a
-// `latest` file and starts fresh otherwise; anything else is a checkpoint path that must load.
+// checkpoint.resume: "none" starts fresh; "auto" resumes from the checkpoint run.dir/checkpoints/
+// latest names, or from the newest complete one when `latest` is missing or broken (rank 0
+// warns), and starts fresh when there is none; anything else is a checkpoint path that must
+// load.
 Status Trainer::find_resume_checkpoint() {
   const std::string& resume = config_.checkpoint.resume;
   if (resume == "none") return Status::OK();
-  std::string path = resume;
   if (resume == "auto") {
-    path = checkpoints_dir(config_);
-    if (!io::default_env().exists(path + "/latest")) return Status::OK();
+    MS_ASSIGN_OR_RETURN(const ckpt::AutoResumeChoice choice,
+                        ckpt::newest_complete_checkpoint(checkpoints_dir(config_),
+                                                         io::default_env()));
+    if (!choice.warning.empty() && world_.rank() == 0) {
+      MS_LOG(Warn) << "checkpoint.resume auto: " << choice.warning;
+    }
+    if (choice.step_dir.empty()) return Status::OK();
+    s_->resume_dir = choice.step_dir;
+  } else {
+    MS_ASSIGN_OR_RETURN(s_->resume_dir, ckpt::resolve_checkpoint(resume));
   }
-  MS_ASSIGN_OR_RETURN(s_->resume_dir, ckpt::resolve_checkpoint(path));
   MS_ASSIGN_OR_RETURN(ckpt::Manifest manifest, ckpt::Manifest::read(s_->resume_dir));
   s_->resume_manifest = std::move(manifest);
   MS_LOG(Info) << "resuming from " << s_->resume_dir << " (step " << s_->resume_manifest->step

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "ckpt/checkpoint.h"
@@ -17,6 +18,7 @@
 #include "comm/mpi_communicator.h"
 #include "io/atomic_file.h"
 #include "io/fault_env.h"
+#include "tests/ckpt/path_fault_env.h"
 
 namespace ms::ckpt {
 namespace {
@@ -104,7 +106,8 @@ class CheckpointTest : public ::testing::Test {
   }
   bool has_temporaries() const {
     for (const auto& e : fs::directory_iterator(dir_)) {
-      if (e.path().filename().string().starts_with(".tmp-")) return true;
+      const std::string name = e.path().filename().string();
+      if (name.starts_with(".tmp-") || name.starts_with(".old-")) return true;
     }
     return false;
   }
@@ -217,6 +220,57 @@ TEST_F(CheckpointTest, DiskFullDuringAnAsyncSaveFailsVisiblyAtThePoll) {
   ASSERT_TRUE(world_->barrier().ok());
   EXPECT_EQ(*resolve_checkpoint(dir_), dir_ + "/step-00000001");
   EXPECT_FALSE(has_temporaries());
+}
+
+// Rank 0 publishes. A failure at any step of the commit (renaming the step directory into
+// place, the fsync of the checkpoints directory after it, renaming `latest`, the fsync after
+// that) must leave the previous checkpoint as `latest`, no new step directory and no
+// temporaries, including when the save replaces an existing step.
+TEST_F(CheckpointTest, PublishFailuresLeaveThePreviousCheckpointLatest) {
+  TestState good(1, world_->rank(), world_->size());
+  ASSERT_TRUE(save(good, 1, false, io::default_env()).ok());
+  // Which fsyncs of the checkpoints directory follow the two renames: the last two of a save.
+  PathFaultEnv probe(io::default_env());
+  probe.sync_dir_path = dir_;
+  TestState other(7, world_->rank(), world_->size());
+  ASSERT_TRUE(save(other, 2, false, probe).ok());
+  const int syncs = probe.sync_calls();
+  if (world_->rank() == 0) {
+    fs::remove_all(dir_ + "/step-00000002");
+    std::ofstream(dir_ + "/latest") << "step-00000001\n";
+  }
+  ASSERT_TRUE(world_->barrier().ok());
+  const std::vector<std::function<void(PathFaultEnv&, int64_t step)>> faults = {
+      [&](PathFaultEnv& e, int64_t step) {
+        e.rename_target = dir_ + "/step-0000000" + std::to_string(step);
+      },
+      [&](PathFaultEnv& e, int64_t) { e.rename_target = dir_ + "/latest"; },
+      [&](PathFaultEnv& e, int64_t) {
+        e.sync_dir_path = dir_;
+        e.sync_call = syncs - 1;
+      },
+      [&](PathFaultEnv& e, int64_t) {
+        e.sync_dir_path = dir_;
+        e.sync_call = syncs;
+      },
+  };
+  for (size_t f = 0; f < faults.size(); ++f) {
+    for (int64_t step : {2, 1}) {
+      // Renaming onto step 1 failing would also stop putting the older save back.
+      if (f == 0 && step == 1) continue;
+      PathFaultEnv faulty(io::default_env());
+      if (world_->rank() == 0) faults[f](faulty, step);
+      const Status failed = save(other, step, false, faulty);
+      EXPECT_FALSE(failed.ok()) << "fault " << f << " step " << step;
+      ASSERT_TRUE(world_->barrier().ok());
+      EXPECT_EQ(*list_checkpoints(dir_, io::default_env()), (std::vector<int64_t>{1}))
+          << "fault " << f << " step " << step;
+      EXPECT_EQ(*resolve_checkpoint(dir_), dir_ + "/step-00000001");
+      EXPECT_FALSE(has_temporaries()) << "fault " << f << " step " << step;
+      expect_state(dir_ + "/step-00000001", 1, world_->rank(), world_->size());
+      ASSERT_TRUE(world_->barrier().ok());
+    }
+  }
 }
 
 TEST_F(CheckpointTest, BitFlipIsRefusedNamingFileTensorAndOffset) {

@@ -1,6 +1,7 @@
 // Model exchange with Hugging Face: the tensor names and config.json written for dense, MoE and
 // shared-expert models, refusal of options with no Hugging Face equivalent, splitting into
-// several files with an index, and an export -> import round trip that is bitwise exact.
+// several files with an index, an export -> import round trip that is bitwise exact, and import
+// refusing truncated, corrupt-headed or missing safetensors files naming the file and the fault.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -257,6 +258,86 @@ TEST_F(HfExchangeTest, ImportWidensBf16WeightsToF32) {
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->dtype(), DType::kF32);
   EXPECT_EQ(t->data<float>()[3], 0.5f);
+}
+
+// Bytes [offset, offset + text.size()) of `path` replaced by `text`.
+void overwrite(const std::string& path, uint64_t offset, const std::string& text) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+// What importing `dir` says; the import must fail with Corruption or NotFound naming `file`.
+std::string import_error(const std::string& dir, const std::string& file) {
+  Result<HfModel> m = open_hf_model(dir);
+  EXPECT_FALSE(m.ok()) << dir;
+  if (m.ok()) return "";
+  EXPECT_TRUE(m.status().code() == StatusCode::kCorruption ||
+              m.status().code() == StatusCode::kNotFound)
+      << m.status().to_string();
+  EXPECT_NE(m.status().message().find(file), std::string::npos) << m.status().message();
+  return m.status().message();
+}
+
+TEST_F(HfExchangeTest, ImportRefusesTruncatedFilesNamingTheFileAndTheProblem) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  ASSERT_TRUE(export_hf(tiny_dense(), mc.catalog, options("t")).ok());
+  const std::string file = dir_ + "/t/model.safetensors";
+  const uint64_t size = fs::file_size(file);
+  fs::resize_file(file, size - 10);  // the last tensor loses its tail
+  EXPECT_NE(import_error(dir_ + "/t", file).find("truncated or trailing"), std::string::npos);
+  fs::resize_file(file, 40);  // cut inside the JSON header
+  EXPECT_NE(import_error(dir_ + "/t", file).find("exceeds the file"), std::string::npos);
+  fs::resize_file(file, 5);  // not even the header length
+  EXPECT_NE(import_error(dir_ + "/t", file).find("shorter than the 8-byte header length"),
+            std::string::npos);
+}
+
+TEST_F(HfExchangeTest, ImportRefusesACorruptHeaderNamingTheFile) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  ASSERT_TRUE(export_hf(tiny_dense(), mc.catalog, options("h")).ok());
+  const std::string file = dir_ + "/h/model.safetensors";
+  overwrite(file, 8, "#");  // the header's opening brace
+  EXPECT_NE(import_error(dir_ + "/h", file).find("header is not a JSON object"),
+            std::string::npos);
+  overwrite(file, 8, "{");
+  overwrite(file, 0, std::string("\xff\xff\xff\xff", 4));  // a huge header length
+  EXPECT_NE(import_error(dir_ + "/h", file).find("exceeds the file"), std::string::npos);
+}
+
+TEST_F(HfExchangeTest, ImportOfASplitModelNamesTheDamagedOrMissingShard) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  HfExportOptions o = options("s");
+  o.max_shard_bytes = 4096;
+  Result<HfExportSummary> r = export_hf(tiny_dense(), mc.catalog, o);
+  ASSERT_TRUE(r.ok() && r->files.size() > 2) << r.status().to_string();
+  const std::string second = dir_ + "/s/" + r->files[1];
+  const std::string saved = slurp(second);
+  fs::resize_file(second, fs::file_size(second) - 1);
+  EXPECT_NE(import_error(dir_ + "/s", second).find("truncated or trailing"), std::string::npos);
+  fs::remove(second);
+  import_error(dir_ + "/s", second);
+  std::ofstream(second, std::ios::binary) << saved;
+  EXPECT_TRUE(open_hf_model(dir_ + "/s").ok());
+}
+
+TEST_F(HfExchangeTest, ATensorReadPastAFileShrunkAfterOpeningNamesFileTensorAndOffset) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  ASSERT_TRUE(export_hf(tiny_dense(), mc.catalog, options("late")).ok());
+  Result<HfModel> m = open_hf_model(dir_ + "/late");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const std::string file = dir_ + "/late/model.safetensors";
+  Result<SafetensorsFile> st = SafetensorsFile::open(file);
+  ASSERT_TRUE(st.ok());
+  const SafetensorsEntry last = st->tensors().back();
+  fs::resize_file(file, last.file_offset + 4);
+  Result<Tensor> t = m->parameters.read(last.name);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kCorruption);
+  const std::string& msg = t.status().message();
+  EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tensor '" + last.name + "'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("offset " + std::to_string(last.file_offset + 4)), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Resuming training from checkpoints (run with 2 and 4 ranks). A run trained with dp = 2 and
 // ZeRO-1, saving asynchronously, stopped after step 3 and resumed on the same layout reproduces
 // the uninterrupted run's losses bit for bit; resumed on one rank (ZeRO on and off) and, with
-// four ranks available, on dp = 4, it matches within 1e-5 relative.
+// four ranks available, on dp = 4, it matches within 1e-5 relative. `resume: auto` with a
+// `latest` naming an incomplete save falls back to the newest complete checkpoint.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -112,6 +113,20 @@ TEST_F(ResumeTest, ResumedRunsReproduceTheUninterruptedRun) {
   ASSERT_EQ(rest.size(), 3u);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(rest[i], full[3 + i]) << "step " << i + 4 << " after resuming on dp 2";
+  }
+
+  // `latest` naming a save that never got its manifest: auto falls back to step 3.
+  if (world_->rank() == 0) {
+    namespace fs = std::filesystem;
+    const std::string dir = dir_ + "/fallback/checkpoints";
+    fs::create_directories(dir + "/step-00000005");
+    fs::copy(saved, dir + "/step-00000003", fs::copy_options::recursive);
+    std::ofstream(dir + "/latest") << "step-00000005\n";
+  }
+  const std::vector<double> fallback = train_on(2, config("fallback", 1, 6));
+  ASSERT_EQ(fallback.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(fallback[i], full[3 + i]) << "step " << i + 4 << " after falling back to step 3";
   }
 
   std::vector<std::pair<int, int64_t>> layouts = {{1, 1}, {1, 0}};

@@ -1,0 +1,50 @@
+// Commit with undo (see commit.h).
+#include "ckpt/commit.h"
+
+#include "io/atomic_file.h"
+
+namespace ms::ckpt {
+
+Status commit_directory_or_undo(io::Env& env, const std::string& tmp_dir,
+                                const std::string& final_dir) {
+  const bool had_tmp = env.is_directory(tmp_dir);
+  Status status = io::commit_directory(env, tmp_dir, final_dir);
+  const bool renamed = had_tmp && !env.exists(tmp_dir) && env.is_directory(final_dir);
+  if (status.ok() || !renamed) return status;
+  if (env.rename(final_dir, tmp_dir).ok()) return status;
+  return undo_commit(env, final_dir, status);
+}
+
+Status undo_commit(io::Env& env, const std::string& dir, Status cause) {
+  Status removed = env.remove_all(dir);
+  if (removed.ok()) return cause;
+  return Status(cause.code(), cause.message() + "; removing " + dir + " failed too (" +
+                                  removed.message() + "): delete it by hand");
+}
+
+// Points `latest` at the just committed `final_dir`. When that fails, the previous `latest` is
+// put back (the new one may already be in place when only the directory fsync failed) and the
+// new step directory removed, so the output holds no new checkpoint and `latest` never names a
+// removed one. Should putting it back fail too, the complete new checkpoint is kept for it.
+Status publish_latest(io::Env& env, const std::string& checkpoints_dir,
+                      const std::string& step_name, const std::string& final_dir) {
+  const std::string latest = checkpoints_dir + "/latest";
+  const Result<std::string> previous = io::read_file(env, latest);
+  const Status written = io::write_file_atomic(env, latest, step_name + "\n");
+  if (written.ok()) return written;
+  // When `latest` already named this step (a step saved again), there is nothing to put back.
+  const bool unchanged = previous.ok() && *previous == step_name + "\n";
+  const Result<std::string> now = io::read_file(env, latest);
+  if (!unchanged && now.ok() && *now == step_name + "\n") {
+    const Status restored = previous.ok() ? io::write_file_atomic(env, latest, *previous)
+                                          : env.remove_file(latest);
+    if (!restored.ok()) {
+      return Status(written.code(), written.message() + "; " + latest + " names the new, " +
+                                        "complete " + step_name + " since restoring it failed: " +
+                                        restored.message());
+    }
+  }
+  return undo_commit(env, final_dir, written);
+}
+
+}  // namespace ms::ckpt

@@ -1,0 +1,155 @@
+// `checkpoint.resume: auto` picks its checkpoint with newest_complete_checkpoint: the one
+// `latest` names when that is complete, otherwise the newest complete step directory with a
+// warning saying what was wrong with `latest`, and nothing (start fresh) when no checkpoint is
+// complete. A step directory counts as complete when it holds manifest.json; temporaries of
+// unfinished saves never count.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "ckpt/checkpoint.h"
+
+namespace ms::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AutoResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ms_auto_resume_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    dir_ = root_ + "/checkpoints";
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // A step directory; complete ones hold a manifest.json (its content does not matter here).
+  void make_step(int64_t step, bool complete = true) const {
+    const std::string d = dir_ + "/" + step_dir_name(step);
+    fs::create_directories(d);
+    std::ofstream(d + "/rank-00000.data") << "data";
+    if (complete) std::ofstream(d + "/manifest.json") << "{}";
+  }
+  void write_latest(const std::string& text) const { std::ofstream(dir_ + "/latest") << text; }
+  AutoResumeChoice choose() const {
+    Result<AutoResumeChoice> r = newest_complete_checkpoint(dir_, io::default_env());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : AutoResumeChoice{};
+  }
+  std::string step_path(int64_t step) const { return dir_ + "/" + step_dir_name(step); }
+
+  std::string root_, dir_;
+};
+
+TEST_F(AutoResumeTest, FollowsACompleteLatestWithoutWarning) {
+  make_step(10);
+  make_step(20);
+  write_latest("step-00000020\n");
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(20));
+  EXPECT_EQ(c.warning, "");
+}
+
+TEST_F(AutoResumeTest, AValidLatestWinsOverANewerStepDirectory) {
+  // A run resumed explicitly from step 10 abandons the old line that reached step 20; its
+  // `latest` names what it saved last.
+  make_step(10);
+  make_step(20);
+  write_latest("step-00000010\n");
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(10));
+  EXPECT_EQ(c.warning, "");
+}
+
+TEST_F(AutoResumeTest, MissingLatestFallsBackToTheNewestCompleteStep) {
+  make_step(10);
+  make_step(30);
+  make_step(20);
+  make_step(40, /*complete=*/false);
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(30));
+  EXPECT_NE(c.warning.find(dir_ + "/latest is missing"), std::string::npos) << c.warning;
+  EXPECT_NE(c.warning.find("resuming from the newest complete checkpoint, " + step_path(30)),
+            std::string::npos)
+      << c.warning;
+}
+
+TEST_F(AutoResumeTest, LatestNamingADeletedDirectoryFallsBack) {
+  make_step(10);
+  make_step(20);
+  write_latest("step-00000030\n");
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(20));
+  EXPECT_NE(c.warning.find("names step-00000030, which is not a complete checkpoint"),
+            std::string::npos)
+      << c.warning;
+}
+
+TEST_F(AutoResumeTest, LatestNamingADirectoryWithoutManifestFallsBack) {
+  make_step(10);
+  make_step(30, /*complete=*/false);
+  write_latest("step-00000030\n");
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(10));
+  EXPECT_NE(c.warning.find(step_path(30) + "/manifest.json is missing"), std::string::npos)
+      << c.warning;
+}
+
+TEST_F(AutoResumeTest, CorruptLatestFallsBackNamingTheFile) {
+  make_step(10);
+  make_step(20);
+  write_latest(std::string("\x07\xff../../etc", 11));
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, step_path(20));
+  EXPECT_NE(c.warning.find(dir_ + "/latest: expected the name of a step directory"),
+            std::string::npos)
+      << c.warning;
+}
+
+TEST_F(AutoResumeTest, TemporariesOfUnfinishedSavesAreNeverChosen) {
+  make_step(10);
+  const std::string tmp = dir_ + "/.tmp-step-00000050-1a2b";
+  fs::create_directories(tmp);
+  std::ofstream(tmp + "/manifest.json") << "{}";
+  fs::create_directories(dir_ + "/.old-step-00000060-3c4d");
+  std::ofstream(dir_ + "/.old-step-00000060-3c4d/manifest.json") << "{}";
+  EXPECT_EQ(choose().step_dir, step_path(10));
+}
+
+TEST_F(AutoResumeTest, NoCheckpointsAtAllStartsFreshQuietly) {
+  const AutoResumeChoice empty = choose();
+  EXPECT_EQ(empty.step_dir, "");
+  EXPECT_EQ(empty.warning, "");
+  make_step(10, /*complete=*/false);
+  EXPECT_EQ(choose().step_dir, "");
+
+  Result<AutoResumeChoice> absent =
+      newest_complete_checkpoint(root_ + "/no-such-run/checkpoints", io::default_env());
+  ASSERT_TRUE(absent.ok()) << absent.status().to_string();
+  EXPECT_EQ(absent->step_dir, "");
+  EXPECT_EQ(absent->warning, "");
+}
+
+TEST_F(AutoResumeTest, DanglingLatestWithNothingLeftStartsFreshWithAWarning) {
+  write_latest("step-00000005\n");
+  const AutoResumeChoice c = choose();
+  EXPECT_EQ(c.step_dir, "");
+  EXPECT_NE(c.warning.find("names step-00000005"), std::string::npos) << c.warning;
+  EXPECT_NE(c.warning.find("starting fresh"), std::string::npos) << c.warning;
+}
+
+TEST_F(AutoResumeTest, ExplicitPathsStayStrict) {
+  make_step(10);
+  write_latest("step-00000030\n");
+  EXPECT_EQ(resolve_checkpoint(dir_, io::default_env()).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(resolve_checkpoint(dir_ + "/latest", io::default_env()).status().code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(resolve_checkpoint(step_path(10), io::default_env()).value(), step_path(10));
+}
+
+}  // namespace
+}  // namespace ms::ckpt
