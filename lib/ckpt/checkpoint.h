@@ -18,6 +18,7 @@
 // layout loads into any requested one.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -147,6 +148,10 @@ class Checkpointer {
   io::Env& env_;
   std::unique_ptr<Pending> pending_;
   std::optional<SaveReport> last_report_;
+  // The last save's host staging buffer, kept for the next save (as pinned staging memory is
+  // kept between saves): one copy of this rank's share of the state stays allocated.
+  std::unique_ptr<std::byte[]> spare_staging_;
+  uint64_t spare_staging_bytes_ = 0;
 };
 
 // ---- Checkpoint directories ----

@@ -123,6 +123,7 @@ struct Checkpointer::Pending {
   std::string final_dir;
   std::vector<WriteItem> items;
   std::unique_ptr<std::byte[]> staging;
+  uint64_t staging_bytes = 0;  // capacity of `staging`
   double start_t = 0;
   double stall_s = 0;
   std::thread writer;
@@ -134,18 +135,26 @@ struct Checkpointer::Pending {
   ~Pending() {
     if (writer.joinable()) writer.join();
   }
-  void snapshot();
+  void snapshot(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes);
   void write_data_file(io::Env& env, int rank);
 };
 
-// Copies every box this rank writes into one staging buffer, in file order.
-void Checkpointer::Pending::snapshot() {
+// Copies every box this rank writes into one staging buffer, in file order. The previous
+// save's buffer is reused when it is large enough: a fresh one would be page-faulted in (and
+// zeroed by the kernel) during the copy, which is most of the time training is blocked.
+void Checkpointer::Pending::snapshot(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes) {
   uint64_t total = 0;
   for (WriteItem& item : items) {
     item.staging_offset = total;
     total += item.bytes;
   }
-  staging.reset(new std::byte[std::max<uint64_t>(total, 1)]);
+  if (spare != nullptr && spare_bytes >= total) {
+    staging = std::move(spare);
+    staging_bytes = spare_bytes;
+  } else {
+    staging_bytes = std::max<uint64_t>(total, 1);
+    staging.reset(new std::byte[staging_bytes]);
+  }
   for (const WriteItem& item : items) {
     const auto* src = static_cast<const std::byte*>(item.data) +
                       static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
@@ -184,7 +193,6 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank) {
     return file->close();
   };
   write_status = run();
-  staging.reset();
   done.store(true, std::memory_order_release);
 }
 
@@ -232,7 +240,7 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   MS_ASSIGN_OR_RETURN(pending->items, plan_writes(tensors, request.max_shard_bytes, comm_));
   MS_ASSIGN_OR_RETURN(pending->tmp_dir, make_temp_dir(comm_, env_, request));
   pending->final_dir = request.checkpoints_dir + "/" + step_dir_name(request.step);
-  pending->snapshot();
+  pending->snapshot(std::move(spare_staging_), spare_staging_bytes_);
   const bool async = request.async;
   pending->request = std::move(request);
   pending_ = std::move(pending);
@@ -365,6 +373,8 @@ Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
   }
   std::unique_ptr<Pending> p = std::move(pending_);
   if (p->writer.joinable()) p->writer.join();
+  spare_staging_ = std::move(p->staging);
+  spare_staging_bytes_ = p->staging_bytes;
   const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
                      {"records", p->records}};
   MS_ASSIGN_OR_RETURN(const std::vector<json> outcomes, gather_outcomes(comm_, mine));

@@ -3,10 +3,12 @@
 // replicated over the data-parallel ranks, and both Adam moments split ZeRO-1 style, the
 // concatenation of all parameters cut into one contiguous flat range per rank. Three modes, each
 // run under mpirun with the rank count being the data-parallel size:
-//   save    --dir D      a synchronous save into D/sync (removed afterwards), then an asynchronous
-//                        save into D/async while the caller keeps "training" (per step an sgemm
-//                        and a barrier, then Checkpointer::poll(), as the trainer polls at step
-//                        boundaries); reports the caller's stall against the time to commit
+//   save    --dir D      a synchronous save into D/sync (removed afterwards), then two asynchronous
+//                        saves through one Checkpointer into D/async while the caller keeps
+//                        "training" (per step an sgemm and a barrier, then Checkpointer::poll(),
+//                        as the trainer polls at step boundaries); reports the caller's stall
+//                        against the time to commit, for the first save (new staging buffer)
+//                        and the next (reused)
 //   load    --ckpt S     a cold load of step directory S into this run's layout (crc32c checked,
 //                        every element compared with the value it was saved with)
 //   reshard --ckpt S --to dp=..,zero=.. --out D   offline resharding (reshard_checkpoint)
@@ -300,37 +302,38 @@ Result<double> mean_step_s(Compute& compute, int steps) {
   return watch.elapsed_s() / steps;
 }
 
-// The asynchronous save while "training" continues: steps of compute, poll() after each.
-Status bench_async_save(comm::Communicator& world, const RankState& st, const Args& a,
-                        double state_bytes) {
-  Compute compute(world, a.gemm_n);
-  MS_ASSIGN_OR_RETURN(const double idle_mine_s, mean_step_s(compute, a.baseline_steps));
-  MS_ASSIGN_OR_RETURN(const double idle_step_s, max_over_ranks(world, idle_mine_s));
+// One asynchronous save while "training" continues: steps of compute, poll() after each.
+// `label` says whether the checkpointer's staging buffer is new (the first save of a run) or
+// reused from the previous save (every later save).
+Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpointer,
+                       Compute& compute, const std::vector<ckpt::SaveTensor>& tensors,
+                       const Args& a, int64_t step, const std::string& label,
+                       double state_bytes, double idle_step_s) {
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
-  MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
-  ckpt::Checkpointer checkpointer(world);
   Stopwatch total;
-  MS_RETURN_IF_ERROR(checkpointer.save(tensors, save_request(world, a.dir + "/async", 2, true)));
+  MS_RETURN_IF_ERROR(
+      checkpointer.save(tensors, save_request(world, a.dir + "/async", step, true)));
   const double save_call_s = total.elapsed_s();
   double poll_s = 0, compute_s = 0;
   int64_t steps = 0;
   std::optional<ckpt::SaveReport> report;
   while (!report) {
-    Stopwatch step;
+    Stopwatch one;
     MS_RETURN_IF_ERROR(compute.step());
-    compute_s += step.lap_s();
+    compute_s += one.lap_s();
     ++steps;
     MS_ASSIGN_OR_RETURN(report, checkpointer.poll());
-    poll_s += step.elapsed_s();
+    poll_s += one.elapsed_s();
   }
   MS_ASSIGN_OR_RETURN(const double total_s, max_over_ranks(world, total.elapsed_s()));
   MS_ASSIGN_OR_RETURN(const double stall_s, max_over_ranks(world, save_call_s + poll_s));
   MS_ASSIGN_OR_RETURN(const double busy_step_s,
                       max_over_ranks(world, compute_s / static_cast<double>(steps)));
-  print_row(world, "save, async: total to commit", total_s, state_bytes, a.dd_write_mibs,
+  print_row(world, "save, async (" + label + "): total to commit", total_s, state_bytes,
+            a.dd_write_mibs,
             printf_string("library total %.2f s; %.0f training steps ran meanwhile",
                           report->total_s, static_cast<double>(steps)));
-  print_row(world, "save, async: stall (caller blocked)", stall_s, state_bytes, 0,
+  print_row(world, "save, async (" + label + "): stall (caller blocked)", stall_s, state_bytes, 0,
             printf_string("%.1f%% of total (save() %.3f s + polls %.3f s; library stall %.3f s)",
                           100.0 * stall_s / total_s, save_call_s, poll_s, report->stall_s));
   if (world.rank() == 0) {
@@ -340,6 +343,21 @@ Status bench_async_save(comm::Communicator& world, const RankState& st, const Ar
                 busy_step_s / idle_step_s);
   }
   return Status::OK();
+}
+
+// Two asynchronous saves through one checkpointer, as a training run makes them: the first
+// allocates the staging buffer, the second reuses it.
+Status bench_async_save(comm::Communicator& world, const RankState& st, const Args& a,
+                        double state_bytes) {
+  Compute compute(world, a.gemm_n);
+  MS_ASSIGN_OR_RETURN(const double idle_mine_s, mean_step_s(compute, a.baseline_steps));
+  MS_ASSIGN_OR_RETURN(const double idle_step_s, max_over_ranks(world, idle_mine_s));
+  MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
+  ckpt::Checkpointer checkpointer(world);
+  MS_RETURN_IF_ERROR(time_async_save(world, checkpointer, compute, tensors, a, 2,
+                                     "first, new staging", state_bytes, idle_step_s));
+  return time_async_save(world, checkpointer, compute, tensors, a, 3, "next, staging reused",
+                         state_bytes, idle_step_s);
 }
 
 Status run_save(comm::Communicator& world, const Args& a) {
