@@ -1,6 +1,7 @@
 // `ms-ckpt reshard <ckpt> --to dp=4,zero=1 --output DIR`: rewrites a checkpoint's shards as the
 // target layout saves them, streaming one bounded box at a time; under mpirun the output files
 // are divided among the processes (lib/ckpt/reshard_offline.h).
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -20,8 +21,8 @@ struct ReshardArgs {
   uint64_t max_shard_bytes = 64ull << 20;
 };
 
-Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget& target) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world, comm::MpiCommunicator::world());
+Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget& target,
+                             comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(std::string step_dir, ckpt::resolve_checkpoint(args.checkpoint));
   ckpt::ReshardOptions options;
   options.output_dir = args.output;
@@ -30,22 +31,19 @@ Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget&
   data::Progress progress("reshard " + step_dir, 0);
   options.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
   MS_ASSIGN_OR_RETURN(std::string out,
-                      ckpt::reshard_checkpoint(step_dir, options, *world, io::default_env()));
+                      ckpt::reshard_checkpoint(step_dir, options, world, io::default_env()));
   progress.finish();
-  if (world->rank() == 0) {
+  if (world.rank() == 0) {
     std::printf("resharded %s to dp=%d,zero=%d as %s (%d writer process(es))\n", step_dir.c_str(),
-                target.dp, target.zero, out.c_str(), world->size());
+                target.dp, target.zero, out.c_str(), world.size());
   }
   return 0;
 }
 
 Result<int> run_reshard(const ReshardArgs& args) {
   MS_ASSIGN_OR_RETURN(ckpt::ReshardTarget target, ckpt::parse_reshard_target(args.to));
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = reshard_in_world(args, target);
-  Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  return cli::run_in_world(
+      [&](comm::MpiCommunicator& world) { return reshard_in_world(args, target, world); });
 }
 
 void add_reshard_command(cli::Tool& tool) {

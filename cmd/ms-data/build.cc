@@ -1,6 +1,7 @@
 // `ms-data build`: tokenize corpus files into a Megatron indexed dataset with a .meta.json
 // sidecar. Runs alone or under mpirun (ranks share the tokenizing, rank 0 writes); the logic is
 // in lib/data/dataset_builder.
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -54,18 +55,13 @@ Result<int> run_build(BuildArgs& args) {
   args.options.show_progress = !args.no_progress;
   MS_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
                       data::Tokenizer::load(args.options.tokenizer_path));
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = [&]() -> Result<int> {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world, comm::MpiCommunicator::world());
-    comm::Communicator* comm = world->size() > 1 ? world.get() : nullptr;
+  return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    comm::Communicator* comm = world.size() > 1 ? &world : nullptr;
     MS_ASSIGN_OR_RETURN(data::BuildResult result,
                         data::build_dataset(io::default_env(), *tokenizer, args.options, comm));
-    if (world->rank() == 0) print_summary(result, args.options.output_prefix, args.json);
+    if (world.rank() == 0) print_summary(result, args.options.output_prefix, args.json);
     return 0;
-  }();
-  Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  });
 }
 
 void add_build_command(cli::Tool& tool) {

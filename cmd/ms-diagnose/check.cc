@@ -2,6 +2,7 @@
 // every rank's sgemm rate (and cuBLAS rate where a GPU exists) and STREAM triad bandwidth, runs
 // nccl-tests-style collective benchmarks with exact verification, a pairwise point-to-point
 // matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found.
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -105,15 +106,8 @@ Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
 }
 
 Result<int> run_check(CheckCli cli) {
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = [&]() -> Result<int> {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
-                        comm::MpiCommunicator::world());
-    return check_world(*world, cli);
-  }();
-  Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  return cli::run_in_world(
+      [&](comm::MpiCommunicator& world) { return check_world(world, cli); });
 }
 
 void add_sweep_options(CLI::App* sub, CheckCli& cli) {

@@ -1,5 +1,6 @@
 // `ms-diagnose info`: which ranks, hosts, devices and I/O backends a job got, and how far each
 // rank's clock is from rank 0's. Run under mpirun to see the whole job; rank 0 prints.
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <mpi.h>
@@ -159,28 +160,22 @@ void print_table(const std::vector<ordered_json>& ranks) {
 }
 
 Result<int> run_info(bool json) {
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = [&]() -> Result<int> {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
-                        comm::MpiCommunicator::world());
-    MS_ASSIGN_OR_RETURN(ordered_json mine, describe_rank(*world));
-    MS_ASSIGN_OR_RETURN(std::vector<ordered_json> ranks, gather_ranks(*world, mine));
-    if (world->rank() != 0) return 0;
+  return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    MS_ASSIGN_OR_RETURN(ordered_json mine, describe_rank(world));
+    MS_ASSIGN_OR_RETURN(std::vector<ordered_json> ranks, gather_ranks(world, mine));
+    if (world.rank() != 0) return 0;
     if (json) {
       ordered_json doc;
       doc["version"] = version_string();
       doc["mpi_library"] = mpi_library();
-      doc["world_size"] = world->size();
+      doc["world_size"] = world.size();
       doc["ranks"] = ranks;
       std::cout << doc.dump(2) << std::endl;
     } else {
       print_table(ranks);
     }
     return 0;
-  }();
-  Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  });
 }
 
 void add_info_command(cli::Tool& tool) {

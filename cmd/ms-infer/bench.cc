@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
-#include "comm/mpi_communicator.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "infer/engine.h"
@@ -183,26 +183,24 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
   return Status::OK();
 }
 
-Result<int> bench_in_world(const BenchArgs& a) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
-                      comm::MpiCommunicator::world());
+Result<int> bench_in_world(const BenchArgs& a, comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_for_serving(a.model, a.checkpoint,
-                                                                    serve_options(a), *world));
+                                                                    serve_options(a), world));
   const config::ModelConfig& c = m.model->config();
   if (a.input_len + a.output_len > c.max_seq_len) {
     return InvalidArgument("--input-len + --output-len (" +
                            std::to_string(a.input_len + a.output_len) +
                            ") exceeds the model's context of " + std::to_string(c.max_seq_len));
   }
-  if (world->rank() == 0) {
+  if (world.rank() == 0) {
     std::printf("model: %lld parameters (%lld active), d_model %lld, %lld layers%s\n",
                 static_cast<long long>(m.model->parameter_count()),
                 static_cast<long long>(m.model->active_parameter_count()),
                 static_cast<long long>(c.d_model), static_cast<long long>(c.n_layers),
                 c.moe.num_experts > 0 ? ", MoE" : "");
   }
-  MS_RETURN_IF_ERROR(run_throughput(a, m, *world));
-  if (world->size() == 1) MS_RETURN_IF_ERROR(run_sweep(a, m));
+  MS_RETURN_IF_ERROR(run_throughput(a, m, world));
+  if (world.size() == 1) MS_RETURN_IF_ERROR(run_sweep(a, m));
   return 0;
 }
 
@@ -211,11 +209,8 @@ Result<int> run_bench(const BenchArgs& a) {
     return InvalidArgument(
         "--num-prompts and --input-len must be at least 1, --output-len at least 2");
   }
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = bench_in_world(a);
-  const Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  return cli::run_in_world(
+      [&](comm::MpiCommunicator& world) { return bench_in_world(a, world); });
 }
 
 void add_bench_command(cli::Tool& tool) {

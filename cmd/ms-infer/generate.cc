@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
-#include "comm/mpi_communicator.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
@@ -200,23 +200,18 @@ Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, comm::Communic
   return 0;
 }
 
-Result<int> generate_in_world(const GenerateArgs& a) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
-                      comm::MpiCommunicator::world());
+Result<int> generate_in_world(const GenerateArgs& a, comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
-                      infer::load_for_serving(a.model, a.checkpoint, serve_options(a), *world));
-  return a.prompts.empty() ? run_one(a, m, *world) : run_file(a, m, *world);
+                      infer::load_for_serving(a.model, a.checkpoint, serve_options(a), world));
+  return a.prompts.empty() ? run_one(a, m, world) : run_file(a, m, world);
 }
 
 Result<int> run_generate(const GenerateArgs& a) {
   if (!a.prompts.empty() && a.output.empty()) {
     return InvalidArgument("--prompts needs --output for the completions");
   }
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = generate_in_world(a);
-  const Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  return cli::run_in_world(
+      [&](comm::MpiCommunicator& world) { return generate_in_world(a, world); });
 }
 
 void add_generate_command(cli::Tool& tool) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
-#include "comm/mpi_communicator.h"
 #include "infer/model_loader.h"
 #include "infer/plan.h"
 
@@ -133,25 +133,23 @@ Status plan_on_rank0(const PlanArgs& a, infer::LoadedModel& m, infer::ServingCos
   return Status::OK();
 }
 
-Result<int> plan_in_world(const PlanArgs& a) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,
-                      comm::MpiCommunicator::world());
+Result<int> plan_in_world(const PlanArgs& a, comm::Communicator& world) {
   infer::ServingCosts link;
   if (a.link_latency_us >= 0 && a.link_gbps > 0) {
     link.link_latency_s = a.link_latency_us * 1e-6;
     link.link_bytes_per_s = a.link_gbps * 1e9;
     link.link_source = "given";
-  } else if (world->size() >= 2) {
-    MS_RETURN_IF_ERROR(infer::measure_link(*world, link));
+  } else if (world.size() >= 2) {
+    MS_RETURN_IF_ERROR(infer::measure_link(world, link));
   } else {
     link.link_source = "assumed; run under mpirun to measure, or give --link-latency-us and --link-gbps";
   }
-  const int ranks = a.ranks > 0 ? a.ranks : std::max(world->size(), 2);
-  if (world->rank() == 0) {
+  const int ranks = a.ranks > 0 ? a.ranks : std::max(world.size(), 2);
+  if (world.rank() == 0) {
     MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
     MS_RETURN_IF_ERROR(plan_on_rank0(a, m, link, ranks));
   }
-  MS_RETURN_IF_ERROR(world->barrier());
+  MS_RETURN_IF_ERROR(world.barrier());
   return 0;
 }
 
@@ -164,11 +162,8 @@ Result<int> run_plan(PlanArgs a) {
         "--tpot-ms must be positive, --max-micro-batches and --repeats at least 1, "
         "--micro-batch-sizes positive");
   }
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<int> outcome = plan_in_world(a);
-  const Status finalized = comm::finalize();
-  if (outcome.ok() && !finalized.ok()) return finalized;
-  return outcome;
+  return cli::run_in_world(
+      [&](comm::MpiCommunicator& world) { return plan_in_world(a, world); });
 }
 
 void add_plan_command(cli::Tool& tool) {

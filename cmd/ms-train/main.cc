@@ -22,14 +22,20 @@ struct TrainOptions {
 };
 
 // Exit status after a failed step of training. A failure every rank knows about ends the job
-// normally (only the reporting rank prints it); one that only this rank hit would leave the
-// others blocked in a collective, so it takes the whole job down.
+// normally: the reporting rank prints it, then every rank waits at a barrier before exiting,
+// because mpirun ends the job as soon as one rank exits non-zero and would cut the message off.
+// A failure only this rank hit would leave the others blocked in a collective, so it takes the
+// whole job down.
 ms::Result<int> report_failure(const ms::cli::Tool& tool, const ms::Status& status,
-                               bool collective, int world_size) {
-  if (ms::train::reported_by_another_rank(status)) return 1;
-  if (collective || world_size == 1) return status;
-  tool.print_error(status.message() + " (aborting every rank)");
-  MPI_Abort(MPI_COMM_WORLD, 1);
+                               bool collective, ms::comm::Communicator& world) {
+  if (world.size() == 1) return status;
+  if (!collective) {
+    tool.print_error(status.message() + " (aborting every rank)");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  if (!ms::train::reported_by_another_rank(status)) tool.print_error(status.message());
+  (void)world.barrier();
   return 1;
 }
 
@@ -43,15 +49,38 @@ int launcher_rank() {
   return 0;
 }
 
+// The number of processes the launcher started (mpirun, srun); 1 when run alone.
+int launcher_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 1;
+}
+
+// A config error, found identically on every rank before MPI starts. Alone, it is returned
+// (and printed by the tool); under a launcher with several ranks the first rank prints it and
+// every rank waits for that at a barrier before exiting (see report_failure).
+ms::Result<int> report_config_error(const ms::cli::Tool& tool, const ms::Status& status) {
+  if (launcher_size() <= 1) return status;
+  if (launcher_rank() == 0) tool.print_error(status.message());
+  MS_RETURN_IF_ERROR(ms::comm::init(ms::cli::Tool::argc(), ms::cli::Tool::argv()));
+  if (ms::Result<std::unique_ptr<ms::comm::MpiCommunicator>> world =
+          ms::comm::MpiCommunicator::world();
+      world.ok()) {
+    (void)(*world)->barrier();
+  }
+  (void)ms::comm::finalize();
+  return 1;
+}
+
 ms::Result<int> run_training(const ms::cli::Tool& tool, ms::config::RunConfig config) {
   MS_ASSIGN_OR_RETURN(auto world, ms::comm::MpiCommunicator::world());
   ms::Result<std::unique_ptr<ms::train::Trainer>> trainer =
       ms::train::Trainer::create(std::move(config), *world);
-  if (!trainer.ok()) return report_failure(tool, trainer.status(), true, world->size());
+  if (!trainer.ok()) return report_failure(tool, trainer.status(), true, *world);
   ms::Result<ms::train::TrainSummary> summary = (*trainer)->run();
   if (!summary.ok()) {
-    return report_failure(tool, summary.status(), (*trainer)->failure_is_collective(),
-                          world->size());
+    return report_failure(tool, summary.status(), (*trainer)->failure_is_collective(), *world);
   }
   MS_LOG(Info) << "done: " << summary->steps_done << " steps"
                << (summary->stopped_by_signal ? " (stopped by a signal)" : "") << "; run dir "
@@ -69,10 +98,7 @@ ms::Result<int> train(const ms::cli::Tool& tool, const TrainOptions& opts) {
   }
   ms::Result<ms::config::RunConfig> config =
       ms::config::load_run_config(opts.config_path, opts.sets);
-  if (!config.ok()) {
-    if (launcher_rank() != 0) return 1;
-    return config.status();
-  }
+  if (!config.ok()) return report_config_error(tool, config.status());
   if (opts.dry_run) {
     std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config);
     return 0;

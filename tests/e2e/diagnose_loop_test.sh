@@ -11,18 +11,10 @@ SRC=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 SLOW_RANK=2
 
-"$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-  -t "$SRC/data/tokenizers/gpt2/tokenizer.json" -o "$work/shakespeare" --no-progress > /dev/null
-cat > "$work/mix.yaml" <<YAML
-seq_len: 32
-total_samples: 512
-validation: {fraction: 0.02, samples: 16}
-sources:
-  - {name: shakespeare, prefix: $work/shakespeare, weight: 1.0}
-YAML
-"$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/s32.plan" > /dev/null
+shakespeare_plan 32 512 16
 
 "$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" \
   --set run.dir="$work/run" --set data.plan="$work/s32.plan" --set model.d_model=16 \

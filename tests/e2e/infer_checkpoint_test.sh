@@ -11,18 +11,9 @@ SRC=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 
-"$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-  -t "$SRC/data/tokenizers/gpt2/tokenizer.json" -o "$work/shakespeare" --threads 2 \
-  --no-progress > /dev/null
-cat > "$work/mix.yaml" <<YAML
-seq_len: 16
-total_samples: 64
-validation: {fraction: 0.02, samples: 8}
-sources:
-  - {name: shakespeare, prefix: $work/shakespeare, weight: 1.0}
-YAML
-"$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/s16.plan" > /dev/null
+shakespeare_plan 16 64 8
 
 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
   --set data.plan="$work/s16.plan" --set run.dir="$work/run" --set model.d_model=16 \

@@ -12,18 +12,9 @@ SRC=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 
-"$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-  -t "$SRC/data/tokenizers/gpt2/tokenizer.json" -o "$work/shakespeare" --threads 2 \
-  --no-progress > /dev/null
-cat > "$work/mix.yaml" <<YAML
-seq_len: 32
-total_samples: 256
-validation: {fraction: 0.02, samples: 16}
-sources:
-  - {name: shakespeare, prefix: $work/shakespeare, weight: 1.0}
-YAML
-"$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/s32.plan" > /dev/null
+shakespeare_plan 32 256 16
 
 # A model small enough for CI; every other key comes from the shipped config.
 shrink=(--set data.plan="$work/s32.plan" --set model.d_model=16 --set model.n_layers=1
