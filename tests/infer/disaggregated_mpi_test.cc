@@ -17,13 +17,6 @@
 namespace ms::infer {
 namespace {
 
-// The value of a Result the test expects to be OK.
-template <typename T>
-T take(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return std::move(r).value();
-}
-
 std::vector<Request> mixed_requests(int64_t vocab) {
   std::vector<Request> reqs;
   const int64_t lengths[] = {3, 11, 1, 17, 6, 9, 2};
@@ -42,7 +35,7 @@ std::vector<Request> mixed_requests(int64_t vocab) {
 
 LoadedModel make_model(const ServeOptions& o, int rank, int world) {
   LoadedModel m;
-  m.model = take(model::Transformer::create(testing::tiny_moe(), 1234));
+  m.model = testing::take(model::Transformer::create(testing::tiny_moe(), 1234));
   const ParameterFilter keep = serving_filter(o, rank, world);
   m.model->release_for_serving([&](size_t i) { return !keep || keep(*m.model, i); });
   return m;
@@ -61,9 +54,9 @@ ServeOptions options(int attention_ranks, int micro_batches) {
 
 // The single-process engine on the whole model, computed on every rank.
 std::vector<Completion> reference(const std::vector<Request>& reqs) {
-  auto m = take(model::Transformer::create(testing::tiny_moe(), 1234));
-  auto engine = take(Engine::create(*m, nullptr, options(0, 1).engine));
-  return take(engine->generate(reqs));
+  auto m = testing::take(model::Transformer::create(testing::tiny_moe(), 1234));
+  auto engine = testing::take(Engine::create(*m, nullptr, options(0, 1).engine));
+  return testing::take(engine->generate(reqs));
 }
 
 void expect_same(const std::vector<Completion>& got, const std::vector<Completion>& want) {
@@ -137,7 +130,7 @@ TEST_F(Serving, EachRankHoldsOnlyItsPart) {
   const ServeOptions o = options(attention, 2);
   LoadedModel part = make_model(o, comm_->rank(), world);
   const config::ModelConfig c = testing::tiny_moe();
-  const ServingLayout layout = take(ServingLayout::create(world, attention, c.moe.num_experts));
+  const ServingLayout layout = testing::take(ServingLayout::create(world, attention, c.moe.num_experts));
   for (size_t l = 0; l < static_cast<size_t>(c.n_layers); ++l) {
     for (int64_t e = 0; e < c.moe.num_experts; ++e) {
       const bool mine = !layout.is_attention(comm_->rank()) &&

@@ -12,13 +12,6 @@
 namespace ms::infer {
 namespace {
 
-// The value of a Result the test expects to be OK.
-template <typename T>
-T take(Result<T> r) {
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return std::move(r).value();
-}
-
 TEST(ServingLayout, ExpertBlocksAreContiguousAndBalanced) {
   Result<ServingLayout> l = ServingLayout::create(5, 2, 8);  // 3 expert ranks, 8 experts
   ASSERT_TRUE(l.ok()) << l.status().message();
@@ -74,9 +67,9 @@ TEST(SplitMicroBatches, BalancesTokensKeepsOrderAndNeverLeavesAGroupEmpty) {
 // logits of forward_cached on the whole model.
 TEST(StagedForward, ExpertsOnAnotherModelMatchForwardCached) {
   const config::ModelConfig c = testing::tiny_moe();
-  auto whole = take(model::Transformer::create(c, 1234));
-  auto front = take(model::Transformer::create(c, 1234));
-  auto experts = take(model::Transformer::create(c, 1234));
+  auto whole = testing::take(model::Transformer::create(c, 1234));
+  auto front = testing::take(model::Transformer::create(c, 1234));
+  auto experts = testing::take(model::Transformer::create(c, 1234));
   front->release_for_serving([&](size_t i) { return !front->routed_expert(i).has_value(); });
   experts->release_for_serving([&](size_t i) { return experts->routed_expert(i).has_value(); });
   EXPECT_TRUE(experts->holds_expert(1, 3));
@@ -85,7 +78,7 @@ TEST(StagedForward, ExpertsOnAnotherModelMatchForwardCached) {
   KvCache a(c, 8, 4), b(c, 8, 4);
   const std::vector<int32_t> prompt = {5, 17, 3, 90, 41}, blocks = {0, 1};
   const model::CachedChunk chunk{prompt, 0, blocks};
-  Tensor want = take(whole->forward_cached({&chunk, 1}, a.view()));
+  Tensor want = testing::take(whole->forward_cached({&chunk, 1}, a.view()));
 
   Result<model::CachedPass> pass = front->begin_cached({&chunk, 1}, b.view());
   ASSERT_TRUE(pass.ok()) << pass.status().message();
@@ -101,7 +94,7 @@ TEST(StagedForward, ExpertsOnAnotherModelMatchForwardCached) {
     ASSERT_TRUE(front->apply_experts(*pass, out).ok());
   }
   EXPECT_EQ(layers, static_cast<size_t>(c.n_layers));
-  Tensor got = take(front->cached_logits(*pass));
+  Tensor got = testing::take(front->cached_logits(*pass));
   ASSERT_EQ(got.numel(), want.numel());
   for (int64_t i = 0; i < got.numel(); ++i) {
     EXPECT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
@@ -110,12 +103,12 @@ TEST(StagedForward, ExpertsOnAnotherModelMatchForwardCached) {
 
 TEST(StagedForward, RefusesMisuse) {
   const config::ModelConfig c = testing::tiny_moe();
-  auto front = take(model::Transformer::create(c, 1234));
+  auto front = testing::take(model::Transformer::create(c, 1234));
   front->release_for_serving([&](size_t i) { return !front->routed_expert(i).has_value(); });
   KvCache cache(c, 4, 4);
   const std::vector<int32_t> prompt = {1, 2}, blocks = {0};
   const model::CachedChunk chunk{prompt, 0, blocks};
-  model::CachedPass pass = take(front->begin_cached({&chunk, 1}, cache.view()));
+  model::CachedPass pass = testing::take(front->begin_cached({&chunk, 1}, cache.view()));
   EXPECT_EQ(front->cached_logits(pass).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_FALSE(front->apply_experts(pass, {}).ok());  // not yet dispatched
   front->run_to_experts(pass);
@@ -125,7 +118,7 @@ TEST(StagedForward, RefusesMisuse) {
   const Status s = front->run_experts(0, pass.dispatch_offsets(), pass.dispatch_rows().data(),
                                       out.data());
   EXPECT_NE(s.message().find("does not hold"), std::string::npos) << s.message();
-  auto dense = take(model::Transformer::create(testing::tiny_dense(), 1));
+  auto dense = testing::take(model::Transformer::create(testing::tiny_dense(), 1));
   const int64_t offsets[] = {0, 0};
   EXPECT_FALSE(dense->run_experts(0, offsets, nullptr, nullptr).ok());
 }

@@ -1,11 +1,24 @@
 // Tiny model configurations shared by the inference tests: small enough that the full-forward
 // reference stays fast on 2 cores, shaped to exercise GQA, MoE (with a shared expert), the
-// sliding window, the parallel block and tied embeddings.
+// sliding window, the parallel block and tied embeddings. Also `take`, for Results a test
+// expects to be OK.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <utility>
+
 #include "config/run_config.h"
+#include "core/status.h"
 
 namespace ms::infer::testing {
+
+// The value of a Result the test expects to be OK.
+template <typename T>
+T take(Result<T> r) {
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return std::move(r).value();
+}
 
 inline config::ModelConfig tiny_dense() {
   config::ModelConfig c;
