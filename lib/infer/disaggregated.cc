@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "core/timer.h"
@@ -129,9 +130,19 @@ Status RemoteExperts::dispatch(InFlight& f) {
   return Status::OK();
 }
 
+void RemoteExperts::progress(std::vector<InFlight>& flights) {
+  for (InFlight& f : flights) {
+    for (comm::Request& r : f.requests) {
+      const Result<bool> done = r.test();
+      if (!done.ok() && progress_error_.ok()) progress_error_ = done.status();
+    }
+  }
+}
+
 // Waits for f's expert outputs (the pipeline's idle time on this side) and finishes its layer.
 Status RemoteExperts::collect(InFlight& f) {
   const Stopwatch wait;
+  MS_RETURN_IF_ERROR(progress_error_);
   MS_RETURN_IF_ERROR(wait_all(f.requests));
   stats_.wait_s += wait.elapsed_s();
   return model_.apply_experts(f.pass, f.expert_out);
@@ -152,8 +163,9 @@ Result<Tensor> RemoteExperts::forward(std::span<const model::CachedChunk> chunks
   for (int r = 0; r < layout_.expert_ranks(); ++r) {
     MS_RETURN_IF_ERROR(comm_.send(&control, 1, DType::kI64, layout_.attention + r, kControlTag));
   }
+  const std::function<void()> poll = [&] { progress(flights); };
   for (InFlight& f : flights) {
-    model_.run_to_experts(f.pass);
+    model_.run_to_experts(f.pass, poll);
     MS_RETURN_IF_ERROR(dispatch(f));
   }
   for (bool pending = true; pending;) {
@@ -162,7 +174,7 @@ Result<Tensor> RemoteExperts::forward(std::span<const model::CachedChunk> chunks
       if (!f.pass.awaiting_experts()) continue;
       pending = true;
       MS_RETURN_IF_ERROR(collect(f));
-      model_.run_to_experts(f.pass);
+      model_.run_to_experts(f.pass, poll);
       if (f.pass.awaiting_experts()) MS_RETURN_IF_ERROR(dispatch(f));
     }
   }

@@ -76,12 +76,16 @@ class RemoteExperts : public StepForward {
   struct InFlight;
   Status dispatch(InFlight& f);
   Status collect(InFlight& f);
+  // Tests every request in flight, so MPI moves their data while this rank computes (large
+  // messages need the sender inside MPI); the first error is kept for collect().
+  void progress(std::vector<InFlight>& flights);
 
   model::Transformer& model_;
   comm::Communicator& comm_;
   ServingLayout layout_;
   int micro_batches_;
   PipelineStats stats_;
+  Status progress_error_;
 };
 
 // The expert side: serves MoE layers for every attention rank until all have called finish().

@@ -111,7 +111,7 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
 
 // Runs layers from p.layer: attention (writing the cache), the residual and, for a dense
 // layer, the whole FFN; stops at the first MoE layer once its tokens are grouped by expert.
-void Transformer::Impl::pass_to_experts(CachedPassState& p) {
+void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<void()>& poll) {
   const PagedKvCache& cache = *p.cache;
   const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model, hd = head_dim();
   const int64_t qd = cfg.n_heads * hd, kvd = cfg.n_kv_heads * hd;
@@ -137,8 +137,10 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p) {
       std::copy(k + t * kvd, k + (t + 1) * kvd, cache.k[l] + at);
       std::copy(v + t * kvd, v + (t + 1) * kvd, cache.v[l] + at);
     }
+    if (poll) poll();
     float* attn = sized(a.attn, N * qd);
     paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
+    if (poll) poll();
     float* h = sized(p.h, N * D);
     ops::linear_forward(attn, w(li.o), h, N, qd, D);
     add_into(h, p.x.data(), N * D);
@@ -243,8 +245,8 @@ Result<CachedPass> Transformer::begin_cached(std::span<const CachedChunk> chunks
   return pass;
 }
 
-void Transformer::run_to_experts(CachedPass& pass) {
-  if (!pass.awaiting_experts()) impl_->pass_to_experts(*pass.s_);
+void Transformer::run_to_experts(CachedPass& pass, const std::function<void()>& poll) {
+  if (!pass.awaiting_experts()) impl_->pass_to_experts(*pass.s_, poll);
 }
 
 Status Transformer::apply_experts(CachedPass& pass, std::span<const float> expert_out) {

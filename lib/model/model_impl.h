@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <vector>
@@ -133,7 +134,7 @@ struct Transformer::Impl {
   // pass_logits writes (chunks, V), each chunk's last token.
   void begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
                   const PagedKvCache& cache);
-  void pass_to_experts(CachedPassState& p);
+  void pass_to_experts(CachedPassState& p, const std::function<void()>& poll);
   void pass_apply_experts(CachedPassState& p, const float* expert_out);
   void pass_logits(CachedPassState& p, float* logits);
   void finish_layer(CachedPassState& p);

@@ -106,7 +106,9 @@ class Transformer {
   // cached_logits returns (chunks, vocab_size) once finished. forward_cached is exactly these
   // stages with run_experts called here, so both paths compute the same thing.
   Result<CachedPass> begin_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache);
-  void run_to_experts(CachedPass& pass);
+  // `poll`, when set, is called a few times within each layer (after the projections, after
+  // attention), so a caller with messages in flight can let MPI progress them meanwhile.
+  void run_to_experts(CachedPass& pass, const std::function<void()>& poll = {});
   // InvalidArgument when the pass is not awaiting experts or expert_out has the wrong size.
   Status apply_experts(CachedPass& pass, std::span<const float> expert_out);
   // FailedPrecondition until pass.finished().
