@@ -1,19 +1,9 @@
-// Commit with undo (see commit.h).
+// Undoing a commit whose last step failed (see commit.h).
 #include "ckpt/commit.h"
 
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
-
-Status commit_directory_or_undo(io::Env& env, const std::string& tmp_dir,
-                                const std::string& final_dir) {
-  const bool had_tmp = env.is_directory(tmp_dir);
-  Status status = io::commit_directory(env, tmp_dir, final_dir);
-  const bool renamed = had_tmp && !env.exists(tmp_dir) && env.is_directory(final_dir);
-  if (status.ok() || !renamed) return status;
-  if (env.rename(final_dir, tmp_dir).ok()) return status;
-  return undo_commit(env, final_dir, status);
-}
 
 Status undo_commit(io::Env& env, const std::string& dir, Status cause) {
   Status removed = env.remove_all(dir);

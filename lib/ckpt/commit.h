@@ -1,7 +1,7 @@
-// Publishing a fully written output directory (checkpoint save, offline reshard, safetensors
-// export) so that a failure at any point leaves nothing visible. io::commit_directory renames the temporary
-// directory into place and then fsyncs the parent; if that last fsync fails the directory is
-// already visible although the caller reports failure, so this undoes the rename.
+// The steps after io::commit_directory when publishing a checkpoint (training save, offline
+// reshard): pointing `latest` at the new step directory, and taking the directory back when
+// that fails, so a failure at any point leaves nothing new visible. (io::commit_directory
+// itself never leaves `final_dir` behind on failure.)
 #pragma once
 
 #include <string>
@@ -10,12 +10,6 @@
 #include "io/env.h"
 
 namespace ms::ckpt {
-
-// io::commit_directory(env, tmp_dir, final_dir), except that when it fails after the rename the
-// directory is moved back to `tmp_dir` (or, failing that, removed), so on any error `final_dir`
-// is not created. `tmp_dir`, when still present, is left for the caller to remove.
-Status commit_directory_or_undo(io::Env& env, const std::string& tmp_dir,
-                                const std::string& final_dir);
 
 // Removes `dir`, a directory this process committed a moment ago, after a later step of the
 // same commit failed (`cause`). Returns `cause`, extended with the removal's error if that fails

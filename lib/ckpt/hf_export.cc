@@ -8,7 +8,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "ckpt/commit.h"
 #include "ckpt/safetensors.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
@@ -153,7 +152,7 @@ Result<HfExportSummary> export_hf(const config::ModelConfig& config, const Tenso
   if (!fs::create_directory(tmp, ec)) return ErrnoError("cannot create directory", tmp, ec.value());
   HfExportSummary summary;
   Status st = export_into(tmp, config, source, options, env, summary);
-  if (st.ok()) st = commit_directory_or_undo(env, tmp, final_dir);
+  if (st.ok()) st = io::commit_directory(env, tmp, final_dir);
   if (!st.ok()) {
     fs::remove_all(tmp, ec);
     return st;

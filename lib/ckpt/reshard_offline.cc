@@ -187,7 +187,7 @@ Status commit_output(const std::string& step_dir, const Manifest& m, const std::
     MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
     MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/tokenizer.json", tokenizer));
   }
-  MS_RETURN_IF_ERROR(commit_directory_or_undo(env, tmp, final_dir));
+  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp, final_dir));
   return publish_latest(env, options.output_dir, step_dir_name(m.step), final_dir);
 }
 

@@ -329,7 +329,7 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
     replaced = request.checkpoints_dir + "/.old-" + step_dir_name(m.step) + "-" + random_nonce();
     MS_RETURN_IF_ERROR(env.rename(final_dir, replaced));
   }
-  Status committed = commit_directory_or_undo(env, tmp_dir, final_dir);
+  Status committed = io::commit_directory(env, tmp_dir, final_dir);
   if (committed.ok()) {
     committed = publish_latest(env, request.checkpoints_dir, step_dir_name(m.step), final_dir);
   }

@@ -215,7 +215,15 @@ Status commit_directory(Env& env, const std::string& tmp_dir, const std::string&
   }
   Status status = sync_tree(env, tmp_dir);
   if (status.ok()) status = env.rename(tmp_dir, final_dir);
-  if (status.ok()) status = env.sync_dir(parent_dir(final_dir));
+  if (!status.ok()) return status.with_context(context);
+  status = env.sync_dir(parent_dir(final_dir));
+  if (status.ok()) return status;
+  // The rename is visible but may not survive a crash, and the caller is told it failed: take
+  // it back, so that on failure `final_dir` never exists.
+  if (!env.rename(final_dir, tmp_dir).ok() && !env.remove_all(final_dir).ok()) {
+    return status.with_context(context + " ('" + final_dir +
+                               "' is left in place: moving it back and removing it failed)");
+  }
   return status.with_context(context);
 }
 

@@ -69,8 +69,9 @@ class AtomicFileWriter {
 // Publishes a fully written directory atomically: fsyncs every regular file directly inside
 // `tmp_dir`, fsyncs `tmp_dir`, renames it to `final_dir` (which must not exist or be an empty
 // directory) and fsyncs the parent of `final_dir`. Both must lie in the same parent directory
-// for the guarantee to hold on shared filesystems. On failure `final_dir` is not created and
-// `tmp_dir` is left for the caller to remove or retry.
+// for the guarantee to hold on shared filesystems. On failure `final_dir` is not created (a
+// rename whose parent fsync failed is moved back) and `tmp_dir` is left for the caller to
+// remove or retry.
 Status commit_directory(Env& env, const std::string& tmp_dir, const std::string& final_dir);
 Status commit_directory(const std::string& tmp_dir, const std::string& final_dir);
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct FaultInjectingEnv::State {
   bool fail_file_sync = false;
   bool fail_dir_sync = false;
   bool fail_rename = false;
+  std::string rename_onto;    // renames onto this path fail; "" = none
+  std::string dir_sync_path;  // its fsync number dir_sync_at fails; "" = none
+  int dir_sync_at = 0;
+  std::map<std::string, int> dir_syncs;  // fsyncs seen per directory
   std::vector<ByteCorruption> corruptions;
 
   WritePlan plan_write(const std::string& path, uint64_t offset, size_t size) {
@@ -66,6 +71,21 @@ struct FaultInjectingEnv::State {
   }
 
   // Whether the fault switched on by `flag` fires now; counts it when it does.
+  bool rename_fails(const std::string& to) {
+    std::lock_guard<std::mutex> lock(mu);
+    const bool fail = fail_rename || (!rename_onto.empty() && to == rename_onto);
+    if (fail) ++injected;
+    return fail;
+  }
+
+  bool dir_sync_fails(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu);
+    const int n = ++dir_syncs[path];
+    const bool fail = fail_dir_sync || (path == dir_sync_path && n == dir_sync_at);
+    if (fail) ++injected;
+    return fail;
+  }
+
   bool fires(bool State::*flag) {
     std::lock_guard<std::mutex> lock(mu);
     if (this->*flag) ++injected;
@@ -156,6 +176,23 @@ void FaultInjectingEnv::fail_rename(bool fail) {
   state_->fail_rename = fail;
 }
 
+void FaultInjectingEnv::fail_rename_onto(const std::string& path) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->rename_onto = path;
+}
+
+void FaultInjectingEnv::fail_nth_dir_sync_of(const std::string& path, int n) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->dir_sync_path = path;
+  state_->dir_sync_at = state_->dir_syncs[path] + n;
+}
+
+int FaultInjectingEnv::dir_syncs_of(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const auto it = state_->dir_syncs.find(path);
+  return it == state_->dir_syncs.end() ? 0 : it->second;
+}
+
 void FaultInjectingEnv::corrupt_on_read(const std::string& path, uint64_t offset, uint8_t mask) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->corruptions.push_back({path, offset, mask});
@@ -169,6 +206,9 @@ void FaultInjectingEnv::clear_faults() {
   state_->fail_file_sync = false;
   state_->fail_dir_sync = false;
   state_->fail_rename = false;
+  state_->rename_onto.clear();
+  state_->dir_sync_path.clear();
+  state_->dir_sync_at = 0;
   state_->corruptions.clear();
 }
 
@@ -205,8 +245,7 @@ Status FaultInjectingEnv::read_ranges(File& file, std::span<const ReadRange> ran
 Status FaultInjectingEnv::create_dir(const std::string& path) { return base_.create_dir(path); }
 
 Status FaultInjectingEnv::rename(const std::string& from, const std::string& to) {
-  if (state_->fires(&State::fail_rename))
-    return injected_error("rename '" + from + "' to", to, EIO);
+  if (state_->rename_fails(to)) return injected_error("rename '" + from + "' to", to, EIO);
   return base_.rename(from, to);
 }
 
@@ -221,7 +260,7 @@ bool FaultInjectingEnv::exists(const std::string& path) { return base_.exists(pa
 bool FaultInjectingEnv::is_directory(const std::string& path) { return base_.is_directory(path); }
 
 Status FaultInjectingEnv::sync_dir(const std::string& path) {
-  if (state_->fires(&State::fail_dir_sync)) return injected_error("fsync directory", path, EIO);
+  if (state_->dir_sync_fails(path)) return injected_error("fsync directory", path, EIO);
   return base_.sync_dir(path);
 }
 

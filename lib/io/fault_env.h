@@ -1,6 +1,6 @@
 // An Env wrapper that injects I/O faults, after leveldb's ErrorEnv, so tests can show that
 // writers survive a failing disk: an error on the Nth write, a torn (short) write, a full disk
-// after K bytes, failing fsync or rename, and a flipped byte on read. Faults apply to every
+// after K bytes, failing fsync or rename (any, or of one path), and a flipped byte on read. Faults apply to every
 // file opened through this Env and are counted from the moment they are set; everything not
 // faulted passes through to the wrapped Env unchanged. Thread-safe.
 #pragma once
@@ -32,6 +32,12 @@ class FaultInjectingEnv final : public Env {
   void fail_dir_sync(bool fail);
   // rename fails with EIO and renames nothing.
   void fail_rename(bool fail);
+  // Renames onto `path` fail with EIO and rename nothing; other renames pass. Reaches a commit's
+  // own rename without stopping the writes before it.
+  void fail_rename_onto(const std::string& path);
+  // The nth fsync of directory `path` from now on (1 = the next) fails with EIO; other fsyncs
+  // pass. Reaches the fsync that follows a rename into `path`.
+  void fail_nth_dir_sync_of(const std::string& path, int n);
   // Reads of `path` that cover `offset` return that byte XORed with `mask`; the file on disk is
   // untouched, as with a bad cable or cache. Several corruptions may be registered.
   void corrupt_on_read(const std::string& path, uint64_t offset, uint8_t mask = 0x01);
@@ -41,6 +47,7 @@ class FaultInjectingEnv final : public Env {
   int writes() const;              // write calls seen, failed ones included
   uint64_t bytes_written() const;  // bytes that reached the wrapped Env
   int injected_faults() const;     // faults that fired
+  int dir_syncs_of(const std::string& path) const;  // fsyncs of directory `path` seen
 
   Result<std::unique_ptr<File>> open(const std::string& path, OpenMode mode) override;
   Status read_ranges(File& file, std::span<const ReadRange> ranges) override;

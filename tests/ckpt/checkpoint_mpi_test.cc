@@ -18,7 +18,6 @@
 #include "comm/mpi_communicator.h"
 #include "io/atomic_file.h"
 #include "io/fault_env.h"
-#include "tests/ckpt/path_fault_env.h"
 
 namespace ms::ckpt {
 namespace {
@@ -230,35 +229,28 @@ TEST_F(CheckpointTest, PublishFailuresLeaveThePreviousCheckpointLatest) {
   TestState good(1, world_->rank(), world_->size());
   ASSERT_TRUE(save(good, 1, false, io::default_env()).ok());
   // Which fsyncs of the checkpoints directory follow the two renames: the last two of a save.
-  PathFaultEnv probe(io::default_env());
-  probe.sync_dir_path = dir_;
+  io::FaultInjectingEnv probe(io::default_env());
   TestState other(7, world_->rank(), world_->size());
   ASSERT_TRUE(save(other, 2, false, probe).ok());
-  const int syncs = probe.sync_calls();
+  const int syncs = probe.dir_syncs_of(dir_);
   if (world_->rank() == 0) {
     fs::remove_all(dir_ + "/step-00000002");
     std::ofstream(dir_ + "/latest") << "step-00000001\n";
   }
   ASSERT_TRUE(world_->barrier().ok());
-  const std::vector<std::function<void(PathFaultEnv&, int64_t step)>> faults = {
-      [&](PathFaultEnv& e, int64_t step) {
-        e.rename_target = dir_ + "/step-0000000" + std::to_string(step);
+  const std::vector<std::function<void(io::FaultInjectingEnv&, int64_t step)>> faults = {
+      [&](io::FaultInjectingEnv& e, int64_t step) {
+        e.fail_rename_onto(dir_ + "/step-0000000" + std::to_string(step));
       },
-      [&](PathFaultEnv& e, int64_t) { e.rename_target = dir_ + "/latest"; },
-      [&](PathFaultEnv& e, int64_t) {
-        e.sync_dir_path = dir_;
-        e.sync_call = syncs - 1;
-      },
-      [&](PathFaultEnv& e, int64_t) {
-        e.sync_dir_path = dir_;
-        e.sync_call = syncs;
-      },
+      [&](io::FaultInjectingEnv& e, int64_t) { e.fail_rename_onto(dir_ + "/latest"); },
+      [&](io::FaultInjectingEnv& e, int64_t) { e.fail_nth_dir_sync_of(dir_, syncs - 1); },
+      [&](io::FaultInjectingEnv& e, int64_t) { e.fail_nth_dir_sync_of(dir_, syncs); },
   };
   for (size_t f = 0; f < faults.size(); ++f) {
     for (int64_t step : {2, 1}) {
       // Renaming onto step 1 failing would also stop putting the older save back.
       if (f == 0 && step == 1) continue;
-      PathFaultEnv faulty(io::default_env());
+      io::FaultInjectingEnv faulty(io::default_env());
       if (world_->rank() == 0) faults[f](faulty, step);
       const Status failed = save(other, step, false, faulty);
       EXPECT_FALSE(failed.ok()) << "fault " << f << " step " << step;

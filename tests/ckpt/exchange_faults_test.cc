@@ -25,7 +25,6 @@
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
 #include "io/fault_env.h"
-#include "tests/ckpt/path_fault_env.h"
 
 namespace ms::ckpt {
 namespace {
@@ -223,17 +222,16 @@ TEST_F(ExchangeFaultTest, ExportFailsCleanlyOnFullDiskTornWriteAndFailingSyncOrR
 TEST_F(ExchangeFaultTest, ExportFailingAtItsCommitLeavesNoOutput) {
   const std::string step = save("a", 3);
   if (world_->rank() != 0) return;
-  PathFaultEnv rename_fails(io::default_env());
-  rename_fails.rename_target = dir_ + "/hf";
+  io::FaultInjectingEnv rename_fails(io::default_env());
+  rename_fails.fail_rename_onto(dir_ + "/hf");
   Result<HfExportSummary> r = export_through(step, rename_fails);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(contains(r.status().message(), dir_ + "/hf")) << r.status().message();
   expect_no_export_output("rename of the output directory");
 
   // The rename went through but the parent's fsync failed: the export is taken back.
-  PathFaultEnv sync_fails(io::default_env());
-  sync_fails.sync_dir_path = dir_;
-  sync_fails.sync_call = 1;
+  io::FaultInjectingEnv sync_fails(io::default_env());
+  sync_fails.fail_nth_dir_sync_of(dir_, 1);
   r = export_through(step, sync_fails);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(contains(r.status().message(), "fsync directory")) << r.status().message();
@@ -298,31 +296,23 @@ TEST_F(ExchangeFaultTest, ReshardFullDiskAndFailedCommitStepsCommitNothing) {
   struct Case {
     const char* what;
     int rank;  // the rank whose Env fails
-    std::function<void(io::FaultInjectingEnv&, PathFaultEnv&)> arm;
+    std::function<void(io::FaultInjectingEnv&)> arm;
   };
   const std::vector<Case> cases = {
-      {"ENOSPC on rank 1", 1, [](io::FaultInjectingEnv& f, PathFaultEnv&) { f.enospc_after(700); }},
-      {"ENOSPC on rank 0", 0, [](io::FaultInjectingEnv& f, PathFaultEnv&) { f.enospc_after(900); }},
-      {"renames fail", 0, [](io::FaultInjectingEnv& f, PathFaultEnv&) { f.fail_rename(true); }},
+      {"ENOSPC on rank 1", 1, [](io::FaultInjectingEnv& f) { f.enospc_after(700); }},
+      {"ENOSPC on rank 0", 0, [](io::FaultInjectingEnv& f) { f.enospc_after(900); }},
+      {"renames fail", 0, [](io::FaultInjectingEnv& f) { f.fail_rename(true); }},
       {"step directory rename", 0,
-       [&](io::FaultInjectingEnv&, PathFaultEnv& p) { p.rename_target = out + "/step-00000009"; }},
+       [&](io::FaultInjectingEnv& f) { f.fail_rename_onto(out + "/step-00000009"); }},
       {"fsync after the step directory rename", 0,
-       [&](io::FaultInjectingEnv&, PathFaultEnv& p) {
-         p.sync_dir_path = out;
-         p.sync_call = 1;
-       }},
-      {"latest rename", 0,
-       [&](io::FaultInjectingEnv&, PathFaultEnv& p) { p.rename_target = out + "/latest"; }},
+       [&](io::FaultInjectingEnv& f) { f.fail_nth_dir_sync_of(out, 1); }},
+      {"latest rename", 0, [&](io::FaultInjectingEnv& f) { f.fail_rename_onto(out + "/latest"); }},
       {"fsync after the latest rename", 0,
-       [&](io::FaultInjectingEnv&, PathFaultEnv& p) {
-         p.sync_dir_path = out;
-         p.sync_call = 2;
-       }},
+       [&](io::FaultInjectingEnv& f) { f.fail_nth_dir_sync_of(out, 2); }},
   };
   for (const Case& c : cases) {
-    PathFaultEnv path_faults(io::default_env());
-    io::FaultInjectingEnv faulty(path_faults);
-    if (world_->rank() == c.rank) c.arm(faulty, path_faults);
+    io::FaultInjectingEnv faulty(io::default_env());
+    if (world_->rank() == c.rank) c.arm(faulty);
     Result<std::string> r = reshard_checkpoint(step, reshard_options(), *world_, faulty);
     EXPECT_FALSE(r.ok()) << c.what;
     if (world_->rank() == c.rank) {

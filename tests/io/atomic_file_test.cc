@@ -211,6 +211,21 @@ TEST_F(CommitDirectoryTest, FailureBeforeRenameLeavesNoFinalDirectory) {
   }
 }
 
+// The rename went through but the parent's fsync failed: the caller is told it failed, so the
+// rename is taken back and `final_dir` does not exist.
+TEST_F(CommitDirectoryTest, FailedFsyncAfterTheRenameTakesTheRenameBack) {
+  std::string tmp = dir_.file("step-3.tmp");
+  std::string final_dir = dir_.file("step-3");
+  fill(tmp);
+  faulty_.fail_nth_dir_sync_of(dir_.path(), 1);
+  Status status = commit_directory(faulty_, tmp, final_dir);
+  EXPECT_EQ(status.code(), StatusCode::kIOError);
+  EXPECT_NE(status.message().find("fsync directory"), std::string::npos) << status.message();
+  EXPECT_FALSE(default_env().exists(final_dir));
+  EXPECT_EQ(*read_file(tmp + "/shards/rank-0.bin"), "data");
+  EXPECT_EQ(faulty_.dir_syncs_of(dir_.path()), 1);
+}
+
 TEST_F(CommitDirectoryTest, MissingSourceIsNotFound) {
   EXPECT_EQ(commit_directory(dir_.file("nope"), dir_.file("x")).code(), StatusCode::kNotFound);
 }

@@ -99,6 +99,30 @@ TEST_P(FaultEnvTest, RenameFailsAndRenamesNothing) {
   EXPECT_FALSE(base_->exists(dir_.file("to")));
 }
 
+TEST_P(FaultEnvTest, RenameOntoOnePathFailsAndOthersPass) {
+  open_new("a");
+  open_new("b");
+  faulty_->fail_rename_onto(dir_.file("blocked"));
+  EXPECT_EQ(faulty_->rename(dir_.file("a"), dir_.file("blocked")).code(), StatusCode::kIOError);
+  EXPECT_TRUE(faulty_->rename(dir_.file("b"), dir_.file("free")).ok());
+  EXPECT_TRUE(base_->exists(dir_.file("a")));
+  EXPECT_TRUE(base_->exists(dir_.file("free")));
+  EXPECT_EQ(faulty_->injected_faults(), 1);
+}
+
+TEST_P(FaultEnvTest, NthFsyncOfOneDirectoryFailsCountingFromNow) {
+  const std::string other = dir_.file("sub");
+  ASSERT_TRUE(base_->create_dir(other).ok());
+  EXPECT_TRUE(faulty_->sync_dir(dir_.path()).ok());
+  faulty_->fail_nth_dir_sync_of(dir_.path(), 2);  // the 3rd fsync of dir_ in all
+  EXPECT_TRUE(faulty_->sync_dir(dir_.path()).ok());
+  EXPECT_TRUE(faulty_->sync_dir(other).ok());
+  EXPECT_EQ(faulty_->sync_dir(dir_.path()).code(), StatusCode::kIOError);
+  EXPECT_TRUE(faulty_->sync_dir(dir_.path()).ok());
+  EXPECT_EQ(faulty_->dir_syncs_of(dir_.path()), 4);
+  EXPECT_EQ(faulty_->dir_syncs_of(other), 1);
+}
+
 TEST_P(FaultEnvTest, CorruptOnReadFlipsBitsOnlyInWhatIsRead) {
   std::string path = dir_.file("data");
   std::string written(1000, '\0');
