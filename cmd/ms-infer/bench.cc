@@ -15,6 +15,7 @@
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
+#include "cmd/ms-infer/serving_flags.h"
 #include "core/philox.h"
 #include "core/timer.h"
 #include "infer/engine.h"
@@ -27,22 +28,10 @@ namespace {
 struct BenchArgs {
   std::string model, checkpoint;
   int64_t num_prompts = 32, input_len = 32, output_len = 32;
-  int64_t max_batch = 16, kv_blocks = 1024, block_size = 16;
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   double stream_mib = 256;
-  int attention_ranks = 0, micro_batches = 2;
+  infer::ServeOptions serving;  // engine sizes and the ranks' roles
 };
-
-infer::ServeOptions serve_options(const BenchArgs& a) {
-  infer::ServeOptions o;
-  o.engine.max_batch = a.max_batch;
-  o.engine.kv_blocks = a.kv_blocks;
-  o.engine.block_size = a.block_size;
-  o.engine.stop_at_eos = false;
-  o.attention_ranks = a.attention_ranks;
-  o.micro_batches = a.micro_batches;
-  return o;
-}
 
 std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> t(static_cast<size_t>(n));
@@ -93,7 +82,7 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communica
     r.max_tokens = a.output_len;
     reqs.push_back(std::move(r));
   }
-  MS_ASSIGN_OR_RETURN(infer::ServeResult result, infer::serve(m, reqs, serve_options(a), world));
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, infer::serve(m, reqs, a.serving, world));
   if (world.rank() != 0) return Status::OK();
   const double seconds = result.seconds;
   double in_tokens = 0, out_tokens = 0;
@@ -165,8 +154,8 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
       "|-------|--------|------|--------|----------|----------|----------|----------|"
       "---------|----------|----------|----------|\n");
   for (int64_t B : a.batch_sizes) {
-    MS_ASSIGN_OR_RETURN(SweepRow r,
-                        time_batch(*m.model, B, a.input_len, a.output_len, a.block_size));
+    MS_ASSIGN_OR_RETURN(SweepRow r, time_batch(*m.model, B, a.input_len, a.output_len,
+                                               a.serving.engine.block_size));
     const double steps = static_cast<double>(a.output_len - 1);
     const double steps_per_s = r.t_tg > 0 ? steps / r.t_tg : 0;
     const double total = r.t_pp + r.t_tg;
@@ -185,7 +174,7 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
 
 Result<int> bench_in_world(const BenchArgs& a, comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_for_serving(a.model, a.checkpoint,
-                                                                    serve_options(a), world));
+                                                                    a.serving, world));
   const config::ModelConfig& c = m.model->config();
   if (a.input_len + a.output_len > c.max_seq_len) {
     return InvalidArgument("--input-len + --output-len (" +
@@ -215,6 +204,8 @@ Result<int> run_bench(const BenchArgs& a) {
 
 void add_bench_command(cli::Tool& tool) {
   auto a = std::make_shared<BenchArgs>();
+  a->serving.engine.kv_blocks = 1024;
+  a->serving.engine.stop_at_eos = false;  // every request generates --output-len tokens
   CLI::App* sub = tool.add_subcommand(
       "bench", "Offline throughput, latency percentiles and a batch-size sweep on random prompts",
       [a] { return run_bench(*a); });
@@ -226,20 +217,9 @@ void add_bench_command(cli::Tool& tool) {
       ->capture_default_str();
   sub->add_option("--output-len", a->output_len, "Generated tokens per request (TG)")
       ->capture_default_str();
-  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")
-      ->capture_default_str();
-  sub->add_option("--kv-blocks", a->kv_blocks, "KV cache blocks")->capture_default_str();
-  sub->add_option("--block-size", a->block_size, "Token positions per KV block")
-      ->capture_default_str();
+  add_serving_flags(sub, a->serving);
   sub->add_option("--batch-sizes", a->batch_sizes, "Batch sizes of the sweep")->delimiter(',');
   sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")
-      ->capture_default_str();
-  sub->add_option("--attention-ranks", a->attention_ranks,
-                  "Under mpirun, serve a MoE model with this many attention ranks and the "
-                  "experts on the other ranks (0: every rank holds the whole model)")
-      ->capture_default_str();
-  sub->add_option("--micro-batches", a->micro_batches,
-                  "Micro-batches per step ping-ponging between attention and expert ranks")
       ->capture_default_str();
 }
 

@@ -16,6 +16,7 @@
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
+#include "cmd/ms-infer/serving_flags.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
@@ -30,8 +31,7 @@ using nlohmann::ordered_json;
 
 struct GenerateArgs {
   std::string model, checkpoint, prompts, output, prompt;
-  int64_t max_batch = 16, kv_blocks = 1024, block_size = 16;
-  int attention_ranks = 0, micro_batches = 2;
+  infer::ServeOptions serving;  // engine sizes and the ranks' roles
   infer::Request defaults;  // max_tokens, sampling
   bool progress = true;
 };
@@ -130,21 +130,11 @@ std::function<void(const infer::Completion&)> progress_printer(size_t total, boo
   };
 }
 
-infer::ServeOptions serve_options(const GenerateArgs& a) {
-  infer::ServeOptions o;
-  o.engine.max_batch = a.max_batch;
-  o.engine.kv_blocks = a.kv_blocks;
-  o.engine.block_size = a.block_size;
-  o.attention_ranks = a.attention_ranks;
-  o.micro_batches = a.micro_batches;
-  return o;
-}
-
 // Serves the requests over every rank; rank 0's progress line counts its own share.
 Result<infer::ServeResult> serve_all(const GenerateArgs& a, infer::LoadedModel& m,
                                      const std::vector<infer::Request>& requests,
                                      comm::Communicator& world) {
-  const infer::ServeOptions o = serve_options(a);
+  const infer::ServeOptions& o = a.serving;
   const size_t servers = static_cast<size_t>(o.attention_ranks > 0 ? o.attention_ranks
                                                                    : world.size());
   const size_t share = (requests.size() + servers - 1) / servers;
@@ -202,7 +192,7 @@ Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, comm::Communic
 
 Result<int> generate_in_world(const GenerateArgs& a, comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
-                      infer::load_for_serving(a.model, a.checkpoint, serve_options(a), world));
+                      infer::load_for_serving(a.model, a.checkpoint, a.serving, world));
   return a.prompts.empty() ? run_one(a, m, world) : run_file(a, m, world);
 }
 
@@ -217,6 +207,7 @@ Result<int> run_generate(const GenerateArgs& a) {
 void add_generate_command(cli::Tool& tool) {
   auto a = std::make_shared<GenerateArgs>();
   a->defaults.max_tokens = 64;
+  a->serving.engine.kv_blocks = 1024;
   CLI::App* sub = tool.add_subcommand(
       "generate", "Generate completions for a JSON-lines prompts file (or one prompt)",
       [a] { return run_generate(*a); });
@@ -229,11 +220,7 @@ void add_generate_command(cli::Tool& tool) {
       "JSON-lines prompts: {id, prompt, max_tokens, temperature, top_p, top_k, seed, stop}");
   sub->add_option("--output,-o", a->output, "JSON-lines completions, in input order");
   sub->add_option("--prompt", a->prompt, "One prompt to complete and print (default: read stdin)");
-  sub->add_option("--max-batch", a->max_batch, "Sequences decoded together at most")
-      ->capture_default_str();
-  sub->add_option("--kv-blocks", a->kv_blocks, "KV cache blocks")->capture_default_str();
-  sub->add_option("--block-size", a->block_size, "Token positions per KV block")
-      ->capture_default_str();
+  add_serving_flags(sub, a->serving);
   sub->add_option("--max-tokens", a->defaults.max_tokens, "Default max_tokens")
       ->capture_default_str();
   sub->add_option("--temperature", a->defaults.sampling.temperature,
@@ -243,13 +230,6 @@ void add_generate_command(cli::Tool& tool) {
   sub->add_option("--top-k", a->defaults.sampling.top_k, "Default top_k (0: off)")
       ->capture_default_str();
   sub->add_option("--seed", a->defaults.sampling.seed, "Default seed")->capture_default_str();
-  sub->add_option("--attention-ranks", a->attention_ranks,
-                  "Under mpirun, serve a MoE model with this many attention ranks and the "
-                  "experts on the other ranks (0: every rank holds the whole model)")
-      ->capture_default_str();
-  sub->add_option("--micro-batches", a->micro_batches,
-                  "Micro-batches per step ping-ponging between attention and expert ranks")
-      ->capture_default_str();
   sub->add_flag("!--no-progress", a->progress, "Do not print the progress line");
 }
 
