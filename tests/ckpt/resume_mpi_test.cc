@@ -5,9 +5,7 @@
 // `latest` naming an incomplete save falls back to the newest complete checkpoint.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -27,14 +25,9 @@ class ResumeTest : public ::testing::Test {
     auto world = comm::MpiCommunicator::world("world");
     ASSERT_TRUE(world.ok());
     world_ = std::move(*world);
-    std::array<char, 256> dir{};
-    if (world_->rank() == 0) {
-      std::strcpy(dir.data(), "/tmp/ms-ckpt-resume-XXXXXX");
-      ASSERT_NE(mkdtemp(dir.data()), nullptr);
-      ASSERT_TRUE(testing::write_synthetic_plan(dir.data()).ok());
-    }
-    ASSERT_TRUE(world_->broadcast(dir.data(), dir.size(), DType::kU8, 0).ok());
-    dir_ = dir.data();
+    Result<std::string> dir = testing::make_shared_plan_dir(*world_, "/tmp/ms-ckpt-resume-XXXXXX");
+    ASSERT_TRUE(dir.ok()) << dir.status().to_string();
+    dir_ = *dir;
   }
   static void TearDownTestSuite() {
     EXPECT_TRUE(world_->barrier().ok());
@@ -43,26 +36,10 @@ class ResumeTest : public ::testing::Test {
   }
 
   static config::RunConfig config(const std::string& name, int64_t zero, int64_t steps) {
-    config::RunConfig c;
-    c.run.dir = dir_ + "/" + name;
+    config::RunConfig c = testing::tiny_run_config(dir_, name, zero);
     c.run.seed = 11;
-    c.model.vocab_size = 96;
-    c.model.d_model = 32;
-    c.model.n_layers = 2;
-    c.model.n_heads = 4;
-    c.model.n_kv_heads = 2;
-    c.model.d_ff = 64;
-    c.model.max_seq_len = 16;
-    c.parallel.zero = zero;
-    c.optim.lr = 1e-2;
-    c.optim.warmup_steps = 2;
-    c.optim.min_lr = 1e-3;
+    c.train.steps = steps;
     c.optim.spike_guard.window = 2;  // the guard's window is live state by step 3
-    c.train = {.steps = steps, .global_batch = 8, .micro_batch = 1, .seq_len = 16, .eval_every = 0};
-    c.train.mfu_peak_gflops = 1;
-    c.train.bucket_mb = 0.01;
-    c.data.plan = dir_ + "/synthetic.plan";
-    c.telemetry.every_s = 60;
     c.checkpoint = {.every = 2, .async = true, .keep = 2, .resume = "auto"};
     return c;
   }

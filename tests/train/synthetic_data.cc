@@ -1,6 +1,11 @@
 // Synthetic dataset and plan for trainer tests; see synthetic_data.h.
 #include "synthetic_data.h"
 
+#include <stdlib.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -46,6 +51,47 @@ Result<std::string> write_synthetic_plan(const std::string& dir,
   const std::string plan = dir + "/synthetic.plan";
   MS_RETURN_IF_ERROR(data::plan_mixture(mixture, plan).status());
   return plan;
+}
+
+Result<std::string> make_shared_plan_dir(comm::Communicator& world, const std::string& tmpl) {
+  std::array<char, 256> dir{};
+  Status made;
+  if (world.rank() == 0) {
+    std::strncpy(dir.data(), tmpl.c_str(), dir.size() - 1);
+    if (mkdtemp(dir.data()) == nullptr) {
+      made = ErrnoError("mkdtemp", tmpl, errno);
+    } else {
+      made = write_synthetic_plan(dir.data()).status();
+    }
+    if (!made.ok()) dir.fill(0);
+  }
+  MS_RETURN_IF_ERROR(world.broadcast(dir.data(), dir.size(), DType::kU8, 0));
+  MS_RETURN_IF_ERROR(made);
+  if (dir[0] == 0) return Internal("rank 0 could not make the test directory");
+  return std::string(dir.data());
+}
+
+config::RunConfig tiny_run_config(const std::string& dir, const std::string& name, int64_t zero) {
+  config::RunConfig c;
+  c.run.dir = dir + "/" + name;
+  c.run.seed = 7;
+  c.model.vocab_size = 96;
+  c.model.d_model = 32;
+  c.model.n_layers = 2;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 2;
+  c.model.d_ff = 64;
+  c.model.max_seq_len = 16;
+  c.parallel.zero = zero;
+  c.optim.lr = 1e-2;
+  c.optim.warmup_steps = 2;
+  c.optim.min_lr = 1e-3;
+  c.train = {.steps = 5, .global_batch = 8, .micro_batch = 1, .seq_len = 16, .eval_every = 0};
+  c.train.mfu_peak_gflops = 1;
+  c.train.bucket_mb = 0.01;  // several buckets, so overlap and ordering are exercised
+  c.data.plan = dir + "/synthetic.plan";
+  c.telemetry.every_s = 60;
+  return c;
 }
 
 }  // namespace ms::train::testing

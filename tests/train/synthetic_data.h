@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "comm/communicator.h"
+#include "config/run_config.h"
 #include "core/status.h"
 
 namespace ms::train::testing {
@@ -22,5 +24,14 @@ struct SyntheticPlanOptions {
 // path. `dir` must exist.
 Result<std::string> write_synthetic_plan(const std::string& dir,
                                          const SyntheticPlanOptions& options = {});
+
+// Rank 0 of `world` creates a fresh directory from `tmpl` (a mkdtemp pattern ending in
+// XXXXXX) and writes the synthetic plan into it; every rank gets the directory's path.
+Result<std::string> make_shared_plan_dir(comm::Communicator& world, const std::string& tmpl);
+
+// The tiny dense run the trainer and resume tests train: 2 layers of d_model 32 over
+// `dir`/synthetic.plan, global batch 8 of 16 tokens, 5 steps, several gradient buckets, in
+// run directory `dir`/`name`. Tests change what they exercise.
+config::RunConfig tiny_run_config(const std::string& dir, const std::string& name, int64_t zero);
 
 }  // namespace ms::train::testing

@@ -9,10 +9,8 @@
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -33,16 +31,9 @@ class TrainerTest : public ::testing::Test {
     Result<std::unique_ptr<comm::MpiCommunicator>> world = comm::MpiCommunicator::world("world");
     ASSERT_TRUE(world.ok());
     world_ = std::move(*world);
-    std::array<char, 256> dir{};
-    if (world_->rank() == 0) {
-      std::strcpy(dir.data(), "/tmp/ms-train-test-XXXXXX");
-      ASSERT_NE(mkdtemp(dir.data()), nullptr);
-      Result<std::string> plan = testing::write_synthetic_plan(dir.data());
-      ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-    }
-    ASSERT_TRUE(world_->broadcast(dir.data(), dir.size(), DType::kU8, 0).ok());
-    dir_ = dir.data();
-    plan_ = dir_ + "/synthetic.plan";
+    Result<std::string> dir = testing::make_shared_plan_dir(*world_, "/tmp/ms-train-test-XXXXXX");
+    ASSERT_TRUE(dir.ok()) << dir.status().to_string();
+    dir_ = *dir;
   }
   static void TearDownTestSuite() {
     EXPECT_TRUE(world_->barrier().ok());
@@ -51,26 +42,7 @@ class TrainerTest : public ::testing::Test {
   }
 
   static config::RunConfig tiny_config(const std::string& name, int64_t zero) {
-    config::RunConfig c;
-    c.run.dir = dir_ + "/" + name;
-    c.run.seed = 7;
-    c.model.vocab_size = 96;
-    c.model.d_model = 32;
-    c.model.n_layers = 2;
-    c.model.n_heads = 4;
-    c.model.n_kv_heads = 2;
-    c.model.d_ff = 64;
-    c.model.max_seq_len = 16;
-    c.parallel.zero = zero;
-    c.optim.lr = 1e-2;
-    c.optim.warmup_steps = 2;
-    c.optim.min_lr = 1e-3;
-    c.train = {.steps = 5, .global_batch = 8, .micro_batch = 1, .seq_len = 16, .eval_every = 0};
-    c.train.mfu_peak_gflops = 1;
-    c.train.bucket_mb = 0.01;  // several buckets, so overlap and ordering are exercised
-    c.data.plan = plan_;
-    c.telemetry.every_s = 60;
-    return c;
+    return testing::tiny_run_config(dir_, name, zero);
   }
 
   static Result<TrainSummary> train(comm::Communicator& group, config::RunConfig config) {
@@ -95,12 +67,10 @@ class TrainerTest : public ::testing::Test {
 
   static std::unique_ptr<comm::MpiCommunicator> world_;
   static std::string dir_;
-  static std::string plan_;
 };
 
 std::unique_ptr<comm::MpiCommunicator> TrainerTest::world_;
 std::string TrainerTest::dir_;
-std::string TrainerTest::plan_;
 
 void expect_close(const std::vector<double>& got, const std::vector<double>& want,
                   const std::string& what) {
