@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,100 +18,25 @@
 #include "ckpt/verify.h"
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
+#include "tests/ckpt/tiny_checkpoint.h"
 
 namespace ms::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-config::ModelConfig tiny() {
-  config::ModelConfig c;
-  c.vocab_size = 16;
-  c.d_model = 8;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_ff = 12;
-  c.max_seq_len = 16;
-  return c;
-}
+using test_support::tiny_model;
+using test_support::tiny_values;
 
-// Every parameter of tiny() filled with value(index, element) + offset.
-std::vector<Tensor> values(float offset) {
-  std::vector<Tensor> out;
-  int t = 0;
-  for (const TensorInfo& info : hf_parameter_specs(tiny())) {
-    Tensor x = Tensor::empty(DType::kF32, info.shape);
-    float* p = x.data<float>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      p[i] = 0.01f * static_cast<float>(t * 7 + i % 13) + offset;
-    }
-    out.push_back(std::move(x));
-    ++t;
-  }
-  return out;
-}
-
-class CliCheckpointTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    world_ = comm::MpiCommunicator::world().value();
-    char path[256] = {0};
-    if (world_->rank() == 0) {
-      char tmpl[] = "/tmp/ms_ckpt_cli_XXXXXX";
-      ASSERT_NE(mkdtemp(tmpl), nullptr);
-      std::snprintf(path, sizeof(path), "%s", tmpl);
-    }
-    ASSERT_TRUE(world_->broadcast(path, sizeof(path), DType::kU8, 0).ok());
-    dir_ = path;
-  }
-  void TearDown() override {
-    ASSERT_TRUE(world_->barrier().ok());
-    if (world_->rank() == 0) fs::remove_all(dir_);
-  }
-
-  // Saves `v` as step `step` under dir_/name; the embedding is split by rows across the ranks.
-  std::string save(const std::string& name, int64_t step, const std::vector<Tensor>& v) {
-    const auto specs = hf_parameter_specs(tiny());
-    std::vector<SaveTensor> tensors;
-    for (size_t i = 0; i < specs.size(); ++i) {
-      comm::ShardSpec spec = comm::ShardSpec::replicated(specs[i].shape);
-      const float* data = v[i].data<float>();
-      if (i == 0) {
-        spec = *comm::ShardSpec::split(specs[i].shape, 0, world_->size(), world_->rank());
-        data += spec.offsets()[0] * specs[i].shape[1];
-      }
-      tensors.push_back({specs[i].name, DType::kF32, spec, data});
-    }
-    // Optimizer state rides along like the trainer's: a moment of lm_head.
-    tensors.push_back({"optimizer.exp_avg.lm_head.weight", DType::kF32,
-                       comm::ShardSpec::replicated(specs.back().shape), v.back().data<float>()});
-    config::RunConfig run;
-    run.model = tiny();
-    run.train.seq_len = tiny().max_seq_len;
-    SaveRequest request;
-    request.checkpoints_dir = dir_ + "/" + name;
-    request.step = step;
-    request.config_yaml = config::dump_yaml(run);
-    request.async = false;
-    request.layout.world = request.layout.dp = world_->size();
-    Checkpointer checkpointer(*world_);
-    EXPECT_TRUE(checkpointer.save(tensors, request).ok());
-    EXPECT_TRUE(checkpointer.finish().ok());
-    return request.checkpoints_dir + "/" + step_dir_name(step);
-  }
-
-  std::unique_ptr<comm::MpiCommunicator> world_;
-  std::string dir_;
-};
+using CliCheckpointTest = test_support::TinyCheckpointTest;
 
 TEST_F(CliCheckpointTest, VerifyPassesIntactAndNamesAFlippedByte) {
-  const std::string step = save("a", 5, values(0));
+  const std::string step = save("a", 5, tiny_values(0));
   if (world_->rank() != 0) return;
   Result<VerifyReport> ok = verify_checkpoint(dir_ + "/a", io::default_env());
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_TRUE(ok->ok());
-  EXPECT_EQ(ok->tensors, hf_parameter_specs(tiny()).size() + 1);
+  EXPECT_EQ(ok->tensors, hf_parameter_specs(tiny_model()).size() + 1);
 
   Result<Manifest> m = Manifest::read(step);
   ASSERT_TRUE(m.ok());
@@ -138,7 +62,7 @@ TEST_F(CliCheckpointTest, VerifyPassesIntactAndNamesAFlippedByte) {
 }
 
 TEST_F(CliCheckpointTest, VerifyNamesATruncatedFile) {
-  const std::string step = save("t", 1, values(0));
+  const std::string step = save("t", 1, tiny_values(0));
   if (world_->rank() != 0) return;
   Result<Manifest> m = Manifest::read(step);
   ASSERT_TRUE(m.ok());
@@ -152,9 +76,9 @@ TEST_F(CliCheckpointTest, VerifyNamesATruncatedFile) {
 }
 
 TEST_F(CliCheckpointTest, DiffReportsExactDifferencesBetweenCheckpoints) {
-  std::vector<Tensor> b = values(0);
+  std::vector<Tensor> b = tiny_values(0);
   b[0].data<float>()[3] += 0.5f;  // embedding, stored split across the ranks
-  save("a", 1, values(0));
+  save("a", 1, tiny_values(0));
   save("b", 1, b);
   if (world_->rank() != 0) return;
   Result<OpenedCatalog> ca = open_tensor_catalog(dir_ + "/a", io::default_env());
@@ -167,7 +91,7 @@ TEST_F(CliCheckpointTest, DiffReportsExactDifferencesBetweenCheckpoints) {
       EXPECT_TRUE(t.equal) << t.name;
       continue;
     }
-    const float x = values(0)[0].data<float>()[3];
+    const float x = tiny_values(0)[0].data<float>()[3];
     EXPECT_FALSE(t.equal);
     EXPECT_EQ(t.mismatched, 1);
     EXPECT_DOUBLE_EQ(t.max_abs, std::fabs(static_cast<double>(x + 0.5f) - x));
@@ -181,14 +105,14 @@ TEST_F(CliCheckpointTest, DiffReportsExactDifferencesBetweenCheckpoints) {
 }
 
 TEST_F(CliCheckpointTest, ExportedSafetensorsDiffEqualToTheCheckpoint) {
-  const std::string step = save("a", 3, values(0.25f));
+  const std::string step = save("a", 3, tiny_values(0.25f));
   if (world_->rank() != 0) return;
   Result<OpenedCatalog> ckpt = open_tensor_catalog(step, io::default_env());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
   Result<config::ModelConfig> model =
       checkpoint_model_config(ckpt->manifest->config_yaml, step);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
-  EXPECT_EQ(*model, tiny());
+  EXPECT_EQ(*model, tiny_model());
   HfExportOptions o;
   o.output_dir = dir_ + "/hf";
   o.max_shard_bytes = 1024;
@@ -200,7 +124,7 @@ TEST_F(CliCheckpointTest, ExportedSafetensorsDiffEqualToTheCheckpoint) {
   params_only.parameters_only = true;
   Result<std::vector<TensorDiff>> d = diff_catalogs(ckpt->catalog, hf->catalog, params_only);
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->size(), hf_parameter_specs(tiny()).size());
+  EXPECT_EQ(d->size(), hf_parameter_specs(tiny_model()).size());
   for (const TensorDiff& t : *d) EXPECT_TRUE(t.equal) << t.name;
 }
 
@@ -223,7 +147,7 @@ TEST_F(CliCheckpointTest, DiffOfCraftedTensorsAcrossDtypesAndNaN) {
 }
 
 TEST_F(CliCheckpointTest, ReshardToFourRanksWithZeroKeepsEveryValue) {
-  const std::string step = save("a", 9, values(0));
+  const std::string step = save("a", 9, tiny_values(0));
   ReshardOptions options;
   options.output_dir = dir_ + "/r";
   options.target = *parse_reshard_target("dp=4,zero=1");

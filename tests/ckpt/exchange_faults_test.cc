@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -25,22 +23,24 @@
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
 #include "io/fault_env.h"
+#include "tests/ckpt/tiny_checkpoint.h"
 
 namespace ms::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-config::ModelConfig tiny() {
-  config::ModelConfig c;
-  c.vocab_size = 16;
-  c.d_model = 8;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.d_ff = 12;
-  c.max_seq_len = 16;
-  return c;
+using test_support::tiny_model;
+
+// Every parameter of tiny_model() as a ramp 0.001 * element index.
+std::vector<Tensor> ramp_values() {
+  std::vector<Tensor> values;
+  for (const TensorInfo& info : hf_parameter_specs(tiny_model())) {
+    Tensor x = Tensor::empty(DType::kF32, info.shape);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i);
+    values.push_back(std::move(x));
+  }
+  return values;
 }
 
 std::string slurp(const std::string& path) {
@@ -54,62 +54,21 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class ExchangeFaultTest : public ::testing::Test {
+class ExchangeFaultTest : public test_support::TinyCheckpointTest {
  protected:
   void SetUp() override {
-    world_ = comm::MpiCommunicator::world().value();
-    char path[256] = {0};
+    TinyCheckpointTest::SetUp();
     if (world_->rank() == 0) {
-      char tmpl[] = "/tmp/ms_ckpt_faults_XXXXXX";
-      ASSERT_NE(mkdtemp(tmpl), nullptr);
-      std::snprintf(path, sizeof(path), "%s", tmpl);
-      std::ofstream(std::string(path) + "/tokenizer.json") << R"({"model":{"type":"BPE"}})";
+      std::ofstream(dir_ + "/tokenizer.json") << R"({"model":{"type":"BPE"}})";
     }
-    ASSERT_TRUE(world_->broadcast(path, sizeof(path), DType::kU8, 0).ok());
-    dir_ = path;
-  }
-  void TearDown() override {
     ASSERT_TRUE(world_->barrier().ok());
-    if (world_->rank() == 0) fs::remove_all(dir_);
   }
 
-  // Saves every parameter of tiny() (the embedding split by rows across the ranks, the rest
-  // replicated) plus one optimizer moment as step `step` of dir_/name; returns the step dir.
+  // Saves every parameter of tiny_model() (the embedding split by rows across the ranks, the
+  // rest replicated) plus one optimizer moment as step `step` of dir_/name; returns the step
+  // dir.
   std::string save(const std::string& name, int64_t step) {
-    std::vector<Tensor> values;
-    std::vector<SaveTensor> tensors;
-    for (const TensorInfo& info : hf_parameter_specs(tiny())) {
-      Tensor x = Tensor::empty(DType::kF32, info.shape);
-      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.001f * static_cast<float>(i);
-      values.push_back(std::move(x));
-    }
-    const auto specs = hf_parameter_specs(tiny());
-    for (size_t i = 0; i < specs.size(); ++i) {
-      comm::ShardSpec spec = comm::ShardSpec::replicated(specs[i].shape);
-      const float* data = values[i].data<float>();
-      if (i == 0) {
-        spec = *comm::ShardSpec::split(specs[i].shape, 0, world_->size(), world_->rank());
-        data += spec.offsets()[0] * specs[i].shape[1];
-      }
-      tensors.push_back({specs[i].name, DType::kF32, spec, data});
-    }
-    tensors.push_back({"optimizer.exp_avg.lm_head.weight", DType::kF32,
-                       comm::ShardSpec::replicated(specs.back().shape),
-                       values.back().data<float>()});
-    config::RunConfig run;
-    run.model = tiny();
-    run.train.seq_len = tiny().max_seq_len;
-    SaveRequest request;
-    request.checkpoints_dir = dir_ + "/" + name;
-    request.step = step;
-    request.config_yaml = config::dump_yaml(run);
-    request.tokenizer_path = dir_ + "/tokenizer.json";
-    request.async = false;
-    request.layout.world = request.layout.dp = world_->size();
-    Checkpointer checkpointer(*world_);
-    EXPECT_TRUE(checkpointer.save(tensors, request).ok());
-    EXPECT_TRUE(checkpointer.finish().ok());
-    return request.checkpoints_dir + "/" + step_dir_name(step);
+    return TinyCheckpointTest::save(name, step, ramp_values(), dir_ + "/tokenizer.json");
   }
 
   // Exports the checkpoint at `step` to dir_/hf, reading and writing through `env`.
@@ -122,7 +81,7 @@ class ExchangeFaultTest : public ::testing::Test {
     options.output_dir = dir_ + "/hf";
     options.max_shard_bytes = 1024;  // several files and an index
     options.tokenizer_json = dir_ + "/tokenizer.json";
-    return export_hf(tiny(), catalog, options, env);
+    return export_hf(tiny_model(), catalog, options, env);
   }
 
   // dir_ holds only what the test made: no export output and no temporaries beside it.
@@ -161,9 +120,6 @@ class ExchangeFaultTest : public ::testing::Test {
     ASSERT_TRUE(v.ok()) << v.status().to_string();
     EXPECT_TRUE(v->ok()) << (v->problems.empty() ? "" : v->problems[0]);
   }
-
-  std::unique_ptr<comm::MpiCommunicator> world_;
-  std::string dir_;
 };
 
 bool names_an_export_file(const std::string& message) {
