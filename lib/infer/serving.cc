@@ -103,8 +103,10 @@ struct Share {
   std::vector<Completion> completions;
 };
 
+// `layout`: the disaggregated layout, or null when colocated.
 Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& requests,
-                          const ServeOptions& o, comm::Communicator& comm, RankReport& report,
+                          const ServeOptions& o, const ServingLayout* layout,
+                          comm::Communicator& comm, RankReport& report,
                           const std::function<void(const Completion&)>& on_done) {
   const int servers = disaggregated(o) ? o.attention_ranks : comm.size();
   Share share;
@@ -115,11 +117,8 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
     mine.push_back(requests[i]);
   }
   std::unique_ptr<RemoteExperts> remote;
-  if (disaggregated(o)) {
-    MS_ASSIGN_OR_RETURN(ServingLayout layout,
-                        ServingLayout::create(comm.size(), o.attention_ranks,
-                                              loaded.model->config().moe.num_experts));
-    remote = std::make_unique<RemoteExperts>(*loaded.model, comm, layout, o.micro_batches);
+  if (layout != nullptr) {
+    remote = std::make_unique<RemoteExperts>(*loaded.model, comm, *layout, o.micro_batches);
   }
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                       Engine::create(*loaded.model, loaded.tokenizer.get(), o.engine, remote.get()));
@@ -212,16 +211,19 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
   RankReport report;
   report.role = role_of(options, rank);
   report.weight_bytes = held_bytes(*loaded.model);
+  std::optional<ServingLayout> layout;
+  if (disaggregated(options)) {
+    MS_ASSIGN_OR_RETURN(layout, ServingLayout::create(comm.size(), options.attention_ranks,
+                                                      loaded.model->config().moe.num_experts));
+  }
   Share share;
   MS_RETURN_IF_ERROR(comm.barrier());
   const Stopwatch clock;
   if (report.role == "experts") {
-    MS_ASSIGN_OR_RETURN(ServingLayout layout,
-                        ServingLayout::create(comm.size(), options.attention_ranks,
-                                              loaded.model->config().moe.num_experts));
-    MS_ASSIGN_OR_RETURN(report.pipeline, serve_experts(*loaded.model, comm, layout));
+    MS_ASSIGN_OR_RETURN(report.pipeline, serve_experts(*loaded.model, comm, *layout));
   } else {
-    MS_ASSIGN_OR_RETURN(share, serve_share(loaded, requests, options, comm, report, on_done));
+    MS_ASSIGN_OR_RETURN(share, serve_share(loaded, requests, options,
+                                           layout ? &*layout : nullptr, comm, report, on_done));
   }
   MS_RETURN_IF_ERROR(comm.barrier());
   ServeResult result;
