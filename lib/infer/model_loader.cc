@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_names.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
 #include "io/atomic_file.h"
@@ -72,27 +73,12 @@ Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
 
 namespace {
 
+// ckpt's config.json (the export's), plus the toolkit's own keys for what Hugging Face has no
+// equivalent of, which this loader reads back (a served model need not be exportable).
 std::string hf_config_json(const config::ModelConfig& c) {
-  json j;
-  j["architectures"] = {c.moe.num_experts > 0 ? "MixtralForCausalLM" : "LlamaForCausalLM"};
-  j["hidden_size"] = c.d_model;
-  j["intermediate_size"] = c.d_ff;
-  j["num_hidden_layers"] = c.n_layers;
-  j["num_attention_heads"] = c.n_heads;
-  j["num_key_value_heads"] = c.n_kv_heads;
-  j["vocab_size"] = c.vocab_size;
-  j["max_position_embeddings"] = c.max_seq_len;
-  j["rms_norm_eps"] = c.norm_eps;
-  j["rope_theta"] = c.rope_theta;
-  j["tie_word_embeddings"] = c.tie_embeddings;
+  nlohmann::ordered_json j = ckpt::hf_config_json(c);
   if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   if (c.parallel_block) j["ms_parallel_block"] = true;
-  if (c.moe.num_experts > 0) {
-    j["num_local_experts"] = c.moe.num_experts;
-    j["num_experts_per_tok"] = c.moe.top_k;
-  }
-  if (c.moe.shared_expert_d_ff > 0) j["shared_expert_intermediate_size"] = c.moe.shared_expert_d_ff;
-  j["torch_dtype"] = "float32";
   return j.dump(2) + "\n";
 }
 
