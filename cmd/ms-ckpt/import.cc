@@ -2,6 +2,7 @@
 // into a step-00000000 checkpoint that ms-train can fine-tune from and ms-infer can serve. The
 // checkpoint is written by the library's save path (lib/ckpt/checkpoint.h) in an MPI singleton,
 // so it is exactly what a training run would write.
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <algorithm>
@@ -41,9 +42,8 @@ Result<std::vector<Tensor>> read_parameters(const ckpt::HfModel& model) {
 
 Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
                                          const std::vector<Tensor>& values,
-                                         const ImportArgs& args) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world, comm::MpiCommunicator::world());
-  if (world->size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
+                                         const ImportArgs& args, comm::Communicator& world) {
+  if (world.size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
   std::vector<ckpt::SaveTensor> tensors;
   for (size_t i = 0; i < values.size(); ++i) {
     const ckpt::TensorInfo& t = model.parameters.tensors[i];
@@ -60,7 +60,7 @@ Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
   request.state = {{"imported_from", model.dir}};
   request.tokenizer_path = model.tokenizer_json;
   request.async = false;
-  ckpt::Checkpointer checkpointer(*world);
+  ckpt::Checkpointer checkpointer(world);
   MS_RETURN_IF_ERROR(checkpointer.save(tensors, request));
   MS_ASSIGN_OR_RETURN(std::optional<ckpt::SaveReport> finished, checkpointer.finish());
   if (finished) return *finished;
@@ -71,15 +71,13 @@ Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
 Result<int> run_import(const ImportArgs& args) {
   MS_ASSIGN_OR_RETURN(ckpt::HfModel model, ckpt::open_hf_model(args.input));
   MS_ASSIGN_OR_RETURN(std::vector<Tensor> values, read_parameters(model));
-  MS_RETURN_IF_ERROR(comm::init(cli::Tool::argc(), cli::Tool::argv()));
-  Result<ckpt::SaveReport> report = save_checkpoint(model, values, args);
-  Status finalized = comm::finalize();
-  if (!report.ok()) return report.status();
-  MS_RETURN_IF_ERROR(finalized);
-  std::printf("imported %s (%zu tensors) as %s%s\n", args.input.c_str(), values.size(),
-              report->step_dir.c_str(),
-              model.tokenizer_json.empty() ? " (no tokenizer.json to copy)" : "");
-  return 0;
+  return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    MS_ASSIGN_OR_RETURN(ckpt::SaveReport report, save_checkpoint(model, values, args, world));
+    std::printf("imported %s (%zu tensors) as %s%s\n", args.input.c_str(), values.size(),
+                report.step_dir.c_str(),
+                model.tokenizer_json.empty() ? " (no tokenizer.json to copy)" : "");
+    return 0;
+  });
 }
 
 void add_import_command(cli::Tool& tool) {
