@@ -67,8 +67,10 @@ Result<T> get_key_or(const json& doc, const std::string& key, T fallback,
   return get_key<T>(doc, key, source);
 }
 
-// Refuses config.json features the toolkit's model does not have.
-Status check_hf_features(const json& doc, const std::string& source) {
+}  // namespace
+
+Status check_hf_features(const json& doc, const std::string& source,
+                         bool allow_sliding_window) {
   MS_ASSIGN_OR_RETURN(std::string act, get_key_or<std::string>(doc, "hidden_act", "silu", source));
   if (act != "silu") {
     return InvalidArgument(source + ": hidden_act '" + act + "' is not supported (only silu)");
@@ -81,13 +83,16 @@ Status check_hf_features(const json& doc, const std::string& source) {
     return InvalidArgument(source + ": rope_scaling " + doc["rope_scaling"].dump() +
                            " is not supported (plain rotary embeddings only)");
   }
-  if (doc.contains("sliding_window") && !doc["sliding_window"].is_null()) {
+  if (!allow_sliding_window && doc.contains("sliding_window") &&
+      !doc["sliding_window"].is_null()) {
     return InvalidArgument(source + ": sliding_window " + doc["sliding_window"].dump() +
                            " is not supported by import (its window boundary differs between "
                            "Hugging Face versions); set it to null for full attention");
   }
   return Status::OK();
 }
+
+namespace {
 
 Status read_moe_keys(const json& doc, const std::string& source, config::ModelConfig& c) {
   MS_ASSIGN_OR_RETURN(c.moe.num_experts, get_key<int64_t>(doc, "num_local_experts", source));

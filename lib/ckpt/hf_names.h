@@ -48,6 +48,13 @@ Status check_hf_exportable(const config::ModelConfig& config);
 // expert). The caller checks check_hf_exportable first.
 nlohmann::ordered_json hf_config_json(const config::ModelConfig& config);
 
+// Refuses config.json features the toolkit's model does not have (another activation than silu,
+// attention or MLP biases, rope scaling) and, unless allowed, a sliding window (whose boundary
+// differs between Hugging Face versions, so import refuses it; the toolkit's own files carry
+// its convention). InvalidArgument prefixed by `source`.
+Status check_hf_features(const nlohmann::json& doc, const std::string& source,
+                         bool allow_sliding_window = false);
+
 // The reverse: a ModelConfig from config.json's contents. `source` (the file's path) prefixes
 // every error. InvalidArgument for an architecture other than Llama/Mistral/Mixtral, a missing
 // or mistyped key, or a feature the toolkit's model lacks (biases, rope scaling, another

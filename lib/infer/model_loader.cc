@@ -49,6 +49,9 @@ Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument(path + ": not a JSON object (expected a Hugging Face config.json)");
   }
+  // What the model does not implement is refused rather than served wrongly; the toolkit's
+  // own sliding_window key is read below.
+  MS_RETURN_IF_ERROR(ckpt::check_hf_features(j, path, /*allow_sliding_window=*/true));
   config::ModelConfig c;
   MS_ASSIGN_OR_RETURN(c.d_model, required_int(j, "hidden_size", path));
   MS_ASSIGN_OR_RETURN(c.d_ff, required_int(j, "intermediate_size", path));

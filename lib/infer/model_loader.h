@@ -31,7 +31,8 @@ using ParameterFilter = std::function<bool(const model::Transformer& model, size
 // num_key_value_heads (= heads), rms_norm_eps (1e-5), rope_theta (1e4), tie_word_embeddings,
 // sliding_window, num_local_experts (0: dense), num_experts_per_tok (2),
 // shared_expert_intermediate_size, ms_parallel_block. InvalidArgument names `path` and the
-// missing or mistyped key.
+// missing or mistyped key, or the feature the model does not implement (another activation
+// than silu, attention or MLP biases, rope scaling; ckpt::check_hf_features).
 Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
                                                       const std::string& path);
 

@@ -2,6 +2,8 @@
 // directory round trip (config.json + safetensors + tokenizer.json) with its refusals, and stop
 // strings through the real GPT-2 tokenizer.
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -96,6 +98,27 @@ TEST_F(HfDirectory, ConfigMissingAKeyIsRefusedNamingIt) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("missing key \"num_hidden_layers\""), std::string::npos)
       << loaded.status().message();
+}
+
+// A model using what the toolkit's model does not implement is refused naming the key, not
+// served wrongly.
+TEST_F(HfDirectory, ConfigWithAFeatureTheModelLacksIsRefusedNamingIt) {
+  Result<std::string> text = io::read_file(dir_ + "/config.json");
+  ASSERT_TRUE(text.ok());
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"attention_bias", "true"},
+           {"rope_scaling", R"({"type": "linear", "factor": 2.0})"},
+           {"hidden_act", R"("gelu")"}}) {
+    nlohmann::json j = nlohmann::json::parse(*text);
+    j[key] = nlohmann::json::parse(value);
+    ASSERT_TRUE(io::write_file_atomic(dir_ + "/config.json", j.dump()).ok());
+    Result<LoadedModel> loaded = load_hf_model(dir_);
+    ASSERT_FALSE(loaded.ok()) << key;
+    EXPECT_NE(loaded.status().message().find(key), std::string::npos)
+        << loaded.status().message();
+    EXPECT_NE(loaded.status().message().find(dir_ + "/config.json"), std::string::npos)
+        << loaded.status().message();
+  }
 }
 
 TEST_F(HfDirectory, MissingOrMisshapenTensorIsRefusedNamingIt) {
