@@ -1,6 +1,7 @@
 // `ms-ckpt list`: the checkpoints of a checkpoints/ directory: step, size on disk, whether each
-// is complete (committed with a manifest) or an abandoned temporary directory, and which one
-// `latest` names.
+// is complete (committed with a manifest) or a temporary an interrupted save or reshard left
+// (ckpt::is_temporary_name), and which one `latest` names (ckpt::read_latest, the one parser of
+// that file).
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -10,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/checkpoint.h"
-#include "io/atomic_file.h"
 
 namespace ms::ckpt_cmd {
 namespace {
@@ -22,27 +22,23 @@ struct ListArgs {
   bool json = false;
 };
 
+// Bytes of the files under `dir` (or of `dir` itself when it is a file, as latest.tmp.* is).
 uint64_t directory_bytes(const fs::path& dir) {
   uint64_t bytes = 0;
   std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) return fs::file_size(dir, ec);
   for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
     if (e.is_regular_file(ec)) bytes += e.file_size(ec);
   }
   return bytes;
 }
 
-std::string latest_name(const std::string& dir) {
-  Result<std::string> text = io::read_file(dir + "/latest");
-  if (!text.ok()) return "";
-  std::string name = *text;
-  while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
-  return fs::path(name).filename().string();
-}
-
 Result<nlohmann::ordered_json> list_entries(const std::string& dir) {
   io::Env& env = io::default_env();
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ckpt::list_checkpoints(dir, env));
-  const std::string latest = latest_name(dir);
+  // A missing or damaged `latest` marks no row; `ms-ckpt verify DIR` reports the damage.
+  const Result<std::string> named = ckpt::read_latest(dir + "/latest", env);
+  const std::string latest = named.ok() ? *named : "";
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (int64_t step : steps) {
     const std::string name = ckpt::step_dir_name(step);
@@ -52,8 +48,7 @@ Result<nlohmann::ordered_json> list_entries(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool temporary = name.starts_with(".tmp") || name.find(".tmp.") != std::string::npos;
-    if (e.is_directory(ec) && temporary) {
+    if (ckpt::is_temporary_name(name)) {
       rows.push_back({{"name", name}, {"step", nullptr}, {"complete", false},
                       {"bytes", directory_bytes(e.path())}, {"latest", false}});
     }

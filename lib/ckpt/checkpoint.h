@@ -48,6 +48,13 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
                    std::span<const int64_t> offsets, std::span<const int64_t> lengths,
                    void* dest);
 
+// Checks that every shard of `t` lies inside its data file, by the files' real sizes, so the
+// caller may allocate a buffer for the tensor: its size is then backed by bytes on disk (for a
+// zstd shard, within the format's largest expansion, which Manifest::validate bounds). Call it
+// before allocating from a manifest's shape. Corruption naming the file, the tensor and the
+// shard; the I/O error naming the file when one cannot be opened.
+Status check_tensor_files(const std::string& step_dir, const TensorRecord& t, io::Env& env);
+
 // One tensor a rank wants: the slice `spec` (box or flat range) of `name`, into `dest`
 // (spec.numel() elements of `dtype`, laid out as ShardSpec describes).
 struct LoadTensor {
@@ -176,10 +183,17 @@ struct AutoResumeChoice {
 Result<AutoResumeChoice> newest_complete_checkpoint(const std::string& checkpoints_dir,
                                                     io::Env& env);
 
+// Whether `name`, an entry of a checkpoints/ directory, is something an interrupted save,
+// reshard or commit leaves behind: .tmp-step-* (a save's data), .old-step-* (a replaced step
+// moved aside), step-*.tmp.* (an offline reshard's output) and latest.tmp.* (a `latest`
+// being replaced). `ms-ckpt list` shows them, `ms-ckpt prune --temporaries` removes them.
+bool is_temporary_name(std::string_view name);
+
 // Removes all but the newest `keep` complete checkpoints (keep >= 1), never the one `latest`
-// names. With `remove_temporaries`, also removes .tmp-step-* directories that abandoned or
-// killed saves left (only safe when no save into this directory is running). Returns the
-// removed directory names, oldest first.
+// names (Corruption, removing nothing, when `latest` exists but names no step directory).
+// With `remove_temporaries`, also removes every is_temporary_name() entry that crashed or
+// killed saves and reshards left (only safe when no save or reshard into this directory is
+// running). Returns the removed names, checkpoints oldest first, then the temporaries.
 Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
                                                    int64_t keep, bool remove_temporaries,
                                                    io::Env& env);

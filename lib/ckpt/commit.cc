@@ -1,6 +1,7 @@
 // Undoing a commit whose last step failed (see commit.h).
 #include "ckpt/commit.h"
 
+#include "ckpt/manifest.h"
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
@@ -20,12 +21,13 @@ Status publish_latest(io::Env& env, const std::string& checkpoints_dir,
                       const std::string& step_name, const std::string& final_dir) {
   const std::string latest = checkpoints_dir + "/latest";
   const Result<std::string> previous = io::read_file(env, latest);
-  const Status written = io::write_file_atomic(env, latest, step_name + "\n");
+  const std::string text = latest_file_text(step_name);
+  const Status written = io::write_file_atomic(env, latest, text);
   if (written.ok()) return written;
   // When `latest` already named this step (a step saved again), there is nothing to put back.
-  const bool unchanged = previous.ok() && *previous == step_name + "\n";
+  const bool unchanged = previous.ok() && *previous == text;
   const Result<std::string> now = io::read_file(env, latest);
-  if (!unchanged && now.ok() && *now == step_name + "\n") {
+  if (!unchanged && now.ok() && *now == text) {
     const Status restored = previous.ok() ? io::write_file_atomic(env, latest, *previous)
                                           : env.remove_file(latest);
     if (!restored.ok()) {

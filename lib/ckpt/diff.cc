@@ -63,7 +63,10 @@ TensorCatalog checkpoint_catalog(const std::string& step_dir,
   catalog.read = [step_dir, manifest, &env](const std::string& name) -> Result<Tensor> {
     const TensorRecord* t = manifest->find(name);
     if (t == nullptr) return NotFound(step_dir + ": the checkpoint has no tensor '" + name + "'");
-    Tensor out = Tensor::empty(t->dtype, t->global_shape);
+    // The manifest's shape sizes the buffer only once real file bytes back it.
+    MS_RETURN_IF_ERROR(check_tensor_files(step_dir, *t, env));
+    MS_ASSIGN_OR_RETURN(Tensor out, allocate_tensor(t->dtype, t->global_shape,
+                                                    step_dir + ": tensor '" + name + "'"));
     const std::vector<int64_t> zeros(t->global_shape.size(), 0);
     MS_RETURN_IF_ERROR(
         read_region(step_dir, *manifest, name, zeros, t->global_shape, out.raw_data(), env));

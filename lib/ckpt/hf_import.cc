@@ -18,20 +18,24 @@ using nlohmann::json;
 
 using FileMap = std::map<std::string, std::shared_ptr<SafetensorsFile>>;
 
-// The file names listed by an index's weight_map, with every name mapped to its file.
+// Whether `file`, a weight_map value, names a file directly inside the model directory, as
+// every Hugging Face index does: a plain name, so no absolute path, no "..", no subdirectory.
+bool confined(const std::string& file) {
+  return !file.empty() && file != "." && file != ".." &&
+         file.find_first_of(std::string("/\\\0", 3)) == std::string::npos;
+}
+
+// The index's weight_map, read from `path` (files only under 64 MiB: real indexes are KBs).
 Result<std::map<std::string, std::string>> read_index(const std::string& path, io::Env& env) {
+  constexpr uint64_t kMaxIndexBytes = 64ull << 20;
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(path, io::OpenMode::kRead));
+  MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
+  if (size > kMaxIndexBytes) {
+    return Corruption(path + ": " + std::to_string(size) + " bytes is too large for a safetensors "
+                      "index (at most " + std::to_string(kMaxIndexBytes) + ")");
+  }
   MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
-  json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") ||
-      !doc["weight_map"].is_object()) {
-    return Corruption(path + ": not a safetensors index (expected an object with weight_map)");
-  }
-  std::map<std::string, std::string> map;
-  for (const auto& [name, file] : doc["weight_map"].items()) {
-    if (!file.is_string()) return Corruption(path + ": weight_map['" + name + "'] is not a string");
-    map[name] = file.get<std::string>();
-  }
-  return map;
+  return parse_safetensors_index(text, path);
 }
 
 // Adds every tensor of each file to `catalog`; a name seen twice is Corruption.
@@ -99,12 +103,12 @@ Result<TensorCatalog> parameter_catalog(const std::string& dir, const config::Mo
   for (const TensorInfo& want : hf_parameter_specs(config)) {
     const TensorInfo* have = all.find(want.name);
     if (have == nullptr) {
-      return InvalidArgument(dir + ": tensor '" + want.name +
-                             "' is missing (config.json implies it)");
+      return InvalidArgument(dir + ": tensor '" + want.name + "' is missing (" + dir +
+                             "/config.json implies it)");
     }
     if (have->shape != want.shape) {
       return InvalidArgument(dir + ": tensor '" + want.name + "' has shape " +
-                             shape_string(have->shape) + "; config.json implies " +
+                             shape_string(have->shape) + "; " + dir + "/config.json implies " +
                              shape_string(want.shape));
     }
     expected.insert(want.name);
@@ -112,8 +116,8 @@ Result<TensorCatalog> parameter_catalog(const std::string& dir, const config::Mo
   }
   for (const TensorInfo& t : all.tensors) {
     if (expected.count(t.name) == 0 && !ignorable(t.name)) {
-      return InvalidArgument(dir + ": unexpected tensor '" + t.name + "' (the model described by "
-                             "config.json has no such parameter)");
+      return InvalidArgument(dir + ": unexpected tensor '" + t.name + "' (the model described by " +
+                             dir + "/config.json has no such parameter)");
     }
   }
   out.read = [read = all.read](const std::string& name) -> Result<Tensor> {
@@ -125,6 +129,27 @@ Result<TensorCatalog> parameter_catalog(const std::string& dir, const config::Mo
 }
 
 }  // namespace
+
+Result<std::map<std::string, std::string>> parse_safetensors_index(std::string_view text,
+                                                                    const std::string& path) {
+  json doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("weight_map") ||
+      !doc["weight_map"].is_object()) {
+    return Corruption(path + ": not a safetensors index (expected an object with weight_map)");
+  }
+  std::map<std::string, std::string> map;
+  for (const auto& [name, file] : doc["weight_map"].items()) {
+    if (!file.is_string()) return Corruption(path + ": weight_map['" + name + "'] is not a string");
+    const std::string value = file.get<std::string>();
+    if (!confined(value)) {
+      return Corruption(path + ": weight_map['" + name + "'] = \"" + value +
+                        "\" is not a file inside the model directory (a plain file name is required: no "
+                        "absolute path, no \"..\", no subdirectory)");
+    }
+    map[name] = value;
+  }
+  return map;
+}
 
 Result<TensorCatalog> open_safetensors_catalog(const std::string& path, io::Env& env) {
   std::map<std::string, std::string> index;
@@ -145,15 +170,28 @@ Result<TensorCatalog> open_safetensors_catalog(const std::string& path) {
   return open_safetensors_catalog(path, io::default_env());
 }
 
-Result<HfModel> open_hf_model(const std::string& dir, io::Env& env) {
+Result<HfModel> open_hf_model(const std::string& dir, io::Env& env, bool allow_sliding_window) {
   const std::string config_path = dir + "/config.json";
+  constexpr uint64_t kMaxConfigBytes = 16ull << 20;  // real ones are a few KB
+  if (env.exists(config_path) && !env.is_directory(config_path)) {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(config_path, io::OpenMode::kRead));
+    MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
+    if (size > kMaxConfigBytes) {
+      return InvalidArgument(config_path + ": " + std::to_string(size) +
+                             " bytes is too large for a config.json");
+    }
+  }
   MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, config_path));
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded()) return InvalidArgument(config_path + ": not valid JSON");
   HfModel model;
   model.dir = dir;
-  MS_ASSIGN_OR_RETURN(model.config, model_config_from_hf_json(doc, config_path));
+  MS_ASSIGN_OR_RETURN(model.config,
+                      model_config_from_hf_json(doc, config_path, allow_sliding_window));
   MS_ASSIGN_OR_RETURN(TensorCatalog all, open_safetensors_catalog(dir, env));
+  // The config's sizes meet the weights' shapes before anything is built from them.
+  MS_RETURN_IF_ERROR(check_hf_weights_fit(model.config, config_path, all.tensors.size(),
+                                          "the safetensors files in " + dir));
   MS_ASSIGN_OR_RETURN(model.parameters, parameter_catalog(dir, model.config, all));
   std::error_code ec;
   if (fs::exists(dir + "/tokenizer.json", ec)) model.tokenizer_json = dir + "/tokenizer.json";

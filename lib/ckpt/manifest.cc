@@ -3,7 +3,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <optional>
 
+#include "ckpt/regions.h"
+#include "core/checked_math.h"
+#include "core/tensor.h"
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
@@ -69,39 +74,95 @@ Status parse_layout(const json& j, Layout& l, const std::string& where) {
   return get(j, "zero", l.zero, here);
 }
 
-int64_t product(const std::vector<int64_t>& v) {
-  int64_t n = 1;
-  for (int64_t x : v) n *= x;
-  return n;
+// A zstd frame regenerates at most 128 KiB per 4-byte RLE block, so no shard of `length` stored
+// bytes can hold more than this many times as much; a box claiming more is corrupt (and would
+// make a reader allocate what no file backs).
+constexpr uint64_t kMaxZstdExpansion = 32768;
+
+// The shard's name in errors: its box, file and byte offset.
+std::string shard_name(const ShardRecord& s) {
+  return "shard " + box_string({s.global_offsets, s.lengths}) + " (" + s.file + " offset " +
+         std::to_string(s.offset) + ")";
 }
 
-Status validate_shard(const TensorRecord& t, const ShardRecord& s, const std::string& where) {
-  const std::string here = where + " tensor \"" + t.name + "\" shard at " + s.file + " offset " +
-                           std::to_string(s.offset);
+// The box lies inside the tensor: every offset >= 0, every length >= 1, every end (computed
+// without overflow) within the global shape.
+Status check_box(const TensorRecord& t, const ShardRecord& s) {
   if (s.global_offsets.size() != t.global_shape.size() || s.lengths.size() != t.global_shape.size()) {
-    return bad(here, "offsets/lengths rank differs from the global shape's");
+    return InvalidArgument("offsets/lengths rank differs from the global shape's");
   }
   for (size_t d = 0; d < s.lengths.size(); ++d) {
-    if (s.global_offsets[d] < 0 || s.lengths[d] < 1 ||
-        s.global_offsets[d] + s.lengths[d] > t.global_shape[d]) {
-      return bad(here, "box lies outside the tensor in dimension " + std::to_string(d));
+    const Result<int64_t> end = checked_add(s.global_offsets[d], s.lengths[d], "box end");
+    if (s.lengths[d] < 1 || !end.ok() || *end > t.global_shape[d]) {
+      return InvalidArgument("box lies outside the tensor of shape " +
+                             shape_string(t.global_shape) + " in dimension " + std::to_string(d));
     }
-  }
-  if (s.codec != "raw" && s.codec != "zstd") return bad(here, "unknown codec \"" + s.codec + "\"");
-  const uint64_t raw = static_cast<uint64_t>(product(s.lengths)) * dtype_size(t.dtype);
-  if (s.codec == "raw" && s.length != raw) {
-    return bad(here, "length " + std::to_string(s.length) + " != " + std::to_string(raw) +
-                         " bytes of its box");
-  }
-  if (s.file.empty() || s.file.find('/') != std::string::npos || s.file.starts_with(".")) {
-    return bad(here, "file name \"" + s.file + "\" is not a plain name in the step directory");
   }
   return Status::OK();
 }
 
+// The stored byte range and codec agree with the box.
+Status check_stored_bytes(const TensorRecord& t, const ShardRecord& s) {
+  if (s.codec != "raw" && s.codec != "zstd") return InvalidArgument("unknown codec \"" + s.codec + "\"");
+  MS_ASSIGN_OR_RETURN(const uint64_t raw, checked_nbytes(s.lengths, dtype_size(t.dtype), "box"));
+  MS_ASSIGN_OR_RETURN(const uint64_t end, checked_end(s.offset, s.length, "byte range"));
+  if (end > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return InvalidArgument("byte range ends at " + std::to_string(end) + ", past any file");
+  }
+  if (s.codec == "raw" && s.length != raw) {
+    return InvalidArgument("length " + std::to_string(s.length) + " != " + std::to_string(raw) +
+                           " bytes of its box");
+  }
+  if (s.codec == "zstd" && (s.length == 0 || raw / kMaxZstdExpansion > s.length)) {
+    return InvalidArgument("a zstd frame of " + std::to_string(s.length) + " bytes cannot hold the " +
+                           std::to_string(raw) + " bytes of its box");
+  }
+  if (s.file.empty() || s.file.find('/') != std::string::npos || s.file.starts_with(".")) {
+    return InvalidArgument("file name \"" + s.file + "\" is not a plain name in the step directory");
+  }
+  return Status::OK();
+}
+
+Status validate_shard(const TensorRecord& t, const ShardRecord& s, const std::string& where) {
+  Status st = check_box(t, s);
+  if (st.ok()) st = check_stored_bytes(t, s);
+  if (st.ok()) return st;
+  return bad(where + " tensor \"" + t.name + "\" " + shard_name(s), st.message());
+}
+
+// The shards tile the tensor exactly: disjoint and covering (regions.h).
+Status check_tiling(const TensorRecord& t, const std::string& where) {
+  std::vector<Box> boxes;
+  boxes.reserve(t.shards.size());
+  for (const ShardRecord& s : t.shards) boxes.push_back({s.global_offsets, s.lengths});
+  const std::optional<TilingProblem> p = find_tiling_problem(t.global_shape, boxes);
+  if (!p) return Status::OK();
+  const std::string here = where + " tensor \"" + t.name + "\" of shape " + shape_string(t.global_shape);
+  if (p->overlap) {
+    return bad(here, "shards overlap: " + shard_name(t.shards[p->first]) + " and " +
+                         shard_name(t.shards[p->second]) + " share elements; a checkpoint must "
+                         "store each element exactly once");
+  }
+  std::string neighbours;
+  if (p->first != TilingProblem::kNone) neighbours += " after " + shard_name(t.shards[p->first]);
+  if (p->second != TilingProblem::kNone) {
+    neighbours += (neighbours.empty() ? " before " : " and before ") + shard_name(t.shards[p->second]);
+  }
+  return bad(here, "shards leave a gap: no shard holds the elements " + box_string(p->gap) +
+                       neighbours + "; the checkpoint is incomplete");
+}
+
+Status validate_tensor(const TensorRecord& t, const std::string& where) {
+  const Result<uint64_t> bytes = checked_nbytes(t.global_shape, dtype_size(t.dtype), "global_shape");
+  if (!bytes.ok()) return bad(where + " tensor \"" + t.name + "\"", bytes.status().message());
+  for (const ShardRecord& s : t.shards) MS_RETURN_IF_ERROR(validate_shard(t, s, where));
+  return check_tiling(t, where);
+}
+
 }  // namespace
 
-int64_t TensorRecord::numel() const { return product(global_shape); }
+// Both are only called on validated records, whose sizes checked_nbytes has accepted.
+int64_t TensorRecord::numel() const { return shape_numel(global_shape); }
 uint64_t TensorRecord::bytes() const { return static_cast<uint64_t>(numel()) * dtype_size(dtype); }
 
 Status Manifest::validate(const std::string& where) const {
@@ -110,19 +171,7 @@ Status Manifest::validate(const std::string& where) const {
     if (i > 0 && tensors[i - 1].name >= t.name) {
       return bad(where, "tensors are not sorted by unique name at \"" + t.name + "\"");
     }
-    int64_t covered = 0;
-    for (const int64_t d : t.global_shape) {
-      if (d < 0) return bad(where, "tensor \"" + t.name + "\" has a negative dimension");
-    }
-    for (const ShardRecord& s : t.shards) {
-      MS_RETURN_IF_ERROR(validate_shard(t, s, where));
-      covered += product(s.lengths);
-    }
-    if (covered > t.numel()) {
-      return bad(where, "tensor \"" + t.name + "\" has overlapping shards (" +
-                            std::to_string(covered) + " elements stored, " +
-                            std::to_string(t.numel()) + " in the tensor)");
-    }
+    MS_RETURN_IF_ERROR(validate_tensor(t, where));
   }
   return Status::OK();
 }
@@ -217,19 +266,54 @@ std::string data_file_name(int rank) {
   return name;
 }
 
+int64_t parse_step_dir_name(std::string_view name) {
+  if (!name.starts_with("step-") || name.size() <= 5 || name.size() > 5 + 18) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+std::string latest_file_text(std::string_view step_name) { return std::string(step_name) + "\n"; }
+
+Result<std::string> parse_latest(std::string_view text, const std::string& latest_path) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  if (parse_step_dir_name(text) < 0) {
+    const std::string shown(text.substr(0, 64));
+    return Corruption(latest_path + ": expected the name of a step directory (step-XXXXXXXX), "
+                      "found \"" + shown + (text.size() > 64 ? "...": "") + "\"");
+  }
+  return std::string(text);
+}
+
+Result<std::string> read_latest(const std::string& latest_path, io::Env& env) {
+  // One short line; a larger file is refused before it is read into memory.
+  constexpr uint64_t kMaxLatestBytes = 4096;
+  if (env.exists(latest_path) && !env.is_directory(latest_path)) {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(latest_path, io::OpenMode::kRead));
+    MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
+    if (size > kMaxLatestBytes) {
+      return Corruption(latest_path + ": " + std::to_string(size) +
+                        " bytes, not the one line naming a step directory");
+    }
+  }
+  Result<std::string> text = io::read_file(env, latest_path);
+  if (!text.ok()) return text.status();
+  return parse_latest(*text, latest_path);
+}
+
 namespace {
 
 // The step directory the `latest` file at `latest_path` names (a name relative to its folder).
 Result<std::string> follow_latest(const std::string& latest_path, io::Env& env) {
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, latest_path));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
-  if (text.empty() || text.find('/') != std::string::npos || !text.starts_with("step-")) {
-    return Corruption(latest_path + ": expected the name of a step directory, found \"" + text +
-                      "\"");
-  }
-  const std::string dir = io::parent_dir(latest_path) + "/" + text;
+  MS_ASSIGN_OR_RETURN(const std::string name, read_latest(latest_path, env));
+  const std::string dir = io::parent_dir(latest_path) + "/" + name;
   if (!env.exists(dir + "/manifest.json")) {
-    return NotFound(latest_path + " names " + text + ", which is not a complete checkpoint (" +
+    return NotFound(latest_path + " names " + name + ", which is not a complete checkpoint (" +
                     dir + "/manifest.json is missing)");
   }
   return dir;

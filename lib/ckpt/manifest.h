@@ -84,6 +84,18 @@ struct Manifest {
 
 // "step-00000100"
 std::string step_dir_name(int64_t step);
+// The step of a "step-" + digits name; -1 for anything else.
+int64_t parse_step_dir_name(std::string_view name);
+
+// The `latest` file of a checkpoints/ directory holds one line, the name of a step directory
+// beside it. This pair is the only code that writes or reads that format: the text for
+// `step_name` ("step-00000100\n"), and the step name in `text` read from `latest_path`
+// (trailing newline or blanks ignored), Corruption naming the file and what it holds when
+// that is not a step directory name.
+std::string latest_file_text(std::string_view step_name);
+Result<std::string> parse_latest(std::string_view text, const std::string& latest_path);
+// Reads and parses `latest_path`; NotFound when it is missing.
+Result<std::string> read_latest(const std::string& latest_path, io::Env& env);
 // The data file a saving rank writes: "rank-00001.data".
 std::string data_file_name(int rank);
 

@@ -8,6 +8,8 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/regions.h"
+#include "core/buffer.h"
+#include "core/checked_math.h"
 #include "core/crc32c.h"
 #include "io/zstd_stream.h"
 
@@ -24,9 +26,10 @@ std::string describe(const std::string& path, const TensorRecord& t, const Shard
          " (" + std::to_string(s.length) + " bytes)";
 }
 
-// The shard's stored bytes checked and, for zstd, decompressed to the box's raw bytes.
-Result<std::string> decode_shard(const std::string& path, const TensorRecord& t,
-                                 const ShardRecord& s, std::string stored) {
+// The shard's stored bytes checked and, for zstd, decompressed into a buffer of exactly the
+// box's raw size (a frame claiming or yielding another size is Corruption).
+Result<Buffer> decode_shard(const std::string& path, const TensorRecord& t, const ShardRecord& s,
+                            Buffer stored) {
   const uint32_t crc = crc32c(stored.data(), stored.size());
   if (crc != s.crc32c) {
     return Corruption(describe(path, t, s) + ": crc32c mismatch (manifest " +
@@ -34,13 +37,12 @@ Result<std::string> decode_shard(const std::string& path, const TensorRecord& t,
                       "); the file is damaged: restore it or load an older checkpoint");
   }
   if (s.codec == "raw") return stored;
-  Result<std::string> raw = io::decompress(stored);
-  if (!raw.ok()) return Corruption(describe(path, t, s) + ": " + raw.status().message());
   const uint64_t want = static_cast<uint64_t>(shard_box(s).numel()) * dtype_size(t.dtype);
-  if (raw->size() != want) {
-    return Corruption(describe(path, t, s) + ": decompresses to " + std::to_string(raw->size()) +
-                      " bytes, the box needs " + std::to_string(want));
-  }
+  Result<Buffer> raw = Buffer::allocate(want);
+  if (!raw.ok()) return raw.status().with_context(describe(path, t, s));
+  const Status decoded = io::decompress_exact(
+      std::string_view(static_cast<const char*>(stored.data()), stored.size()), raw->bytes());
+  if (!decoded.ok()) return Corruption(describe(path, t, s) + ": " + decoded.message());
   return raw;
 }
 
@@ -49,16 +51,28 @@ struct Overlap {
   Box region;
 };
 
+// Refuses a shard whose byte range passes the end of its file before anything is allocated
+// for it (manifest validation has already ruled out an overflowing end).
+Status check_in_file(const std::string& path, const TensorRecord& t, const ShardRecord& s,
+                     uint64_t file_size) {
+  if (s.offset + s.length <= file_size) return Status::OK();
+  return Corruption(describe(path, t, s) + ": the file has only " + std::to_string(file_size) +
+                    " bytes (truncated?)");
+}
+
 // Reads one batch of shards of one file and copies their overlap with `target` into `dest`.
 Status read_batch(const std::string& path, const TensorRecord& t, std::span<const Overlap> batch,
-                  const Box& target, std::byte* dest, io::Env& env) {
+                  const Box& target, std::span<std::byte> dest, io::Env& env) {
   MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(path, io::OpenMode::kRead));
-  std::vector<std::string> stored(batch.size());
+  MS_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
+  std::vector<Buffer> stored;
   std::vector<io::ReadRange> ranges;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    stored[i].resize(batch[i].shard->length);
-    ranges.push_back({batch[i].shard->offset,
-                      {reinterpret_cast<std::byte*>(stored[i].data()), stored[i].size()}});
+  for (const Overlap& o : batch) {
+    MS_RETURN_IF_ERROR(check_in_file(path, t, *o.shard, file_size));
+    Result<Buffer> buffer = Buffer::allocate(o.shard->length);
+    if (!buffer.ok()) return buffer.status().with_context(describe(path, t, *o.shard));
+    stored.push_back(std::move(*buffer));
+    ranges.push_back({o.shard->offset, stored.back().bytes()});
   }
   Status read = env.read_ranges(*file, ranges);
   if (!read.ok()) {
@@ -67,9 +81,10 @@ Status read_batch(const std::string& path, const TensorRecord& t, std::span<cons
   }
   const size_t element = dtype_size(t.dtype);
   for (size_t i = 0; i < batch.size(); ++i) {
-    MS_ASSIGN_OR_RETURN(std::string raw, decode_shard(path, t, *batch[i].shard, std::move(stored[i])));
-    copy_region(batch[i].region, shard_box(*batch[i].shard),
-                reinterpret_cast<const std::byte*>(raw.data()), target, dest, element);
+    MS_ASSIGN_OR_RETURN(Buffer raw, decode_shard(path, t, *batch[i].shard, std::move(stored[i])));
+    const Status copied = copy_region(batch[i].region, shard_box(*batch[i].shard), raw.bytes(),
+                                      target, dest, element);
+    if (!copied.ok()) return copied.with_context(describe(path, t, *batch[i].shard));
   }
   return Status::OK();
 }
@@ -78,7 +93,8 @@ Status check_region(const TensorRecord& t, std::span<const int64_t> offsets,
                     std::span<const int64_t> lengths) {
   bool ok = offsets.size() == t.global_shape.size() && lengths.size() == t.global_shape.size();
   for (size_t d = 0; ok && d < offsets.size(); ++d) {
-    ok = offsets[d] >= 0 && lengths[d] >= 0 && offsets[d] + lengths[d] <= t.global_shape[d];
+    const Result<int64_t> end = checked_add(offsets[d], lengths[d], "region end");
+    ok = end.ok() && *end <= t.global_shape[d];
   }
   if (ok) return Status::OK();
   return InvalidArgument("region outside tensor \"" + t.name + "\" of shape " +
@@ -95,6 +111,13 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
   MS_RETURN_IF_ERROR(check_region(*t, offsets, lengths));
   const Box target{{offsets.begin(), offsets.end()}, {lengths.begin(), lengths.end()}};
   if (target.numel() == 0) return Status::OK();
+  // The caller's buffer holds the region's elements (checked: the region lies in a tensor
+  // whose byte count manifest validation bounded).
+  const std::span<std::byte> out(static_cast<std::byte*>(dest),
+                                 static_cast<size_t>(target.numel()) * dtype_size(t->dtype));
+  // Manifest::validate proved the shards tile the tensor, so their overlaps with the region
+  // tile the region: every element of `dest` is written exactly once. The count below only
+  // guards manifests built in memory without validate().
   std::map<std::string, std::vector<Overlap>> by_file;
   int64_t covered = 0;
   for (const ShardRecord& s : t->shards) {
@@ -105,9 +128,7 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
   }
   if (covered != target.numel()) {
     return Corruption(step_dir + "/manifest.json: tensor \"" + t->name +
-                      "\": the shards do not cover the requested region (" +
-                      std::to_string(covered) + " of " + std::to_string(target.numel()) +
-                      " elements stored)");
+                      "\": the shards do not tile the requested region " + box_string(target));
   }
   for (auto& [file, overlaps] : by_file) {
     std::sort(overlaps.begin(), overlaps.end(),
@@ -121,7 +142,7 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
       }
       MS_RETURN_IF_ERROR(read_batch(step_dir + "/" + file, *t,
                                     std::span(overlaps).subspan(begin, end - begin), target,
-                                    static_cast<std::byte*>(dest), env));
+                                    out, env));
       begin = end;
     }
   }
@@ -132,6 +153,21 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
                    std::span<const int64_t> offsets, std::span<const int64_t> lengths,
                    void* dest) {
   return read_region(step_dir, m, name, offsets, lengths, dest, io::default_env());
+}
+
+Status check_tensor_files(const std::string& step_dir, const TensorRecord& t, io::Env& env) {
+  std::map<std::string, uint64_t> sizes;
+  for (const ShardRecord& s : t.shards) {
+    auto it = sizes.find(s.file);
+    if (it == sizes.end()) {
+      const std::string path = step_dir + "/" + s.file;
+      MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(path, io::OpenMode::kRead));
+      MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
+      it = sizes.emplace(s.file, size).first;
+    }
+    MS_RETURN_IF_ERROR(check_in_file(step_dir + "/" + s.file, t, s, it->second));
+  }
+  return Status::OK();
 }
 
 namespace {

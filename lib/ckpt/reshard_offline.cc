@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/commit.h"
+#include "core/buffer.h"
 #include "core/crc32c.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
@@ -83,9 +84,13 @@ struct OutputFile {
 Result<json> write_shard(const std::string& step_dir, const Manifest& m, const PlannedShard& s,
                          const std::string& tmp, std::map<int, OutputFile>& files, io::Env& env) {
   const TensorRecord& t = m.tensors[s.tensor];
-  std::string bytes(static_cast<size_t>(s.box.numel()) * dtype_size(t.dtype), '\0');
+  Result<Buffer> buffer = Buffer::allocate(static_cast<size_t>(s.box.numel()) * dtype_size(t.dtype));
+  if (!buffer.ok()) {
+    return buffer.status().with_context("tensor \"" + t.name + "\" box " + box_string(s.box));
+  }
   MS_RETURN_IF_ERROR(read_region(step_dir, m, t.name, s.box.offsets, s.box.lengths,
-                                 bytes.data(), env));
+                                 buffer->data(), env));
+  const std::string_view bytes(static_cast<const char*>(buffer->data()), buffer->size());
   OutputFile& out = files[s.target_rank];
   const std::string name = data_file_name(s.target_rank);
   if (!out.file) {
@@ -251,9 +256,27 @@ std::vector<PlannedShard> plan_reshard(const Manifest& m, const ReshardTarget& t
   return plan;
 }
 
+namespace {
+
+// Reads the source manifest and checks every shard lies in its data file, so the plan (whose
+// size follows the tensors' shapes) is bounded by what is really on disk.
+Result<Manifest> read_source(const std::string& step_dir, io::Env& env) {
+  MS_ASSIGN_OR_RETURN(Manifest source, Manifest::read(step_dir, env));
+  for (const TensorRecord& t : source.tensors) {
+    MS_RETURN_IF_ERROR(check_tensor_files(step_dir, t, env));
+  }
+  return source;
+}
+
+}  // namespace
+
 Result<std::string> reshard_checkpoint(const std::string& step_dir, const ReshardOptions& options,
                                        comm::Communicator& comm, io::Env& env) {
-  MS_ASSIGN_OR_RETURN(Manifest source, Manifest::read(step_dir, env));
+  // Every rank reads the source; they agree before anything is created, so a damaged source
+  // fails everywhere with the reading rank's error and leaves no temporary directory.
+  Result<Manifest> read = read_source(step_dir, env);
+  MS_RETURN_IF_ERROR(agree(comm, read.status()));
+  const Manifest source = std::move(*read);
   const std::vector<PlannedShard> plan =
       plan_reshard(source, options.target, options.max_shard_bytes);
   const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);

@@ -3,30 +3,23 @@
 // never removed, so retention can never leave a run without its newest checkpoint, and
 // `resume: auto` falls back to the newest complete one when `latest` is damaged or dangling.
 #include <algorithm>
-#include <cstdlib>
 
 #include "ckpt/checkpoint.h"
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
-namespace {
 
-// The step of a "step-XXXXXXXX" name; -1 for anything else.
-int64_t parse_step_name(const std::string& name) {
-  if (!name.starts_with("step-") || name.size() <= 5) return -1;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-  }
-  return std::strtoll(name.c_str() + 5, nullptr, 10);
+bool is_temporary_name(std::string_view name) {
+  return name.starts_with(".tmp-step-") || name.starts_with(".old-step-") ||
+         ((name.starts_with("step-") || name.starts_with("latest")) &&
+          name.find(".tmp.") != std::string_view::npos);
 }
-
-}  // namespace
 
 Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env) {
   MS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.list_dir(checkpoints_dir));
   std::vector<int64_t> steps;
   for (const std::string& name : names) {
-    const int64_t step = parse_step_name(name);
+    const int64_t step = parse_step_dir_name(name);
     if (step >= 0 && env.exists(checkpoints_dir + "/" + name + "/manifest.json")) {
       steps.push_back(step);
     }
@@ -67,11 +60,11 @@ Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoint
                                                    io::Env& env) {
   if (keep < 1) return InvalidArgument("keep must be at least 1, got " + std::to_string(keep));
   MS_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, list_checkpoints(checkpoints_dir, env));
+  // A damaged `latest` protects nothing, but it also makes this refuse to guess: retention
+  // only runs on a directory whose newest checkpoint is known.
   std::string protected_name;
-  Result<std::string> latest = io::read_file(env, checkpoints_dir + "/latest");
-  if (latest.ok()) {
-    protected_name = *latest;
-    while (!protected_name.empty() && protected_name.back() == '\n') protected_name.pop_back();
+  if (env.exists(checkpoints_dir + "/latest")) {
+    MS_ASSIGN_OR_RETURN(protected_name, read_latest(checkpoints_dir + "/latest", env));
   }
   std::vector<std::string> removed;
   const size_t remove_count = steps.size() > static_cast<size_t>(keep)
@@ -85,7 +78,7 @@ Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoint
   if (remove_temporaries) {
     MS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.list_dir(checkpoints_dir));
     for (const std::string& name : names) {
-      if (!name.starts_with(".tmp-step-") && !name.starts_with(".old-step-")) continue;
+      if (!is_temporary_name(name)) continue;
       MS_RETURN_IF_ERROR(env.remove_all(checkpoints_dir + "/" + name));
       removed.push_back(name);
     }

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/hf_names.h"
+#include "core/checked_math.h"
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
@@ -55,7 +57,12 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const json& spec) 
     if (!d.is_number_unsigned()) {
       return Corruption("tensor '" + name + "': shape holds a non-integer or negative value");
     }
-    entry.shape.push_back(d.get<int64_t>());
+    const uint64_t extent = d.get<uint64_t>();
+    if (extent > static_cast<uint64_t>(kMaxDimension)) {
+      return Corruption("tensor '" + name + "': shape dimension " + std::to_string(extent) +
+                        " is above the limit 2^62");
+    }
+    entry.shape.push_back(static_cast<int64_t>(extent));
   }
   if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
       !offsets[1].is_number_unsigned()) {
@@ -66,7 +73,10 @@ Result<SafetensorsEntry> parse_entry(const std::string& name, const json& spec) 
   if (end < begin) return Corruption("tensor '" + name + "': data_offsets end before begin");
   entry.file_offset = begin;  // relative for now; open() adds the data section's start
   entry.length = end - begin;
-  const uint64_t expected = static_cast<uint64_t>(shape_numel(entry.shape)) * dtype_size(entry.dtype);
+  const Result<uint64_t> bytes =
+      checked_nbytes(entry.shape, dtype_size(entry.dtype), "tensor '" + name + "': shape");
+  if (!bytes.ok()) return Corruption(bytes.status().message());
+  const uint64_t expected = *bytes;
   if (entry.length != expected) {
     return Corruption("tensor '" + name + "': " + std::to_string(entry.length) +
                       " bytes for shape " + shape_string(entry.shape) + " of " +
@@ -177,7 +187,10 @@ Result<Tensor> SafetensorsFile::read(std::string_view name) const {
   const SafetensorsEntry* entry = find(name);
   if (!entry) return NotFound("tensor '" + std::string(name) + "' is not in '" + path_ + "'");
   MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env_->open(path_, io::OpenMode::kRead));
-  Tensor t = Tensor::empty(entry->dtype, entry->shape);
+  // open() checked the entry's bytes lie inside this file, so its size is backed by the disk.
+  MS_ASSIGN_OR_RETURN(Tensor t, allocate_tensor(entry->dtype, entry->shape,
+                                                "safetensors '" + path_ + "': tensor '" +
+                                                    entry->name + "'"));
   auto dest = std::span(static_cast<std::byte*>(t.raw_data()), entry->length);
   MS_ASSIGN_OR_RETURN(size_t got, file->read_at(entry->file_offset, dest));
   if (got != entry->length) {

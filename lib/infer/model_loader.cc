@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_import.h"
 #include "ckpt/hf_names.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
@@ -18,122 +19,39 @@
 namespace ms::infer {
 namespace {
 
-using nlohmann::json;
-
-Result<int64_t> required_int(const json& j, const char* key, const std::string& path) {
-  if (!j.contains(key)) {
-    return InvalidArgument(path + ": missing key \"" + key +
-                           "\", which inference needs to build the model");
-  }
-  if (!j[key].is_number_integer()) {
-    return InvalidArgument(path + ": key \"" + key + "\" must be an integer");
-  }
-  return j[key].get<int64_t>();
-}
-
-template <typename T>
-Result<T> optional_value(const json& j, const char* key, T fallback, const std::string& path) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  try {
-    return j[key].get<T>();
-  } catch (const json::exception&) {
-    return InvalidArgument(path + ": key \"" + key + "\" has the wrong type");
-  }
-}
-
-}  // namespace
-
-Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
-                                                      const std::string& path) {
-  const json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    return InvalidArgument(path + ": not a JSON object (expected a Hugging Face config.json)");
-  }
-  // What the model does not implement is refused rather than served wrongly; the toolkit's
-  // own sliding_window key is read below.
-  MS_RETURN_IF_ERROR(ckpt::check_hf_features(j, path, /*allow_sliding_window=*/true));
-  config::ModelConfig c;
-  MS_ASSIGN_OR_RETURN(c.d_model, required_int(j, "hidden_size", path));
-  MS_ASSIGN_OR_RETURN(c.d_ff, required_int(j, "intermediate_size", path));
-  MS_ASSIGN_OR_RETURN(c.n_layers, required_int(j, "num_hidden_layers", path));
-  MS_ASSIGN_OR_RETURN(c.n_heads, required_int(j, "num_attention_heads", path));
-  MS_ASSIGN_OR_RETURN(c.vocab_size, required_int(j, "vocab_size", path));
-  MS_ASSIGN_OR_RETURN(c.max_seq_len, required_int(j, "max_position_embeddings", path));
-  MS_ASSIGN_OR_RETURN(c.n_kv_heads,
-                      optional_value<int64_t>(j, "num_key_value_heads", c.n_heads, path));
-  MS_ASSIGN_OR_RETURN(c.norm_eps, optional_value<double>(j, "rms_norm_eps", 1e-5, path));
-  MS_ASSIGN_OR_RETURN(c.rope_theta, optional_value<double>(j, "rope_theta", 10000.0, path));
-  MS_ASSIGN_OR_RETURN(c.tie_embeddings,
-                      optional_value<bool>(j, "tie_word_embeddings", false, path));
-  MS_ASSIGN_OR_RETURN(c.sliding_window, optional_value<int64_t>(j, "sliding_window", 0, path));
-  MS_ASSIGN_OR_RETURN(c.parallel_block, optional_value<bool>(j, "ms_parallel_block", false, path));
-  MS_ASSIGN_OR_RETURN(c.moe.num_experts, optional_value<int64_t>(j, "num_local_experts", 0, path));
-  MS_ASSIGN_OR_RETURN(c.moe.top_k, optional_value<int64_t>(j, "num_experts_per_tok", 2, path));
-  MS_ASSIGN_OR_RETURN(c.moe.shared_expert_d_ff,
-                      optional_value<int64_t>(j, "shared_expert_intermediate_size", 0, path));
-  return c;
-}
-
-namespace {
-
-// ckpt's config.json (the export's), plus the toolkit's own keys for what Hugging Face has no
-// equivalent of, which this loader reads back (a served model need not be exportable).
+// ckpt's config.json with the toolkit's extension keys for what Hugging Face has no
+// equivalent of, which ckpt::model_config_from_hf_json reads back (a served model need not be
+// exportable).
 std::string hf_config_json(const config::ModelConfig& c) {
-  nlohmann::ordered_json j = ckpt::hf_config_json(c);
-  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
-  if (c.parallel_block) j["ms_parallel_block"] = true;
-  return j.dump(2) + "\n";
+  return ckpt::hf_config_json(c, /*toolkit_keys=*/true).dump(2) + "\n";
 }
 
-// The safetensors files of dir, in name order.
-Result<std::vector<ckpt::SafetensorsFile>> open_weight_files(const std::string& dir) {
-  std::vector<std::string> paths;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
-  }
-  if (ec) return NotFound(dir + ": cannot list the model directory: " + ec.message());
-  if (paths.empty()) return NotFound(dir + ": no *.safetensors weight file");
-  std::sort(paths.begin(), paths.end());
-  std::vector<ckpt::SafetensorsFile> files;
-  for (const std::string& p : paths) {
-    MS_ASSIGN_OR_RETURN(ckpt::SafetensorsFile f, ckpt::SafetensorsFile::open(p));
-    files.push_back(std::move(f));
-  }
-  return files;
+// The Transformer for `cfg`, whose sizes the caller has checked against the weights; out of
+// memory (the library throws) becomes an error naming `source`.
+Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConfig& cfg,
+                                                         const std::string& source) {
+  Result<std::unique_ptr<model::Transformer>> created = [&] {
+    try {
+      return model::Transformer::create(cfg, 0);
+    } catch (const std::bad_alloc&) {
+      return Result<std::unique_ptr<model::Transformer>>(
+          Unavailable("out of memory allocating the model"));
+    }
+  }();
+  if (!created.ok()) return created.status().with_context(source);
+  return created;
 }
 
-// Copies the stored tensor (any float dtype) into the parameter's f32 value.
-Status fill_parameter(model::Parameter& p, const std::vector<ckpt::SafetensorsFile>& files,
+// Copies the catalog's tensor (already f32) into the parameter's value.
+Status fill_parameter(model::Parameter& p, const ckpt::TensorCatalog& weights,
                       const std::string& dir) {
-  for (const ckpt::SafetensorsFile& f : files) {
-    const ckpt::SafetensorsEntry* e = f.find(p.name);
-    if (e == nullptr) continue;
-    if (e->shape != p.global_shape) {
-      return InvalidArgument(f.path() + ": tensor " + p.name + " has shape " +
-                             Tensor::empty(DType::kF32, e->shape).describe() +
-                             " but config.json implies " + p.value.describe());
-    }
-    MS_ASSIGN_OR_RETURN(Tensor t, f.read(p.name));
-    const size_t n = static_cast<size_t>(t.numel());
-    float* out = p.value.data<float>();
-    switch (t.dtype()) {
-      case DType::kF32:
-        std::copy_n(t.data<float>(), n, out);
-        return Status::OK();
-      case DType::kBF16:
-        ops::bf16_to_f32(t.data<bf16>(), out, n);
-        return Status::OK();
-      case DType::kF16:
-        ops::f16_to_f32(t.data<f16>(), out, n);
-        return Status::OK();
-      default:
-        return InvalidArgument(f.path() + ": tensor " + p.name + " is " +
-                               std::string(ckpt::safetensors_dtype_name(t.dtype())) +
-                               "; weights must be F32, BF16 or F16");
-    }
+  MS_ASSIGN_OR_RETURN(Tensor t, weights.read(p.name));
+  if (t.shape() != p.global_shape || t.dtype() != DType::kF32) {
+    return InvalidArgument(dir + ": tensor " + p.name + " is " + t.describe() +
+                           " but the model needs " + p.value.describe());
   }
-  return NotFound(dir + ": no safetensors file holds tensor " + p.name);
+  std::copy_n(t.data<float>(), static_cast<size_t>(t.numel()), p.value.data<float>());
+  return Status::OK();
 }
 
 // Releases the gradients (serving never needs them) and the values `keep` rejects, and returns
@@ -151,18 +69,16 @@ std::vector<size_t> kept_parameters(model::Transformer& model, const ParameterFi
 }  // namespace
 
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep) {
-  const std::string config_path = dir + "/config.json";
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(config_path));
-  MS_ASSIGN_OR_RETURN(config::ModelConfig cfg, model_config_from_hf_json(text, config_path));
-  Result<std::unique_ptr<model::Transformer>> created = model::Transformer::create(cfg, 0);
-  if (!created.ok()) {
-    return InvalidArgument(config_path + ": " + created.status().message());
-  }
+  // One reader for config.json and the safetensors files (ckpt::open_hf_model, which ms-ckpt
+  // import uses too): the config's sizes are checked against the weights' shapes, and those
+  // against the files, before the model is allocated.
+  MS_ASSIGN_OR_RETURN(ckpt::HfModel hf,
+                      ckpt::open_hf_model(dir, io::default_env(), /*allow_sliding_window=*/true));
+  const config::ModelConfig& cfg = hf.config;
   LoadedModel loaded;
-  loaded.model = std::move(*created);
-  MS_ASSIGN_OR_RETURN(std::vector<ckpt::SafetensorsFile> files, open_weight_files(dir));
+  MS_ASSIGN_OR_RETURN(loaded.model, create_model(cfg, dir + "/config.json"));
   for (size_t i : kept_parameters(*loaded.model, keep)) {
-    MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], files, dir));
+    MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], hf.parameters, dir));
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(dir + "/tokenizer.json"));
   if (loaded.tokenizer->vocab_size() > cfg.vocab_size) {
@@ -204,6 +120,29 @@ Status read_checkpoint_parameter(model::Parameter& p, const ckpt::Manifest& m,
   return Status::OK();
 }
 
+// The config's parameters are in the checkpoint with its shapes, and their shards lie inside
+// the data files, before the model (whose size the config gives) is allocated.
+Status check_weights_before_allocating(const config::ModelConfig& cfg, const ckpt::Manifest& m,
+                                       const std::string& step_dir) {
+  const std::string source = step_dir + "/manifest.json config_yaml model";
+  MS_RETURN_IF_ERROR(ckpt::check_hf_weights_fit(cfg, source, m.tensors.size(),
+                                                "the checkpoint's tensors"));
+  for (const ckpt::TensorInfo& want : ckpt::hf_parameter_specs(cfg)) {
+    const ckpt::TensorRecord* rec = m.find(want.name);
+    if (rec == nullptr) {
+      return NotFound(step_dir + ": checkpoint has no tensor " + want.name +
+                      " which the model in its config needs");
+    }
+    if (rec->global_shape != want.shape) {
+      return InvalidArgument(step_dir + ": tensor " + want.name + " has shape " +
+                             shape_string(rec->global_shape) + " but the config implies " +
+                             shape_string(want.shape));
+    }
+    MS_RETURN_IF_ERROR(ckpt::check_tensor_files(step_dir, *rec, io::default_env()));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<LoadedModel> load_checkpoint_model(const std::string& path, const ParameterFilter& keep) {
@@ -217,10 +156,9 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path, const Paramet
   MS_ASSIGN_OR_RETURN(
       const config::RunConfig run,
       config::run_config_from_yaml_text(m.config_yaml, step_dir + "/manifest.json config_yaml"));
-  Result<std::unique_ptr<model::Transformer>> created = model::Transformer::create(run.model, 0);
-  if (!created.ok()) return InvalidArgument(step_dir + ": " + created.status().message());
+  MS_RETURN_IF_ERROR(check_weights_before_allocating(run.model, m, step_dir));
   LoadedModel loaded;
-  loaded.model = std::move(*created);
+  MS_ASSIGN_OR_RETURN(loaded.model, create_model(run.model, step_dir));
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(read_checkpoint_parameter(loaded.model->parameters()[i], m, step_dir));
   }

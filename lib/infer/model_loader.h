@@ -26,25 +26,20 @@ struct LoadedModel {
 // (model::Transformer::release_for_serving). Empty: all. Gradients are always released.
 using ParameterFilter = std::function<bool(const model::Transformer& model, size_t param_index)>;
 
-// The model section from the text of a config.json. Required: hidden_size, intermediate_size,
-// num_hidden_layers, num_attention_heads, vocab_size, max_position_embeddings; optional:
-// num_key_value_heads (= heads), rms_norm_eps (1e-5), rope_theta (1e4), tie_word_embeddings,
-// sliding_window, num_local_experts (0: dense), num_experts_per_tok (2),
-// shared_expert_intermediate_size, ms_parallel_block. InvalidArgument names `path` and the
-// missing or mistyped key, or the feature the model does not implement (another activation
-// than silu, attention or MLP biases, rope scaling; ckpt::check_hf_features).
-Result<config::ModelConfig> model_config_from_hf_json(const std::string& text,
-                                                      const std::string& path);
-
-// Reads dir/config.json, every tensor the model needs from dir/*.safetensors (F32, BF16 or F16;
-// converted to f32) and dir/tokenizer.json. Errors name the file and the tensor (missing, wrong
-// shape) or key. The caller owns the result.
+// Reads dir/config.json (ckpt::model_config_from_hf_json, the toolkit's one config.json reader,
+// accepting its sliding_window and ms_parallel_block keys), checks its sizes against the
+// safetensors headers (model.safetensors, or the files model.safetensors.index.json names,
+// which must lie inside dir) before the model is allocated, then reads every tensor the model
+// needs (F32, BF16 or F16; converted to f32) and dir/tokenizer.json. Errors name the file and
+// the tensor (missing, wrong shape, unexpected) or key. The caller owns the result.
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {});
 
 // Reads a training checkpoint (a step directory, a checkpoints/ directory or its `latest` file;
 // any parallel layout, since whole tensors are read across shards): the model section of the
 // run config kept in the manifest, every parameter by name (F32 or BF16), and the
-// tokenizer.json copied beside it. Errors name the step directory and the missing tensor/key.
+// tokenizer.json copied beside it. The config's parameter shapes are checked against the
+// manifest, and the shards against the data files' sizes, before the model is allocated.
+// Errors name the step directory and the missing tensor/key.
 Result<LoadedModel> load_checkpoint_model(const std::string& path,
                                           const ParameterFilter& keep = {});
 

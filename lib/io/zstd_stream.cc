@@ -182,4 +182,59 @@ Result<std::string> decompress(std::string_view data) {
   return out;
 }
 
+namespace {
+
+// After `out` is full: OK only when the input ends exactly there (no further byte decodes and
+// the last frame is complete).
+Status check_nothing_more(ZSTD_DCtx* ctx, ZSTD_inBuffer& in, size_t ret, size_t want,
+                          const std::string& name) {
+  std::byte extra;
+  while (ret != 0 || in.pos < in.size) {
+    ZSTD_outBuffer spill{&extra, 1, 0};
+    const size_t before = in.pos;
+    ret = ZSTD_decompressStream(ctx, &spill, &in);
+    if (ZSTD_isError(ret)) return damaged("buffer", name, in.pos, ZSTD_getErrorName(ret));
+    if (spill.pos > 0) {
+      return damaged("buffer", name, in.pos,
+                     "it decompresses to more than the " + std::to_string(want) + " bytes expected");
+    }
+    if (in.pos == before && ret != 0) {
+      return damaged("buffer", name, in.pos, "the data ends inside a frame (truncated)");
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status decompress_exact(std::string_view data, std::span<std::byte> out) {
+  const std::string name = "of " + std::to_string(data.size()) + " bytes";
+  const unsigned long long claimed = ZSTD_getFrameContentSize(data.data(), data.size());
+  if (data.empty() || claimed == ZSTD_CONTENTSIZE_ERROR) {
+    return damaged("buffer", name, 0, "it does not start with a zstd frame");
+  }
+  if (claimed != ZSTD_CONTENTSIZE_UNKNOWN && claimed > out.size()) {
+    return damaged("buffer", name, 0, "its frame claims " + std::to_string(claimed) +
+                                          " bytes, more than the " + std::to_string(out.size()) +
+                                          " expected");
+  }
+  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(new_decompressor(), &ZSTD_freeDCtx);
+  ZSTD_inBuffer in{data.data(), data.size(), 0};
+  ZSTD_outBuffer dest{out.data(), out.size(), 0};
+  size_t ret = 1;
+  while (dest.pos < dest.size) {
+    const size_t in_before = in.pos, out_before = dest.pos;
+    ret = ZSTD_decompressStream(ctx.get(), &dest, &in);
+    if (ZSTD_isError(ret)) return damaged("buffer", name, in.pos, ZSTD_getErrorName(ret));
+    const bool stalled = in.pos == in_before && dest.pos == out_before;
+    if (in.pos == in.size && (ret == 0 || stalled)) break;
+  }
+  if (dest.pos < dest.size) {
+    return damaged("buffer", name, in.pos, "it decompresses to " + std::to_string(dest.pos) +
+                                               " bytes, " + std::to_string(dest.size) +
+                                               " expected (truncated)");
+  }
+  return check_nothing_more(ctx.get(), in, ret, out.size(), name);
+}
+
 }  // namespace ms::io

@@ -89,4 +89,11 @@ class ZstdReader {
 std::string compress(std::string_view data, int level = kDefaultZstdLevel);
 Result<std::string> decompress(std::string_view data);
 
+// Decompresses `data` (one or more frames) into exactly `out`, for readers that know the raw
+// size from elsewhere (a checkpoint shard's box): nothing is allocated from the frame's own
+// claims. Corruption when a frame header claims another content size, when the data would
+// yield more than out.size() bytes (a decompression bomb stops at the buffer's end) or fewer
+// (truncated), or is not zstd.
+Status decompress_exact(std::string_view data, std::span<std::byte> out);
+
 }  // namespace ms::io

@@ -151,5 +151,50 @@ TEST_F(AutoResumeTest, ExplicitPathsStayStrict) {
   EXPECT_EQ(resolve_checkpoint(step_path(10), io::default_env()).value(), step_path(10));
 }
 
+// What crashed saves, reshards and `latest` replacements leave behind is recognized by one
+// predicate, listed, and removed by prune only when asked; complete checkpoints are untouched.
+TEST_F(AutoResumeTest, PruneRemovesTemporariesLeftByACrash) {
+  make_step(10);
+  make_step(20);
+  write_latest("step-00000020\n");
+  const std::vector<std::string> leftovers = {".tmp-step-00000030-123456", ".old-step-00000010-9",
+                                              "step-00000020.tmp.4242.00ff00ff00ff00ff"};
+  for (const std::string& name : leftovers) {
+    fs::create_directories(dir_ + "/" + name);
+    std::ofstream(dir_ + "/" + name + "/rank-00000.data") << "partial";
+  }
+  std::ofstream(dir_ + "/latest.tmp.4242.0123456789abcdef") << "step-000";
+  for (const std::string& name : leftovers) EXPECT_TRUE(is_temporary_name(name)) << name;
+  EXPECT_TRUE(is_temporary_name("latest.tmp.4242.0123456789abcdef"));
+  EXPECT_FALSE(is_temporary_name("step-00000020"));
+  EXPECT_FALSE(is_temporary_name("latest"));
+
+  Result<std::vector<std::string>> kept = prune_checkpoints(dir_, 5, false, io::default_env());
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  EXPECT_TRUE(kept->empty());
+  EXPECT_TRUE(fs::exists(dir_ + "/" + leftovers[2])) << "temporaries stay unless asked";
+
+  Result<std::vector<std::string>> removed = prune_checkpoints(dir_, 5, true, io::default_env());
+  ASSERT_TRUE(removed.ok()) << removed.status().to_string();
+  EXPECT_EQ(removed->size(), 4u);
+  for (const std::string& name : leftovers) EXPECT_FALSE(fs::exists(dir_ + "/" + name)) << name;
+  EXPECT_FALSE(fs::exists(dir_ + "/latest.tmp.4242.0123456789abcdef"));
+  EXPECT_TRUE(fs::exists(step_path(10) + "/manifest.json"));
+  EXPECT_TRUE(fs::exists(step_path(20) + "/manifest.json"));
+  EXPECT_EQ(resolve_checkpoint(dir_, io::default_env()).value(), step_path(20));
+}
+
+// Retention never guesses which checkpoint is the newest: a damaged `latest` stops it.
+TEST_F(AutoResumeTest, PruneRefusesADamagedLatest) {
+  make_step(10);
+  make_step(20);
+  write_latest("garbage");
+  Result<std::vector<std::string>> r = prune_checkpoints(dir_, 1, false, io::default_env());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find(dir_ + "/latest: expected the name of a step directory"),
+            std::string::npos) << r.status().message();
+  EXPECT_TRUE(fs::exists(step_path(10)));
+}
+
 }  // namespace
 }  // namespace ms::ckpt

@@ -235,7 +235,7 @@ TEST_F(HfExchangeTest, ImportRefusesFeaturesTheModelLacks) {
   j.erase("hidden_size");
   r = model_config_from_hf_json(j, "x/config.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'hidden_size'"), std::string::npos);
+  EXPECT_NE(r.status().message().find("missing key \"hidden_size\""), std::string::npos);
 }
 
 TEST_F(HfExchangeTest, ImportWidensBf16WeightsToF32) {
@@ -338,6 +338,78 @@ TEST_F(HfExchangeTest, ATensorReadPastAFileShrunkAfterOpeningNamesFileTensorAndO
   EXPECT_NE(msg.find(file), std::string::npos) << msg;
   EXPECT_NE(msg.find("tensor '" + last.name + "'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("offset " + std::to_string(last.file_offset + 4)), std::string::npos) << msg;
+}
+
+// config.json's sizes are checked against the weights before anything is built from them: a
+// layer count of 10^8 would otherwise list 10^9 tensor specs (and a model of that size).
+TEST_F(HfExchangeTest, ImportRefusesConfigSizesTheWeightsDoNotHave) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  ASSERT_TRUE(export_hf(tiny_dense(), mc.catalog, options("m")).ok());
+  const nlohmann::json good = config_json("m");
+  struct Case {
+    const char* key;
+    nlohmann::json value;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"num_hidden_layers", 100000000, "implies 900000003 tensors (100000000 layers)"},
+      {"num_hidden_layers", 1000000000000LL, "num_hidden_layers = 1000000000000 must be between 1"},
+      {"vocab_size", 1LL << 40, "vocab_size = 1099511627776 must be between 1 and 2147483647"},
+      {"num_attention_heads", 0, "num_attention_heads = 0 must be between 1"},
+      {"num_key_value_heads", 3, "must be divisible by num_attention_heads 4, and that by "
+                                 "num_key_value_heads 3"},
+      {"hidden_size", -16, "hidden_size = -16 must be between 1"},
+      {"vocab_size", 64, "tensor 'model.embed_tokens.weight' has shape [32, 16]; "},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    j[c.key] = c.value;
+    std::ofstream(dir_ + "/m/config.json") << j.dump();
+    Result<HfModel> r = open_hf_model(dir_ + "/m");
+    ASSERT_FALSE(r.ok()) << c.key;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << c.key;
+    EXPECT_NE(r.status().message().find(dir_ + "/m/config.json"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+  }
+  nlohmann::json moe = hf_config_json(tiny_moe(0));
+  moe["num_experts_per_tok"] = 9;
+  Result<config::ModelConfig> parsed = model_config_from_hf_json(moe, "x/config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("num_experts_per_tok 9 must be between 1 and "
+                                           "num_local_experts 4"), std::string::npos);
+}
+
+// weight_map file names must stay inside the model directory: a hostile index cannot make
+// import (or ms-infer) open files elsewhere.
+TEST_F(HfExchangeTest, IndexEntriesOutsideTheModelDirectoryAreRefused) {
+  ModelCatalog mc = catalog_of(tiny_dense());
+  HfExportOptions o = options("split");
+  o.max_shard_bytes = 4096;
+  ASSERT_TRUE(export_hf(tiny_dense(), mc.catalog, o).ok());
+  const std::string index_path = dir_ + "/split/model.safetensors.index.json";
+  const nlohmann::json index = nlohmann::json::parse(slurp(index_path));
+  for (const auto& e : fs::directory_iterator(dir_ + "/split")) {
+    if (e.path().extension() == ".safetensors") {
+      fs::copy_file(e.path(), dir_ + "/outside.safetensors", fs::copy_options::overwrite_existing);
+    }
+  }
+  for (const std::string& escape :
+       {std::string("../outside.safetensors"), dir_ + "/outside.safetensors",
+        std::string("sub/../../outside.safetensors"), std::string("..")}) {
+    nlohmann::json j = index;
+    j["weight_map"]["model.norm.weight"] = escape;
+    std::ofstream(index_path) << j.dump();
+    Result<HfModel> r = open_hf_model(dir_ + "/split");
+    ASSERT_FALSE(r.ok()) << escape;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+    EXPECT_NE(r.status().message().find(index_path + ": weight_map['model.norm.weight'] = \"" +
+                                        escape + "\" is not a file inside the model directory"),
+              std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(open_safetensors_catalog(dir_ + "/split").ok()) << "diff reads indexes too";
+  }
+  EXPECT_TRUE(parse_safetensors_index(R"({"weight_map":{"a":"model-1.safetensors"}})", "i").ok());
 }
 
 }  // namespace

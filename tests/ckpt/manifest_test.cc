@@ -2,6 +2,8 @@
 // version handling, and resolution of "a checkpoint" paths.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
 #include <filesystem>
 #include <unistd.h>
 
@@ -114,6 +116,91 @@ TEST_F(ManifestTest, LatestNamingAMissingOrBadDirectoryIsAnError) {
   EXPECT_EQ(resolve_checkpoint(dir_.string()).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(io::write_file_atomic((dir_ / "latest").string(), "../../etc\n").ok());
   EXPECT_EQ(resolve_checkpoint(dir_.string()).status().code(), StatusCode::kCorruption);
+}
+
+bool has(const Status& s, const std::string& part) {
+  return s.message().find(part) != std::string::npos;
+}
+
+// The case: two identical shards covering half a tensor hold as many elements as the
+// tensor, which an element count accepts. Box arithmetic refuses it naming both boxes.
+TEST_F(ManifestTest, TwoIdenticalShardsOfHalfATensorAreAnOverlap) {
+  Manifest m = sample();
+  m.tensors[0].shards[1] = m.tensors[0].shards[0];
+  m.tensors[0].shards[1].file = "rank-00001.data";
+  write_manifest(m.to_json().dump());
+  auto read = Manifest::read(step_dir());
+  ASSERT_FALSE(read.ok());
+  const Status& s = read.status();
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_TRUE(has(s, "manifest.json")) << s.message();
+  EXPECT_TRUE(has(s, "tensor \"model.w\"")) << s.message();
+  EXPECT_TRUE(has(s, "shards overlap: shard [0:2, 0:3] (rank-00000.data offset 0) and shard "
+                     "[0:2, 0:3] (rank-00001.data offset 0)")) << s.message();
+}
+
+TEST_F(ManifestTest, AMissingShardIsAGapNamingTheUncoveredBox) {
+  Manifest m = sample();
+  m.tensors[0].shards.pop_back();
+  const Status s = m.validate("m.json");
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_TRUE(has(s, "tensor \"model.w\" of shape [4, 3]: shards leave a gap: no shard holds "
+                     "the elements [2:4, 0:3] after shard [0:2, 0:3]")) << s.message();
+  m.tensors[0].shards.clear();
+  EXPECT_TRUE(has(m.validate("m.json"), "[0:4, 0:3]"));
+}
+
+// A shape whose element count wraps to a small number (3 * 6148914691236517206 = 2 mod 2^64)
+// must not pass for a small tensor: readers would size buffers from the wrapped count.
+TEST_F(ManifestTest, OverflowingNegativeAndHugeShapesAreRefusedByName) {
+  const int64_t wide = 6148914691236517206;
+  Manifest m = sample();
+  m.tensors[0].global_shape = {3, wide};
+  m.tensors[0].shards = {{"rank-00000.data", 0, 24, {0, 0}, {3, wide}, "raw", 7}};
+  Status s = m.validate("m.json");
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_TRUE(has(s, "model.w")) << s.message();
+  EXPECT_TRUE(has(s, "[3, 6148914691236517206]: dimension 1 is 6148914691236517206, above the "
+                     "limit 2^62")) << s.message();
+  m.tensors[0].global_shape = {1 << 30, 1 << 30, 1 << 30};
+  m.tensors[0].shards = {{"rank-00000.data", 0, 24, {0, 0, 0}, {1, 1, 6}, "raw", 7}};
+  EXPECT_TRUE(has(m.validate("m.json"), "element count overflows 64 bits"));
+  m.tensors[0].global_shape = {1 << 21, 1 << 21, 1 << 21};  // 2^63 elements
+  EXPECT_TRUE(has(m.validate("m.json"), "overflows 64 bits"));
+  m.tensors[0].global_shape = {-4, 3};
+  EXPECT_TRUE(has(m.validate("m.json"), "dimension 0 is negative"));
+  // A shard box whose end overflows is outside the tensor, not wrapped inside it.
+  m = sample();
+  m.tensors[0].shards[1].global_offsets = {INT64_MAX, 0};
+  EXPECT_TRUE(has(m.validate("m.json"), "outside the tensor"));
+  m = sample();
+  m.tensors[0].shards[1].offset = UINT64_MAX - 8;
+  EXPECT_TRUE(has(m.validate("m.json"), "overflows 64 bits"));
+}
+
+// A zstd shard cannot hold more than the format's largest expansion of its stored bytes.
+TEST_F(ManifestTest, ZstdShardTooSmallForItsBoxIsRefused) {
+  Manifest m = sample();
+  m.tensors[0].global_shape = {1 << 20, 1024};
+  m.tensors[0].shards = {{"rank-00000.data", 0, 100, {0, 0}, {1 << 20, 1024}, "zstd", 7}};
+  const Status s = m.validate("m.json");
+  EXPECT_TRUE(has(s, "a zstd frame of 100 bytes cannot hold the 4294967296 bytes")) << s.message();
+  m.tensors[0].shards[0].length = 1 << 20;
+  EXPECT_TRUE(m.validate("m.json").ok());
+}
+
+TEST(Latest, OneParserForTheLatestFile) {
+  EXPECT_EQ(latest_file_text("step-00000100"), "step-00000100\n");
+  EXPECT_EQ(*parse_latest("step-00000100\n", "c/latest"), "step-00000100");
+  EXPECT_EQ(*parse_latest("step-00000007 \r\n", "c/latest"), "step-00000007");
+  for (const char* bad : {"", "step-", "step-12a", "../step-1", "step-1/x", "checkpoint-1"}) {
+    Result<std::string> r = parse_latest(bad, "c/latest");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+    EXPECT_TRUE(has(r.status(), "c/latest: expected the name of a step directory")) << bad;
+  }
+  EXPECT_EQ(parse_step_dir_name("step-00000100"), 100);
+  EXPECT_EQ(parse_step_dir_name("step-x"), -1);
 }
 
 TEST(ManifestNames, StepAndDataFileNames) {

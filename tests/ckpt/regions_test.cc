@@ -2,7 +2,9 @@
 // that cover exactly the range, in order; boxes split along rows; overlaps copy correctly.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <numeric>
+#include <span>
 
 #include "ckpt/regions.h"
 
@@ -83,10 +85,96 @@ TEST(CopyRegion, CopiesTheOverlapBetweenTwoBoxes) {
   std::vector<float> dst(6, -1.0f);
   const auto region = intersect_boxes(src_box, dst_box);
   ASSERT_TRUE(region.has_value());
-  copy_region(*region, src_box, reinterpret_cast<const std::byte*>(src.data()), dst_box,
-              reinterpret_cast<std::byte*>(dst.data()), sizeof(float));
+  ASSERT_TRUE(copy_region(*region, src_box, std::as_bytes(std::span(src)), dst_box,
+                          std::as_writable_bytes(std::span(dst)), sizeof(float))
+                  .ok());
   EXPECT_EQ(dst, (std::vector<float>{6, 7, 10, 11, 14, 15}));
   EXPECT_FALSE(intersect_boxes(Box{{0}, {2}}, Box{{2}, {2}}).has_value());
+}
+
+// The copier refuses what would read or write outside its buffers instead of doing it.
+TEST(CopyRegion, RefusesRegionsOutsideABoxAndBuffersOfTheWrongSize) {
+  std::vector<float> src(16, 1.0f), dst(6, -1.0f);
+  const Box src_box{{0, 0}, {4, 4}};
+  const Box dst_box{{1, 2}, {3, 2}};
+  const auto in = std::as_bytes(std::span(src));
+  const auto out = std::as_writable_bytes(std::span(dst));
+  Status s = copy_region(Box{{0, 0}, {2, 2}}, src_box, in, dst_box, out, sizeof(float));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("[0:2, 0:2]"), std::string::npos) << s.message();
+  s = copy_region(Box{{1, 2}, {3, 2}}, src_box, in.first(60), dst_box, out, sizeof(float));
+  EXPECT_NE(s.message().find("needs 64 bytes, its buffer holds 60"), std::string::npos)
+      << s.message();
+  // An end that overflows int64 is outside, not a wrapped small number.
+  const Box huge{{1, INT64_MAX}, {1, 2}};
+  EXPECT_FALSE(copy_region(huge, huge, in, huge, out, sizeof(float)).ok());
+  EXPECT_EQ(dst, std::vector<float>(6, -1.0f)) << "nothing may be written on refusal";
+}
+
+std::optional<TilingProblem> tiling(std::vector<int64_t> shape, std::vector<Box> boxes) {
+  return find_tiling_problem(shape, boxes);
+}
+
+TEST(Tiling, RowSlabsColumnSplitsAndFlatRangesTile) {
+  EXPECT_FALSE(tiling({4, 3}, {Box{{0, 0}, {2, 3}}, Box{{2, 0}, {2, 3}}}));
+  EXPECT_FALSE(tiling({4, 6}, {Box{{0, 3}, {4, 3}}, Box{{0, 0}, {4, 3}}}));
+  // The boxes ZeRO flat ranges of a [3, 4, 5] tensor decompose into, three ranks.
+  std::vector<Box> boxes;
+  for (auto [b, e] : {std::pair<int64_t, int64_t>{0, 23}, {23, 41}, {41, 60}}) {
+    for (const LocalBox& lb : spec_boxes(*comm::ShardSpec::flat_range({3, 4, 5}, b, e))) {
+      boxes.push_back(lb.box);
+    }
+  }
+  EXPECT_FALSE(tiling({3, 4, 5}, boxes));
+  EXPECT_FALSE(tiling({}, {Box{{}, {}}}));
+  EXPECT_FALSE(tiling({0, 4}, {}));
+}
+
+// Two copies of the same half cover as many elements as the tensor holds: counting elements
+// cannot tell this from a tiling; box arithmetic names both problems.
+TEST(Tiling, DuplicateHalfIsAnOverlapNotACover) {
+  const std::optional<TilingProblem> p =
+      tiling({4, 3}, {Box{{0, 0}, {2, 3}}, Box{{0, 0}, {2, 3}}});
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->overlap);
+  EXPECT_EQ(p->first, 0u);
+  EXPECT_EQ(p->second, 1u);
+  const std::optional<TilingProblem> gap = tiling({4, 3}, {Box{{0, 0}, {2, 3}}});
+  ASSERT_TRUE(gap);
+  EXPECT_FALSE(gap->overlap);
+  EXPECT_EQ(box_string(gap->gap), "[2:4, 0:3]");
+  EXPECT_EQ(gap->first, 0u) << "the gap follows box 0";
+}
+
+TEST(Tiling, FindsOverlapsAndGapsInInnerDimensions) {
+  // The boxes hold 6 + 2 = 8 elements, as many as the tensor, yet overlap in column 2 of
+  // row 0 and leave column 3 of row 1 uncovered.
+  const std::optional<TilingProblem> p =
+      tiling({2, 4}, {Box{{0, 0}, {2, 3}}, Box{{0, 2}, {1, 2}}});
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->overlap);
+  EXPECT_EQ(p->first, 0u);
+  EXPECT_EQ(p->second, 1u);
+  const std::optional<TilingProblem> gap =
+      tiling({2, 2, 4}, {Box{{0, 0, 0}, {2, 2, 2}}, Box{{0, 0, 2}, {2, 1, 2}},
+                         Box{{1, 1, 2}, {1, 1, 2}}});
+  ASSERT_TRUE(gap);
+  EXPECT_FALSE(gap->overlap);
+  EXPECT_EQ(box_string(gap->gap), "[0:1, 1:2, 2:4]");
+  EXPECT_TRUE(tiling({}, {}));
+  EXPECT_TRUE(tiling({}, {Box{{}, {}}, Box{{}, {}}})->overlap);
+}
+
+// Many row slabs in shuffled order: the check is a sort and a sweep, not pairwise.
+TEST(Tiling, TenThousandSlabsAreChecked) {
+  std::vector<Box> boxes;
+  for (int64_t r = 0; r < 10000; ++r) boxes.push_back(Box{{(r * 7919) % 10000, 0}, {1, 8}});
+  EXPECT_FALSE(tiling({10000, 8}, boxes));
+  boxes.back().lengths[1] = 7;
+  const std::optional<TilingProblem> p = tiling({10000, 8}, boxes);
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->overlap);
+  EXPECT_EQ(p->gap.lengths, (std::vector<int64_t>{1, 1}));
 }
 
 }  // namespace

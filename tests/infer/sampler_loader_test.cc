@@ -139,6 +139,64 @@ TEST_F(HfDirectory, MissingOrMisshapenTensorIsRefusedNamingIt) {
       << loaded.status().message();
 }
 
+// config.json's sizes meet the weights before the model is allocated: 10^9 layers of this
+// model would need terabytes, and are refused from the safetensors headers alone.
+TEST_F(HfDirectory, ConfigSizesTheWeightsDoNotHaveAreRefusedBeforeAllocating) {
+  Result<std::string> text = io::read_file(dir_ + "/config.json");
+  ASSERT_TRUE(text.ok());
+  nlohmann::json j = nlohmann::json::parse(*text);
+  j["num_hidden_layers"] = 1000000000;
+  ASSERT_TRUE(io::write_file_atomic(dir_ + "/config.json", j.dump()).ok());
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find(dir_ + "/config.json implies"), std::string::npos)
+      << loaded.status().message();
+  j["num_hidden_layers"] = 1;
+  j["vocab_size"] = 1LL << 40;
+  ASSERT_TRUE(io::write_file_atomic(dir_ + "/config.json", j.dump()).ok());
+  loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("vocab_size = 1099511627776"), std::string::npos)
+      << loaded.status().message();
+}
+
+// An index whose weight_map leaves the model directory is refused naming the file and entry.
+TEST_F(HfDirectory, AnEscapingIndexIsRefused) {
+  const nlohmann::json index = {{"weight_map", {{"model.norm.weight", "../../etc/passwd"}}}};
+  ASSERT_TRUE(io::write_file_atomic(dir_ + "/model.safetensors.index.json", index.dump()).ok());
+  Result<LoadedModel> loaded = load_hf_model(dir_);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find(dir_ + "/model.safetensors.index.json: weight_map['"
+                                           "model.norm.weight'] = \"../../etc/passwd\""),
+            std::string::npos)
+      << loaded.status().message();
+}
+
+// Serving a checkpoint reads it through the same validated manifest as every other reader.
+TEST(CheckpointModel, OverlappingShardsAreRefusedNamingTheTensorAndBoxes) {
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("ms_infer_overlap_" + std::to_string(::getpid())))
+                              .string();
+  std::filesystem::create_directories(dir + "/step-00000001");
+  const nlohmann::json shard = {{"file", "rank-00000.data"}, {"offset", 0}, {"length", 24},
+                                {"global_offsets", {0, 0}}, {"lengths", {2, 3}},
+                                {"codec", "raw"}, {"crc32c", 0}};
+  const nlohmann::json manifest = {
+      {"format_version", 1}, {"step", 1}, {"toolkit_version", "x"}, {"git_revision", "x"},
+      {"config_yaml", ""}, {"state", nlohmann::json::object()},
+      {"layout", {{"world", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}, {"ep", 1}, {"zero", 0}}},
+      {"tensors", {{{"name", "model.norm.weight"}, {"dtype", "f32"}, {"global_shape", {4, 3}},
+                    {"shards", {shard, shard}}}}}};
+  ASSERT_TRUE(io::write_file_atomic(dir + "/step-00000001/manifest.json", manifest.dump()).ok());
+  Result<LoadedModel> loaded = load_checkpoint_model(dir + "/step-00000001");
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("tensor \"model.norm.weight\" of shape [4, 3]: shards "
+                                           "overlap: shard [0:2, 0:3]"),
+            std::string::npos)
+      << loaded.status().message();
+}
+
 TEST_F(HfDirectory, StopStringCutsTheText) {
   Result<LoadedModel> loaded = load_hf_model(dir_);
   ASSERT_TRUE(loaded.ok());
