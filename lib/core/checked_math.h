@@ -5,8 +5,9 @@
 // allocation, bounds check and copy computed from a wrapped number is wrong. Every reader of
 // such numbers goes through these functions, so there is one definition of "a valid shape".
 //
-// The limits: each dimension in [0, 2^62] (no real tensor comes near it, and sums of two such
-// numbers stay far from overflow), element and byte counts that fit int64_t. Errors are
+// The limits: each dimension in [0, 2^62] (no real tensor comes near it, and an offset plus a
+// length each below the limit cannot overflow int64_t), element and byte counts that fit
+// int64_t. Errors are
 // InvalidArgument with `what` (the caller's name for the number: "tensor 'x' shape") first.
 #pragma once
 

@@ -307,5 +307,45 @@ TEST_F(ExchangeFaultTest, ReshardNamesTheFileTensorAndOffsetOfACorruptSourceShar
   expect_source_intact(step);
 }
 
+// A source the readers refuse (shards that overlap, a data file shorter than its manifest)
+// fails the reshard on every rank, naming the tensor, before any temporary directory exists:
+// the output keeps its step-1 checkpoint and nothing else.
+TEST_F(ExchangeFaultTest, ReshardOfADamagedSourceFailsEverywhereAndLeavesNoTemporary) {
+  save("r", 1);
+  const std::string step = save("a", 9);
+  const std::string manifest_path = step + "/manifest.json";
+  const std::string intact = slurp(manifest_path);
+  const std::vector<std::string> damages = {"overlap", "truncated"};
+  for (const std::string& damage : damages) {
+    if (world_->rank() == 0) {
+      nlohmann::json j = nlohmann::json::parse(intact);
+      for (nlohmann::json& t : j["tensors"]) {
+        if (t["name"] != "model.norm.weight") continue;
+        if (damage == "overlap") {
+          t["shards"].push_back(t["shards"][0]);
+        } else {
+          t["shards"][0]["offset"] = 1 << 20;  // past the end of its data file
+        }
+      }
+      std::ofstream(manifest_path, std::ios::trunc) << j.dump();
+    }
+    ASSERT_TRUE(world_->barrier().ok());
+    Result<std::string> r = reshard_checkpoint(step, reshard_options(), *world_,
+                                               io::default_env());
+    ASSERT_FALSE(r.ok()) << damage;
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << damage;
+    const std::string& msg = r.status().message();
+    EXPECT_TRUE(contains(msg, "model.norm.weight")) << damage << ": " << msg;
+    EXPECT_TRUE(contains(msg, damage == "overlap" ? "shards overlap" : "the file has only"))
+        << damage << ": " << msg;
+    ASSERT_TRUE(world_->barrier().ok());
+    if (world_->rank() == 0) {
+      expect_output_unchanged(damage);
+      std::ofstream(manifest_path, std::ios::trunc) << intact;
+    }
+    ASSERT_TRUE(world_->barrier().ok());
+  }
+}
+
 }  // namespace
 }  // namespace ms::ckpt
