@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The main job on bundled data, end to end:
-#   datasets from the bundled corpora -> a weighted mixture plan -> training on 2 ranks with
-#   telemetry, traces and checkpoints -> reshard the checkpoint offline to 4 ranks -> export to
-#   Hugging Face safetensors -> generate text -> a MoE model served with attention and experts
-#   on separate ranks -> diagnosis (health check, straggler what-if on the run's trace, fault
-#   detection on simulated telemetry).
-# Environment: BUILD_DIR (default build/release), JOBS, DEMO_STEPS (default 40).
+#   a byte-level BPE tokenizer learned from Tiny Shakespeare (GPT-2's Hugging Face
+#   tokenizer.json shown loading unchanged) -> datasets from the bundled corpora -> a weighted
+#   mixture plan -> training on 2 ranks with telemetry, traces and checkpoints, its loss printed
+#   next to the data's unigram entropy -> reshard the checkpoint offline to 4 ranks -> export to
+#   Hugging Face safetensors -> generate text that reads like the corpus -> a MoE model served
+#   with attention and experts on separate ranks -> diagnosis (health check, straggler what-if
+#   on the run's trace, fault detection on simulated telemetry).
+# Environment: BUILD_DIR (default build/release), JOBS, DEMO_STEPS (default 400: about 2 minutes
+# of training on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +16,7 @@ scripts/install-deps.sh
 
 BUILD_DIR=${BUILD_DIR:-build/release}
 JOBS=${JOBS:-$(nproc)}
-STEPS=${DEMO_STEPS:-40}
+STEPS=${DEMO_STEPS:-400}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DMS_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 BIN="$BUILD_DIR/bin"
@@ -23,7 +26,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OPENBLAS_NUM_THREADS=1
 MPIRUN=(mpirun --oversubscribe -np 2)
-TOKENIZER=data/tokenizers/gpt2/tokenizer.json
+GPT2=data/tokenizers/gpt2/tokenizer.json
+TOKENIZER=data/shakespeare.tokenizer.json
 RUN=runs/demo
 
 step() { printf '\n== %s\n' "$*"; }
@@ -34,13 +38,30 @@ step "toolkit version"
 step "ranks, hosts, devices and clock offsets (2 ranks)"
 "${MPIRUN[@]}" "$BIN/ms-diagnose" info
 
-step "datasets: Tiny Shakespeare (one document per scene) and arithmetic word problems"
+step "tokenizers: GPT-2's Hugging Face tokenizer.json, and a 1024-token BPE learned from the corpus"
+ids=$("$BIN/ms-data" tokenizer encode --tokenizer "$GPT2" --text "Hello world")
+echo "GPT-2 encodes 'Hello world' as $ids (Hugging Face's GPT-2 tokenizer: [15496,995])"
+[ "$ids" = "[15496,995]" ] || { echo "GPT-2 ids differ from Hugging Face's" >&2; exit 1; }
+# A vocabulary fitted to the corpus: 1024 ids instead of 50257 keep the embedding small, so the
+# tiny model spends its parameters and FLOPs on the transformer and learns within minutes.
+"$BIN/ms-data" tokenizer train --input data/corpus/tinyshakespeare.txt --vocab-size 1024 \
+  --output "$TOKENIZER"
+"$BIN/ms-data" tokenizer encode --tokenizer "$TOKENIZER" --text "ROMEO: Wherefore art thou?"
+
+step "datasets: Tiny Shakespeare (one document per speech) and arithmetic word problems"
+# Speeches are stored without an end-of-document token, so a sample reads like the play, one
+# speaker after another, and generation goes on to the next speaker instead of stopping.
 "$BIN/ms-data" build --input data/corpus/tinyshakespeare.txt --doc-separator blank-line \
-  --tokenizer "$TOKENIZER" --output data/shakespeare --no-progress
+  --no-append-eos --tokenizer "$TOKENIZER" --output data/shakespeare --no-progress
 "$BIN/ms-data" build --input data/corpus/arithmetic.jsonl.zst \
   --tokenizer "$TOKENIZER" --output data/arithmetic --no-progress
 "$BIN/ms-data" verify data/shakespeare
 "$BIN/ms-data" inspect data/arithmetic
+entropy() { "$BIN/ms-data" inspect "$1" --entropy | sed -n 's/^unigram *entropy \([0-9.]*\) nats.*/\1/p'; }
+H_SHAKESPEARE=$(entropy data/shakespeare)
+H_ARITHMETIC=$(entropy data/arithmetic)
+echo "unigram entropy (the loss of a model that ignores context): shakespeare $H_SHAKESPEARE," \
+  "arithmetic $H_ARITHMETIC nats/token"
 
 step "a weighted mixture plan with a held-out validation split"
 "$BIN/ms-data" plan --config configs/mix-shakespeare.yaml --output data/shakespeare.plan
@@ -49,8 +70,18 @@ step "a weighted mixture plan with a held-out validation split"
 step "training the tiny model on 2 data-parallel ranks (ZeRO-1), $STEPS steps"
 rm -rf "$RUN"
 "${MPIRUN[@]}" "$BIN/ms-train" --config configs/tiny-cpu.yaml \
-  --set run.dir="$RUN" --set train.steps="$STEPS" --set train.eval_every=20
+  --set run.dir="$RUN" --set train.steps="$STEPS"
 ls "$RUN" "$RUN/telemetry" "$RUN/trace" "$RUN/checkpoints"
+echo "loss (nats/token) against the unigram entropy of the data (shakespeare $H_SHAKESPEARE," \
+  "arithmetic $H_ARITHMETIC; the blend is 90/10, then 80/20):"
+awk -v h="$H_SHAKESPEARE" '
+  / step [0-9]+\/[0-9]+ \| loss / { split($0, a, "step "); split(a[2], b, " "); s = b[1];
+                                     split($0, c, "loss "); split(c[2], d, " "); train[s] = d[1]; order[++n] = s }
+  / eval step / { split($0, a, "eval step "); split(a[2], b, " "); split($0, c, "val_loss "); val[b[1]] = c[2] }
+  END { printf "  %-9s %10s %10s %18s\n", "step", "train", "val", "train - unigram";
+        for (i = 1; i <= n; ++i) { s = order[i]; split(s, t, "/");
+          printf "  %-9s %10.3f %10s %+18.3f\n", s, train[s], (t[1] in val) ? sprintf("%.3f", val[t[1]]) : "", train[s] - h } }
+' "$RUN/log.txt"
 
 step "the checkpoint: inspect, verify, reshard offline to dp=4, compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"
@@ -65,17 +96,27 @@ rm -rf runs/demo-resharded runs/demo-hf
 ls runs/demo-hf
 
 step "generate from the trained model (greedy, then sampled)"
-printf '%s\n' '{"id":"greedy","prompt":"ROMEO:","max_tokens":24}' \
-  '{"id":"sampled","prompt":"KING HENRY:","max_tokens":24,"temperature":0.8,"top_p":0.95,"seed":7}' \
+printf '%s\n' '{"id":"greedy","prompt":"ROMEO:\n","max_tokens":80}' \
+  '{"id":"sampled","prompt":"KING HENRY:\n","max_tokens":80,"temperature":0.8,"top_p":0.95,"seed":7}' \
   > runs/demo-prompts.jsonl
 "$BIN/ms-infer" generate --model runs/demo-hf --prompts runs/demo-prompts.jsonl \
   --output runs/demo-generations.jsonl --no-progress
-cat runs/demo-generations.jsonl
+show_text() {  # <completions.jsonl> <tokenizer.json>: each prompt and its completion as text
+  while IFS= read -r line; do
+    id=$(printf '%s' "$line" | sed 's/.*"id":"\([^"]*\)".*/\1/')
+    tokens=$(printf '%s' "$line" | sed 's/.*"tokens":\[\([0-9,]*\)\].*/\1/')
+    printf -- '--- %s\n%s' "$id" "$(grep "\"id\":\"$id\"" runs/demo-prompts.jsonl \
+      | sed 's/.*"prompt":"\([^"]*\)".*/\1/; s/\\n$//')"
+    echo
+    "$BIN/ms-data" tokenizer decode --tokenizer "$2" --ids "[$tokens]"
+  done < "$1"
+}
+show_text runs/demo-generations.jsonl runs/demo-hf/tokenizer.json
 
 step "a mixture-of-experts model: 20 steps on 2 ranks, served with attention and experts on separate ranks"
 rm -rf runs/demo-moe
 "${MPIRUN[@]}" "$BIN/ms-train" --config configs/tiny-moe.yaml --set run.dir=runs/demo-moe \
-  --set data.plan=data/shakespeare.plan --set train.seq_len=64 --set model.max_seq_len=64 \
+  --set data.plan=data/shakespeare.plan --set model.vocab_size=1024 \
   --set train.steps=20 --set train.eval_every=0 --set checkpoint.every=20
 # 1 attention rank (KV cache, engine) and 2 expert ranks (2 of the 4 experts each), micro-batches
 # ping-ponging between them; the tokens must equal one process serving the whole model.
@@ -84,7 +125,7 @@ mpirun --oversubscribe -np 3 "$BIN/ms-infer" generate --checkpoint runs/demo-moe
   --attention-ranks 1 --micro-batches 2 --no-progress
 "$BIN/ms-infer" generate --checkpoint runs/demo-moe/checkpoints --prompts runs/demo-prompts.jsonl \
   --output runs/demo-moe-one-process.jsonl --no-progress
-cat runs/demo-moe-disaggregated.jsonl
+# (20 steps teach this model little: the point here is the serving layout, not its text.)
 tokens() { grep -o '"tokens":\[[^]]*\]' "$1"; }
 if [ "$(tokens runs/demo-moe-disaggregated.jsonl)" = "$(tokens runs/demo-moe-one-process.jsonl)" ]; then
   echo "disaggregated serving produced the same tokens as one process"

@@ -91,14 +91,16 @@ class CorpusStream {
   uint64_t finished_bytes_ = 0;
 };
 
-// Token ids of each document of `batch`, with `eos` appended when it is >= 0.
+// Token ids of each document of `batch`, with `eos` appended when it is >= 0 and the document
+// has tokens: like Megatron's preprocess_data.py, an empty text stays empty (no sequence, no
+// end-of-document token).
 std::vector<std::vector<int32_t>> tokenize_batch(const Tokenizer& tokenizer, const Batch& batch,
                                                  ThreadPool* pool, int32_t eos) {
   std::vector<std::vector<int32_t>> out(batch.texts.size());
   auto encode_range = [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       out[i] = tokenizer.encode(batch.texts[i]);
-      if (eos >= 0) out[i].push_back(eos);
+      if (eos >= 0 && !out[i].empty()) out[i].push_back(eos);
     }
   };
   if (pool == nullptr) {
@@ -166,6 +168,7 @@ class Builder {
   std::vector<int64_t> own_lengths_;              // MPI builds: tokens per own document
   std::vector<size_t> batch_sizes_;               // documents per batch, every batch
   std::vector<int64_t> source_tokens_;            // tokens per source, own documents
+  uint64_t sequences_ = 0;                        // non-empty documents (all ranks' once gathered)
   uint64_t text_bytes_ = 0;
   DatasetMeta meta_;
 };
@@ -197,6 +200,7 @@ Status Builder::write_own_batch(const Batch& batch) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     source_tokens_[batch.sources[i]] += static_cast<int64_t>(tokens[i].size());
     text_bytes_ += batch.texts[i].size();
+    sequences_ += tokens[i].empty() ? 0 : 1;
     if (ranks_ == 1) {
       MS_RETURN_IF_ERROR(writer_->add_document(tokens[i]));
     } else {
@@ -277,6 +281,8 @@ Status Builder::gather_and_stitch() {
   for (int r = 0; r < ranks_; ++r) offsets[r + 1] = offsets[r] + recv_counts[r];
   std::vector<int64_t> all_lengths(offsets.back());
   MS_RETURN_IF_ERROR(comm_->allgatherv(own_lengths_.data(), own_lengths_.size(), all_lengths.data(), recv_counts, DType::kI64));
+  sequences_ = static_cast<uint64_t>(std::count_if(all_lengths.begin(), all_lengths.end(),
+                                                   [](int64_t length) { return length > 0; }));
   std::vector<int64_t> totals(source_tokens_.size());
   MS_RETURN_IF_ERROR(comm_->allreduce(source_tokens_.data(), totals.data(), totals.size(), DType::kI64, comm::ReduceOp::kSum));
   source_tokens_ = totals;
@@ -309,7 +315,7 @@ Result<BuildResult> Builder::run() {
     result.meta.documents += s.documents;
     result.meta.tokens += s.tokens;
   }
-  result.meta.sequences = result.meta.documents;
+  result.meta.sequences = sequences_;
   result.text_bytes = text_bytes_;
   result.seconds = clock.elapsed_s();
   return result;

@@ -2,7 +2,9 @@
 // Documents are read in input order and grouped into batches (a batch closes at
 // batch_documents documents or batch_bytes bytes, so its boundaries depend on the input alone);
 // a batch is tokenized on a thread pool, each document gets the end-of-document id appended,
-// and the documents are written in input order, one sequence per document.
+// and the documents are written in input order, one sequence per document. A document with no
+// tokens (empty text) is written as Megatron's preprocess_data.py writes it: a document with no
+// sequence and no end-of-document id.
 //
 // Under MPI with R > 1 ranks every rank streams the whole input (parsing is cheap next to
 // tokenizing) and tokenizes batch b when b % R == its rank, writing tokens to a part file beside

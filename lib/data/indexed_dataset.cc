@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cerrno>
@@ -169,6 +170,7 @@ Result<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
   ds.idx_size_ = ds.idx_->size;
   ds.bin_size_ = ds.bin_->size;
   MS_RETURN_IF_ERROR(ds.validate_index());
+  MS_RETURN_IF_ERROR(ds.check_i64_ids());
   const uint32_t crc = crc32c(ds.idx_->data, ds.idx_size_);
   ds.content_hash_ = hex(crc, 8) + hex(ds.bin_size_, 16);
   MS_RETURN_IF_ERROR(ds.load_meta());
@@ -245,6 +247,30 @@ Status IndexedDataset::validate_index() {
   if (static_cast<uint64_t>(document_index_.back()) != n) {
     return bad(documents_at + 8 * (m - 1), "document index ends at " + std::to_string(document_index_.back()) +
                                                " but there are " + std::to_string(n) + " sequences");
+  }
+  return Status::OK();
+}
+
+// Readers hand out ids as int32, so an i64 dataset is only usable when every id fits; a value
+// like 2^32 + 5 would otherwise read as 5. Checked once here, so no reader (verify, inspect,
+// dump, loaders, the planner) can narrow silently. Costs one sequential pass over the .bin, for
+// i64 datasets only.
+Status IndexedDataset::check_i64_ids() const {
+  if (static_cast<TokenDType>(dtype_code_) != TokenDType::kI64) return Status::OK();
+  for (size_t seq = 0; seq < num_sequences_; ++seq) {
+    const int64_t pointer = sequence_pointer(seq);
+    const int32_t length = sequence_length(seq);
+    for (int32_t i = 0; i < length; ++i) {
+      const uint64_t at = static_cast<uint64_t>(pointer) + 8 * static_cast<uint64_t>(i);
+      const int64_t id = load<int64_t>(bin_->data, at);
+      if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
+        auto doc = std::upper_bound(document_index_.begin(), document_index_.end(), static_cast<int64_t>(seq));
+        return Corruption(prefix_ + ".bin: sequence " + std::to_string(seq) + " (document " +
+                          std::to_string(doc - document_index_.begin() - 1) + ") token " +
+                          std::to_string(i) + " (byte offset " + std::to_string(at) + ") holds id " +
+                          std::to_string(id) + ", which does not fit int32; token ids are read as int32");
+      }
+    }
   }
   return Status::OK();
 }
@@ -366,7 +392,9 @@ void IndexedDatasetWriter::end_document() {
 }
 
 Status IndexedDatasetWriter::add_document(std::span<const int32_t> tokens) {
-  MS_RETURN_IF_ERROR(add_sequence(tokens));
+  if (!error_.ok()) return error_;
+  if (finished_) return fail(FailedPrecondition(prefix_ + ": add after finish()"));
+  if (!tokens.empty()) MS_RETURN_IF_ERROR(add_sequence(tokens));
   end_document();
   return Status::OK();
 }

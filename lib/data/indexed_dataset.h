@@ -55,8 +55,9 @@ class IndexedDataset {
  public:
   // Maps and validates the dataset: magic, version, dtype code, counts against the .idx size,
   // non-negative lengths, pointers that increase without overlap and stay inside the .bin,
-  // a document index that starts at 0, never decreases and ends at the sequence count, and a
-  // readable, matching .meta.json when one exists. NotFound when a file is missing; Corruption
+  // a document index that starts at 0, never decreases and ends at the sequence count, every id
+  // of an i64 dataset inside int32 (one pass over the .bin), and a readable, matching
+  // .meta.json when one exists. NotFound when a file is missing; Corruption
   // naming the file, the field and its byte offset otherwise.
   static Result<IndexedDataset> open(const std::string& prefix);
 
@@ -70,9 +71,9 @@ class IndexedDataset {
   int32_t sequence_length(size_t seq) const;
   // Byte offset of sequence `seq` in the .bin.
   int64_t sequence_pointer(size_t seq) const;
-  // Copies tokens [offset, offset+count) of sequence `seq` into `out`, widening to int32 (i64
-  // values are narrowed; `verify` reports ids that do not fit). The range must lie inside the
-  // sequence (asserted).
+  // Copies tokens [offset, offset+count) of sequence `seq` into `out`, as int32 (open() has
+  // refused an i64 dataset with an id outside int32). The range must lie inside the sequence
+  // (asserted).
   void read_tokens(size_t seq, size_t offset, size_t count, int32_t* out) const;
   // Sequence boundaries of the documents: document d spans sequences
   // [document_index()[d], document_index()[d+1]). num_documents() + 1 entries.
@@ -94,6 +95,7 @@ class IndexedDataset {
   struct Mapping;
   IndexedDataset() = default;
   Status validate_index();
+  Status check_i64_ids() const;
   Status load_meta();
 
   std::string prefix_;
@@ -133,8 +135,9 @@ class IndexedDatasetWriter {
   IndexedDatasetWriter(const IndexedDatasetWriter&) = delete;
   IndexedDatasetWriter& operator=(const IndexedDatasetWriter&) = delete;
 
-  // One document made of one sequence (Megatron's default). InvalidArgument naming the token
-  // when an id is negative or does not fit the dtype.
+  // One document made of one sequence (Megatron's default), or of no sequence when `tokens` is
+  // empty (as Megatron's add_document does with an empty document). InvalidArgument naming the
+  // token when an id is negative or does not fit the dtype.
   Status add_document(std::span<const int32_t> tokens);
   // Appends one sequence to the current document; end_document() closes it. For datasets with
   // several sequences per document (Megatron's sentence splitting).

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <unordered_map>
 
 namespace ms::data {
 namespace {
@@ -87,6 +89,28 @@ DatasetStats compute_dataset_stats(const IndexedDataset& dataset) {
     const uint64_t lo = k == 0 ? 0 : uint64_t{1} << (k - 1);
     const uint64_t hi = k == 0 ? 0 : (uint64_t{1} << k) - 1;
     stats.histogram.push_back(LengthBucket{lo, hi, counts[k]});
+  }
+  return stats;
+}
+
+UnigramStats compute_unigram_stats(const IndexedDataset& dataset) {
+  std::unordered_map<int32_t, uint64_t> counts;
+  std::vector<int32_t> buffer;
+  for (size_t seq = 0; seq < dataset.num_sequences(); ++seq) {
+    const size_t length = static_cast<size_t>(dataset.sequence_length(seq));
+    for (size_t offset = 0; offset < length; offset += kVerifyChunk) {
+      buffer.resize(std::min(kVerifyChunk, length - offset));
+      dataset.read_tokens(seq, offset, buffer.size(), buffer.data());
+      for (int32_t id : buffer) ++counts[id];
+    }
+  }
+  UnigramStats stats;
+  stats.tokens = dataset.total_tokens();
+  stats.distinct_ids = counts.size();
+  const double total = static_cast<double>(stats.tokens);
+  for (const auto& [id, count] : counts) {
+    const double p = static_cast<double>(count) / total;
+    stats.entropy_nats -= p * std::log(p);
   }
   return stats;
 }

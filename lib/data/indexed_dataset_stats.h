@@ -34,6 +34,17 @@ struct DatasetStats {
 // Statistics over the documents of `dataset` (reads the index only).
 DatasetStats compute_dataset_stats(const IndexedDataset& dataset);
 
+// The unigram distribution of a dataset's tokens: the cross-entropy a model that ignores
+// context would reach, the yardstick a training loss (in nats) has to fall below.
+struct UnigramStats {
+  uint64_t tokens = 0;
+  uint64_t distinct_ids = 0;
+  double entropy_nats = 0.0;  // -sum p log p over the ids' frequencies
+};
+
+// Reads every token once (in fixed-size chunks, so memory grows with the distinct ids only).
+UnigramStats compute_unigram_stats(const IndexedDataset& dataset);
+
 struct VerifyOptions {
   // Ids must be below this; 0 takes the sidecar's vocab_size, and with no sidecar the id check
   // is skipped (verify reports that it did so).

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "config/suggest.h"
+#include "data/plan.h"
 
 namespace ms::data {
 
@@ -96,7 +97,8 @@ config::Schema<MixtureConfig> make_schema() {
       .non_empty();
   s.add("seq_len", "Tokens per sample fed to the model; packed samples hold seq_len + 1.",
         &MixtureConfig::seq_len)
-      .at_least(1);
+      .at_least(1)
+      .at_most(kMaxPlanSeqLen);
   s.add("seed", "Seed of the document shuffles and the validation hold-out.", &MixtureConfig::seed)
       .at_least(0);
   s.add("total_samples", "Training samples to plan (or set total_tokens).",

@@ -316,7 +316,10 @@ Result<PlanInfo> info_from_json(std::string_view text, const std::string& name) 
 }
 
 Status check_info(const PlanInfo& info, const std::string& name) {
-  if (info.seq_len < 1) return corrupt(name, "seq_len " + std::to_string(info.seq_len) + " < 1");
+  if (info.seq_len < 1 || info.seq_len > kMaxPlanSeqLen) {
+    return corrupt(name, "seq_len " + std::to_string(info.seq_len) + " is outside [1, " +
+                             std::to_string(kMaxPlanSeqLen) + "]");
+  }
   if (info.sources.empty() || info.sources.size() > 65535) {
     return corrupt(name, "source count " + std::to_string(info.sources.size()) +
                              " outside [1, 65535]");
@@ -473,6 +476,12 @@ Status check_stream(const PlanInfo& info, int split, size_t source,
       return corrupt(name, what + " stream entry " + std::to_string(i) + " is out of range");
     }
     previous = ends[i];
+  }
+  // Each epoch concatenates the split's sequences once, so the stream holds epochs x tokens.
+  if ((c.epochs > 0 && c.tokens > UINT64_MAX / c.epochs) || previous != c.epochs * c.tokens) {
+    return corrupt(name, what + " stream ends at token " + std::to_string(previous) +
+                             ", not at epochs x tokens = " + std::to_string(c.epochs) + " x " +
+                             std::to_string(c.tokens));
   }
   const uint64_t needed = c.samples == 0 ? 0 : c.samples * static_cast<uint64_t>(info.seq_len) + 1;
   if (c.samples > UINT64_MAX / static_cast<uint64_t>(info.seq_len) || previous < needed) {

@@ -31,6 +31,10 @@ inline constexpr std::string_view kPlanMagic{"MSPLAN\x00\x00", 8};
 inline constexpr uint32_t kPlanFormatVersion = 1;
 inline constexpr size_t kPlanHeaderBytes = 64;
 inline constexpr size_t kPlanSectionEntryBytes = 32;
+// The longest sample a plan may hold. Loaders size their buffers by seq_len, so the number a
+// file claims is bounded before anything is allocated; 2^24 tokens is far beyond any context
+// length in use.
+inline constexpr int64_t kMaxPlanSeqLen = int64_t{1} << 24;
 
 // Per source and split: how much data the split has and how much of it the plan uses.
 struct PlanSplitCounts {

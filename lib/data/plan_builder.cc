@@ -159,6 +159,31 @@ bool held_out_for_validation(uint64_t seed, uint64_t document, double fraction) 
   return uniform(seed, kValidationStream, document) < fraction;
 }
 
+namespace {
+
+// The source with the largest deficit w_s * k - taken_s, ties to the lower index, among the
+// sources with a positive weight. Megatron's helper also scores zero-weight sources, which then
+// win the 0 = 0 tie at sample 1 against a source that already holds one sample; a source a
+// phase gives no weight must get no sample, so they are left out, which makes a phase exactly
+// Megatron's blend over its weighted sources. With no positive weight, source 0.
+size_t largest_deficit(const std::vector<double>& w, const std::vector<double>& taken, double k) {
+  size_t best = 0;
+  double best_deficit = 0;
+  bool found = false;
+  for (size_t s = 0; s < w.size(); ++s) {
+    if (w[s] <= 0) continue;
+    const double deficit = w[s] * k - taken[s];
+    if (!found || deficit > best_deficit) {
+      best = s;
+      best_deficit = deficit;
+      found = true;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t samples) {
   BlendResult r;
   r.source.resize(samples);
@@ -168,19 +193,12 @@ BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t
   for (size_t p = 0; p < phases.size(); ++p) {
     const int64_t begin = std::min(phases[p].at_sample, samples);
     const int64_t end = p + 1 < phases.size() ? std::min(phases[p + 1].at_sample, samples) : samples;
-    const std::vector<double>& w = phases[p].weights;
     std::fill(taken.begin(), taken.end(), 0.0);
     for (int64_t i = begin; i < end; ++i) {
-      const double k = static_cast<double>(i - begin + 1);
-      size_t best = 0;
-      double best_deficit = w[0] * k - taken[0];
-      for (size_t s = 1; s < num_sources; ++s) {
-        const double deficit = w[s] * k - taken[s];
-        if (deficit > best_deficit) {
-          best = s;
-          best_deficit = deficit;
-        }
-      }
+      // Megatron-LM's build_blending_indices targets w * max(i, 1) with i counted from the
+      // phase start; the max makes samples 0 and 1 both aim at one sample's worth.
+      const double k = static_cast<double>(std::max<int64_t>(i - begin, 1));
+      const size_t best = largest_deficit(phases[p].weights, taken, k);
       r.source[i] = static_cast<uint16_t>(best);
       r.index[i] = r.counts[best]++;
       taken[best] += 1.0;

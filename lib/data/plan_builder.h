@@ -2,8 +2,9 @@
 // each exposed for tests:
 //   1. hold out documents for validation by a seeded hash of the document index;
 //   2. blend: global sample i goes to the source with the largest deficit
-//      w_s * (i + 1 - phase_start) - taken_s within the current schedule phase (Megatron's
-//      error-minimizing rule), so every prefix keeps each source within one sample of its share;
+//      w_s * max(i - phase_start, 1) - taken_s within the current schedule phase, ties to the
+//      lower source index (exactly Megatron-LM's build_blending_indices), so after n samples of
+//      a phase w_s * (n - 1) - 1 < taken_s < w_s * n + 1;
 //   3. per source and split, shuffle the split's sequences per epoch (Philox keyed by seed,
 //      source name, split and epoch) and concatenate epochs into a token stream long enough for
 //      the samples the blend takes from it.

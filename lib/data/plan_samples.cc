@@ -18,6 +18,28 @@ Status check_dataset(const PlanSource& source, const IndexedDataset& dataset) {
   return Status::OK();
 }
 
+// The plan's stream of `source` must be made of the dataset's real sequences: entry i spans
+// exactly the length of sequence order[i]. Then every sample a plan can address lies inside the
+// dataset, whatever numbers the plan file claims.
+Status check_stream_lengths(const Plan& plan, Split split, uint32_t source,
+                            const IndexedDataset& dataset) {
+  const std::span<const uint32_t> order = plan.sequence_order(split, source);
+  const std::span<const uint64_t> ends = plan.stream_end(split, source);
+  uint64_t begin = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const uint64_t length = static_cast<uint64_t>(dataset.sequence_length(order[i]));
+    if (ends[i] - begin != length) {
+      return Corruption("plan '" + plan.path() + "': source '" + plan.info().sources[source].name + "' " +
+                        std::string(split_name(split)) + " stream entry " + std::to_string(i) +
+                        " spans " + std::to_string(ends[i] - begin) + " tokens but sequence " +
+                        std::to_string(order[i]) + " of '" + dataset.prefix() + "' has " +
+                        std::to_string(length) + "; the plan does not describe this dataset");
+    }
+    begin = ends[i];
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PlanSampleReader>> PlanSampleReader::open(std::shared_ptr<const Plan> plan,
@@ -37,6 +59,7 @@ Result<std::unique_ptr<PlanSampleReader>> PlanSampleReader::open(std::shared_ptr
       return dataset.status().with_context("plan '" + plan->path() + "' source '" + source.name + "'");
     }
     MS_RETURN_IF_ERROR(check_dataset(source, *dataset).with_context("plan '" + plan->path() + "'"));
+    MS_RETURN_IF_ERROR(check_stream_lengths(*plan, split, static_cast<uint32_t>(s), *dataset));
     reader->datasets_[s].emplace(std::move(dataset).value());
   }
   reader->plan_ = std::move(plan);

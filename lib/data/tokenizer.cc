@@ -2,6 +2,8 @@
 // Hugging Face tokenizer.json), and encode_batch spreads documents over a thread pool.
 #include "data/tokenizer.h"
 
+#include <new>
+
 #include "core/thread_pool.h"
 #include "data/tokenizer_formats.h"
 #include "io/atomic_file.h"
@@ -14,19 +16,35 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path) {
   return load(path, TokenizerLoadOptions{});
 }
 
-Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path,
+namespace {
+
+Result<std::unique_ptr<Tokenizer>> parse_tokenizer(const std::string& path, std::string_view text,
                                                    const TokenizerLoadOptions& options) {
-  Result<std::string> text = io::read_file(path);
-  if (!text.ok()) return text.status().with_context("loading tokenizer");
   if (path.ends_with(".tiktoken")) {
     const std::string encoding = options.tiktoken_encoding.empty()
                                      ? tiktoken_encoding_from_path(path)
                                      : options.tiktoken_encoding;
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> t, load_tiktoken(path, *text, encoding));
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> t, load_tiktoken(path, text, encoding));
     return std::unique_ptr<Tokenizer>(std::move(t));
   }
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> t, load_hf_tokenizer_json(path, *text));
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<BpeTokenizer> t, load_hf_tokenizer_json(path, text));
   return std::unique_ptr<Tokenizer>(std::move(t));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path,
+                                                   const TokenizerLoadOptions& options) {
+  Result<std::string> text = io::read_file(path);
+  if (!text.ok()) return text.status().with_context("loading tokenizer");
+  // Every size a file claims is bounded before it is used; this names the file should the
+  // machine still run out of memory on a legitimately huge one.
+  try {
+    return parse_tokenizer(path, *text, options);
+  } catch (const std::bad_alloc&) {
+    return Unavailable("tokenizer '" + path + "': out of memory while loading its " +
+                       std::to_string(text->size()) + " bytes");
+  }
 }
 
 std::vector<std::vector<int32_t>> encode_batch(const Tokenizer& tokenizer,

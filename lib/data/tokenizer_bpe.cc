@@ -44,6 +44,10 @@ std::optional<uint8_t> parse_byte_token(std::string_view token) {
   return static_cast<uint8_t>(value);
 }
 
+int64_t max_token_id_for(size_t entries) {
+  return 2 * static_cast<int64_t>(entries) + (int64_t{1} << 18) - 1;
+}
+
 BpeTokenizer::BpeTokenizer(BpeTokenizerSpec spec) : spec_(std::move(spec)) {}
 
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(BpeTokenizerSpec spec,
@@ -59,6 +63,13 @@ Status BpeTokenizer::index(const std::string& source) {
   for (const auto& [token, id] : spec_.vocab) max_id = std::max(max_id, id);
   for (const AddedToken& t : spec_.added) max_id = std::max(max_id, t.id);
   if (max_id < 0) return InvalidArgument(source + ": the vocabulary is empty");
+  const int64_t limit = max_token_id_for(spec_.vocab.size() + spec_.added.size());
+  if (max_id > limit) {
+    return InvalidArgument(source + ": token id " + std::to_string(max_id) + " is beyond the " +
+                           std::to_string(limit) + " a tokenizer of " +
+                           std::to_string(spec_.vocab.size() + spec_.added.size()) +
+                           " entries may use (2 x entries + 2^18)");
+  }
   id_to_token_.assign(static_cast<size_t>(max_id) + 1, std::string());
   is_added_.assign(id_to_token_.size(), 0);
   std::vector<int8_t> seen(id_to_token_.size(), 0);

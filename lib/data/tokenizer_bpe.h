@@ -50,6 +50,12 @@ struct BpeTokenizerSpec {
   std::vector<AddedToken> added;
 };
 
+// The largest id a tokenizer with `entries` vocabulary and added-token entries may use. Ids
+// index dense tables, so an id a file claims must stay near the file's real entry count: holes
+// and specials placed past the vocabulary are fine (2 x entries + 2^18 leaves room for every
+// published tokenizer, a few MB of tables), a 2^31 id is refused instead of allocating 68 GB.
+int64_t max_token_id_for(size_t entries);
+
 class BpeTokenizer final : public Tokenizer {
  public:
   // Validates the spec (ids unique and non-negative, merged ids in range, byte-level alphabet

@@ -13,6 +13,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";
+// Deepest Sequence nesting read; real files nest one or two levels.
+constexpr int kMaxNesting = 16;
 
 // "line L, column C" of byte offset `offset` in `text`.
 std::string line_and_column(std::string_view text, size_t offset) {
@@ -54,12 +56,24 @@ class JsonReader {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
       return error(key, "must be a non-negative 32-bit integer id");
     }
+    if (v.get<int64_t>() > max_id_) {
+      return error(key, "is id " + std::to_string(v.get<int64_t>()) + ", beyond the largest id " +
+                            std::to_string(max_id_) + " a file of " + std::to_string(entries_) +
+                            " vocab and added-token entries may use (2 x entries + 2^18)");
+    }
     return static_cast<int32_t>(v.get<int64_t>());
+  }
+  // Bounds every id by the entries the file really holds (see max_token_id_for).
+  void set_entries(size_t entries) {
+    entries_ = entries;
+    max_id_ = max_token_id_for(entries);
   }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
+  size_t entries_ = 0;
+  int64_t max_id_ = INT32_MAX;
 };
 
 // Vocabulary spelling -> stored form: raw bytes for byte-level BPE, unchanged otherwise.
@@ -231,7 +245,10 @@ Status read_metaspace(const JsonReader& r, const json& p, const std::string& key
 }
 
 Status read_pre_tokenizer_step(const JsonReader& r, const json& p, const std::string& key,
-                               BpeTokenizerSpec& spec) {
+                               int depth, BpeTokenizerSpec& spec) {
+  if (depth > kMaxNesting) {
+    return r.error(key, "nests Sequence pre-tokenizers deeper than " + std::to_string(kMaxNesting) + " levels");
+  }
   MS_ASSIGN_OR_RETURN(std::string type, r.string_at(p, "type", key + ".type"));
   if (type == "ByteLevel") {
     spec.byte_level = true;
@@ -249,26 +266,53 @@ Status read_pre_tokenizer_step(const JsonReader& r, const json& p, const std::st
     MS_ASSIGN_OR_RETURN(const json* steps, r.required(p, "pretokenizers", key + ".pretokenizers"));
     if (!steps->is_array()) return r.error(key + ".pretokenizers", "must be an array");
     for (size_t i = 0; i < steps->size(); ++i) {
-      MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, (*steps)[i], key + ".pretokenizers[" + std::to_string(i) + "]", spec));
+      MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, (*steps)[i], key + ".pretokenizers[" + std::to_string(i) + "]",
+                                                 depth + 1, spec));
     }
     return Status::OK();
   }
   return r.error(key + ".type", "is '" + type + "', which is not supported (ByteLevel, Split, Metaspace, Sequence)");
 }
 
+// True when a string "ByteLevel" occurs in `j` within kMaxNesting levels. Bounded so a file
+// nested a million levels deep cannot exhaust the stack.
+bool mentions_byte_level(const json& j, int depth) {
+  if (j.is_string()) return j.get_ref<const std::string&>() == "ByteLevel";
+  if (!j.is_structured() || depth >= kMaxNesting) return false;
+  for (const json& v : j) {
+    if (mentions_byte_level(v, depth + 1)) return true;
+  }
+  return false;
+}
+
 // Byte-level BPE is recognized by a ByteLevel pre-tokenizer or decoder; its vocabulary must
 // then be read in the byte-level alphabet, so this is decided before the model is read.
 bool uses_byte_level(const json& root) {
-  const std::string text = root.value("pre_tokenizer", json()).dump() + root.value("decoder", json()).dump();
-  return text.find("\"ByteLevel\"") != std::string::npos;
+  for (const char* part : {"pre_tokenizer", "decoder"}) {
+    if (root.contains(part) && mentions_byte_level(root.at(part), 0)) return true;
+  }
+  return false;
 }
 
-Result<BpeTokenizerSpec> read_spec(const JsonReader& r, const json& root) {
+// Vocabulary plus added-token entries, counted before any id is read so every id can be bounded.
+size_t count_entries(const json& root) {
+  size_t entries = 0;
+  if (root.contains("model") && root.at("model").is_object() && root.at("model").contains("vocab")) {
+    entries += root.at("model").at("vocab").size();
+  }
+  if (root.contains("added_tokens") && root.at("added_tokens").is_array()) {
+    entries += root.at("added_tokens").size();
+  }
+  return entries;
+}
+
+Result<BpeTokenizerSpec> read_spec(JsonReader& r, const json& root) {
   if (!root.is_object()) return r.error("(root)", "must be a JSON object");
+  r.set_entries(count_entries(root));
   BpeTokenizerSpec spec;
   spec.byte_level = uses_byte_level(root);
   if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
-    MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, root.at("pre_tokenizer"), "pre_tokenizer", spec));
+    MS_RETURN_IF_ERROR(read_pre_tokenizer_step(r, root.at("pre_tokenizer"), "pre_tokenizer", 0, spec));
   }
   MS_RETURN_IF_ERROR(read_normalizer(r, root, spec));
   if (spec.byte_level && spec.metaspace) {

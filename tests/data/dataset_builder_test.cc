@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "data/indexed_dataset.h"
 #include "data/indexed_dataset_stats.h"
 #include "dataset_test_util.h"
@@ -107,6 +109,41 @@ TEST_F(BuildDataset, EndOfDocumentCanBeLeftOut) {
   ASSERT_TRUE(ds.ok());
   EXPECT_EQ(document(*ds, 2), (std::vector<int32_t>{'j', 'x'}));
   EXPECT_FALSE(ds->meta()->append_eos);
+}
+
+// Megatron's preprocess_data.py writes an empty text as a document with no sequence and no
+// end-of-document token (its add_document gets no ids and no lengths); so does ms-data, with or
+// without --no-append-eos.
+TEST_F(BuildDataset, EmptyDocumentHasNoSequenceAndNoEndOfDocument) {
+  write_text(dir_.file("gaps.jsonl"), "{\"text\": \"ab\"}\n{\"text\": \"\"}\n{\"text\": \"c\"}\n");
+  options_.inputs = {dir_.file("gaps.jsonl")};
+  for (bool append_eos : {true, false}) {
+    options_.append_eos = append_eos;
+    auto result = build(tokenizer_);
+    ASSERT_TRUE(result.ok()) << result.status().to_string();
+    EXPECT_EQ(result->meta.documents, 3u);
+    EXPECT_EQ(result->meta.sequences, 2u);
+    auto ds = IndexedDataset::open(options_.output_prefix);
+    ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+    EXPECT_EQ(ds->num_documents(), 3u);
+    EXPECT_EQ(ds->num_sequences(), 2u);
+    const std::vector<int64_t> index(ds->document_index().begin(), ds->document_index().end());
+    EXPECT_EQ(index, (std::vector<int64_t>{0, 1, 1, 2}));
+    EXPECT_EQ(ds->total_tokens(), append_eos ? 5u : 3u);
+    EXPECT_EQ(compute_dataset_stats(*ds).min_document_tokens, 0u);
+  }
+}
+
+TEST(IndexedDatasetWriter, EmptyDocumentAddsNoSequence) {
+  TempDir dir;
+  auto writer = IndexedDatasetWriter::create(dir.file("d"), static_cast<uint8_t>(TokenDType::kU16));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->add_document(std::vector<int32_t>{}).ok());
+  ASSERT_TRUE((*writer)->add_document(std::vector<int32_t>{4}).ok());
+  ASSERT_TRUE((*writer)->finish(DatasetMeta{}).ok());
+  EXPECT_EQ(read_text(dir.file("d.idx")),
+            encode_index(static_cast<uint8_t>(TokenDType::kU16), std::vector<int32_t>{1},
+                         std::vector<int64_t>{0, 0, 1}));
 }
 
 TEST_F(BuildDataset, DtypeFollowsTheVocabularyOrTheRequest) {
@@ -226,6 +263,23 @@ TEST_F(VerifyDataset, RefusesTrailingBytesAndAForeignTokenizer) {
   auto ds = IndexedDataset::open(options_.output_prefix);
   ASSERT_TRUE(ds.ok()) << ds.status().to_string();
   EXPECT_NE(verify_dataset(*ds, VerifyOptions{}).status().message().find("trailing bytes"), std::string::npos);
+}
+
+// Ids 1, 1, 2, 3 (and an empty document): p = 1/2, 1/4, 1/4, so H = 1.5 bits = 1.5 ln 2 nats.
+TEST(UnigramStats, EntropyOfTheTokenFrequencies) {
+  TempDir dir;
+  auto writer = IndexedDatasetWriter::create(dir.file("u"), static_cast<uint8_t>(TokenDType::kU16));
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE((*writer)->add_document(std::vector<int32_t>{1, 2}).ok());
+  ASSERT_TRUE((*writer)->add_document(std::vector<int32_t>{}).ok());
+  ASSERT_TRUE((*writer)->add_document(std::vector<int32_t>{3, 1}).ok());
+  ASSERT_TRUE((*writer)->finish(DatasetMeta{}).ok());
+  auto ds = IndexedDataset::open(dir.file("u"));
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  const UnigramStats u = compute_unigram_stats(*ds);
+  EXPECT_EQ(u.tokens, 4u);
+  EXPECT_EQ(u.distinct_ids, 3u);
+  EXPECT_NEAR(u.entropy_nats, 1.5 * std::log(2.0), 1e-12);
 }
 
 }  // namespace

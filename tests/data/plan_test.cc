@@ -29,7 +29,9 @@ std::vector<double> random_weights(size_t n, uint64_t seed) {
   return w;
 }
 
-TEST(Blend, EveryPrefixStaysWithinOneSampleOfEachShare) {
+// Megatron's rule serves a source at most one sample ahead of its share, and at most 1 + w_s
+// behind it (the max(i, 1) target lags the i + 1 one by a sample).
+TEST(Blend, EveryPrefixStaysWithinItsShareBounds) {
   for (uint64_t seed : {1, 2, 3}) {
     const std::vector<double> w = random_weights(8, seed);
     const std::vector<PlanPhase> phases{{0, w}};
@@ -38,10 +40,59 @@ TEST(Blend, EveryPrefixStaysWithinOneSampleOfEachShare) {
     for (int64_t n = 1; n <= 20000; ++n) {
       counts[r.source[n - 1]] += 1;
       for (size_t s = 0; s < 8; ++s) {
-        ASSERT_LE(std::abs(counts[s] - w[s] * n), 1.0) << "source " << s << " after " << n;
+        ASSERT_LT(counts[s], w[s] * n + 1.0) << "source " << s << " after " << n;
+        ASSERT_GT(counts[s], w[s] * (n - 1) - 1.0) << "source " << s << " after " << n;
       }
     }
   }
+}
+
+// Source sequences worked out by hand from Megatron-LM's build_blending_indices: sample i goes
+// to argmax_s w_s * max(i, 1) - taken_s, ties to the lower index. For 0.8/0.2:
+//   i=0: (0.8, 0.2) -> 0     i=1: (-0.2, 0.2) -> 1    i=2: (0.6, -0.6) -> 0
+//   i=3: (0.4, -0.4) -> 0    i=4: (0.2, -0.2) -> 0    i=5: (0, 0) tie -> 0
+//   i=6: (-0.2, 0.2) -> 1 ...
+// The old i + 1 target gave 0, 0, 1, ... (sample 1 differed).
+std::string source_string(const BlendResult& r) {
+  std::string out;
+  for (uint16_t s : r.source) out.push_back(static_cast<char>('0' + s));
+  return out;
+}
+
+TEST(Blend, MatchesMegatronSequencesComputedByHand) {
+  struct Case {
+    std::vector<double> weights;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{0.8, 0.2}, "010000100001"},
+      {{0.5, 0.3, 0.2}, "012010201001"},
+      {{0.25, 0.25, 0.5}, "201202120212"},
+      {{0.7, 0.2, 0.1}, "010200100001"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<PlanPhase> phases{{0, c.weights}};
+    EXPECT_EQ(source_string(blend(phases, c.weights.size(), 12)), c.expected)
+        << "weights " << ::testing::PrintToString(c.weights);
+  }
+}
+
+// Megatron's helper would give sample 1 of a (0, 1) blend to the zero-weight source (0 - 0 ties
+// 1 - 1); ms-data leaves unweighted sources out, so a phase is Megatron's blend over its
+// weighted sources.
+TEST(Blend, ZeroWeightSourcesAreLeftOutOfTheRule) {
+  const std::vector<PlanPhase> with_zero{{0, {0.8, 0.0, 0.2}}};
+  std::string s = source_string(blend(with_zero, 3, 12));
+  EXPECT_EQ(s, "020000200002");
+  const std::vector<PlanPhase> only_second{{0, {0.0, 1.0}}};
+  EXPECT_EQ(source_string(blend(only_second, 2, 6)), "111111");
+}
+
+TEST(Blend, APhaseCountsItsSamplesFromItsOwnStart) {
+  const std::vector<PlanPhase> phases{{0, {0.0, 1.0}}, {5, {0.8, 0.2}}};
+  const std::string s = source_string(blend(phases, 2, 17));
+  EXPECT_EQ(s.substr(0, 5), "11111");
+  EXPECT_EQ(s.substr(5), "010000100001");
 }
 
 TEST(Blend, IndicesCountEachSourceAndZeroWeightIsNeverPicked) {
@@ -276,6 +327,82 @@ TEST(Plan, DatasetChangedSincePlanningIsRefusedNamingTheSource) {
   EXPECT_EQ(reader.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(reader.status().message(), HasSubstr("source 'b'"));
   EXPECT_THAT(reader.status().message(), HasSubstr("changed since the plan was made"));
+}
+
+// ---- numbers a plan file claims ----
+
+// The arrays of an open plan, to write it again with some field changed.
+std::array<PlanSplitArrays, 2> arrays_of(const Plan& plan) {
+  std::array<PlanSplitArrays, 2> arrays;
+  for (Split split : {Split::kTrain, Split::kValidation}) {
+    PlanSplitArrays& a = arrays[static_cast<int>(split)];
+    for (int64_t g = 0; g < plan.samples(split); ++g) {
+      a.blend_source.push_back(static_cast<uint16_t>(plan.sample(split, g).source));
+      a.blend_index.push_back(plan.sample(split, g).index);
+    }
+    for (uint32_t s = 0; s < plan.info().sources.size(); ++s) {
+      const auto order = plan.sequence_order(split, s);
+      const auto ends = plan.stream_end(split, s);
+      a.sequence_order.emplace_back(order.begin(), order.end());
+      a.stream_end.emplace_back(ends.begin(), ends.end());
+    }
+  }
+  return arrays;
+}
+
+class ClaimedPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::plan_or_fail(testing::two_source_mixture(dir_), dir_.file("mix.plan"));
+    auto plan = Plan::open(dir_.file("mix.plan"));
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    info_ = (*plan)->info();
+    arrays_ = arrays_of(**plan);
+  }
+  Result<std::shared_ptr<const Plan>> rewrite() {
+    EXPECT_TRUE(write_plan_file(dir_.file("claimed.plan"), info_, arrays_).ok());
+    return Plan::open(dir_.file("claimed.plan"));
+  }
+  PlanDir dir_;
+  PlanInfo info_;
+  std::array<PlanSplitArrays, 2> arrays_;
+};
+
+TEST_F(ClaimedPlan, RewrittenUnchangedOpens) { EXPECT_TRUE(rewrite().ok()); }
+
+// A loader sizes its buffers by seq_len: 2^40 is refused at open, naming the field.
+TEST_F(ClaimedPlan, HugeSeqLenIsRefused) {
+  info_.seq_len = int64_t{1} << 40;
+  auto plan = rewrite();
+  ASSERT_EQ(plan.status().code(), StatusCode::kCorruption) << plan.status().to_string();
+  EXPECT_THAT(plan.status().message(), HasSubstr("claimed.plan"));
+  EXPECT_THAT(plan.status().message(), HasSubstr("seq_len 1099511627776 is outside [1, 16777216]"));
+}
+
+TEST_F(ClaimedPlan, StreamLongerThanItsEpochsOfTokensIsRefused) {
+  for (uint64_t& end : arrays_[0].stream_end[0]) end *= 2;
+  auto plan = rewrite();
+  ASSERT_EQ(plan.status().code(), StatusCode::kCorruption) << plan.status().to_string();
+  EXPECT_THAT(plan.status().message(), HasSubstr("source 'a' train stream ends at token"));
+}
+
+// A stream whose entries do not span the dataset's real sequence lengths passes the file's own
+// checks but is refused once the dataset is opened, naming the entry.
+TEST_F(ClaimedPlan, StreamThatDoesNotMatchTheDatasetIsRefused) {
+  arrays_[0].stream_end[1][0] += 1;
+  auto plan = rewrite();
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto reader = PlanSampleReader::open(*plan, Split::kTrain);
+  ASSERT_EQ(reader.status().code(), StatusCode::kCorruption) << reader.status().to_string();
+  EXPECT_THAT(reader.status().message(), HasSubstr("source 'b' train stream entry 0"));
+  EXPECT_THAT(reader.status().message(), HasSubstr("does not describe this dataset"));
+}
+
+TEST(Mixture, SeqLenAboveTheBoundIsRefused) {
+  auto config = parse_mixture("seq_len: 1099511627776\ntotal_samples: 1\nsources: [{name: a, prefix: a, weight: 1}]\n",
+                              "mix.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("seq_len"));
 }
 
 }  // namespace

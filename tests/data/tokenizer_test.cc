@@ -198,5 +198,59 @@ TEST(TokenizerErrors, TiktokenBadLineIsNamed) {
   EXPECT_NE(t.status().message().find("line 3"), std::string::npos) << t.status().message();
 }
 
+// A byte-level vocabulary of all 256 bytes (ids 0..255) plus `extra` entries, as JSON.
+std::string byte_vocab_json(const std::string& extra) {
+  std::string vocab = "{";
+  for (int b = 0; b < 256; ++b) {
+    vocab += (b ? "," : "") + nlohmann::json(bytes_to_byte_level(std::string(1, static_cast<char>(b)))).dump() +
+             ":" + std::to_string(b);
+  }
+  return vocab + extra + "}";
+}
+
+// An id of 2^31 - 1 in a 257-entry file would size the id tables at 68 GB; it is refused by
+// key before anything is allocated.
+TEST(TokenizerErrors, HugeVocabIdIsRefusedByKey) {
+  const Status s = load_error(tokenizer_json_with_model(R"({"type": "BPE", "vocab": )" +
+                                                        byte_vocab_json(R"(, "hi": 2147483647)") +
+                                                        R"(, "merges": []})"));
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("tokenizer.json"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("model.vocab[\"hi\"]"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2147483647"), std::string::npos) << s.message();
+}
+
+TEST(TokenizerErrors, HugeAddedTokenIdIsRefusedByKey) {
+  const std::string text = R"({"added_tokens": [{"id": 2000000000, "content": "<|x|>", "special": true}],
+    "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": )" +
+                           byte_vocab_json("") + R"(, "merges": []}})";
+  const Status s = load_error(text);
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("added_tokens[0].id"), std::string::npos) << s.message();
+}
+
+// Holes and specials placed well past the vocabulary (tiktoken's cl100k puts one 20 ids out)
+// stay within the bound.
+TEST(Tokenizer, IdsPastTheVocabularyWithinTheBoundLoad) {
+  TempDir dir;
+  const std::string text = R"({"added_tokens": [{"id": 100000, "content": "<|endoftext|>", "special": true}],
+    "pre_tokenizer": {"type": "ByteLevel"}, "model": {"type": "BPE", "vocab": )" +
+                           byte_vocab_json("") + R"(, "merges": []}})";
+  Result<std::unique_ptr<Tokenizer>> t = Tokenizer::load(write_test_file(dir, "tokenizer.json", text));
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ((*t)->vocab_size(), 100001);
+  EXPECT_EQ((*t)->eos_id(), 100000);
+}
+
+TEST(TokenizerErrors, DeeplyNestedPreTokenizerIsRefusedNotOverflowingTheStack) {
+  std::string nested;
+  for (int i = 0; i < 100000; ++i) nested += R"({"type":"Sequence","pretokenizers":[)";
+  nested += R"({"type": "ByteLevel"})";
+  for (int i = 0; i < 100000; ++i) nested += "]}";
+  const Status s = load_error(R"({"pre_tokenizer": )" + nested + R"(, "model": {"vocab": {}, "merges": []}})");
+  ASSERT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("deeper than"), std::string::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace ms::data

@@ -64,4 +64,46 @@ expect_exit 1 "bad.jsonl:2: malformed JSON" "$MS_DATA" build -i "$WORK/bad.jsonl
 expect_exit 0 "wrote" "$MS_DATA" build -i "$WORK/bad.jsonl" -t "$TOK" -o "$WORK/bad" --skip-bad-lines
 grep -q '"skipped_lines": 1' "$WORK/bad.meta.json" || fail "skipped line not counted"
 expect_exit 2 "error" "$MS_DATA" build -i "$WORK/bad.jsonl" -t "$TOK" -o "$WORK/bad" --dtype u8
+# An empty text is a document with no sequence and no end-of-document token (as Megatron's
+# preprocess_data.py writes it).
+printf '{"text": "To be"}\n{"text": ""}\n{"text": "or not"}\n' > "$WORK/gaps.jsonl"
+"$MS_DATA" build -i "$WORK/gaps.jsonl" -t "$TOK" -o "$WORK/gaps" --no-progress > /dev/null
+"$MS_DATA" inspect "$WORK/gaps" > "$WORK/gaps.txt"
+grep -q "^documents   3$" "$WORK/gaps.txt" || fail "inspect: empty document not counted"
+grep -q "^sequences   2$" "$WORK/gaps.txt" || fail "inspect: an empty document got a sequence"
+grep -q "^doc tokens  min 0," "$WORK/gaps.txt" || fail "inspect: empty document has tokens"
+
+# Numbers a file claims are bounded: each refusal exits 1 naming the file and the field or
+# position, within 1.5 GB of memory (ulimit) and a few seconds.
+limited() { (ulimit -v 1572864; timeout 60 "$@"); }
+if command -v python3 > /dev/null; then
+  # An i64 dataset whose id 2^32 + 5 does not fit int32 (it would read as 5): every reader refuses.
+  python3 - "$WORK/wide" <<'PY'
+import struct, sys
+ids = [464, 2**32 + 5, 13]
+with open(sys.argv[1] + ".bin", "wb") as f:
+    f.write(struct.pack("<3q", *ids))
+with open(sys.argv[1] + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 5, 1, 2) + struct.pack("<i", 3)
+            + struct.pack("<q", 0) + struct.pack("<2q", 0, 1))
+PY
+  for cmd in verify inspect dump; do
+    expect_exit 1 "wide.bin: sequence 0 (document 0) token 1 .* holds id 4294967301" limited "$MS_DATA" $cmd "$WORK/wide"
+  done
+  printf 'seq_len: 2\ntotal_samples: 1\nsources:\n  - {name: wide, prefix: %s, weight: 1}\n' "$WORK/wide" > "$WORK/wide.yaml"
+  expect_exit 1 "source 'wide'.*does not fit int32" limited "$MS_DATA" plan --config "$WORK/wide.yaml" --output "$WORK/wide.plan"
+  # A tokenizer.json id of 2^31 - 1 (68 GB of id tables before the bound).
+  python3 - "$TOK" "$WORK/huge-id.json" <<'PY'
+import json, sys
+tok = json.load(open(sys.argv[1]))
+tok["model"]["vocab"]["Zzzzzz"] = 2147483647
+json.dump(tok, open(sys.argv[2], "w"))
+PY
+  expect_exit 1 "huge-id.json': key 'model.vocab\[\"Zzzzzz\"\]' is id 2147483647" limited \
+    "$MS_DATA" tokenizer encode --tokenizer "$WORK/huge-id.json" --text hi
+  expect_exit 1 "huge-id.json" limited "$MS_DATA" build -i "$WORK/gaps.jsonl" -t "$WORK/huge-id.json" -o "$WORK/never"
+fi
+printf 'seq_len: 1099511627776\ntotal_samples: 1\nsources:\n  - {name: a, prefix: %s, weight: 1}\n' "$WORK/gaps" > "$WORK/long.yaml"
+expect_exit 1 "seq_len" limited "$MS_DATA" plan --config "$WORK/long.yaml" --output "$WORK/long.plan"
+
 echo "PASS: ms-data build/inspect/verify/dump"
