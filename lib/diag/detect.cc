@@ -14,6 +14,8 @@ namespace ms::diag {
 namespace {
 
 constexpr const char* kCounterSuffixes[] = {"_frames", "_packets", "_count", "_errors"};
+// step_samples() makes two metrics: step_comm_wait_s and step_compute_s.
+constexpr size_t kStepMetricCount = 2;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -205,6 +207,52 @@ void add_step_metrics(const std::vector<telemetry::RankTelemetry>& ranks,
   }
 }
 
+using MachineRecords = std::map<std::string, std::vector<telemetry::HostRecord>>;
+
+// "dir/rank-00002.jsonl:17": where a host record was read.
+std::string record_where(const std::vector<telemetry::RankTelemetry>& ranks,
+                         const telemetry::HostRecord& r) {
+  for (const telemetry::RankTelemetry& rank : ranks) {
+    if (rank.rank == r.rank) {
+      return (rank.path.empty() ? "rank " + std::to_string(r.rank) : rank.path) + ":" +
+             std::to_string(r.line);
+    }
+  }
+  return "rank " + std::to_string(r.rank);
+}
+
+std::string number_text(double v) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.15g", v);
+  return text;
+}
+
+// The grid holds machines x metrics x samples doubles, and the sample count comes from the
+// records' times: refuse a grid above kMaxGridValues before allocating it, naming the two
+// records whose times stretch it (one absurd timestamp is the usual cause).
+Status check_grid_size(const std::vector<telemetry::RankTelemetry>& ranks,
+                       const MachineRecords& by_machine, double interval, size_t metrics) {
+  const telemetry::HostRecord* first = nullptr;
+  const telemetry::HostRecord* last = nullptr;
+  for (const auto& [machine, records] : by_machine) {
+    if (!first || records.front().t < first->t) first = &records.front();
+    if (!last || records.back().t > last->t) last = &records.back();
+  }
+  const double samples = std::floor((last->t - first->t) / interval + 0.5) + 1;
+  const double values = samples * static_cast<double>(by_machine.size() * metrics);
+  if (values <= static_cast<double>(kMaxGridValues)) return Status::OK();
+  return InvalidArgument(
+      record_where(ranks, *last) + ": key 't' = " + number_text(last->t) + " lies " +
+      number_text(last->t - first->t) + " s after the earliest host record (" +
+      record_where(ranks, *first) + ", t = " + number_text(first->t) +
+      "); sampled every " + number_text(interval) + " s that needs " + number_text(samples) +
+      " samples x " + std::to_string(by_machine.size()) + " machines x " +
+      std::to_string(metrics) + " metrics, above the limit of " +
+      std::to_string(kMaxGridValues) +
+      " values. A timestamp this far from the others is corrupt or from another run; remove "
+      "it, or split the telemetry into shorter spans");
+}
+
 }  // namespace
 
 bool is_rate_metric(const std::string& metric) {
@@ -224,13 +272,6 @@ Result<AlignedTelemetry> align_telemetry(const std::vector<telemetry::RankTeleme
   }
   AlignedTelemetry out;
   out.interval_s = median_interval(by_machine);
-  double t_first = INFINITY, t_last = -INFINITY;
-  for (const auto& [machine, records] : by_machine) {
-    t_first = std::min(t_first, records.front().t);
-    t_last = std::max(t_last, records.back().t);
-  }
-  out.t0 = t_first;
-  out.samples = static_cast<int>(std::floor((t_last - t_first) / out.interval_s + 0.5)) + 1;
   std::set<std::string> names;
   std::vector<std::map<std::string, std::vector<std::pair<double, double>>>> per_machine;
   for (const auto& [machine, records] : by_machine) {
@@ -238,6 +279,16 @@ Result<AlignedTelemetry> align_telemetry(const std::vector<telemetry::RankTeleme
     per_machine.push_back(machine_samples(records));
     for (const auto& [metric, samples] : per_machine.back()) names.insert(metric);
   }
+  // The step-phase metrics (add_step_metrics) may join the host metrics on the same grid.
+  MS_RETURN_IF_ERROR(
+      check_grid_size(ranks, by_machine, out.interval_s, names.size() + kStepMetricCount));
+  double t_first = INFINITY, t_last = -INFINITY;
+  for (const auto& [machine, records] : by_machine) {
+    t_first = std::min(t_first, records.front().t);
+    t_last = std::max(t_last, records.back().t);
+  }
+  out.t0 = t_first;
+  out.samples = static_cast<int>(std::floor((t_last - t_first) / out.interval_s + 0.5)) + 1;
   for (const std::string& metric : names) {
     auto& rows = out.metrics[metric];
     for (auto& samples : per_machine) {
@@ -390,22 +441,26 @@ std::string seconds_text(double s) {
 Result<std::pair<int, int>> window_samples(const AlignedTelemetry& aligned,
                                            const DetectOptions& options, const Denoiser& d,
                                            const std::string& metric) {
-  const int window = static_cast<int>(std::lround(options.window_s / aligned.interval_s));
-  const int hop = static_cast<int>(std::lround(options.hop_s / aligned.interval_s));
-  if (window < 2 || hop < 1) {
+  // Rounded in double and compared with the sample count before any cast to int, so an
+  // absurd option cannot overflow the conversion.
+  const double window_count = std::round(options.window_s / aligned.interval_s);
+  const double hop_count = std::round(options.hop_s / aligned.interval_s);
+  if (!(window_count >= 2) || !(hop_count >= 1)) {
     return InvalidArgument("--window-s and --hop-s must span at least 2 and 1 samples of " +
                            std::to_string(aligned.interval_s) + " s");
   }
+  if (window_count > aligned.samples) {
+    return InvalidArgument("the window (" + seconds_text(window_count) +
+                           " samples) is longer than the job's telemetry (" +
+                           std::to_string(aligned.samples) + " samples)");
+  }
+  const int window = static_cast<int>(window_count);
+  const int hop = static_cast<int>(std::min<double>(hop_count, aligned.samples));
   if (d.required_window() != 0 && d.required_window() != window) {
     return InvalidArgument("the denoiser for '" + metric + "' was trained on " +
                            std::to_string(d.required_window()) + "-sample windows but the window is " +
                            std::to_string(window) + " samples; run with --window-s " +
                            seconds_text(d.required_window() * aligned.interval_s));
-  }
-  if (window > aligned.samples) {
-    return InvalidArgument("the window (" + std::to_string(window) +
-                           " samples) is longer than the job's telemetry (" +
-                           std::to_string(aligned.samples) + " samples)");
   }
   return std::make_pair(window, hop);
 }

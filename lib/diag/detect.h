@@ -39,13 +39,18 @@ struct AlignedTelemetry {
   std::map<std::string, std::vector<std::vector<double>>> metrics;
 };
 
+// The most values (machines x metrics x samples, 8 bytes each: 512 MiB) the grid may hold.
+inline constexpr size_t kMaxGridValues = size_t{1} << 26;
+
 // Builds the grid from host records. Machines are hosts (the lowest rank's records of each host)
 // or ranks ("rank<N>"). Gauges are taken as reported; cumulative counters (keys starting with
 // net_ and ending in _bytes, and keys ending in _frames, _packets, _count or _errors) become
 // per-second rates named with the suffix replaced by "_rate" (net_tx_bytes -> net_tx_rate,
 // pfc_pause_frames -> pfc_pause_rate). Gaps of up to two samples are filled with the previous
 // value; longer gaps read 0. NotFound when there are no host records; InvalidArgument when
-// fewer than three machines reported (a majority is needed to call one machine different).
+// fewer than three machines reported (a majority is needed to call one machine different), or
+// when the records' time span would make the grid larger than kMaxGridValues (naming the
+// earliest and latest records' file:line), which is checked before the grid is allocated.
 Result<AlignedTelemetry> align_telemetry(const std::vector<telemetry::RankTelemetry>& ranks,
                                          telemetry::GroupBy group_by);
 

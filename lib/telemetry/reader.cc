@@ -2,7 +2,10 @@
 #include "telemetry/reader.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -44,6 +47,20 @@ Result<std::string> string_at(const json& j, std::string_view key, const std::st
   return it->get<std::string>();
 }
 
+// A time in seconds since the epoch: a number within +-kMaxAbsTimeS, so that a file cannot make
+// later arithmetic on times overflow.
+Result<double> time_at(const json& j, std::string_view key, const std::string& at) {
+  MS_ASSIGN_OR_RETURN(double t, number_at(j, key, at));
+  if (std::fabs(t) > kMaxAbsTimeS) {
+    char text[64];
+    std::snprintf(text, sizeof(text), "%.15g", t);
+    return Corruption(at + ": key '" + std::string(key) + "' = " + text +
+                      " is not a time in seconds since the Unix epoch (its magnitude must be at "
+                      "most 1e11)");
+  }
+  return t;
+}
+
 // An optional number: `fallback` when absent, an error when present with the wrong type.
 Result<double> optional_number(const json& j, std::string_view key, double fallback,
                                const std::string& at) {
@@ -51,7 +68,9 @@ Result<double> optional_number(const json& j, std::string_view key, double fallb
   return number_at(j, key, at);
 }
 
-using LineFn = std::function<Status(const json& record, const std::string& at)>;
+// `at` is "path:line" for messages, `line` the line number alone.
+using LineFn =
+    std::function<Status(const json& record, const std::string& at, size_t line)>;
 
 // Calls `fn` for each JSON object line of `path`. Blank lines are skipped; an incomplete last
 // line (no newline: the writer died mid-line) is skipped with a warning.
@@ -72,7 +91,7 @@ Status for_each_record(const std::string& path, const LineFn& fn) {
     if (record.is_discarded() || !record.is_object()) {
       return Corruption(where(path, line_no) + ": not a JSON object");
     }
-    MS_RETURN_IF_ERROR(fn(record, where(path, line_no)));
+    MS_RETURN_IF_ERROR(fn(record, where(path, line_no), line_no));
   }
   return Status::OK();
 }
@@ -89,7 +108,7 @@ Status check_format_version(const json& record, const std::string& at) {
 
 Result<HostRecord> parse_host(const json& j, const std::string& at) {
   HostRecord r;
-  MS_ASSIGN_OR_RETURN(r.t, number_at(j, "t", at));
+  MS_ASSIGN_OR_RETURN(r.t, time_at(j, "t", at));
   MS_ASSIGN_OR_RETURN(r.host, string_at(j, "host", at));
   MS_ASSIGN_OR_RETURN(int64_t rank, integer_at(j, "rank", at));
   r.rank = static_cast<int>(rank);
@@ -135,7 +154,7 @@ Result<StepPhases> parse_phases(const json& j, const std::string& at) {
 
 Result<StepRecordRead> parse_step(const json& j, const std::string& at) {
   StepRecordRead r;
-  MS_ASSIGN_OR_RETURN(r.t, number_at(j, "t", at));
+  MS_ASSIGN_OR_RETURN(r.t, time_at(j, "t", at));
   MS_ASSIGN_OR_RETURN(r.host, string_at(j, "host", at));
   MS_ASSIGN_OR_RETURN(int64_t rank, integer_at(j, "rank", at));
   r.rank = static_cast<int>(rank);
@@ -187,7 +206,9 @@ Status check_rank(int64_t rank, int expected, const std::string& at) {
 Result<RankTelemetry> read_telemetry_file(const std::string& path) {
   RankTelemetry out;
   out.rank = -1;
-  Status status = for_each_record(path, [&](const json& j, const std::string& at) -> Status {
+  out.path = path;
+  Status status = for_each_record(path, [&](const json& j, const std::string& at,
+                                            size_t line) -> Status {
     MS_ASSIGN_OR_RETURN(std::string kind, string_at(j, "kind", at));
     if (kind == "meta") return check_format_version(j, at);
     if (kind != "host" && kind != "step") return Status::OK();
@@ -196,10 +217,12 @@ Result<RankTelemetry> read_telemetry_file(const std::string& path) {
     MS_RETURN_IF_ERROR(check_rank(rank, out.rank, at));
     if (kind == "host") {
       MS_ASSIGN_OR_RETURN(HostRecord r, parse_host(j, at));
+      r.line = line;
       if (out.host.empty()) out.host = r.host;
       out.hosts.push_back(std::move(r));
     } else {
       MS_ASSIGN_OR_RETURN(StepRecordRead r, parse_step(j, at));
+      r.line = line;
       if (out.host.empty()) out.host = r.host;
       out.steps.push_back(std::move(r));
     }
@@ -234,7 +257,7 @@ struct TraceClock {
 
 Status parse_clock(const json& j, const std::string& at, TraceClock& clock) {
   MS_RETURN_IF_ERROR(check_format_version(j, at));
-  MS_ASSIGN_OR_RETURN(clock.offset_s, number_at(j, "offset_s", at));
+  MS_ASSIGN_OR_RETURN(clock.offset_s, time_at(j, "offset_s", at));
   MS_ASSIGN_OR_RETURN(int64_t rank, integer_at(j, "rank", at));
   clock.rank = static_cast<int>(rank);
   if (j.contains("host")) {
@@ -279,8 +302,8 @@ Result<TraceEvent> parse_event(const json& j, const std::string& at, const Trace
   e.rank = clock.rank;
   e.host = clock.host;
   MS_ASSIGN_OR_RETURN(e.op, string_at(j, "op", at));
-  MS_ASSIGN_OR_RETURN(double t0, number_at(j, "t0", at));
-  MS_ASSIGN_OR_RETURN(double t1, number_at(j, "t1", at));
+  MS_ASSIGN_OR_RETURN(double t0, time_at(j, "t0", at));
+  MS_ASSIGN_OR_RETURN(double t1, time_at(j, "t1", at));
   if (t1 < t0) return Corruption(at + ": event ends (t1) before it starts (t0)");
   e.t0 = t0 - clock.offset_s;
   e.t1 = t1 - clock.offset_s;
@@ -296,7 +319,8 @@ struct RankTrace {
 Result<RankTrace> read_rank_trace(const std::string& path) {
   RankTrace trace;
   TraceClock& clock = trace.clock;
-  Status status = for_each_record(path, [&](const json& j, const std::string& at) -> Status {
+  Status status = for_each_record(path, [&](const json& j, const std::string& at,
+                                            size_t line) -> Status {
     const std::string kind = j.value("kind", "");
     if (kind == "clock") return parse_clock(j, at, clock);
     if (!kind.empty() && kind != "compute" && kind != "comm") return Status::OK();
@@ -304,6 +328,7 @@ Result<RankTrace> read_rank_trace(const std::string& path) {
       return Corruption(at + ": event before the clock record that must open a trace file");
     }
     MS_ASSIGN_OR_RETURN(TraceEvent e, parse_event(j, at, clock));
+    e.line = line;
     trace.events.push_back(std::move(e));
     return Status::OK();
   });
@@ -312,6 +337,39 @@ Result<RankTrace> read_rank_trace(const std::string& path) {
   std::stable_sort(trace.events.begin(), trace.events.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return a.t0 < b.t0; });
   return trace;
+}
+
+// An event time and where it was read, for naming the two ends of a span.
+struct TimeAt {
+  double t = 0;
+  size_t rank = 0, line = 0;
+};
+
+std::string time_text(double t) {
+  char text[48];
+  std::snprintf(text, sizeof(text), "%.6f", t);
+  return text;
+}
+
+// The events of all ranks (on rank 0's clock) must lie within kMaxTraceSpanS: the replay's
+// idle gaps come straight from the times, so one absurd timestamp would become the job's
+// "slowest" part and the verdict would blame it.
+Status check_trace_span(const std::vector<std::vector<TraceEvent>>& ranks,
+                        const std::vector<std::string>& paths) {
+  std::optional<TimeAt> first, last;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    for (const TraceEvent& e : ranks[r]) {
+      if (!first || e.t0 < first->t) first = TimeAt{e.t0, r, e.line};
+      if (!last || e.t1 > last->t) last = TimeAt{e.t1, r, e.line};
+    }
+  }
+  if (!first || last->t - first->t <= kMaxTraceSpanS) return Status::OK();
+  return Corruption(where(paths[last->rank], last->line) + ": key 't1' = " + time_text(last->t) +
+                    " (on rank 0's clock) lies " + time_text(last->t - first->t) +
+                    " s after the earliest event (key 't0' at " +
+                    where(paths[first->rank], first->line) +
+                    "); a trace may span at most 30 days, so one of the two is corrupt or from "
+                    "another run");
 }
 
 }  // namespace
@@ -324,6 +382,7 @@ Result<std::vector<TraceEvent>> read_trace_file(const std::string& path) {
 Result<std::vector<std::vector<TraceEvent>>> read_trace_dir(const std::string& dir) {
   MS_ASSIGN_OR_RETURN(std::vector<std::string> paths, rank_files(dir));
   std::vector<std::vector<TraceEvent>> ranks(paths.size());
+  std::vector<std::string> path_of_rank(paths.size());
   std::vector<bool> filled(paths.size(), false);
   for (const std::string& path : paths) {
     MS_ASSIGN_OR_RETURN(RankTrace trace, read_rank_trace(path));
@@ -336,8 +395,10 @@ Result<std::vector<std::vector<TraceEvent>>> read_trace_dir(const std::string& d
       return Corruption(dir + ": two files hold the trace of rank " + std::to_string(rank));
     }
     filled[rank] = true;
+    path_of_rank[rank] = path;
     ranks[rank] = std::move(trace.events);
   }
+  MS_RETURN_IF_ERROR(check_trace_span(ranks, path_of_rank));
   return ranks;
 }
 

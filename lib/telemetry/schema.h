@@ -5,6 +5,7 @@
 // so records can grow without breaking older readers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -17,6 +18,11 @@ namespace ms::telemetry {
 // Major version of the telemetry and trace formats. Readers accept files of this version or
 // older and refuse newer ones.
 inline constexpr int kFormatVersion = 1;
+
+// Every time a reader accepts (t, t0, t1, offset_s) lies within +-kMaxAbsTimeS seconds of the
+// epoch (about year 5100): far beyond any real clock, and small enough that differences of
+// times stay finite and resolved to tens of microseconds. Readers refuse other values.
+inline constexpr double kMaxAbsTimeS = 1e11;
 
 // A rank's coordinates in the pp x dp x tp mesh.
 struct MeshCoord {
@@ -44,6 +50,7 @@ struct HostRecord {
   int rank = 0;
   double cpu_util = 0, mem_used = 0, net_tx_bytes = 0, net_rx_bytes = 0;
   std::map<std::string, double> extra;
+  size_t line = 0;  // 1-based line of the file it was read from; 0 when not read from a file
 };
 
 // A "step" record as read back, with where and when it was written.
@@ -53,6 +60,7 @@ struct StepRecordRead {
   int rank = 0;
   MeshCoord mesh;
   StepRecord step;
+  size_t line = 0;  // 1-based line of the file it was read from; 0 when not read from a file
 };
 
 // One compute or communication event of a trace. Compute events carry stage/mb/step; comm
@@ -69,6 +77,7 @@ struct TraceEvent {
   uint64_t bytes = 0;
   double t0 = 0, t1 = 0;
   std::string host;  // from the trace's clock record; empty when the writer did not know it
+  size_t line = 0;   // 1-based line of the file it was read from; 0 when not read from a file
 };
 
 // One JSON line (no trailing newline) for each record kind, as the writers emit them; exposed so

@@ -148,6 +148,33 @@ TEST(AlignTest, CountersBecomeRatesAndAStoppedMachineReadsZero) {
   EXPECT_EQ(a->metrics.count("gpu_util"), 1u);
 }
 
+// The grid is sized by the records' time span: one timestamp 1e8 s after the others used to
+// ask for gigabytes. It is refused before anything is allocated, naming the two records.
+TEST(AlignTest, ATimestampFarFromTheOthersIsRefusedNamingFileAndLine) {
+  std::vector<telemetry::RankTelemetry> ranks = {rank_with(0, "a", 10, 50), rank_with(1, "b", 10, 50),
+                                                 rank_with(2, "c", 10, 50)};
+  for (telemetry::RankTelemetry& r : ranks) {
+    r.path = "tel/rank-0000" + std::to_string(r.rank) + ".jsonl";
+    for (size_t k = 0; k < r.hosts.size(); ++k) r.hosts[k].line = k + 2;
+  }
+  ranks[1].hosts.back().t += 1e8;
+  Result<AlignedTelemetry> a = align_telemetry(ranks, telemetry::GroupBy::kHost);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  const std::string& m = a.status().message();
+  EXPECT_NE(m.find("tel/rank-00001.jsonl:11: key 't'"), std::string::npos) << m;
+  EXPECT_NE(m.find("tel/rank-00000.jsonl:2"), std::string::npos) << m;
+}
+
+TEST(AlignTest, AGridJustWithinTheLimitIsBuilt) {
+  std::vector<telemetry::RankTelemetry> ranks = {rank_with(0, "a", 10, 50), rank_with(1, "b", 10, 50),
+                                                 rank_with(2, "c", 10, 50)};
+  ranks[1].hosts.back().t += 1000;  // a long pause: a sparse but reasonable grid
+  Result<AlignedTelemetry> a = align_telemetry(ranks, telemetry::GroupBy::kHost);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->samples, 1010);
+}
+
 TEST(AlignTest, GroupByRankSeparatesRanksOfOneHost) {
   std::vector<telemetry::RankTelemetry> ranks = {rank_with(0, "h", 5, 1), rank_with(1, "h", 5, 1),
                                                  rank_with(2, "h", 5, 1)};

@@ -159,6 +159,66 @@ TEST(TraceReader, AMissingRankIsNamed) {
   EXPECT_EQ(ranks.status().code(), StatusCode::kNotFound);
 }
 
+TEST(TelemetryReader, ATimeBeyondAnyClockIsRefusedNamingFileLineAndKey) {
+  TempDir dir;
+  std::string absurd = kHost;
+  absurd.replace(absurd.find("\"t\":10.0"), 8, "\"t\":1e300");
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, kHost, absurd}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(ranks.status().message().find("rank-00000.jsonl:3: key 't' = 1e+300"),
+            std::string::npos)
+      << ranks.status().message();
+}
+
+TEST(TelemetryReader, RecordsKnowTheirFileAndLine) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, kHost, kStep}));
+  Result<RankTelemetry> r = read_telemetry_file(dir.file("rank-00000.jsonl"));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->path, dir.file("rank-00000.jsonl"));
+  EXPECT_EQ(r->hosts.at(0).line, 2u);
+  EXPECT_EQ(r->steps.at(0).line, 3u);
+}
+
+TEST(TraceReader, AnAbsurdClockOffsetIsRefused) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"kind":"clock","offset_s":-2e11,"rank":0,"format_version":1})"}));
+  Result<std::vector<TraceEvent>> events = read_trace_file(dir.file("rank-00000.jsonl"));
+  ASSERT_FALSE(events.ok());
+  EXPECT_NE(events.status().message().find(":1: key 'offset_s'"), std::string::npos)
+      << events.status().message();
+}
+
+TEST(TraceReader, ATimestampFarFromTheOthersIsRefusedNamingBothEvents) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({kClock0, R"({"rank":0,"op":"fwd","t0":100,"t1":101})"}));
+  testing::write_text(
+      dir.file("rank-00001.jsonl"),
+      lines({R"({"kind":"clock","offset_s":0,"rank":1,"format_version":1})",
+             R"({"rank":1,"op":"fwd","t0":100,"t1":101})",
+             R"({"rank":1,"op":"fwd","t0":102,"t1":100000102})"}));
+  Result<std::vector<std::vector<TraceEvent>>> ranks = read_trace_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_EQ(ranks.status().code(), StatusCode::kCorruption);
+  const std::string& m = ranks.status().message();
+  EXPECT_NE(m.find("rank-00001.jsonl:3: key 't1'"), std::string::npos) << m;
+  EXPECT_NE(m.find("rank-00000.jsonl:2"), std::string::npos) << m;
+}
+
+TEST(TraceReader, ASpanOfAFewDaysIsAccepted) {
+  TempDir dir;
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({kClock0, R"({"rank":0,"op":"fwd","t0":100,"t1":101})",
+                             R"({"rank":0,"op":"fwd","t0":400000,"t1":400001})"}));
+  Result<std::vector<std::vector<TraceEvent>>> ranks = read_trace_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  EXPECT_EQ(ranks->at(0).at(1).line, 3u);
+}
+
 TEST(GroupKey, HostOrRank) {
   HostRecord r;
   r.host = "node07";
