@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "ckpt/checkpoint.h"
+#include "comm/agree.h"
 #include "comm/clock_offset.h"
 #include "comm/mesh.h"
 #include "core/logging.h"
@@ -28,36 +29,9 @@
 namespace ms::train {
 namespace {
 
-constexpr std::string_view kReportedBy = "reported by rank ";
-
-Status reported_by(int rank, const char* stage) {
-  return FailedPrecondition(std::string(kReportedBy) + std::to_string(rank) + ": " + stage +
-                            " failed there");
-}
-
-// Whether a failure in a stage is the same on every rank (a config check) or may hit some
-// ranks only (a file one rank cannot open).
-enum class Failure { kSameOnEveryRank, kPerRank };
-
-// Every rank learns whether any rank failed. A rank keeps its own error when it is the first
-// to report it (rank 0 for failures every rank sees alike, else each failing rank); the other
-// ranks get reported_by(). Collective over `comm`.
-Status agree(comm::Communicator& comm, Status local, const char* stage, Failure kind) {
-  int32_t first_failed = local.ok() ? comm.size() : comm.rank();
-  MS_RETURN_IF_ERROR(comm.allreduce(&first_failed, &first_failed, 1, DType::kI32,
-                                    comm::ReduceOp::kMin));
-  if (first_failed == comm.size()) return Status::OK();
-  if (!local.ok() && (kind == Failure::kPerRank || comm.rank() == first_failed)) return local;
-  return reported_by(first_failed, stage);
-}
-
 double seconds_between(double t0, double t1) { return std::max(0.0, t1 - t0); }
 
 }  // namespace
-
-bool reported_by_another_rank(const Status& status) {
-  return !status.ok() && status.message().starts_with(kReportedBy);
-}
 
 struct Trainer::State {
   std::optional<comm::Mesh> mesh;
@@ -105,9 +79,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 }
 
 // Refuses bad input before anything is computed, then builds the pieces. Each stage that can
-// fail on some ranks only ends in agree(), before the next collective.
+// fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
-  MS_RETURN_IF_ERROR(agree(world_, check_config(), "the config check", Failure::kSameOnEveryRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, {1, s_->dp, 1, 1, 0}));
   s_->mesh.emplace(std::move(mesh));
   Status local = open_data();
@@ -117,7 +91,7 @@ Status Trainer::build() {
   if (local.ok()) local = find_resume_checkpoint();
   if (local.ok()) local = build_model();
   if (local.ok()) local = open_telemetry();
-  MS_RETURN_IF_ERROR(agree(world_, local, "start-up", Failure::kPerRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, local, "starting up"));
   return measure_yardsticks();
 }
 
@@ -197,7 +171,7 @@ Status Trainer::measure_yardsticks() {
     if (trace.ok()) s_->trace = std::move(*trace);
     local = trace.status();
   }
-  MS_RETURN_IF_ERROR(agree(world_, local, "opening the trace", Failure::kPerRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
   if (peak_gflops <= 0) {
     peak_gflops = measure_sgemm_gflops();
@@ -210,7 +184,6 @@ Status Trainer::measure_yardsticks() {
 }
 
 Result<TrainSummary> Trainer::run() {
-  failure_is_collective_ = false;
   install_stop_handlers();
   TrainSummary& summary = s_->summary;
   summary.first_step = s_->start_step + 1;
@@ -316,7 +289,7 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 }
 
 // The step's global loss, summed in rank order so every rank holds the same bits; a rank whose
-// loss is not finite stops every rank, naming itself.
+// loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   comm::Communicator& dp = s_->mesh->dp();
   std::vector<double> values(2 + static_cast<size_t>(dp.size()), 0.0);
@@ -326,8 +299,6 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   MS_RETURN_IF_ERROR(sum_in_rank_order(dp, values));
   for (int r = 0; r < dp.size(); ++r) {
     if (values[2 + static_cast<size_t>(r)] == 0.0) continue;
-    failure_is_collective_ = true;
-    if (dp.rank() != 0) return reported_by(0, "the loss check");
     return OutOfRange("the training loss is not finite at step " + std::to_string(step) +
                       " on rank " + std::to_string(dp.world_ranks()[static_cast<size_t>(r)]) +
                       " (dp rank " + std::to_string(r) +
@@ -342,8 +313,6 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
 Status Trainer::update(int64_t step, StepResult& result) {
   MS_ASSIGN_OR_RETURN(result.grad_norm, s_->dist->grad_norm());
   if (!std::isfinite(result.grad_norm)) {
-    failure_is_collective_ = true;
-    if (s_->mesh->dp().rank() != 0) return reported_by(0, "the gradient-norm check");
     return OutOfRange("the gradient norm is not finite at step " + std::to_string(step) +
                       " (every rank sees it); lower optim.lr or check the data");
   }
@@ -609,7 +578,6 @@ Status Trainer::finish_checkpoints(TrainSummary& summary) {
   Result<std::optional<ckpt::SaveReport>> finished = s_->checkpointer->finish();
   if (finished.ok() && *finished) summary.checkpoints.push_back((*finished)->step_dir);
   if (finished.ok() && failures_before == summary.checkpoint_failures) return Status::OK();
-  failure_is_collective_ = true;
   return finished.ok() ? IOError("the final checkpoint was not saved (see the log)")
                        : finished.status();
 }
