@@ -1,6 +1,12 @@
 #include "cmd/common/tool.h"
 
+#include <cxxabi.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <new>
+#include <typeinfo>
 
 #include "core/logging.h"
 #include "core/version.h"
@@ -28,6 +34,43 @@ CLI::App* Tool::add_subcommand(const std::string& name, const std::string& descr
 
 void Tool::print_error(const std::string& message) const {
   std::cerr << name_ << ": error: " << message << std::endl;
+}
+
+namespace {
+
+std::string& running_command() {
+  static std::string name;
+  return name;
+}
+
+std::string& running_tool() {
+  static std::string name = "ms";
+  return name;
+}
+
+std::string demangled(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> text(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                              std::free);
+  return status == 0 && text ? std::string(text.get()) : std::string(name);
+}
+
+}  // namespace
+
+const std::string& Tool::command() { return running_command(); }
+
+void Tool::print_running_error(const std::string& message) {
+  std::cerr << running_tool() << ": error: " << message << std::endl;
+}
+
+Status unexpected_exception(const std::exception& e) {
+  std::string message = "unexpected exception in " + Tool::command() + ": " +
+                        demangled(typeid(e).name()) + ": " + e.what();
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
+    message += " (out of memory: an input probably claims a size larger than it is; "
+               "please report which input did it)";
+  }
+  return Internal(std::move(message));
 }
 
 int& Tool::argc() {
@@ -68,11 +111,16 @@ int Tool::run(int argc, char** argv) {
     std::cout << app_.help();
     return 0;
   }
+  running_tool() = name_;
+  running_command() = name_;
+  for (const auto& [sub, action] : actions_) {
+    if (&action == chosen) running_command() = name_ + " " + sub->get_name();
+  }
   Result<int> outcome = 0;
   try {
     outcome = (*chosen)();
   } catch (const std::exception& e) {
-    outcome = Internal(std::string("unexpected exception: ") + e.what());
+    outcome = unexpected_exception(e);
   }
   if (!outcome.ok()) {
     print_error(outcome.status().message());

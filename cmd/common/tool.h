@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -45,6 +46,10 @@ class Tool {
   // The process's argc/argv as given to run(), for actions that start MPI (MPI_Init wants them).
   static int& argc();
   static char**& argv();
+  // What run() is running, for messages: "ms-infer plan", or "ms-train" with no subcommand.
+  static const std::string& command();
+  // print_error() of the tool that is running, for code that has no Tool at hand (run_in_world).
+  static void print_running_error(const std::string& message);
 
  private:
   std::string name_;
@@ -54,6 +59,10 @@ class Tool {
   Action default_action_;
   std::vector<std::pair<CLI::App*, Action>> actions_;
 };
+
+// The error for an exception that escaped a subcommand: the command, the exception's type and
+// what() ("unexpected exception in ms-infer plan: std::bad_alloc: out of memory ...").
+Status unexpected_exception(const std::exception& e);
 
 // Shared options, added where they apply.
 void add_config_options(CLI::App* app, std::string* config_path, std::vector<std::string>* sets);

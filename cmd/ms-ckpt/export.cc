@@ -1,5 +1,6 @@
 // `ms-ckpt export`: a checkpoint's model weights to Hugging Face safetensors (Llama/Mixtral
 // names, config.json, tokenizer.json), streamed one output file at a time (lib/ckpt/hf_export.h).
+#include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -20,7 +21,7 @@ struct ExportArgs {
   uint64_t max_shard_bytes = 5'000'000'000;
 };
 
-Result<int> run_export(const ExportArgs& args) {
+Result<int> export_checkpoint(const ExportArgs& args) {
   io::Env& env = io::default_env();
   MS_ASSIGN_OR_RETURN(ckpt::OpenedCatalog opened, ckpt::open_tensor_catalog(args.checkpoint, env));
   if (!opened.is_checkpoint) {
@@ -46,6 +47,14 @@ Result<int> run_export(const ExportArgs& args) {
               summary.files.size(), args.output.c_str(),
               options.tokenizer_json.empty() ? " (no tokenizer.json in the checkpoint)" : "");
   return 0;
+}
+
+// Under mpirun rank 0 writes the export (one output directory) and the other ranks wait for
+// its outcome at the end of the job.
+Result<int> run_export(const ExportArgs& args) {
+  return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    return world.rank() == 0 ? export_checkpoint(args) : Result<int>(0);
+  });
 }
 
 void add_export_command(cli::Tool& tool) {

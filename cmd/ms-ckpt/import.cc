@@ -43,7 +43,6 @@ Result<std::vector<Tensor>> read_parameters(const ckpt::HfModel& model) {
 Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
                                          const std::vector<Tensor>& values,
                                          const ImportArgs& args, comm::Communicator& world) {
-  if (world.size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
   std::vector<ckpt::SaveTensor> tensors;
   for (size_t i = 0; i < values.size(); ++i) {
     const ckpt::TensorInfo& t = model.parameters.tensors[i];
@@ -69,9 +68,10 @@ Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
 }
 
 Result<int> run_import(const ImportArgs& args) {
-  MS_ASSIGN_OR_RETURN(ckpt::HfModel model, ckpt::open_hf_model(args.input));
-  MS_ASSIGN_OR_RETURN(std::vector<Tensor> values, read_parameters(model));
   return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    if (world.size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
+    MS_ASSIGN_OR_RETURN(ckpt::HfModel model, ckpt::open_hf_model(args.input));
+    MS_ASSIGN_OR_RETURN(std::vector<Tensor> values, read_parameters(model));
     MS_ASSIGN_OR_RETURN(ckpt::SaveReport report, save_checkpoint(model, values, args, world));
     std::printf("imported %s (%zu tensors) as %s%s\n", args.input.c_str(), values.size(),
                 report.step_dir.c_str(),

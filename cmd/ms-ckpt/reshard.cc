@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "ckpt/reshard_offline.h"
+#include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "data/progress.h"
 
@@ -23,7 +24,9 @@ struct ReshardArgs {
 
 Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget& target,
                              comm::Communicator& world) {
-  MS_ASSIGN_OR_RETURN(std::string step_dir, ckpt::resolve_checkpoint(args.checkpoint));
+  Result<std::string> resolved = ckpt::resolve_checkpoint(args.checkpoint);
+  MS_RETURN_IF_ERROR(comm::agree(world, resolved.status(), "finding the checkpoint"));
+  const std::string step_dir = *resolved;
   ckpt::ReshardOptions options;
   options.output_dir = args.output;
   options.target = target;

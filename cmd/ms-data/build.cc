@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "core/thread_pool.h"
 #include "data/dataset_builder.h"
@@ -53,12 +54,13 @@ Result<int> run_build(BuildArgs& args) {
   MS_ASSIGN_OR_RETURN(args.options.corpus.text_split, data::parse_text_split(args.text_split));
   MS_ASSIGN_OR_RETURN(args.options.dtype, data::parse_dtype_choice(args.dtype));
   args.options.show_progress = !args.no_progress;
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
-                      data::Tokenizer::load(args.options.tokenizer_path));
   return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
+    Result<std::unique_ptr<data::Tokenizer>> tokenizer =
+        data::Tokenizer::load(args.options.tokenizer_path);
+    MS_RETURN_IF_ERROR(comm::agree(world, tokenizer.status(), "loading the tokenizer"));
     comm::Communicator* comm = world.size() > 1 ? &world : nullptr;
     MS_ASSIGN_OR_RETURN(data::BuildResult result,
-                        data::build_dataset(io::default_env(), *tokenizer, args.options, comm));
+                        data::build_dataset(io::default_env(), **tokenizer, args.options, comm));
     if (world.rank() == 0) print_summary(result, args.options.output_prefix, args.json);
     return 0;
   });

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <memory>
 
+#include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "core/logging.h"
 #include "core/timer.h"
@@ -90,7 +91,7 @@ Status resolve_options(CheckCli& cli, int rank) {
 }
 
 Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
-  MS_RETURN_IF_ERROR(resolve_options(cli, world.rank()));
+  MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli, world.rank()), "reading the options"));
   MS_ASSIGN_OR_RETURN(diag::CheckResults results, diag::run_check(world, log::host(), cli.check));
   const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
   if (world.rank() == 0) {

@@ -11,6 +11,7 @@
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
+#include "comm/agree.h"
 #include "infer/model_loader.h"
 #include "infer/plan.h"
 
@@ -145,11 +146,13 @@ Result<int> plan_in_world(const PlanArgs& a, comm::Communicator& world) {
     link.link_source = "assumed; run under mpirun to measure, or give --link-latency-us and --link-gbps";
   }
   const int ranks = a.ranks > 0 ? a.ranks : std::max(world.size(), 2);
+  Status planned = Status::OK();
   if (world.rank() == 0) {
-    MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
-    MS_RETURN_IF_ERROR(plan_on_rank0(a, m, link, ranks));
+    Result<infer::LoadedModel> m = infer::load_model(a.model, a.checkpoint);
+    planned = m.ok() ? plan_on_rank0(a, *m, link, ranks) : m.status();
   }
-  MS_RETURN_IF_ERROR(world.barrier());
+  // The other ranks only wait; rank 0's failure becomes theirs.
+  MS_RETURN_IF_ERROR(comm::agree(world, planned, "planning"));
   return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/commit.h"
+#include "comm/agree.h"
 #include "core/buffer.h"
 #include "core/crc32c.h"
 #include "core/version.h"
@@ -148,20 +149,6 @@ Result<std::vector<std::string>> gather_text(comm::Communicator& comm, const std
   return out;
 }
 
-// OK on every rank only when `local` is OK on every rank.
-Status agree(comm::Communicator& comm, const Status& local) {
-  int32_t failed = local.ok() ? 0 : 1;
-  std::vector<int32_t> all(comm.size());
-  MS_RETURN_IF_ERROR(comm.allgather(&failed, all.data(), 1, DType::kI32));
-  if (!local.ok()) return local;
-  for (size_t r = 0; r < all.size(); ++r) {
-    if (all[r] != 0) {
-      return Internal("reshard failed on rank " + std::to_string(r) + "; see its log");
-    }
-  }
-  return Status::OK();
-}
-
 Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
                             const std::vector<std::string>& texts) {
   Manifest m = source;
@@ -275,7 +262,7 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   // Every rank reads the source; they agree before anything is created, so a damaged source
   // fails everywhere with the reading rank's error and leaves no temporary directory.
   Result<Manifest> read = read_source(step_dir, env);
-  MS_RETURN_IF_ERROR(agree(comm, read.status()));
+  MS_RETURN_IF_ERROR(comm::agree(comm, read.status(), "reading the checkpoint to reshard"));
   const Manifest source = std::move(*read);
   const std::vector<PlannedShard> plan =
       plan_reshard(source, options.target, options.max_shard_bytes);
@@ -283,7 +270,8 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   MS_ASSIGN_OR_RETURN(std::string tmp, shared_temp_dir(final_dir, comm));
   Result<json> mine = write_my_files(step_dir, source, plan, tmp, options, comm.rank(),
                                      comm.size(), env);
-  Status st = agree(comm, mine.status());
+  const Status written = comm::agree(comm, mine.status(), "writing the resharded shards");
+  Status st = written;
   Result<std::vector<std::string>> texts =
       st.ok() ? gather_text(comm, mine->dump()) : Result<std::vector<std::string>>(st);
   if (texts.ok() && comm.rank() == 0) {
@@ -296,7 +284,8 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
     std::error_code ec;
     fs::remove_all(tmp, ec);
   }
-  MS_RETURN_IF_ERROR(agree(comm, st));
+  if (!written.ok()) return written;  // already agreed
+  MS_RETURN_IF_ERROR(comm::agree(comm, st, "committing the resharded checkpoint"));
   return final_dir;
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <utility>
 
+#include "comm/agree.h"
 #include "comm/mpi_check.h"
 #include "core/timer.h"
 #include "core/vendor_check.h"
@@ -96,19 +97,6 @@ Result<int> cuda_device_count() {
   }
   if (count == 0) return Unavailable("no CUDA device: cudaGetDeviceCount reports 0 devices");
   return count;
-}
-
-// Every rank learns whether all succeeded, so none enters a collective alone. Returns `local`
-// where it failed, and Unavailable on the ranks whose own step succeeded when another failed.
-Status agree(MpiCommunicator& group, const Status& local, const std::string& step) {
-  int32_t all_ok = local.ok() ? 1 : 0;
-  MS_RETURN_IF_ERROR(group.allreduce(&all_ok, &all_ok, 1, DType::kI32, ReduceOp::kMin));
-  if (!local.ok()) return local;
-  if (!all_ok) {
-    return Unavailable(step + " failed on another rank of group '" + group.name() +
-                       "'; see that rank's log");
-  }
-  return Status::OK();
 }
 
 Result<int> node_local_rank(MpiCommunicator& group) {
@@ -206,7 +194,7 @@ class NcclRequest final : public RequestImpl {
 Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::create(MpiCommunicator& bootstrap,
                                                                    const std::string& name) {
   Result<int> devices = cuda_device_count();
-  MS_RETURN_IF_ERROR(agree(bootstrap, devices.status(), "finding a CUDA device"));
+  MS_RETURN_IF_ERROR(agree(bootstrap, devices.status(), "finding a CUDA device for NCCL"));
   MS_ASSIGN_OR_RETURN(const int local_rank, node_local_rank(bootstrap));
   MS_ASSIGN_OR_RETURN(std::unique_ptr<MpiCommunicator> own,
                       bootstrap.split_mpi(0, bootstrap.rank(), name));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "comm/agree.h"
 #include "core/logging.h"
 #include "core/thread_pool.h"
 #include "core/timer.h"
@@ -147,7 +148,7 @@ class Builder {
   Status prepare(std::vector<std::string>* files);
   Status stream_batches(CorpusStream& stream);
   Status write_own_batch(const Batch& batch);
-  Status agree(Status local);
+  Status agree(const Status& local, std::string_view what);
   Status gather_and_stitch();
   Status stitch(const std::vector<int64_t>& all_lengths, const std::vector<size_t>& offsets);
   std::string part_path(int rank) const {
@@ -235,16 +236,9 @@ Status Builder::stream_batches(CorpusStream& stream) {
   return Status::OK();
 }
 
-// Every rank learns whether all succeeded; a rank that failed keeps its own error, the others
-// report that a peer failed.
-Status Builder::agree(Status local) {
-  if (comm_ == nullptr || ranks_ == 1) return local;
-  const int32_t failed = local.ok() ? 0 : 1;
-  int32_t any_failed = 0;
-  MS_RETURN_IF_ERROR(comm_->allreduce(&failed, &any_failed, 1, DType::kI32, comm::ReduceOp::kMax));
-  if (!local.ok()) return local;
-  if (any_failed) return Internal("another rank failed while building '" + options_.output_prefix + "'; see its error above");
-  return Status::OK();
+// comm::agree over the ranks of the build; a build without a communicator is one rank.
+Status Builder::agree(const Status& local, std::string_view what) {
+  return comm_ == nullptr ? local : comm::agree(*comm_, local, what);
 }
 
 Status Builder::stitch(const std::vector<int64_t>& all_lengths, const std::vector<size_t>& offsets) {
@@ -295,17 +289,17 @@ Status Builder::gather_and_stitch() {
 Result<BuildResult> Builder::run() {
   Stopwatch clock;
   std::vector<std::string> files;
-  MS_RETURN_IF_ERROR(agree(prepare(&files)));
+  MS_RETURN_IF_ERROR(agree(prepare(&files), "preparing the build"));
   CorpusStream stream(env_, files, options_.corpus);
-  MS_RETURN_IF_ERROR(agree(stream_batches(stream)));
-  if (ranks_ > 1) MS_RETURN_IF_ERROR(agree(gather_and_stitch()));
+  MS_RETURN_IF_ERROR(agree(stream_batches(stream), "tokenizing the input"));
+  if (ranks_ > 1) MS_RETURN_IF_ERROR(agree(gather_and_stitch(), "stitching the ranks' parts"));
   for (size_t s = 0; s < stream.sources().size(); ++s) {
     stream.sources()[s].tokens = static_cast<uint64_t>(source_tokens_[s]);
   }
   meta_.sources = stream.sources();
   Status committed = rank_ == 0 ? writer_->finish(meta_) : Status::OK();
   if (ranks_ > 1) (void)env_.remove_file(part_path(rank_));
-  MS_RETURN_IF_ERROR(agree(committed));
+  MS_RETURN_IF_ERROR(agree(committed, "committing the dataset"));
   BuildResult result;
   result.meta = meta_;
   result.meta.dtype = dtype_code_name(dtype_code_);

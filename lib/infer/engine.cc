@@ -5,6 +5,11 @@
 
 #include <algorithm>
 #include <deque>
+#include <limits>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 namespace ms::infer {
 
@@ -26,6 +31,32 @@ Engine::Engine(model::Transformer& model, const data::Tokenizer* tokenizer,
       forward_(forward),
       cache_(model.config(), options.kv_blocks, options.block_size) {}
 
+namespace {
+
+// Floats of the KV cache (K and V of every layer: blocks x block size x kv heads x head dim);
+// nullopt when the product overflows.
+std::optional<int64_t> kv_cache_floats(const config::ModelConfig& c, const EngineOptions& o) {
+  int64_t n = 2;
+  for (int64_t factor : {c.n_layers, o.kv_blocks, o.block_size, c.n_kv_heads, c.d_model / c.n_heads}) {
+    if (__builtin_mul_overflow(n, factor, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::string kv_cache_sizes(const config::ModelConfig& c, const EngineOptions& o) {
+  return "kv_blocks " + std::to_string(o.kv_blocks) + " x block_size " +
+         std::to_string(o.block_size) + " positions over model.n_layers " +
+         std::to_string(c.n_layers) + " with " + std::to_string(c.n_kv_heads) +
+         " KV heads of size " + std::to_string(c.d_model / c.n_heads);
+}
+
+Status kv_cache_too_large(const config::ModelConfig& c, const EngineOptions& o, int64_t floats) {
+  return Unavailable("out of memory allocating the KV cache of " + std::to_string(floats * 4) +
+                     " bytes (" + kv_cache_sizes(c, o) + "); lower --kv-blocks");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::create(model::Transformer& model,
                                                const data::Tokenizer* tokenizer,
                                                const EngineOptions& options,
@@ -35,7 +66,19 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Transformer& model,
                            std::to_string(options.kv_blocks) + ") and block_size (" +
                            std::to_string(options.block_size) + ") must all be at least 1");
   }
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, options, forward));
+  const config::ModelConfig& c = model.config();
+  const std::optional<int64_t> floats = kv_cache_floats(c, options);
+  if (!floats || *floats > std::numeric_limits<int64_t>::max() / 4) {
+    return InvalidArgument("the KV cache size overflows: " + kv_cache_sizes(c, options) +
+                           "; lower --kv-blocks");
+  }
+  try {
+    return std::unique_ptr<Engine>(new Engine(model, tokenizer, options, forward));
+  } catch (const std::bad_alloc&) {
+    return kv_cache_too_large(c, options, *floats);
+  } catch (const std::length_error&) {
+    return kv_cache_too_large(c, options, *floats);
+  }
 }
 
 // Why `r` can never be served, or "" when it can.

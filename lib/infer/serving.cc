@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "comm/agree.h"
 #include "core/timer.h"
 
 namespace ms::infer {
@@ -187,20 +188,21 @@ ParameterFilter serving_filter(const ServeOptions& options, int rank, int world)
 
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
                                      const ServeOptions& options,
-                                     const comm::Communicator& comm) {
+                                     comm::Communicator& comm) {
   if (options.attention_ranks < 0 || options.micro_batches < 1) {
     return InvalidArgument("--attention-ranks (" + std::to_string(options.attention_ranks) +
                            ") must be 0 or more and --micro-batches (" +
                            std::to_string(options.micro_batches) + ") at least 1");
   }
-  MS_ASSIGN_OR_RETURN(
-      LoadedModel loaded,
-      load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size())));
-  if (disaggregated(options)) {
-    MS_RETURN_IF_ERROR(ServingLayout::create(comm.size(), options.attention_ranks,
-                                             loaded.model->config().moe.num_experts)
-                           .status());
+  Result<LoadedModel> loaded =
+      load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size()));
+  Status local = loaded.status();
+  if (local.ok() && disaggregated(options)) {
+    local = ServingLayout::create(comm.size(), options.attention_ranks,
+                                  loaded->model->config().moe.num_experts)
+                .status();
   }
+  MS_RETURN_IF_ERROR(comm::agree(comm, local, "loading the model"));
   return loaded;
 }
 

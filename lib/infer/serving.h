@@ -45,9 +45,10 @@ ParameterFilter serving_filter(const ServeOptions& options, int rank, int world)
 
 // Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter).
 // InvalidArgument for negative attention ranks, fewer than one micro-batch, or a layout the
-// model cannot be served with (ServingLayout::create).
+// model cannot be served with (ServingLayout::create). Collective over `comm`: a rank that
+// cannot load fails every rank with its error (comm::agree).
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
-                                     const ServeOptions& options, const comm::Communicator& comm);
+                                     const ServeOptions& options, comm::Communicator& comm);
 
 // Serves `requests` (identical on every rank) with `loaded` from load_for_serving. on_done is
 // called on this rank as each of its own requests finishes. Every rank must call it.

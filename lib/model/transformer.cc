@@ -4,7 +4,9 @@
 #include "model/transformer.h"
 
 #include <cmath>
+#include <new>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -195,15 +197,37 @@ Status validate_tokens(const int32_t* ids, int64_t n, int64_t vocab, const char*
 Transformer::Transformer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Transformer::~Transformer() = default;
 
+namespace {
+
+// The sizes come from a config file or a checkpoint; one too large for this machine must say
+// which sizes, not escape as std::bad_alloc.
+Status cannot_allocate(const ModelConfig& c) {
+  return Unavailable("out of memory allocating the model's parameters: model.vocab_size " +
+                     std::to_string(c.vocab_size) + ", model.d_model " +
+                     std::to_string(c.d_model) + ", model.n_layers " +
+                     std::to_string(c.n_layers) + ", model.d_ff " + std::to_string(c.d_ff) +
+                     ", model.moe.num_experts " + std::to_string(c.moe.num_experts) +
+                     ", model.max_seq_len " + std::to_string(c.max_seq_len) +
+                     " need more memory than this process can get; check these sizes");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& config,
                                                          uint64_t seed) {
   MS_RETURN_IF_ERROR(validate_model_config(config));
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
-  build_parameters(*impl, seed);
-  impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
-                                    config.rope_theta);
-  impl->acts.resize(config.n_layers);
+  try {
+    build_parameters(*impl, seed);
+    impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
+                                      config.rope_theta);
+    impl->acts.resize(config.n_layers);
+  } catch (const std::bad_alloc&) {
+    return cannot_allocate(config);
+  } catch (const std::length_error&) {
+    return cannot_allocate(config);
+  }
   return std::unique_ptr<Transformer>(new Transformer(std::move(impl)));
 }
 

@@ -1,4 +1,5 @@
-// The training loop; see trainer.h for what a step does and how ranks agree.
+// The training loop; see trainer.h for what a step does and how ranks agree. The checkpoint
+// plumbing (resume, save, commit) is in trainer_checkpoint.cc.
 #include "train/trainer.h"
 
 #include <chrono>
@@ -7,13 +8,12 @@
 #include <optional>
 #include <thread>
 
-#include "ckpt/checkpoint.h"
+#include "comm/agree.h"
 #include "comm/clock_offset.h"
 #include "comm/mesh.h"
 #include "core/logging.h"
 #include "core/timer.h"
 #include "data/loader.h"
-#include "io/env.h"
 #include "model/transformer.h"
 #include "telemetry/writer.h"
 #include "train/grad_clip.h"
@@ -24,61 +24,14 @@
 #include "train/sgemm_rate.h"
 #include "train/spike_guard.h"
 #include "train/stop_signal.h"
+#include "train/trainer_state.h"
 
 namespace ms::train {
 namespace {
 
-constexpr std::string_view kReportedBy = "reported by rank ";
-
-Status reported_by(int rank, const char* stage) {
-  return FailedPrecondition(std::string(kReportedBy) + std::to_string(rank) + ": " + stage +
-                            " failed there");
-}
-
-// Whether a failure in a stage is the same on every rank (a config check) or may hit some
-// ranks only (a file one rank cannot open).
-enum class Failure { kSameOnEveryRank, kPerRank };
-
-// Every rank learns whether any rank failed. A rank keeps its own error when it is the first
-// to report it (rank 0 for failures every rank sees alike, else each failing rank); the other
-// ranks get reported_by(). Collective over `comm`.
-Status agree(comm::Communicator& comm, Status local, const char* stage, Failure kind) {
-  int32_t first_failed = local.ok() ? comm.size() : comm.rank();
-  MS_RETURN_IF_ERROR(comm.allreduce(&first_failed, &first_failed, 1, DType::kI32,
-                                    comm::ReduceOp::kMin));
-  if (first_failed == comm.size()) return Status::OK();
-  if (!local.ok() && (kind == Failure::kPerRank || comm.rank() == first_failed)) return local;
-  return reported_by(first_failed, stage);
-}
-
 double seconds_between(double t0, double t1) { return std::max(0.0, t1 - t0); }
 
 }  // namespace
-
-bool reported_by_another_rank(const Status& status) {
-  return !status.ok() && status.message().starts_with(kReportedBy);
-}
-
-struct Trainer::State {
-  std::optional<comm::Mesh> mesh;
-  int dp = 1;
-  int micro_batches = 1;
-  std::unique_ptr<data::Loader> train_loader;
-  std::unique_ptr<data::Loader> eval_loader;
-  std::unique_ptr<model::Transformer> model;
-  std::unique_ptr<DistributedOptimizer> dist;
-  std::unique_ptr<SpikeGuard> guard;
-  std::unique_ptr<telemetry::TelemetryWriter> telemetry;
-  std::unique_ptr<telemetry::TraceWriter> trace;
-  double flops_per_token = 0;
-  double peak_flops = 0;  // summed over the dp ranks
-  TrainSummary summary;
-  std::unique_ptr<ckpt::Checkpointer> checkpointer;
-  std::string resume_dir;  // the step directory resumed from ("" for a fresh start)
-  std::optional<ckpt::Manifest> resume_manifest;
-  int64_t start_step = 0;        // steps already done when this run starts
-  int64_t last_saved_step = -1;  // newest step a save was started for
-};
 
 struct Trainer::StepResult {
   double loss = 0;      // global mean over the step's tokens
@@ -105,9 +58,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 }
 
 // Refuses bad input before anything is computed, then builds the pieces. Each stage that can
-// fail on some ranks only ends in agree(), before the next collective.
+// fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
-  MS_RETURN_IF_ERROR(agree(world_, check_config(), "the config check", Failure::kSameOnEveryRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, {1, s_->dp, 1, 1, 0}));
   s_->mesh.emplace(std::move(mesh));
   Status local = open_data();
@@ -117,7 +70,7 @@ Status Trainer::build() {
   if (local.ok()) local = find_resume_checkpoint();
   if (local.ok()) local = build_model();
   if (local.ok()) local = open_telemetry();
-  MS_RETURN_IF_ERROR(agree(world_, local, "start-up", Failure::kPerRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, local, "starting up"));
   return measure_yardsticks();
 }
 
@@ -197,7 +150,7 @@ Status Trainer::measure_yardsticks() {
     if (trace.ok()) s_->trace = std::move(*trace);
     local = trace.status();
   }
-  MS_RETURN_IF_ERROR(agree(world_, local, "opening the trace", Failure::kPerRank));
+  MS_RETURN_IF_ERROR(comm::agree(world_, local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
   if (peak_gflops <= 0) {
     peak_gflops = measure_sgemm_gflops();
@@ -210,7 +163,6 @@ Status Trainer::measure_yardsticks() {
 }
 
 Result<TrainSummary> Trainer::run() {
-  failure_is_collective_ = false;
   install_stop_handlers();
   TrainSummary& summary = s_->summary;
   summary.first_step = s_->start_step + 1;
@@ -316,7 +268,7 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 }
 
 // The step's global loss, summed in rank order so every rank holds the same bits; a rank whose
-// loss is not finite stops every rank, naming itself.
+// loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   comm::Communicator& dp = s_->mesh->dp();
   std::vector<double> values(2 + static_cast<size_t>(dp.size()), 0.0);
@@ -326,8 +278,6 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   MS_RETURN_IF_ERROR(sum_in_rank_order(dp, values));
   for (int r = 0; r < dp.size(); ++r) {
     if (values[2 + static_cast<size_t>(r)] == 0.0) continue;
-    failure_is_collective_ = true;
-    if (dp.rank() != 0) return reported_by(0, "the loss check");
     return OutOfRange("the training loss is not finite at step " + std::to_string(step) +
                       " on rank " + std::to_string(dp.world_ranks()[static_cast<size_t>(r)]) +
                       " (dp rank " + std::to_string(r) +
@@ -342,8 +292,6 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
 Status Trainer::update(int64_t step, StepResult& result) {
   MS_ASSIGN_OR_RETURN(result.grad_norm, s_->dist->grad_norm());
   if (!std::isfinite(result.grad_norm)) {
-    failure_is_collective_ = true;
-    if (s_->mesh->dp().rank() != 0) return reported_by(0, "the gradient-norm check");
     return OutOfRange("the gradient norm is not finite at step " + std::to_string(step) +
                       " (every rank sees it); lower optim.lr or check the data");
   }
@@ -437,181 +385,6 @@ Status Trainer::finish(TrainSummary& summary) {
   }
   if (s_->trace) MS_RETURN_IF_ERROR(s_->trace->flush());
   return s_->telemetry->close();
-}
-
-// ---- Checkpoints ----
-
-namespace {
-
-std::string checkpoints_dir(const config::RunConfig& config) {
-  return config.run.dir + "/checkpoints";
-}
-
-const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
-
-}  // namespace
-
-// checkpoint.resume: "none" starts fresh; "auto" resumes from the checkpoint run.dir/checkpoints/
-// latest names, or from the newest complete one when `latest` is missing or broken (rank 0
-// warns), and starts fresh when there is none; anything else is a checkpoint path that must
-// load.
-Status Trainer::find_resume_checkpoint() {
-  const std::string& resume = config_.checkpoint.resume;
-  if (resume == "none") return Status::OK();
-  if (resume == "auto") {
-    MS_ASSIGN_OR_RETURN(const ckpt::AutoResumeChoice choice,
-                        ckpt::newest_complete_checkpoint(checkpoints_dir(config_),
-                                                         io::default_env()));
-    if (!choice.warning.empty() && world_.rank() == 0) {
-      MS_LOG(Warn) << "checkpoint.resume auto: " << choice.warning;
-    }
-    if (choice.step_dir.empty()) return Status::OK();
-    s_->resume_dir = choice.step_dir;
-  } else {
-    MS_ASSIGN_OR_RETURN(s_->resume_dir, ckpt::resolve_checkpoint(resume));
-  }
-  MS_ASSIGN_OR_RETURN(ckpt::Manifest manifest, ckpt::Manifest::read(s_->resume_dir));
-  s_->resume_manifest = std::move(manifest);
-  MS_LOG(Info) << "resuming from " << s_->resume_dir << " (step " << s_->resume_manifest->step
-               << ", saved with dp " << s_->resume_manifest->layout.dp << ", zero "
-               << s_->resume_manifest->layout.zero << ")";
-  return Status::OK();
-}
-
-// The weights, before the distributed optimizer adopts them (so a ZeRO master copy starts from
-// the loaded values). Every tensor the model and optimizer need must be there, and no other.
-Status Trainer::load_parameters() {
-  std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<ckpt::LoadTensor> load;
-  for (model::Parameter& p : s_->model->parameters()) {
-    expected.push_back({p.name, DType::kF32, p.global_shape});
-    for (const char* prefix : kMomentPrefixes) {
-      expected.push_back({prefix + p.name, DType::kF32, p.global_shape});
-    }
-    load.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
-  }
-  const ckpt::Manifest& m = *s_->resume_manifest;
-  MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(s_->resume_dir));
-  return ckpt::load_tensors(s_->resume_dir, m, load, {}, io::default_env());
-}
-
-// This rank's part of the optimizer moments (its ZeRO segments, or everything), then the
-// non-tensor state.
-Status Trainer::load_optimizer_state() {
-  std::vector<model::Parameter>& params = s_->model->parameters();
-  Optimizer& optimizer = s_->dist->optimizer();
-  std::vector<ckpt::LoadTensor> load;
-  for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = params[segment.param];
-    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
-    float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
-    for (size_t i = 0; i < 2; ++i) {
-      load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                      moments[i] + segment.shard_offset});
-    }
-  }
-  MS_RETURN_IF_ERROR(
-      ckpt::load_tensors(s_->resume_dir, *s_->resume_manifest, load, {}, io::default_env()));
-  return restore_state();
-}
-
-Status Trainer::restore_state() {
-  const nlohmann::json& state = s_->resume_manifest->state;
-  try {
-    s_->start_step = state.at("step").get<int64_t>();
-    s_->dist->optimizer().set_updates(state.at("optimizer_updates").get<int64_t>());
-    const nlohmann::json& guard = state.at("spike_guard");
-    s_->guard->restore({guard.at("losses").get<std::vector<double>>(),
-                        guard.at("grad_norms").get<std::vector<double>>(),
-                        guard.at("skipped").get<int64_t>()});
-    const nlohmann::json& loader = state.at("loader");
-    MS_RETURN_IF_ERROR(s_->train_loader->restore(
-        {loader.at("plan_hash").get<std::string>(), loader.at("consumed_samples").get<int64_t>()}));
-  } catch (const nlohmann::json::exception& e) {
-    return Corruption(s_->resume_dir + "/manifest.json: state: " + e.what());
-  }
-  s_->last_saved_step = s_->start_step;
-  return Status::OK();
-}
-
-// Starts saving the state after `step` (weights, this rank's moments, non-tensor state). A
-// failed save is logged on every rank and training continues.
-Status Trainer::save_checkpoint(int64_t step) {
-  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(world_);
-  std::vector<model::Parameter>& params = s_->model->parameters();
-  std::vector<ckpt::SaveTensor> tensors;
-  for (const model::Parameter& p : params) {
-    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
-  }
-  Optimizer& optimizer = s_->dist->optimizer();
-  for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = params[segment.param];
-    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
-    const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
-    for (size_t i = 0; i < 2; ++i) {
-      tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                         moments[i] + segment.shard_offset, s_->dist->zero()});
-    }
-  }
-  const SpikeGuardState guard = s_->guard->state();
-  const data::LoaderState loader = s_->train_loader->state();
-  ckpt::SaveRequest request;
-  request.checkpoints_dir = checkpoints_dir(config_);
-  request.step = step;
-  request.layout = {world_.size(), s_->dp, 1, 1, 1, static_cast<int>(config_.parallel.zero)};
-  request.config_yaml = config::dump_yaml(config_);
-  request.state = {{"step", step},
-                   {"optimizer_updates", optimizer.updates()},
-                   {"lr", learning_rate(config_.optim, step, config_.train.steps)},
-                   {"seed", config_.run.seed},
-                   {"loader", {{"plan_hash", loader.plan_hash},
-                               {"consumed_samples", loader.consumed_samples}}},
-                   {"spike_guard", {{"losses", guard.losses},
-                                    {"grad_norms", guard.grad_norms},
-                                    {"skipped", guard.skipped}}}};
-  request.tokenizer_path = s_->train_loader->tokenizer_path();
-  request.async = config_.checkpoint.async;
-  request.keep = config_.checkpoint.keep;
-  s_->last_saved_step = step;
-  Status saved = s_->checkpointer->save(tensors, std::move(request));
-  if (!saved.ok()) {
-    ++s_->summary.checkpoint_failures;
-    MS_LOG(Error) << "checkpoint at step " << step << " failed, training continues: "
-                  << saved.message();
-  } else if (!config_.checkpoint.async) {
-    s_->summary.checkpoints.push_back(s_->checkpointer->last_report()->step_dir);
-  }
-  return Status::OK();
-}
-
-// Commits an asynchronous save whose writes finished on every rank (collective).
-Status Trainer::poll_checkpoint() {
-  if (!s_->checkpointer || !s_->checkpointer->in_flight()) return Status::OK();
-  Result<std::optional<ckpt::SaveReport>> polled = s_->checkpointer->poll();
-  if (!polled.ok()) {
-    ++s_->summary.checkpoint_failures;
-    MS_LOG(Error) << "checkpoint save failed, training continues: " << polled.status().message();
-  } else if (*polled) {
-    s_->summary.checkpoints.push_back((*polled)->step_dir);
-  }
-  return Status::OK();
-}
-
-// At the end of the run (last step or stop signal): saves the final state unless it was just
-// saved, and waits for every save to commit. A failed final save fails the run.
-Status Trainer::finish_checkpoints(TrainSummary& summary) {
-  MS_RETURN_IF_ERROR(poll_checkpoint());
-  const int64_t failures_before = summary.checkpoint_failures;
-  if (summary.steps_done > s_->last_saved_step && summary.steps_done > 0) {
-    MS_RETURN_IF_ERROR(save_checkpoint(summary.steps_done));
-  }
-  if (!s_->checkpointer) return Status::OK();
-  Result<std::optional<ckpt::SaveReport>> finished = s_->checkpointer->finish();
-  if (finished.ok() && *finished) summary.checkpoints.push_back((*finished)->step_dir);
-  if (finished.ok() && failures_before == summary.checkpoint_failures) return Status::OK();
-  failure_is_collective_ = true;
-  return finished.ok() ? IOError("the final checkpoint was not saved (see the log)")
-                       : finished.status();
 }
 
 }  // namespace ms::train

@@ -19,11 +19,11 @@
 // in create(), resharding when the data-parallel size or ZeRO setting changed.
 //
 // Errors: everything create() refuses (config against world size and data, missing plan,
-// unreadable files on any rank) is agreed between the ranks first, so every rank returns an
-// error and none is left waiting in a collective; the rank that found it returns the message,
-// the others an error for which reported_by_another_rank() is true. run() does the same for a
-// non-finite loss; other failures inside the loop are local to one rank, and
-// failure_is_collective() is then false: the caller must abort the job (MPI_Abort).
+// unreadable files on any rank) is agreed between the ranks first (comm::agree), so every rank
+// returns the same error, carrying the failing rank's message, and none is left waiting in a
+// collective. run() returns the same error on every rank for a non-finite loss or gradient
+// norm and a failed final checkpoint; other failures inside the loop are local to one rank,
+// and the caller ends the job (cli::run_in_world does: docs/comm.md, "Failure agreement").
 #pragma once
 
 #include <cstdint>
@@ -49,10 +49,6 @@ struct TrainSummary {
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
 };
 
-// True for the error a rank gets when another rank found and reported the failure (it then
-// only needs to exit with status 1, without printing it again).
-bool reported_by_another_rank(const Status& status);
-
 class Trainer {
  public:
   // Validates `config` against the world size (its dp becomes world.size()) and the data,
@@ -68,8 +64,6 @@ class Trainer {
 
   // Trains train.steps steps, or until a stop signal. Collective.
   Result<TrainSummary> run();
-  // Whether the last error of run() reached every rank (see above).
-  bool failure_is_collective() const { return failure_is_collective_; }
 
   const config::RunConfig& config() const { return config_; }
 
@@ -105,7 +99,6 @@ class Trainer {
   config::RunConfig config_;
   comm::Communicator& world_;
   std::unique_ptr<State> s_;
-  bool failure_is_collective_ = false;
 };
 
 }  // namespace ms::train

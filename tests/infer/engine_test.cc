@@ -185,6 +185,25 @@ TEST(Sampling, DifferentSeedsGiveDifferentText) {
   EXPECT_NE(out[0].tokens, out[1].tokens);
 }
 
+// --kv-blocks is the user's; a cache too large to allocate (2^40 blocks: 2^50 floats, beyond
+// any address space) or to count is refused naming the sizes, not thrown as std::bad_alloc.
+TEST(Engine, AKvCacheTooLargeIsRefusedNamingItsSizes) {
+  auto m = make_model(testing::tiny_dense());
+  EngineOptions options;
+  options.kv_blocks = int64_t{1} << 40;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(*m, nullptr, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(engine.status().message().find("kv_blocks 1099511627776"), std::string::npos)
+      << engine.status().message();
+  options.kv_blocks = int64_t{1} << 60;
+  engine = Engine::create(*m, nullptr, options);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("overflows"), std::string::npos)
+      << engine.status().message();
+}
+
 TEST(ContinuousBatching, WaitingRequestsJoinAsSlotsFreeUp) {
   auto m = make_model(testing::tiny_dense());
   std::vector<Request> reqs = mixed_requests(m->config().vocab_size, 3);

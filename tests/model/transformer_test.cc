@@ -276,6 +276,18 @@ TEST(Transformer, RefusesInconsistentConfigsNamingTheKey) {
   }
 }
 
+// A 2^42 x 16 f32 embedding (256 TiB) is beyond any address space, so the allocation fails at
+// once instead of touching memory.
+TEST(Transformer, AModelTooLargeToAllocateIsAnErrorNamingItsSizes) {
+  config::ModelConfig c = tiny_dense();
+  c.vocab_size = int64_t{1} << 42;
+  auto model = Transformer::create(c, 1);
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(model.status().message().find("model.vocab_size 4398046511104"), std::string::npos)
+      << model.status().to_string();
+}
+
 TEST(Transformer, RefusesBadBatchesWithoutTouchingGradients) {
   auto model = make_model(tiny_dense());
   Batch batch = make_batch(23, 1);

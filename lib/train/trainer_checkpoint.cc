@@ -1,0 +1,191 @@
+// The trainer's checkpoint plumbing (see trainer.h, "Checkpoints"): finding the checkpoint to
+// resume from and restoring weights, optimizer moments and non-tensor state from it; saving the
+// state every checkpoint.every steps and at the end; committing asynchronous saves at step
+// boundaries. Members of Trainer, kept apart from the training loop in trainer.cc.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "core/logging.h"
+#include "io/env.h"
+#include "train/flat_layout.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
+#include "train/trainer_state.h"
+
+namespace ms::train {
+
+namespace {
+
+std::string checkpoints_dir(const config::RunConfig& config) {
+  return config.run.dir + "/checkpoints";
+}
+
+const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+
+}  // namespace
+
+// checkpoint.resume: "none" starts fresh; "auto" resumes from the checkpoint run.dir/checkpoints/
+// latest names, or from the newest complete one when `latest` is missing or broken (rank 0
+// warns), and starts fresh when there is none; anything else is a checkpoint path that must
+// load.
+Status Trainer::find_resume_checkpoint() {
+  const std::string& resume = config_.checkpoint.resume;
+  if (resume == "none") return Status::OK();
+  if (resume == "auto") {
+    MS_ASSIGN_OR_RETURN(const ckpt::AutoResumeChoice choice,
+                        ckpt::newest_complete_checkpoint(checkpoints_dir(config_),
+                                                         io::default_env()));
+    if (!choice.warning.empty() && world_.rank() == 0) {
+      MS_LOG(Warn) << "checkpoint.resume auto: " << choice.warning;
+    }
+    if (choice.step_dir.empty()) return Status::OK();
+    s_->resume_dir = choice.step_dir;
+  } else {
+    MS_ASSIGN_OR_RETURN(s_->resume_dir, ckpt::resolve_checkpoint(resume));
+  }
+  MS_ASSIGN_OR_RETURN(ckpt::Manifest manifest, ckpt::Manifest::read(s_->resume_dir));
+  s_->resume_manifest = std::move(manifest);
+  MS_LOG(Info) << "resuming from " << s_->resume_dir << " (step " << s_->resume_manifest->step
+               << ", saved with dp " << s_->resume_manifest->layout.dp << ", zero "
+               << s_->resume_manifest->layout.zero << ")";
+  return Status::OK();
+}
+
+// The weights, before the distributed optimizer adopts them (so a ZeRO master copy starts from
+// the loaded values). Every tensor the model and optimizer need must be there, and no other.
+Status Trainer::load_parameters() {
+  std::vector<ckpt::ExpectedTensor> expected;
+  std::vector<ckpt::LoadTensor> load;
+  for (model::Parameter& p : s_->model->parameters()) {
+    expected.push_back({p.name, DType::kF32, p.global_shape});
+    for (const char* prefix : kMomentPrefixes) {
+      expected.push_back({prefix + p.name, DType::kF32, p.global_shape});
+    }
+    load.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+  }
+  const ckpt::Manifest& m = *s_->resume_manifest;
+  MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(s_->resume_dir));
+  return ckpt::load_tensors(s_->resume_dir, m, load, {}, io::default_env());
+}
+
+// This rank's part of the optimizer moments (its ZeRO segments, or everything), then the
+// non-tensor state.
+Status Trainer::load_optimizer_state() {
+  std::vector<model::Parameter>& params = s_->model->parameters();
+  Optimizer& optimizer = s_->dist->optimizer();
+  std::vector<ckpt::LoadTensor> load;
+  for (const ShardSegment& segment : s_->dist->owned_segments()) {
+    const model::Parameter& p = params[segment.param];
+    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
+    float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
+    for (size_t i = 0; i < 2; ++i) {
+      load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
+                      moments[i] + segment.shard_offset});
+    }
+  }
+  MS_RETURN_IF_ERROR(
+      ckpt::load_tensors(s_->resume_dir, *s_->resume_manifest, load, {}, io::default_env()));
+  return restore_state();
+}
+
+Status Trainer::restore_state() {
+  const nlohmann::json& state = s_->resume_manifest->state;
+  try {
+    s_->start_step = state.at("step").get<int64_t>();
+    s_->dist->optimizer().set_updates(state.at("optimizer_updates").get<int64_t>());
+    const nlohmann::json& guard = state.at("spike_guard");
+    s_->guard->restore({guard.at("losses").get<std::vector<double>>(),
+                        guard.at("grad_norms").get<std::vector<double>>(),
+                        guard.at("skipped").get<int64_t>()});
+    const nlohmann::json& loader = state.at("loader");
+    MS_RETURN_IF_ERROR(s_->train_loader->restore(
+        {loader.at("plan_hash").get<std::string>(), loader.at("consumed_samples").get<int64_t>()}));
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(s_->resume_dir + "/manifest.json: state: " + e.what());
+  }
+  s_->last_saved_step = s_->start_step;
+  return Status::OK();
+}
+
+// Starts saving the state after `step` (weights, this rank's moments, non-tensor state). A
+// failed save is logged on every rank and training continues.
+Status Trainer::save_checkpoint(int64_t step) {
+  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(world_);
+  std::vector<model::Parameter>& params = s_->model->parameters();
+  std::vector<ckpt::SaveTensor> tensors;
+  for (const model::Parameter& p : params) {
+    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+  }
+  Optimizer& optimizer = s_->dist->optimizer();
+  for (const ShardSegment& segment : s_->dist->owned_segments()) {
+    const model::Parameter& p = params[segment.param];
+    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
+    const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
+    for (size_t i = 0; i < 2; ++i) {
+      tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
+                         moments[i] + segment.shard_offset, s_->dist->zero()});
+    }
+  }
+  const SpikeGuardState guard = s_->guard->state();
+  const data::LoaderState loader = s_->train_loader->state();
+  ckpt::SaveRequest request;
+  request.checkpoints_dir = checkpoints_dir(config_);
+  request.step = step;
+  request.layout = {world_.size(), s_->dp, 1, 1, 1, static_cast<int>(config_.parallel.zero)};
+  request.config_yaml = config::dump_yaml(config_);
+  request.state = {{"step", step},
+                   {"optimizer_updates", optimizer.updates()},
+                   {"lr", learning_rate(config_.optim, step, config_.train.steps)},
+                   {"seed", config_.run.seed},
+                   {"loader", {{"plan_hash", loader.plan_hash},
+                               {"consumed_samples", loader.consumed_samples}}},
+                   {"spike_guard", {{"losses", guard.losses},
+                                    {"grad_norms", guard.grad_norms},
+                                    {"skipped", guard.skipped}}}};
+  request.tokenizer_path = s_->train_loader->tokenizer_path();
+  request.async = config_.checkpoint.async;
+  request.keep = config_.checkpoint.keep;
+  s_->last_saved_step = step;
+  Status saved = s_->checkpointer->save(tensors, std::move(request));
+  if (!saved.ok()) {
+    ++s_->summary.checkpoint_failures;
+    MS_LOG(Error) << "checkpoint at step " << step << " failed, training continues: "
+                  << saved.message();
+  } else if (!config_.checkpoint.async) {
+    s_->summary.checkpoints.push_back(s_->checkpointer->last_report()->step_dir);
+  }
+  return Status::OK();
+}
+
+// Commits an asynchronous save whose writes finished on every rank (collective).
+Status Trainer::poll_checkpoint() {
+  if (!s_->checkpointer || !s_->checkpointer->in_flight()) return Status::OK();
+  Result<std::optional<ckpt::SaveReport>> polled = s_->checkpointer->poll();
+  if (!polled.ok()) {
+    ++s_->summary.checkpoint_failures;
+    MS_LOG(Error) << "checkpoint save failed, training continues: " << polled.status().message();
+  } else if (*polled) {
+    s_->summary.checkpoints.push_back((*polled)->step_dir);
+  }
+  return Status::OK();
+}
+
+// At the end of the run (last step or stop signal): saves the final state unless it was just
+// saved, and waits for every save to commit. A failed final save fails the run.
+Status Trainer::finish_checkpoints(TrainSummary& summary) {
+  MS_RETURN_IF_ERROR(poll_checkpoint());
+  const int64_t failures_before = summary.checkpoint_failures;
+  if (summary.steps_done > s_->last_saved_step && summary.steps_done > 0) {
+    MS_RETURN_IF_ERROR(save_checkpoint(summary.steps_done));
+  }
+  if (!s_->checkpointer) return Status::OK();
+  Result<std::optional<ckpt::SaveReport>> finished = s_->checkpointer->finish();
+  if (finished.ok() && *finished) summary.checkpoints.push_back((*finished)->step_dir);
+  if (finished.ok() && failures_before == summary.checkpoint_failures) return Status::OK();
+  return finished.ok() ? IOError("the final checkpoint was not saved (see the log)")
+                       : finished.status();
+}
+
+}  // namespace ms::train

@@ -1,0 +1,42 @@
+// The state a Trainer holds between its steps, shared by the training loop (trainer.cc) and the
+// checkpoint plumbing (trainer_checkpoint.cc). Private to lib/train.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "ckpt/checkpoint.h"
+#include "comm/mesh.h"
+#include "data/loader.h"
+#include "model/transformer.h"
+#include "telemetry/writer.h"
+#include "train/distributed_optimizer.h"
+#include "train/spike_guard.h"
+#include "train/trainer.h"
+
+namespace ms::train {
+
+struct Trainer::State {
+  std::optional<comm::Mesh> mesh;
+  int dp = 1;
+  int micro_batches = 1;
+  std::unique_ptr<data::Loader> train_loader;
+  std::unique_ptr<data::Loader> eval_loader;
+  std::unique_ptr<model::Transformer> model;
+  std::unique_ptr<DistributedOptimizer> dist;
+  std::unique_ptr<SpikeGuard> guard;
+  std::unique_ptr<telemetry::TelemetryWriter> telemetry;
+  std::unique_ptr<telemetry::TraceWriter> trace;
+  double flops_per_token = 0;
+  double peak_flops = 0;  // summed over the dp ranks
+  TrainSummary summary;
+  std::unique_ptr<ckpt::Checkpointer> checkpointer;
+  std::string resume_dir;  // the step directory resumed from ("" for a fresh start)
+  std::optional<ckpt::Manifest> resume_manifest;
+  int64_t start_step = 0;        // steps already done when this run starts
+  int64_t last_saved_step = -1;  // newest step a save was started for
+};
+
+}  // namespace ms::train
