@@ -1,6 +1,6 @@
 // `ms-ckpt prune DIR --keep N`: removes all but the newest N complete checkpoints and (with
-// --temporaries) the temporary directories of interrupted saves; the checkpoint `latest` names
-// is never removed (lib/ckpt/checkpoint.h).
+// --temporaries) what interrupted saves and reshards left (ckpt::is_temporary_name); the
+// checkpoint `latest` names is never removed (lib/ckpt/checkpoint.h).
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -39,8 +39,8 @@ void add_prune_command(cli::Tool& tool) {
   sub->add_option("--keep", args->keep, "Complete checkpoints to keep")
       ->check(CLI::PositiveNumber)->required();
   sub->add_flag("--temporaries", args->temporaries,
-                "Also remove .tmp-step-* directories interrupted saves left (only when no save "
-                "into DIR is running)");
+                "Also remove what crashed saves and reshards left (.tmp-step-*, .old-step-*, "
+                "step-*.tmp.*, latest.tmp.*; only when none is running into DIR)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <new>
 #include <set>
 
 #include "ckpt/safetensors.h"
@@ -120,10 +121,15 @@ Result<TensorCatalog> parameter_catalog(const std::string& dir, const config::Mo
                              dir + "/config.json has no such parameter)");
     }
   }
-  out.read = [read = all.read](const std::string& name) -> Result<Tensor> {
+  out.read = [read = all.read, dir](const std::string& name) -> Result<Tensor> {
     MS_ASSIGN_OR_RETURN(Tensor t, read(name));
     if (t.dtype() == DType::kF32) return t;
-    return convert(t, DType::kF32);
+    try {
+      return convert(t, DType::kF32);
+    } catch (const std::bad_alloc&) {
+      return Unavailable(dir + ": out of memory widening tensor '" + name + "' " +
+                         shape_string(t.shape()) + " to f32");
+    }
   };
   return out;
 }

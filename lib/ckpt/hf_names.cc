@@ -272,9 +272,8 @@ Status check_hf_weights_fit(const config::ModelConfig& c, const std::string& sou
   const int64_t present = static_cast<int64_t>(tensors_present);
   if (implied > 2 * present + 16) {
     return InvalidArgument(source + " implies " + std::to_string(implied) + " tensors (" +
-                           std::to_string(c.n_layers) + " layers), but " + weights + " hold" +
-                           (weights.ends_with("s") ? "" : "s") + " only " +
-                           std::to_string(tensors_present) +
+                           std::to_string(c.n_layers) + " layers), but only " +
+                           std::to_string(tensors_present) + " are in " + weights +
                            ": the config does not describe these weights");
   }
   return Status::OK();

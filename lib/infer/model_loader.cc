@@ -1,10 +1,13 @@
-// config.json <-> ModelConfig, and safetensors <-> the Transformer's parameter table
-// (infer/model_loader.h). Parameters are matched by their Hugging Face names, so a tied
-// lm_head is simply absent from the file.
+// Hugging Face directories and checkpoints <-> the Transformer's parameter table
+// (infer/model_loader.h). Reading goes through lib/ckpt's readers (config.json, safetensors
+// and the index, manifests), which check every size a file claims before the model is
+// allocated; this file only creates the model and copies the parameters in. Parameters are
+// matched by their Hugging Face names, so a tied lm_head is simply absent from the file.
 #include "infer/model_loader.h"
 
 #include <algorithm>
 #include <filesystem>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -113,10 +116,11 @@ Status read_checkpoint_parameter(model::Parameter& p, const ckpt::Manifest& m,
                            std::string(ckpt::safetensors_dtype_name(rec->dtype)) +
                            "; weights must be F32 or BF16");
   }
-  std::vector<bf16> staged(static_cast<size_t>(p.value.numel()));
+  MS_ASSIGN_OR_RETURN(Tensor staged, ckpt::allocate_tensor(DType::kBF16, p.global_shape,
+                                                           step_dir + ": tensor " + p.name));
   MS_RETURN_IF_ERROR(
-      ckpt::read_region(step_dir, m, p.name, offsets, p.global_shape, staged.data()));
-  ops::bf16_to_f32(staged.data(), p.value.data<float>(), staged.size());
+      ckpt::read_region(step_dir, m, p.name, offsets, p.global_shape, staged.raw_data()));
+  ops::bf16_to_f32(staged.data<bf16>(), p.value.data<float>(), static_cast<size_t>(staged.numel()));
   return Status::OK();
 }
 
