@@ -53,6 +53,9 @@ head -c 1000 data/shakespeare.plan > truncated.plan
 expect_error "truncated" "$BIN/ms-data" dump-plan truncated.plan --format ids
 printf 'garbage-garbage-garbage-garbage-garbage-garbage-garbage-garbage-' > garbage.plan
 expect_error "bad magic" "$BIN/ms-data" dump-plan garbage.plan --format ids
+# A plan claiming seq_len 2^40 (loaders would size buffers by it) is refused naming the field.
+expect_error "huge_seq_len.plan': seq_len 1099511627776 is outside" \
+  "$BIN/ms-data" dump-plan "$SRC/tests/fuzz/corpus/plan_reader/huge_seq_len.plan" --format ids
 
 zstd -q -dc "$SRC/data/corpus/arithmetic.jsonl.zst" > full.jsonl
 head -n 100 full.jsonl > small.jsonl
