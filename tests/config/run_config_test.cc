@@ -197,17 +197,17 @@ TEST(RunConfigFiles, MissingFileIsNotFound) {
 TEST(RunConfigFiles, TinyCpuConfigLoads) {
   Result<RunConfig> r = load_run_config(source_path("configs/tiny-cpu.yaml"));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  EXPECT_EQ(r->model.d_model, 64);
-  EXPECT_EQ(r->model.n_layers, 2);
+  EXPECT_EQ(r->model.d_model, 128);
+  EXPECT_EQ(r->model.n_layers, 4);
   EXPECT_EQ(r->model.n_heads, 4);
-  EXPECT_EQ(r->model.n_kv_heads, 2);
-  EXPECT_EQ(r->model.vocab_size, 50257);
+  EXPECT_EQ(r->model.n_kv_heads, 4);
+  EXPECT_EQ(r->model.vocab_size, 1024);  // the demo's learned tokenizer
   EXPECT_EQ(r->model.moe.num_experts, 0);
-  EXPECT_EQ(r->train.seq_len, 64);
+  EXPECT_EQ(r->train.seq_len, 128);
   EXPECT_EQ(r->parallel.dp, 2);
-  EXPECT_EQ(r->train.steps, 20);
-  EXPECT_EQ(r->train.global_batch, 8);
-  EXPECT_EQ(r->train.micro_batch, 2);
+  EXPECT_EQ(r->train.steps, 400);
+  EXPECT_EQ(r->train.global_batch, 16);
+  EXPECT_EQ(r->train.micro_batch, 4);
   EXPECT_EQ(r->data.plan, "data/shakespeare.plan");
   EXPECT_EQ(r->run.dir, "runs/tiny");
 }

@@ -29,6 +29,14 @@ if [ "$MODE" = mpi ]; then
   cmp "$WORK/one.bin" "$WORK/two.bin" || fail "2-rank .bin differs from 1-rank"
   cmp "$WORK/one.idx" "$WORK/two.idx" || fail "2-rank .idx differs from 1-rank"
   ls "$WORK" | grep -q part && fail "part files left behind"
+  # Empty documents (no sequence, no end-of-document token) split across ranks the same way.
+  for i in $(seq 1 40); do printf '{"text": "doc %d"}\n{"text": ""}\n' "$i"; done > "$WORK/gaps.jsonl"
+  "$MS_DATA" build -i "$WORK/gaps.jsonl" -t "$TOK" -o "$WORK/gaps1" --batch-docs 7 --no-progress
+  "$MPIEXEC" --oversubscribe -np 2 "$MS_DATA" build -i "$WORK/gaps.jsonl" -t "$TOK" -o "$WORK/gaps2" \
+      --batch-docs 7 --no-progress
+  cmp "$WORK/gaps1.idx" "$WORK/gaps2.idx" || fail "2-rank .idx with empty documents differs"
+  cmp "$WORK/gaps1.bin" "$WORK/gaps2.bin" || fail "2-rank .bin with empty documents differs"
+  "$MS_DATA" inspect "$WORK/gaps2" | grep -q "^sequences   40$" || fail "2-rank build gave empty documents a sequence"
   echo "PASS: 2-rank build is byte-identical"; exit 0
 fi
 

@@ -35,11 +35,12 @@ cmp data/shakespeare.plan again.plan || fail "planning twice gave different byte
 test "$(grep -c '^=== train sample' samples.txt)" -eq 3 || fail "expected 3 text samples"
 "$BIN/ms-data" dump-plan data/shakespeare.plan --split validation --samples 0:2 --format ids > ids.jsonl
 test "$(wc -l < ids.jsonl)" -eq 2 || fail "expected 2 JSON lines"
-python3 - <<'PY' || fail "ids lines are not seq_len + 1 token ids"
-import json
+SEQ_LEN=$(sed -n 's/^seq_len: *\([0-9]*\).*/\1/p' "$SRC/configs/mix-shakespeare.yaml")
+python3 - "$SEQ_LEN" <<'PY' || fail "ids lines are not seq_len + 1 token ids"
+import json, sys
 for line in open("ids.jsonl"):
     j = json.loads(line)
-    assert len(j["ids"]) == 65 and j["source"] in ("shakespeare", "arithmetic"), j
+    assert len(j["ids"]) == int(sys.argv[1]) + 1 and j["source"] in ("shakespeare", "arithmetic"), j
 PY
 
 sed 's/seq_len:/seq_lne:/' "$SRC/configs/mix-shakespeare.yaml" > typo.yaml
@@ -52,6 +53,9 @@ head -c 1000 data/shakespeare.plan > truncated.plan
 expect_error "truncated" "$BIN/ms-data" dump-plan truncated.plan --format ids
 printf 'garbage-garbage-garbage-garbage-garbage-garbage-garbage-garbage-' > garbage.plan
 expect_error "bad magic" "$BIN/ms-data" dump-plan garbage.plan --format ids
+# A plan claiming seq_len 2^40 (loaders would size buffers by it) is refused naming the field.
+expect_error "huge_seq_len.plan': seq_len 1099511627776 is outside" \
+  "$BIN/ms-data" dump-plan "$SRC/tests/fuzz/corpus/plan_reader/huge_seq_len.plan" --format ids
 
 zstd -q -dc "$SRC/data/corpus/arithmetic.jsonl.zst" > full.jsonl
 head -n 100 full.jsonl > small.jsonl

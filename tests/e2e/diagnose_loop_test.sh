@@ -17,7 +17,8 @@ SLOW_RANK=2
 shakespeare_plan 32 512 16
 
 "$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" \
-  --set run.dir="$work/run" --set data.plan="$work/s32.plan" --set model.d_model=16 \
+  --set run.dir="$work/run" --set data.plan="$work/s32.plan" --set model.vocab_size=50257 \
+  --set model.d_model=16 \
   --set model.n_layers=1 --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32 \
   --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=24 \
   --set train.global_batch=8 --set train.micro_batch=2 --set train.eval_every=0 \
