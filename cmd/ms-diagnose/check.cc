@@ -137,7 +137,8 @@ void add_rank_options(CLI::App* sub, CheckCli& cli) {
   sub->add_option("--reps", o.compute_reps, "Repetitions of each per-rank benchmark (best kept)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--rounds", o.rounds,
-                  "Round-robin passes over the ranks and pairs (each keeps its best)")
+                  "Round-robin passes over the ranks and pairs, and timed passes of each "
+                  "collective size (each keeps its best)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--p2p-bytes", o.p2p_bytes, "Message size of the point-to-point matrix")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -87,16 +87,18 @@ class Communicator {
   virtual Status allreduce(const void* send, void* recv, size_t count, DType dtype,
                            ReduceOp op) = 0;
   // send holds size() * recv_count elements; rank r receives the reduction of block r.
+  // MPI backend: send == recv reduces in place (the result lands in the first recv_count).
   virtual Status reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                                 ReduceOp op) = 0;
   // send holds send_count elements; recv holds size() * send_count, rank r's block at r.
+  // send == recv + rank() * send_count gathers in place (as NCCL and MPI_IN_PLACE define it).
   virtual Status allgather(const void* send, void* recv, size_t send_count, DType dtype) = 0;
   // Rank r contributes recv_counts[r] elements (its send_count must equal that); recv holds the
   // blocks back to back in rank order (sum of recv_counts elements).
   virtual Status allgatherv(const void* send, size_t send_count, void* recv,
                             std::span<const size_t> recv_counts, DType dtype) = 0;
   // send and recv hold size() blocks of `count` elements; block r of send goes to rank r and
-  // block r of recv came from rank r.
+  // block r of recv came from rank r. MPI backend: send == recv exchanges in place.
   virtual Status alltoall(const void* send, void* recv, size_t count, DType dtype) = 0;
   // Like alltoall with per-peer counts; blocks are back to back in rank order on both sides.
   virtual Status alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,

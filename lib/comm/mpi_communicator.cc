@@ -375,7 +375,8 @@ Status MpiCommunicator::reduce_scatter(const void* send, void* recv, size_t recv
   MS_ASSIGN_OR_RETURN(const int n, to_mpi_count(recv_count, "reduce_scatter"));
   const uint64_t bytes = recv_count * size_ * dtype_size(dtype);
   InflightScope scope(watchdog(), next_collective("reduce_scatter", bytes));
-  MS_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mpi_datatype(dtype),
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  MS_MPI_CHECK(MPI_Reduce_scatter_block(source, recv, n, mpi_datatype(dtype),
                                         mpi_reduce_op(dtype, op), comm_));
   return Status::OK();
 }
@@ -384,7 +385,9 @@ Status MpiCommunicator::allgather(const void* send, void* recv, size_t send_coun
   MS_ASSIGN_OR_RETURN(const int n, to_mpi_count(send_count, "allgather"));
   InflightScope scope(watchdog(), next_collective("allgather", send_count * dtype_size(dtype)));
   const MPI_Datatype type = mpi_datatype(dtype);
-  MS_MPI_CHECK(MPI_Allgather(send, n, type, recv, n, type, comm_));
+  const char* own_block = static_cast<const char*>(recv) + rank_ * send_count * dtype_size(dtype);
+  const void* source = send == own_block ? MPI_IN_PLACE : send;
+  MS_MPI_CHECK(MPI_Allgather(source, n, type, recv, n, type, comm_));
   return Status::OK();
 }
 
@@ -414,7 +417,8 @@ Status MpiCommunicator::alltoall(const void* send, void* recv, size_t count, DTy
   MS_ASSIGN_OR_RETURN(const int n, to_mpi_count(count, "alltoall"));
   InflightScope scope(watchdog(), next_collective("alltoall", count * size_ * dtype_size(dtype)));
   const MPI_Datatype type = mpi_datatype(dtype);
-  MS_MPI_CHECK(MPI_Alltoall(send, n, type, recv, n, type, comm_));
+  const void* source = send == recv ? MPI_IN_PLACE : send;
+  MS_MPI_CHECK(MPI_Alltoall(source, n, type, recv, n, type, comm_));
   return Status::OK();
 }
 

@@ -66,15 +66,29 @@ float expected_value(Collective c, int rank, int ranks, size_t block, size_t i);
 // Elements of `recv` that differ from expected_value.
 uint64_t count_wrong(Collective c, int rank, int ranks, std::span<const float> recv);
 
-struct CollectiveResult {
-  Collective collective = Collective::kAllReduce;
-  size_t bytes = 0;
-  size_t count = 0;
-  int root = -1;            // broadcast's root; -1 otherwise
+// Where the result goes, as in nccl-tests: into a separate receive buffer, or over the input
+// (allreduce, reduce-scatter and alltoall on one buffer; allgather with this rank's block
+// already in place; broadcast on the receive buffer alone).
+enum class Placement { kOutOfPlace, kInPlace };
+// False for sendrecv, which MPI cannot run on one buffer (printed "N/A").
+bool has_in_place(Collective c);
+
+// One placement's timing and verification.
+struct PlacementResult {
+  bool measured = false;    // false: the collective has no such form (printed N/A)
   double time_us = 0;       // mean per operation, the slowest rank's
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   uint64_t wrong = 0;       // summed over ranks
+};
+
+struct CollectiveResult {
+  Collective collective = Collective::kAllReduce;
+  size_t bytes = 0;
+  size_t count = 0;
+  int root = -1;  // broadcast's root; -1 otherwise
+  PlacementResult out_of_place, in_place;
+  uint64_t wrong() const { return out_of_place.wrong + in_place.wrong; }
 };
 
 // Test-only fault injection: the named rank's per-rank and point-to-point timings are
@@ -94,7 +108,8 @@ struct CheckOptions {
   size_t triad_elements = 2u << 20;
   int compute_reps = 3;
   // Turns are taken round-robin this many times and each rank keeps its best, so a burst of
-  // load from elsewhere on a shared machine hits one sample of a rank rather than all of them.
+  // load from elsewhere on a shared machine hits one sample of a rank rather than all of them;
+  // each collective size is timed in this many passes, the best kept, for the same reason.
   int rounds = 3;
   size_t p2p_bytes = 1u << 20;
   int p2p_reps = 5;
@@ -105,8 +120,11 @@ struct CheckOptions {
   std::function<std::map<std::string, double>()> extra_rank_metrics;
 };
 
-// Collective over `comm`: one size of one collective, timed over options.iters after
-// options.warmup, then run once more on fresh buffers and verified.
+// Collective over `comm`: one size of one collective, out of place and then in place (where
+// it has that form). Each placement runs options.warmup untimed operations, then
+// options.rounds passes of options.iters timed ones (the best pass's slowest-rank mean is
+// reported), on buffers allocated and filled once outside the timed loops; then it runs once
+// more on fresh buffers and is verified.
 Result<CollectiveResult> run_collective(comm::Communicator& comm, Collective c, size_t size_bytes,
                                         const CheckOptions& options);
 
@@ -150,7 +168,9 @@ Status wait_quietly(comm::Request& request);
 // A barrier whose waiting ranks sleep instead of spinning.
 Status quiet_barrier(comm::Communicator& comm);
 
-// nccl-tests-style text: '#' header lines, a units row, one row per size, and the average busbw.
+// nccl-tests-style text: '#' header lines, a units row, one row per size with out-of-place
+// and in-place columns (time, algbw, busbw, #wrong each; N/A where there is no in-place form),
+// and the average busbw over every measured row and placement, as nccl-tests reports it.
 std::string format_collective_table(Collective c, int ranks,
                                     std::span<const CollectiveResult> rows);
 

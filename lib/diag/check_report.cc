@@ -109,14 +109,21 @@ ordered_json finding_json(const Finding& f) {
   return j;
 }
 
+// A placement's numbers, or null where the collective has no such form.
+ordered_json placement_json(const PlacementResult& p) {
+  if (!p.measured) return nullptr;
+  return {{"time_us", p.time_us}, {"algbw_gbs", p.algbw_gbs}, {"busbw_gbs", p.busbw_gbs},
+          {"wrong", p.wrong}};
+}
+
 ordered_json collectives_json(const CheckResults& results, const CheckOptions& options) {
   ordered_json out = ordered_json::array();
   for (size_t i = 0; i < results.collectives.size(); ++i) {
     ordered_json rows = ordered_json::array();
     for (const CollectiveResult& r : results.collectives[i]) {
       rows.push_back({{"size", r.bytes}, {"count", r.count}, {"type", "float"},
-                      {"root", r.root}, {"time_us", r.time_us}, {"algbw_gbs", r.algbw_gbs},
-                      {"busbw_gbs", r.busbw_gbs}, {"wrong", r.wrong}});
+                      {"root", r.root}, {"out_of_place", placement_json(r.out_of_place)},
+                      {"in_place", placement_json(r.in_place)}});
     }
     out.push_back({{"collective", collective_name(options.collectives[i])}, {"rows", rows}});
   }
@@ -141,7 +148,7 @@ CheckVerdict judge_check(const CheckResults& results, const HealthOptions& optio
   verdict.health = assess_health(results.ranks, options);
   verdict.slow_links = find_slow_links(results.p2p, options);
   for (const auto& rows : results.collectives) {
-    for (const CollectiveResult& r : rows) verdict.wrong += r.wrong;
+    for (const CollectiveResult& r : rows) verdict.wrong += r.wrong();
   }
   return verdict;
 }

@@ -107,20 +107,54 @@ TEST(CollectiveNames, RoundTrip) {
   EXPECT_EQ(parse_collective("allreduc").status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(CollectiveTable, NcclTestsLayout) {
+PlacementResult measured(double time_us, double algbw, double busbw, uint64_t wrong) {
+  PlacementResult p;
+  p.measured = true;
+  p.time_us = time_us;
+  p.algbw_gbs = algbw;
+  p.busbw_gbs = busbw;
+  p.wrong = wrong;
+  return p;
+}
+
+TEST(CollectiveTable, NcclTestsLayoutWithOutOfPlaceAndInPlaceColumns) {
   CollectiveResult row;
   row.collective = Collective::kAllReduce;
   row.bytes = 1024;
   row.count = 256;
-  row.time_us = 10;
-  row.algbw_gbs = 0.1024;
-  row.busbw_gbs = 0.1536;
+  row.out_of_place = measured(10, 0.1024, 0.1536, 0);
+  row.in_place = measured(20, 0.0512, 0.0768, 3);
   const std::vector<CollectiveResult> rows{row};
   const std::string text = format_collective_table(Collective::kAllReduce, 4, rows);
-  EXPECT_NE(text.find("#wrong"), std::string::npos);
-  EXPECT_NE(text.find("(GB/s)"), std::string::npos);
-  EXPECT_NE(text.find("   float    sum     -1"), std::string::npos) << text;
-  EXPECT_NE(text.find("# Avg bus bandwidth    : 0.1536"), std::string::npos) << text;
+  EXPECT_NE(text.find("out-of-place"), std::string::npos) << text;
+  EXPECT_LT(text.find("out-of-place"), text.find("in-place")) << text;
+  const size_t header = text.find("# ");
+  EXPECT_NE(text.find("time    algbw    busbw  #wrong       time    algbw    busbw  #wrong",
+                      header),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("   float    sum     -1      10.00    0.102    0.154       0      20.00"
+                      "    0.051    0.077       3"),
+            std::string::npos)
+      << text;
+  // The average covers both placements, as nccl-tests' does.
+  EXPECT_NE(text.find("# Avg bus bandwidth    : 0.1152"), std::string::npos) << text;
+  EXPECT_EQ(row.wrong(), 3u);
+}
+
+TEST(CollectiveTable, ACollectiveWithoutAnInPlaceFormPrintsNA) {
+  EXPECT_FALSE(has_in_place(Collective::kSendRecv));
+  EXPECT_TRUE(has_in_place(Collective::kAllGather));
+  CollectiveResult row;
+  row.collective = Collective::kSendRecv;
+  row.bytes = 1024;
+  row.count = 256;
+  row.out_of_place = measured(10, 0.1024, 0.1024, 0);
+  const std::vector<CollectiveResult> rows{row};
+  const std::string text = format_collective_table(Collective::kSendRecv, 2, rows);
+  EXPECT_NE(text.find("       0        N/A      N/A      N/A     N/A\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# Avg bus bandwidth    : 0.1024"), std::string::npos) << text;
 }
 
 TEST(SlowLinks, OneSlowPairIsFound) {

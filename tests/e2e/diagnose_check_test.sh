@@ -30,13 +30,20 @@ done
 cat "$TMP/healthy.txt"
 [ "$rc" -eq 0 ] || { cat "$TMP/healthy.err"; fail "healthy check exited $rc"; }
 for pattern in '^# Collective test: allreduce' '^# Collective test: sendrecv' \
-               '^#  *size  *count  *type  *redop  *root  *time  *algbw  *busbw  *#wrong' \
+               '^#  *out-of-place  *in-place$' \
+               '^#  *size  *count  *type  *redop  *root  *time  *algbw  *busbw  *#wrong  *time  *algbw  *busbw  *#wrong$' \
                '^#  *(B)  *(elements)' '^# Avg bus bandwidth' \
                '^# Out of bounds values : 0 OK' '^# Result: HEALTHY'; do
   grep -q -- "$pattern" "$TMP/healthy.txt" || fail "missing '$pattern'"
 done
 rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +float ' "$TMP/healthy.txt")
 [ "$rows" -eq 18 ] || fail "expected 18 table rows (6 collectives x 3 sizes), got $rows"
+# Every row but sendrecv's has both placements measured and verified (#wrong 0 twice);
+# sendrecv has no in-place form and prints N/A there.
+both=$(grep -cE '^ +[0-9]+ +[0-9]+ +float +[a-z]+ +-?[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0$' "$TMP/healthy.txt")
+[ "$both" -eq 15 ] || fail "expected 15 rows with out-of-place and in-place results, got $both"
+na=$(grep -cE '^ +[0-9]+ +[0-9]+ +float +none +-1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +0 +N/A +N/A +N/A +N/A$' "$TMP/healthy.txt")
+[ "$na" -eq 3 ] || fail "expected 3 sendrecv rows with N/A in place, got $na"
 
 "$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" --json \
   > "$TMP/report.json" 2>/dev/null
