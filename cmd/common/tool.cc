@@ -64,8 +64,9 @@ void Tool::print_running_error(const std::string& message) {
 }
 
 Status unexpected_exception(const std::exception& e) {
-  std::string message = "unexpected exception in " + Tool::command() + ": " +
-                        demangled(typeid(e).name()) + ": " + e.what();
+  const std::string type = demangled(typeid(e).name());
+  std::string message = "unexpected exception in " + Tool::command() + ": " + type;
+  if (type != e.what()) message += std::string(": ") + e.what();
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
     message += " (out of memory: an input probably claims a size larger than it is; "
                "please report which input did it)";

@@ -61,7 +61,8 @@ class Tool {
 };
 
 // The error for an exception that escaped a subcommand: the command, the exception's type and
-// what() ("unexpected exception in ms-infer plan: std::bad_alloc: out of memory ...").
+// what() when it says more ("unexpected exception in ms-infer plan: std::bad_alloc (out of
+// memory: ...)").
 Status unexpected_exception(const std::exception& e);
 
 // Shared options, added where they apply.

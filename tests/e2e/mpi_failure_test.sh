@@ -4,7 +4,8 @@
 # failure is a real bad input on one rank (mpirun's MPMD syntax gives that rank other
 # arguments), which the ranks agree on; with 3 ranks the last rank fails on purpose before the
 # body runs (MS_TEST_FAIL_RANK=<rank>:start), leaving its peers blocked in a collective, which
-# only the job-end agreement's abort can end. `timeout 60` turns a hang into a failed test.
+# only the job-end agreement's abort can end (ckpt_export also fails rank 0 after its work,
+# when every rank reaches the end). `timeout 60` turns a hang into a failed test.
 # Usage: mpi_failure_test.sh <mpirun> <ranks> <bin dir> <source dir> <make_tiny_model> <case>
 #   case: train data_build ckpt_reshard ckpt_import ckpt_export infer_generate infer_bench
 #         infer_plan diagnose_check
@@ -128,6 +129,13 @@ case "$CASE:$NP" in
       "unexpected exception in ms-ckpt import: std::bad_alloc" \
       -x "MS_TEST_FAIL_RANK=1:throw" -np 2 "$BIN/ms-ckpt" import "$work/moe" -o "$work/ckpts"
     grep -q "drop mpirun" "$work/out.txt" || fail "rank 0's refusal of mpirun is not shown"
+    # Alone (an MPI singleton), the tool prints the same error for the exception.
+    if MS_TEST_FAIL_RANK=0:throw "$BIN/ms-ckpt" import "$work/moe" -o "$work/ckpts" \
+      2> "$work/err.txt"; then
+      fail "a throwing import exited 0"
+    fi
+    grep -q "^ms-ckpt: error: unexpected exception in ms-ckpt import: std::bad_alloc (out of memory" \
+      "$work/err.txt" || { cat "$work/err.txt"; fail "the exception is not named"; }
     ;;
   ckpt_import:*)
     tiny_model
@@ -143,6 +151,15 @@ case "$CASE:$NP" in
   ckpt_export:*)
     tiny_checkpoint
     expect_injected "ms-ckpt export" "$BIN/ms-ckpt" export "$work/ckpts/latest" -o "$work/hf"
+    # Rank 0 finishes the export, then fails: every rank reaches the end, so the job ends
+    # without an abort and rank 0's message is printed once, naming its rank.
+    expect_failure "ms-ckpt export, rank 0 fails after its work" \
+      "^ms-ckpt: error: rank 0: failure injected by MS_TEST_FAIL_RANK on rank 0 at stage 'end'$" \
+      -x "MS_TEST_FAIL_RANK=0:end" -np "$NP" "$BIN/ms-ckpt" export "$work/ckpts/latest" \
+      -o "$work/hf2"
+    [ "$(grep -c 'ms-ckpt: error:' "$work/out.txt")" -eq 1 ] ||
+      { cat "$work/out.txt"; fail "the error was not printed exactly once"; }
+    ! grep -q MPI_ABORT "$work/out.txt" || { cat "$work/out.txt"; fail "the job was aborted"; }
     ;;
   infer_generate:2 | infer_bench:2)
     tiny_model
