@@ -52,10 +52,11 @@ struct Overlap {
 };
 
 // Refuses a shard whose byte range passes the end of its file before anything is allocated
-// for it (manifest validation has already ruled out an overflowing end).
+// for it (checked again here for manifests built in memory without validate()).
 Status check_in_file(const std::string& path, const TensorRecord& t, const ShardRecord& s,
                      uint64_t file_size) {
-  if (s.offset + s.length <= file_size) return Status::OK();
+  const Result<uint64_t> end = checked_end(s.offset, s.length, "byte range");
+  if (end.ok() && *end <= file_size) return Status::OK();
   return Corruption(describe(path, t, s) + ": the file has only " + std::to_string(file_size) +
                     " bytes (truncated?)");
 }
