@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/rank_file.h"
 #include "io/atomic_file.h"
 
 namespace ms::ckpt {
@@ -211,11 +212,7 @@ std::string step_dir_name(int64_t step) {
   return name;
 }
 
-std::string data_file_name(int rank) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "rank-%05d.data", rank);
-  return name;
-}
+std::string data_file_name(int rank) { return rank_file_name(rank, ".data"); }
 
 namespace {
 
