@@ -5,7 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/cast.cuh"
-#include "kernels/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/launch.h"
 
 namespace ms::kernels {

@@ -6,8 +6,8 @@
 
 #include <utility>
 
+#include "core/cuda_check.h"
 #include "core/vendor_check.h"
-#include "kernels/cuda_check.h"
 
 namespace ms::kernels {
 

@@ -2,7 +2,7 @@
 // contract a*x+y into an FMA: the results then equal the CPU twins bit for bit.
 #include <cuda_runtime.h>
 
-#include "kernels/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/elementwise.cuh"
 #include "kernels/launch.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/vendor_check.h"
-#include "kernels/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/launch.h"
 
 #define MS_CUBLASLT_CHECK(call)                                              \

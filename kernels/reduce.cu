@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "kernels/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/reduce.cuh"
 

@@ -12,13 +12,8 @@
 #include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "core/logging.h"
-#include "core/timer.h"
 #include "diag/check.h"
 #include "diag/check_report.h"
-#ifdef MS_HAVE_CUDA
-#include "kernels/device.h"
-#include "kernels/gemm.cuh"
-#endif
 
 namespace ms::diagnose_cmd {
 namespace {
@@ -30,45 +25,10 @@ struct CheckCli {
   diag::HealthOptions health;
   std::vector<std::string> collectives;
   std::string group_by = "host";
-  int gpu_sgemm_n = 2048;
   bool json = false;
 };
 
-#ifdef MS_HAVE_CUDA
-// Best-of-reps cuBLAS sgemm rate on this rank's GPU (node-local rank modulo device count is not
-// known here; world rank modulo count spreads ranks the same way on uniform nodes). Empty when
-// there is no usable GPU, which is logged once and is not a failure.
-std::map<std::string, double> gpu_sgemm_metrics(int rank, int n, int reps) {
-  Result<int> count = kernels::device_count();
-  if (!count.ok() || *count == 0) {
-    MS_LOG(Debug) << "check: no GPU sgemm: "
-                  << (count.ok() ? "no device" : count.status().message());
-    return {};
-  }
-  if (!kernels::set_device(rank % *count).ok()) return {};
-  const size_t bytes = static_cast<size_t>(n) * n * sizeof(float);
-  Result<kernels::DeviceBuffer> a = kernels::DeviceBuffer::allocate(bytes);
-  Result<kernels::DeviceBuffer> b = kernels::DeviceBuffer::allocate(bytes);
-  Result<kernels::DeviceBuffer> c = kernels::DeviceBuffer::allocate(bytes);
-  if (!a.ok() || !b.ok() || !c.ok()) return {};
-  const std::vector<float> ones(static_cast<size_t>(n) * n, 1.0f);
-  if (!kernels::copy_to_device(a->data(), ones.data(), bytes).ok() ||
-      !kernels::copy_to_device(b->data(), ones.data(), bytes).ok()) {
-    return {};
-  }
-  double best_s = 1e30;
-  for (int rep = 0; rep <= reps; ++rep) {  // the first run warms up cuBLASLt
-    Stopwatch watch;
-    Status s = kernels::sgemm(kernels::Transpose::kNo, kernels::Transpose::kNo, n, n, n, 1.0f,
-                              a->as<float>(), n, b->as<float>(), n, 0.0f, c->as<float>(), n);
-    if (!s.ok() || !kernels::synchronize(nullptr).ok()) return {};
-    if (rep > 0) best_s = std::min(best_s, watch.elapsed_s());
-  }
-  return {{"gpu_sgemm_gflops", 2.0 * n * n * static_cast<double>(n) / best_s / 1e9}};
-}
-#endif
-
-Status resolve_options(CheckCli& cli, int rank) {
+Status resolve_options(CheckCli& cli) {
   if (!cli.collectives.empty()) {
     cli.check.collectives.clear();
     for (const std::string& name : cli.collectives) {
@@ -80,18 +40,11 @@ Status resolve_options(CheckCli& cli, int rank) {
   if (cli.check.injection.rank >= 0 && !(cli.check.injection.factor >= 1)) {
     return InvalidArgument("--inject-factor must be >= 1");
   }
-#ifdef MS_HAVE_CUDA
-  const int n = cli.gpu_sgemm_n;
-  const int reps = cli.check.compute_reps;
-  if (n > 0) cli.check.extra_rank_metrics = [rank, n, reps] { return gpu_sgemm_metrics(rank, n, reps); };
-#else
-  (void)rank;
-#endif
   return Status::OK();
 }
 
 Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
-  MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli, world.rank()), "reading the options"));
+  MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli), "reading the options"));
   MS_ASSIGN_OR_RETURN(diag::CheckResults results, diag::run_check(world, log::host(), cli.check));
   const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
   if (world.rank() == 0) {
@@ -129,7 +82,7 @@ void add_rank_options(CLI::App* sub, CheckCli& cli) {
   diag::CheckOptions& o = cli.check;
   sub->add_option("--sgemm-n", o.sgemm_n, "Matrix size of the CPU sgemm benchmark")
       ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--gpu-sgemm-n", cli.gpu_sgemm_n,
+  sub->add_option("--gpu-sgemm-n", o.gpu_sgemm_n,
                   "Matrix size of the GPU sgemm benchmark (0 skips it; ignored without CUDA)")
       ->capture_default_str();
   sub->add_option("--triad-elements", o.triad_elements, "Doubles per STREAM triad array")

@@ -8,6 +8,7 @@
 
 #include "ckpt/regions.h"
 #include "core/checked_math.h"
+#include "core/rank_file.h"
 #include "core/tensor.h"
 #include "io/atomic_file.h"
 
@@ -260,11 +261,7 @@ std::string step_dir_name(int64_t step) {
   return name;
 }
 
-std::string data_file_name(int rank) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "rank-%05d.data", rank);
-  return name;
-}
+std::string data_file_name(int rank) { return rank_file_name(rank, ".data"); }
 
 int64_t parse_step_dir_name(std::string_view name) {
   if (!name.starts_with("step-") || name.size() <= 5 || name.size() > 5 + 18) return -1;

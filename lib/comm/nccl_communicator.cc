@@ -9,25 +9,12 @@
 
 #include "comm/agree.h"
 #include "comm/mpi_check.h"
+#include "core/cuda_check.h"
 #include "core/timer.h"
 #include "core/vendor_check.h"
 
 namespace ms::comm {
 namespace {
-
-StatusCode cuda_status_code(cudaError_t error) {
-  switch (error) {
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorStubLibrary:
-    case cudaErrorDevicesUnavailable: return StatusCode::kUnavailable;
-    default: return StatusCode::kCommError;
-  }
-}
-
-std::string cuda_error_text(cudaError_t error) {
-  return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
-}
 
 std::string nccl_error_text(ncclResult_t result) {
   std::string text = ncclGetErrorString(result);
@@ -39,17 +26,8 @@ std::string nccl_error_text(ncclResult_t result) {
 }  // namespace
 }  // namespace ms::comm
 
-// Checking macros for the two CUDA libraries, on the shared vendor_error() shape. A missing
-// device or driver maps to kUnavailable, everything else to kCommError.
-#define MS_CUDA_CHECK(call)                                                                        \
-  do {                                                                                             \
-    const cudaError_t ms_cuda_rc_ = (call);                                                        \
-    if (ms_cuda_rc_ != cudaSuccess) {                                                              \
-      return ::ms::vendor_error("CUDA", #call, ::ms::comm::cuda_error_text(ms_cuda_rc_), __FILE__, \
-                                __LINE__, ::ms::comm::cuda_status_code(ms_cuda_rc_));              \
-    }                                                                                              \
-  } while (0)
-
+// The NCCL checking macro, on the shared vendor_error() shape; CUDA runtime calls go through
+// MS_CUDA_CHECK (core/cuda_check.h), as in kernels/.
 #define MS_NCCL_CHECK(call)                                                                        \
   do {                                                                                             \
     const ncclResult_t ms_nccl_rc_ = (call);                                                       \
@@ -92,7 +70,7 @@ Result<int> cuda_device_count() {
   if (error != cudaSuccess) {
     return vendor_error(
         "CUDA", "cudaGetDeviceCount(&count)",
-        cuda_error_text(error) + "; no usable CUDA device or driver, so NCCL is unavailable here",
+        cuda_error_detail(error) + "; no usable CUDA device or driver, so NCCL is unavailable here",
         __FILE__, __LINE__, StatusCode::kUnavailable);
   }
   if (count == 0) return Unavailable("no CUDA device: cudaGetDeviceCount reports 0 devices");
@@ -128,8 +106,7 @@ Status wait_until_done(ncclComm_t comm, Query query, const char* what) {
     const cudaError_t error = query();
     if (error == cudaSuccess) return Status::OK();
     if (error != cudaErrorNotReady) {
-      return vendor_error("CUDA", what, cuda_error_text(error), __FILE__, __LINE__,
-                          cuda_status_code(error));
+      return cuda_error(error, what, __FILE__, __LINE__);
     }
     MS_RETURN_IF_ERROR(nccl_async_error(comm));
     std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -173,8 +150,7 @@ class NcclRequest final : public RequestImpl {
     const cudaError_t error = cudaEventQuery(event_);
     if (error == cudaSuccess) return true;
     if (error != cudaErrorNotReady) {
-      return vendor_error("CUDA", "cudaEventQuery(event)", cuda_error_text(error), __FILE__,
-                          __LINE__, cuda_status_code(error));
+      return cuda_error(error, "cudaEventQuery(event)", __FILE__, __LINE__);
     }
     MS_RETURN_IF_ERROR(nccl_async_error(comm_));
     return false;
@@ -293,8 +269,7 @@ Result<Request> NcclCommunicator::make_request(InflightOp op) {
   const cudaError_t recorded = cudaEventRecord(event, stream_);
   if (recorded != cudaSuccess) {
     cudaEventDestroy(event);
-    return vendor_error("CUDA", "cudaEventRecord(event, stream_)", cuda_error_text(recorded),
-                        __FILE__, __LINE__, cuda_status_code(recorded));
+    return cuda_error(recorded, "cudaEventRecord(event, stream_)", __FILE__, __LINE__);
   }
   return Request(std::make_unique<NcclRequest>(event, comm_, watchdog_, std::move(op)));
 }

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "core/logging.h"
+#include "core/rank_file.h"
 #include "core/timer.h"
 #include "io/atomic_file.h"
 
@@ -87,9 +88,7 @@ std::string inflight_report_json(const InflightOp& op, int rank, const std::stri
 }
 
 std::string inflight_report_path(const std::string& dir, int rank) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "rank-%05d.json", rank);
-  return (std::filesystem::path(dir) / "inflight" / name).string();
+  return (std::filesystem::path(dir) / "inflight" / rank_file_name(rank, ".json")).string();
 }
 
 Result<std::shared_ptr<Watchdog>> Watchdog::start(WatchdogOptions options) {

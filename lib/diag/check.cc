@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/memory_bandwidth.h"
 #include "core/timer.h"
-#include "ops/gemm.h"
+#include "diag/gpu_check.h"
+#include "ops/sgemm_rate.h"
 
 namespace ms::diag {
 
@@ -316,34 +318,6 @@ Result<CollectiveResult> run_collective(comm::Communicator& comm, Collective c, 
   return result;
 }
 
-double measure_sgemm_gflops(int n, int reps) {
-  const size_t elements = static_cast<size_t>(n) * n;
-  std::vector<float> a(elements, 0.5f), b(elements, 0.25f), c(elements, 0.0f);
-  double best_s = std::numeric_limits<double>::infinity();
-  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
-    Stopwatch watch;
-    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, n, n, n, 1.0f, a.data(), n, b.data(), n,
-               0.0f, c.data(), n);
-    best_s = std::min(best_s, watch.elapsed_s());
-  }
-  return 2.0 * n * n * static_cast<double>(n) / best_s / 1e9;
-}
-
-double measure_triad_gbs(size_t elements, int reps) {
-  std::vector<double> a(elements, 0.0), b(elements, 1.0), c(elements, 2.0);
-  const double scalar = 3.0;
-  double best_s = std::numeric_limits<double>::infinity();
-  for (int rep = 0; rep < std::max(reps, 1); ++rep) {
-    Stopwatch watch;
-    for (size_t i = 0; i < elements; ++i) a[i] = b[i] + scalar * c[i];
-    best_s = std::min(best_s, watch.elapsed_s());
-  }
-  // a[] is read here so the compiler cannot drop the loop.
-  volatile double sink = a[elements / 2];
-  (void)sink;
-  return 3.0 * sizeof(double) * static_cast<double>(elements) / best_s / 1e9;
-}
-
 Status wait_quietly(comm::Request& request) {
   for (;;) {
     MS_ASSIGN_OR_RETURN(bool done, request.test());
@@ -451,11 +425,14 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
     MS_RETURN_IF_ERROR(quiet_barrier(comm));
     if (turn % comm.size() != comm.rank()) continue;
     keep_best(metrics, "sgemm_gflops",
-              measure_sgemm_gflops(options.sgemm_n, options.compute_reps) / slow);
+              ops::measure_sgemm_gflops(options.sgemm_n, options.compute_reps) / slow);
     keep_best(metrics, "triad_gbs",
-              measure_triad_gbs(options.triad_elements, options.compute_reps) / slow);
-    if (options.extra_rank_metrics) {
-      for (const auto& [name, value] : options.extra_rank_metrics()) {
+              measure_stream_gbs(StreamKernel::kTriad, options.triad_elements,
+                                 options.compute_reps) /
+                  slow);
+    if (options.gpu_sgemm_n > 0) {
+      for (const auto& [name, value] :
+           gpu_rank_metrics(comm.rank(), options.gpu_sgemm_n, options.compute_reps)) {
         keep_best(metrics, name, value / slow);
       }
     }

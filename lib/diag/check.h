@@ -1,5 +1,6 @@
-// The measurements of `ms-diagnose check`: per-rank compute (OpenBLAS sgemm GFLOP/s) and memory
-// bandwidth (STREAM triad GB/s), collective benchmarks over a size sweep in the manner of
+// The measurements of `ms-diagnose check`: per-rank compute (OpenBLAS sgemm GFLOP/s,
+// ops/sgemm_rate.h; the GPU's through gpu_check.h) and memory bandwidth (STREAM triad GB/s,
+// core/memory_bandwidth.h), collective benchmarks over a size sweep in the manner of
 // nccl-tests, and a pairwise point-to-point bandwidth matrix. health.h turns them into a verdict.
 //
 // Collectives follow nccl-tests' definitions: "size" is the bytes of the whole operation (for
@@ -115,9 +116,9 @@ struct CheckOptions {
   int p2p_reps = 5;
   std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
   Injection injection;
-  // Extra per-rank measurements (the GPU sgemm rate, where a GPU exists), taken during this
-  // rank's turn; higher must be better. May be empty.
-  std::function<std::map<std::string, double>()> extra_rank_metrics;
+  // Matrix size of the GPU sgemm rate (gpu_check.h), taken during this rank's turn where the
+  // binary has CUDA and the rank sees a GPU; 0 skips it.
+  int gpu_sgemm_n = 2048;
 };
 
 // Collective over `comm`: one size of one collective, out of place and then in place (where
@@ -128,10 +129,6 @@ struct CheckOptions {
 Result<CollectiveResult> run_collective(comm::Communicator& comm, Collective c, size_t size_bytes,
                                         const CheckOptions& options);
 
-// Best-of-reps sgemm rate for (n,n) x (n,n) in GFLOP/s (2 n^3 flops per product).
-double measure_sgemm_gflops(int n, int reps);
-// Best-of-reps STREAM triad a = b + s * c over `elements` doubles, in GB/s (24 bytes/element).
-double measure_triad_gbs(size_t elements, int reps);
 
 // Bandwidth of every ordered pair (src, dst), measured one pair at a time: src sends a message
 // of options.p2p_bytes and waits for dst's one-byte acknowledgement, options.p2p_reps times in

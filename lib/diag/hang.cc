@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/rank_file.h"
 #include "io/atomic_file.h"
 #include "io/env.h"
 
@@ -98,7 +99,7 @@ Result<std::vector<InflightReport>> read_inflight_reports(const std::string& dir
   MS_ASSIGN_OR_RETURN(std::vector<std::string> names, env.list_dir(inflight));
   std::vector<InflightReport> reports;
   for (const std::string& name : names) {
-    if (!name.starts_with("rank-") || !name.ends_with(".json")) continue;
+    if (!is_rank_file_name(name, ".json")) continue;
     const std::string path = inflight + "/" + name;
     MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
     MS_ASSIGN_OR_RETURN(InflightReport r, parse_inflight_report(text, path));

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/logging.h"
+#include "core/rank_file.h"
 #include "io/atomic_file.h"
 #include "io/env.h"
 
@@ -189,7 +190,7 @@ Result<std::vector<std::string>> rank_files(const std::string& dir) {
   MS_ASSIGN_OR_RETURN(std::vector<std::string> names, env.list_dir(dir));
   std::vector<std::string> paths;
   for (const std::string& name : names) {
-    if (name.starts_with("rank-") && name.ends_with(".jsonl")) paths.push_back(dir + "/" + name);
+    if (is_rank_file_name(name, ".jsonl")) paths.push_back(dir + "/" + name);
   }
   if (paths.empty()) return NotFound(dir + ": holds no rank-*.jsonl files");
   return paths;

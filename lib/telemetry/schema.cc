@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "core/rank_file.h"
 #include "core/version.h"
 
 namespace ms::telemetry {
@@ -115,9 +116,7 @@ std::string comm_event_json(int rank, std::string_view op, std::string_view grou
 }
 
 std::string rank_file_path(const std::string& dir, int rank) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "rank-%05d.jsonl", rank);
-  return dir + "/" + name;
+  return dir + "/" + rank_file_name(rank, ".jsonl");
 }
 
 Result<GroupBy> parse_group_by(std::string_view text) {

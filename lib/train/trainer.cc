@@ -15,13 +15,13 @@
 #include "core/timer.h"
 #include "data/loader.h"
 #include "model/transformer.h"
+#include "ops/sgemm_rate.h"
 #include "telemetry/writer.h"
 #include "train/grad_clip.h"
 #include "train/rank_sum.h"
 #include "train/run_checks.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
-#include "train/sgemm_rate.h"
 #include "train/spike_guard.h"
 #include "train/stop_signal.h"
 #include "train/trainer_state.h"
@@ -153,7 +153,8 @@ Status Trainer::measure_yardsticks() {
   MS_RETURN_IF_ERROR(comm::agree(world_, local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
   if (peak_gflops <= 0) {
-    peak_gflops = measure_sgemm_gflops();
+    // n = 512 for at least 0.3 s: long enough to reach the steady rate of the training matmuls.
+    peak_gflops = ops::measure_sgemm_gflops(512, 3, 0.3);
     MS_LOG(Info) << "sgemm rate of rank 0: " << peak_gflops << " GFLOP/s (the MFU yardstick)";
   }
   double total = peak_gflops * 1e9;

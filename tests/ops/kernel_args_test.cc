@@ -8,7 +8,7 @@
 #include <string>
 
 #include "kernels/cast.cuh"
-#include "kernels/cuda_check.h"
+#include "core/cuda_check.h"
 #include "kernels/device.h"
 #include "kernels/elementwise.cuh"
 #include "kernels/gemm.cuh"

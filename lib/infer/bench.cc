@@ -1,0 +1,145 @@
+// `ms-infer bench`'s measurements; see bench.h.
+#include "infer/bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+
+#include "core/memory_bandwidth.h"
+#include "core/philox.h"
+#include "core/timer.h"
+#include "infer/kv_cache.h"
+#include "infer/sampler.h"
+
+namespace ms::infer {
+
+std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float u = uniform(seed, stream_id("ms.infer.bench.prompt"), static_cast<uint64_t>(i));
+    t[i] = std::min<int32_t>(static_cast<int32_t>(u * static_cast<float>(vocab)),
+                             static_cast<int32_t>(vocab - 1));
+  }
+  return t;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(i, values.size() - 1)];
+}
+
+double decode_weight_bytes(const model::Transformer& model) {
+  const config::ModelConfig& c = model.config();
+  const double embedding = c.tie_embeddings ? 0.0 : static_cast<double>(c.vocab_size * c.d_model);
+  return 4.0 * (static_cast<double>(model.active_parameter_count()) - embedding);
+}
+
+Result<std::string> format_throughput(const ServeResult& result) {
+  const double seconds = result.seconds;
+  double in_tokens = 0, out_tokens = 0;
+  std::vector<double> ttft, tpot;
+  for (const Completion& c : result.completions) {
+    if (c.finish_reason == "error") return InvalidArgument("request refused: " + c.error);
+    in_tokens += static_cast<double>(c.prompt_tokens);
+    out_tokens += static_cast<double>(c.tokens.size());
+    ttft.push_back(c.ttft_ms);
+    if (c.tokens.size() > 1) {
+      tpot.push_back((c.latency_ms - c.ttft_ms) / static_cast<double>(c.tokens.size() - 1));
+    }
+  }
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n"
+                "TTFT ms: p50 %.2f  p90 %.2f  p99 %.2f\nTPOT ms: p50 %.2f  p90 %.2f  p99 %.2f\n",
+                static_cast<double>(result.completions.size()) / seconds,
+                (in_tokens + out_tokens) / seconds, out_tokens / seconds, percentile(ttft, 50),
+                percentile(ttft, 90), percentile(ttft, 99), percentile(tpot, 50),
+                percentile(tpot, 90), percentile(tpot, 99));
+  return std::string(text);
+}
+
+namespace {
+
+// B sequences of pp prompt tokens prefilled in one step, then tg - 1 batched decode steps.
+Result<SweepRow> time_batch(model::Transformer& model, int64_t B, int64_t pp, int64_t tg,
+                            int64_t block_size) {
+  KvCache cache(model.config(), B * ((pp + tg + block_size - 1) / block_size), block_size);
+  std::vector<std::vector<int32_t>> tokens, blocks;
+  for (int64_t b = 0; b < B; ++b) {
+    tokens.push_back(random_prompt(pp, model.config().vocab_size, 1000 + b));
+    // The cache is sized for exactly these sequences, so allocation cannot run short.
+    std::optional<std::vector<int32_t>> owned = cache.allocator().allocate(cache.blocks_for(pp + tg));
+    if (!owned) return Internal("bench: the KV cache sized for the batch ran out of blocks");
+    blocks.push_back(std::move(*owned));
+  }
+  std::vector<model::CachedChunk> chunks;
+  for (int64_t b = 0; b < B; ++b) chunks.push_back({tokens[b], 0, blocks[b]});
+  SweepRow row;
+  row.batch = B;
+  Stopwatch w;
+  MS_ASSIGN_OR_RETURN(Tensor logits, model.forward_cached(chunks, cache.view()));
+  row.t_pp = w.elapsed_s();
+  w.reset();
+  const int64_t V = model.config().vocab_size;
+  for (int64_t step = 1; step < tg; ++step) {
+    for (int64_t b = 0; b < B; ++b) {
+      tokens[b].assign(1, argmax(logits.data<float>() + b * V, V));
+      chunks[b] = {tokens[b], pp + step - 1, blocks[b]};
+    }
+    MS_ASSIGN_OR_RETURN(logits, model.forward_cached(chunks, cache.view()));
+  }
+  row.t_tg = w.elapsed_s();
+  return row;
+}
+
+}  // namespace
+
+Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOptions& options) {
+  SweepResult result;
+  const size_t elements = static_cast<size_t>(options.stream_mib * 1024 * 1024) / sizeof(double);
+  result.bandwidth_bytes_s = measure_stream_gbs(StreamKernel::kCopy, elements, 5) * 1e9;
+  result.weight_bytes = decode_weight_bytes(model);
+  for (int64_t B : options.batch_sizes) {
+    MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
+                                                 options.block_size));
+    result.rows.push_back(row);
+  }
+  return result;
+}
+
+std::string format_sweep(const SweepResult& result, const SweepOptions& options) {
+  const int64_t pp = options.input_len, tg = options.output_len;
+  const double bound = result.bound_steps_s();  // decode steps/s the memory allows
+  char line[512];
+  std::snprintf(line, sizeof(line),
+                "\nmemory bandwidth (copy, %.0f MiB): %.2f GB/s; weight bytes per decode step: "
+                "%.2f MB; bound %.1f steps/s\n",
+                options.stream_mib, result.bandwidth_bytes_s / 1e9, result.weight_bytes / 1e6,
+                bound);
+  std::string out = line;
+  out +=
+      "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
+      "steps/s | of bound |      T s |    S t/s |\n"
+      "|-------|--------|------|--------|----------|----------|----------|----------|"
+      "---------|----------|----------|----------|\n";
+  for (const SweepRow& r : result.rows) {
+    const double steps = static_cast<double>(tg - 1);
+    const double steps_per_s = r.t_tg > 0 ? steps / r.t_tg : 0;
+    const double total = r.t_pp + r.t_tg;
+    const int64_t B = r.batch;
+    std::snprintf(
+        line, sizeof(line),
+        "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
+        "%8.3f | %8.1f |\n",
+        static_cast<long long>(pp), static_cast<long long>(tg), static_cast<long long>(B),
+        static_cast<long long>(B * (pp + tg)), r.t_pp, static_cast<double>(B * pp) / r.t_pp,
+        r.t_tg, static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
+        100.0 * steps_per_s / bound, total, static_cast<double>(B * (pp + tg - 1)) / total);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ms::infer

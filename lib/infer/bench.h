@@ -1,0 +1,58 @@
+// The measurements of `ms-infer bench`: a throughput summary of a served batch in the form
+// vLLM's benchmark_throughput prints, and a batch-size sweep like llama.cpp's batched-bench
+// (prompt processing and token generation timed apart) set against the memory-bandwidth bound:
+// the weight bytes one decode step reads over the STREAM copy bandwidth measured in the same
+// run (core/memory_bandwidth.h). cmd/ms-infer/bench.cc only parses options and prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "infer/serving.h"
+#include "model/transformer.h"
+
+namespace ms::infer {
+
+// `n` token ids in [0, vocab), a pure function of `seed`.
+std::vector<int32_t> random_prompt(int64_t n, int64_t vocab, uint64_t seed);
+
+// The p-th percentile (0..100, nearest rank) of `values`; 0 when empty.
+double percentile(std::vector<double> values, double p);
+
+// f32 weight bytes one decode step of one sequence reads: every matrix a token passes through
+// (the embedding contributes one row, so only a separate lm_head counts).
+double decode_weight_bytes(const model::Transformer& model);
+
+// Requests/s, tokens/s and time-to-first-token / time-per-output-token percentiles of a served
+// batch. InvalidArgument naming the request when one was refused.
+Result<std::string> format_throughput(const ServeResult& result);
+
+struct SweepOptions {
+  int64_t input_len = 32, output_len = 32;  // PP and TG (output_len >= 2)
+  std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
+  int64_t block_size = 16;  // KV cache block size
+  double stream_mib = 256;  // size of each array of the bandwidth-measuring copy
+};
+
+struct SweepRow {
+  int64_t batch = 0;
+  double t_pp = 0, t_tg = 0;  // seconds: one prefill of B x PP tokens; TG - 1 decode steps
+};
+
+struct SweepResult {
+  double bandwidth_bytes_s = 0;  // STREAM copy, read + write counted
+  double weight_bytes = 0;       // per decode step (decode_weight_bytes)
+  std::vector<SweepRow> rows;    // one per batch size, in order
+  double bound_steps_s() const { return bandwidth_bytes_s / weight_bytes; }
+};
+
+// Measures the copy bandwidth, then for each batch size B prefills B random prompts of
+// input_len tokens in one step and runs output_len - 1 batched greedy decode steps.
+Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOptions& options);
+
+// The sweep as a Markdown table with the bandwidth line above it.
+std::string format_sweep(const SweepResult& result, const SweepOptions& options);
+
+}  // namespace ms::infer
