@@ -106,6 +106,23 @@ Subsets subsets_of(const ReplayProgram& program) {
   return s;
 }
 
+// Every rank, stage and op type costs one full replay, and their counts come from the trace:
+// refuse a trace whose what-if replays would run for minutes (a trace with thousands of
+// distinct op names is corrupt or not a training step trace).
+Status check_replay_work(size_t ranks, const Subsets& subsets, size_t events) {
+  const size_t replays = ranks + subsets.stages.size() + subsets.ops.size() + 2;
+  if (static_cast<double>(replays) * static_cast<double>(events) <= kMaxReplayWork) {
+    return Status::OK();
+  }
+  return InvalidArgument(
+      "the trace has " + std::to_string(events) + " events over " + std::to_string(ranks) +
+      " ranks, " + std::to_string(subsets.stages.size()) + " stages and " +
+      std::to_string(subsets.ops.size()) + " op types: " + std::to_string(replays) +
+      " what-if replays of every event exceed the limit of " +
+      std::to_string(static_cast<long long>(kMaxReplayWork)) +
+      " replayed events; analyze fewer steps (or check the op and stage fields)");
+}
+
 }  // namespace
 
 Result<StragglerReport> analyze_stragglers(
@@ -116,6 +133,7 @@ Result<StragglerReport> analyze_stragglers(
   MS_ASSIGN_OR_RETURN(ReplayProgram program, build_program(traces));
   const IdealDurations ideal = ideal_durations(program);
   const Subsets subsets = subsets_of(program);
+  MS_RETURN_IF_ERROR(check_replay_work(program.size(), subsets, events));
   StragglerReport report;
   report.ranks = static_cast<int>(program.size());
   report.steps = subsets.steps;

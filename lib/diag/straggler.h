@@ -42,8 +42,13 @@ struct StragglerReport {
   double replay_error() const { return measured_s > 0 ? actual_s / measured_s - 1 : 0; }
 };
 
+// The most events all what-if replays together may process (one replay per rank, stage and
+// op type, plus the actual and ideal ones): about a minute on one core.
+inline constexpr double kMaxReplayWork = 5e7;
+
 // Runs the analysis. Errors from build_program / replay pass through (naming the broken
-// group and seq); InvalidArgument when the traces hold no events.
+// group and seq); InvalidArgument when the traces hold no events, or when (ranks + stages +
+// op types + 2) x events exceeds kMaxReplayWork.
 Result<StragglerReport> analyze_stragglers(
     const std::vector<std::vector<telemetry::TraceEvent>>& traces);
 

@@ -58,6 +58,22 @@ TEST(ReplayTest, ReproducesAHandMadeTraceExactly) {
   EXPECT_DOUBLE_EQ(measured_makespan(traces), 2.5);
 }
 
+// Each distinct op type costs a full replay: 10,000 events with 10,000 op names would replay
+// 1e8 events, so the analysis is refused up front instead of running for minutes.
+TEST(StragglerTest, ATraceWithThousandsOfOpTypesIsRefusedUpFront) {
+  std::vector<std::vector<telemetry::TraceEvent>> traces(1);
+  std::vector<std::string> names;
+  for (int i = 0; i < 10000; ++i) names.push_back("op" + std::to_string(i));
+  for (int i = 0; i < 10000; ++i) {
+    traces[0].push_back(compute(0, names[i].c_str(), 0, 0, i * 1.0, i * 1.0 + 0.5));
+  }
+  Result<StragglerReport> report = analyze_stragglers(traces);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("10000 op types"), std::string::npos)
+      << report.status().message();
+}
+
 TEST(ReplayTest, ACollectiveSeenOnOneRankIsCorruption) {
   const std::vector<std::vector<telemetry::TraceEvent>> traces = {
       {comm(0, "allreduce", "dp.pp0", 7, 0, 1)}, {compute(1, "fwd", 0, 0, 0, 1)}};
