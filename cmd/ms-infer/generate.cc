@@ -212,7 +212,8 @@ void add_generate_command(cli::Tool& tool) {
       "generate", "Generate completions for a JSON-lines prompts file (or one prompt)",
       [a] { return run_generate(*a); });
   sub->add_option("--model", a->model,
-                  "Hugging Face model directory (config.json, *.safetensors, tokenizer.json)");
+                  "Hugging Face model directory (config.json, model.safetensors or "
+                  "model.safetensors.index.json and the files it names, tokenizer.json)");
   sub->add_option("--checkpoint", a->checkpoint,
                   "Training checkpoint (step dir, checkpoints dir or latest file)");
   sub->add_option(

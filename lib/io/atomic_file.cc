@@ -110,10 +110,17 @@ Result<std::string> read_file(Env& env, const std::string& path) {
   MS_ASSIGN_OR_RETURN(std::unique_ptr<File> file, env.open(path, OpenMode::kRead));
   MS_ASSIGN_OR_RETURN(uint64_t size_hint, file->size());
   std::string data;
-  // One read of the expected size, then more until end of file in case the file grew.
+  // One read of the expected size, then more until end of file in case the file grew. The
+  // growth is bounded: a device or pipe (size 0, endless data) would otherwise fill memory.
   size_t chunk = static_cast<size_t>(std::max<uint64_t>(size_hint + 1, 4096));
+  const uint64_t limit = size_hint + kReadFileGrowthLimit;
   for (;;) {
     size_t old_size = data.size();
+    if (old_size > limit) {
+      return IOError("'" + path + "' grew past " + std::to_string(limit) + " bytes while being " +
+                     "read (it was " + std::to_string(size_hint) +
+                     " bytes at open); is it a device or a pipe?");
+    }
     data.resize(old_size + chunk);
     auto dest = std::as_writable_bytes(std::span<char>(data.data() + old_size, chunk));
     MS_ASSIGN_OR_RETURN(size_t got, file->read_at(old_size, dest));

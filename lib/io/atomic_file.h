@@ -21,7 +21,12 @@ namespace ms::io {
 Status write_file_atomic(Env& env, const std::string& path, std::string_view contents);
 Status write_file_atomic(const std::string& path, std::string_view contents);
 
-// Reads the whole file. NotFound when it does not exist, IOError naming `path` on other failures.
+// How far a file may grow past its size at open while read_file() reads it.
+inline constexpr uint64_t kReadFileGrowthLimit = uint64_t{64} << 20;
+
+// Reads the whole file. NotFound when it does not exist, IOError naming `path` on other failures,
+// including a file that grows more than kReadFileGrowthLimit bytes while it is read (a device
+// such as /dev/zero, or a pipe).
 Result<std::string> read_file(Env& env, const std::string& path);
 Result<std::string> read_file(const std::string& path);
 

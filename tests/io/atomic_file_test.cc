@@ -49,6 +49,14 @@ TEST_F(AtomicFileTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(entries(), std::vector<std::string>{"f"});
 }
 
+TEST_F(AtomicFileTest, ReadFileOfAnEndlessDeviceIsRefusedNamingIt) {
+  const Result<std::string> endless = read_file("/dev/zero");
+  ASSERT_FALSE(endless.ok());
+  EXPECT_EQ(endless.status().code(), StatusCode::kIOError);
+  EXPECT_NE(endless.status().message().find("'/dev/zero' grew past"), std::string::npos)
+      << endless.status().message();
+}
+
 TEST_F(AtomicFileTest, ReadFileOfMissingFileIsNotFound) {
   EXPECT_EQ(read_file(dir_.file("missing")).status().code(), StatusCode::kNotFound);
 }
