@@ -1,0 +1,124 @@
+// The pure tensor-parallel layout rules: even slices, refusals naming the rule, vocabulary
+// padding and the shape checks every parallel op runs before communicating.
+#include <gtest/gtest.h>
+
+#include "comm/shard_spec.h"
+#include "parallel/tp_layout.h"
+#include "parallel/tp_linear.h"
+#include "parallel/vocab_parallel.h"
+
+namespace ms::parallel {
+namespace {
+
+TEST(TpSlice, ContiguousEvenSlices) {
+  EXPECT_EQ(*tp_slice(20, 4, 3, "out"), (TpSlice{15, 5}));
+  EXPECT_EQ(*tp_slice(20, 4, 0, "out"), (TpSlice{0, 5}));
+  EXPECT_EQ(*tp_slice(7, 1, 0, "out"), (TpSlice{0, 7}));
+  EXPECT_EQ(*tp_slice(0, 2, 1, "out"), (TpSlice{0, 0}));
+}
+
+TEST(TpSlice, AgreesWithShardSpecSplitWhenTpDivides) {
+  for (int64_t global : {4, 8, 12, 20, 36}) {
+    for (int tp : {1, 2, 4}) {
+      for (int r = 0; r < tp; ++r) {
+        const comm::SplitRange want = comm::split_range(global, tp, r);
+        EXPECT_EQ(*tp_slice(global, tp, r, "x"), (TpSlice{want.offset, want.length}))
+            << global << " over " << tp << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(TpSlice, RefusesWhatTpDoesNotDivideNamingTheRule) {
+  const auto refused = tp_slice(10, 4, 0, "d_ff");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("tp (4) must divide d_ff (10)"), std::string::npos)
+      << refused.status().message();
+}
+
+TEST(TpSlice, RefusesBadTpAndRank) {
+  EXPECT_EQ(tp_slice(8, 0, 0, "x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tp_slice(8, 2, 2, "x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tp_slice(8, 2, -1, "x").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tp_slice(-4, 2, 0, "x").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(VocabPadding, PadsToTheNextMultipleOfTp) {
+  EXPECT_EQ(padded_vocab(37, 4), 40);
+  EXPECT_EQ(padded_vocab(40, 4), 40);
+  EXPECT_EQ(padded_vocab(5, 4), 8);
+  EXPECT_EQ(padded_vocab(37, 1), 37);
+  EXPECT_EQ(padded_vocab(1, 2), 2);
+}
+
+TEST(VocabPadding, ShardsCoverThePaddedVocabularyOnce) {
+  for (int64_t vocab : {1, 5, 37, 40}) {
+    for (int tp : {1, 2, 4}) {
+      int64_t next = 0;
+      int64_t real = 0;
+      for (int r = 0; r < tp; ++r) {
+        const VocabShard s = *vocab_shard(vocab, tp, r);
+        EXPECT_EQ(s.begin, next);
+        EXPECT_EQ(s.length * tp, s.padded);
+        real += s.real_end() - s.begin;
+        next += s.length;
+      }
+      EXPECT_EQ(next, padded_vocab(vocab, tp));
+      EXPECT_EQ(real, vocab) << vocab << " over " << tp;
+    }
+  }
+}
+
+TEST(VocabPadding, ARankMayHoldOnlyPadding) {
+  // 5 tokens over 4 ranks: padded to 8, rank 3 holds ids 6 and 7, both padding.
+  const VocabShard last = *vocab_shard(5, 4, 3);
+  EXPECT_EQ(last.begin, 6);
+  EXPECT_EQ(last.real_end(), 6);
+  const VocabShard third = *vocab_shard(5, 4, 2);
+  EXPECT_EQ(third.real_end(), 5);
+  EXPECT_TRUE(third.holds(5));
+  EXPECT_FALSE(third.holds(6));
+}
+
+TEST(VocabPadding, RefusesEmptyVocabularyAndBadRank) {
+  EXPECT_EQ(vocab_shard(0, 2, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(vocab_shard(8, 2, 2).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TpLinearChecks, ColumnSplitsOutputFeatures) {
+  EXPECT_TRUE(check_column_parallel({6, 7, 20, false}, 4).ok());
+  const Status refused = check_column_parallel({8, 20, 10, false}, 4);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("must divide out_features"), std::string::npos)
+      << refused.message();
+}
+
+TEST(TpLinearChecks, RowSplitsInputFeatures) {
+  EXPECT_TRUE(check_row_parallel({6, 20, 7, false}, 4).ok());
+  const Status refused = check_row_parallel({8, 10, 20, false}, 4);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("must divide in_features"), std::string::npos)
+      << refused.message();
+}
+
+TEST(TpLinearChecks, SequenceParallelismSplitsTheRows) {
+  EXPECT_TRUE(check_column_parallel({6, 8, 8, false}, 4).ok());
+  for (const Status& s : {check_column_parallel({6, 8, 8, true}, 4),
+                          check_row_parallel({6, 8, 8, true}, 4),
+                          check_vocab_embedding({6, 8, true}, 4)}) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("sequence parallelism"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(check_vocab_embedding({6, 8, false}, 4).ok());
+  EXPECT_TRUE(check_vocab_embedding({8, 8, true}, 4).ok());
+}
+
+TEST(TpLinearChecks, RefusesEmptyFeatures) {
+  EXPECT_EQ(check_column_parallel({4, 0, 8, false}, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(check_row_parallel({-1, 8, 8, false}, 2).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(check_vocab_embedding({4, 0, false}, 2).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ms::parallel
