@@ -3,9 +3,10 @@
 // [r Vp/tp, (r+1) Vp/tp) of the padded (Vp, d) embedding table and the same columns of the
 // logits (the output layer is a column-parallel linear with out_features = Vp). Padded ids
 // never occur as inputs or targets, and padded logit columns are never read: they neither
-// raise the max nor add to the sum of exponentials, and their gradient is zero. So whatever the
-// padded rows of a weight hold, the loss and every real gradient are those of the unpadded
-// model.
+// raise the max nor add to the sum of exponentials, and their gradient is zero. So whatever
+// finite values the padded rows of a weight hold, the loss and every real gradient are those of
+// the unpadded model, and those rows get a zero gradient. Keep them at zero: a NaN there would
+// reach the output layer's input gradient (0 * NaN is NaN).
 //
 // The cross-entropy never gathers the (n, Vp) logits: each rank reduces its own columns to a
 // row max, a sum of exponentials and (where it holds the target) the target logit, and only

@@ -10,6 +10,8 @@
 
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
+#include "ops/linear.h"
+#include "parallel/tp_linear.h"
 #include "parallel/vocab_parallel.h"
 #include "tests/parallel/tp_harness.h"
 
@@ -207,6 +209,53 @@ TEST_F(VocabParallel, CrossEntropyGradientMatchesFiniteDifferences) {
         EXPECT_NEAR(numeric, analytic[i * shard.padded + j], 5e-4)
             << "tp " << tp_size << " row " << i << " column " << j;
       }
+    }
+  }
+}
+
+// The output layer as the model will run it: a column-parallel linear over the padded
+// vocabulary, then the cross-entropy, then the linear's backward. The padded weight rows hold
+// large values: they must reach neither the loss nor a real gradient, and their gradient is
+// zero (so an optimizer leaves them as they are). They must be finite: the input gradient
+// multiplies them by the zero padded-column gradient, and 0 * NaN is NaN.
+TEST_F(VocabParallel, OutputLayerOverThePaddedVocabularyEqualsTheUnpaddedOne) {
+  const int64_t n = 8, d = 5, vocab = 37;
+  const std::vector<float> h = random_values(n * d, 12, "h");
+  const std::vector<float> w = random_values(vocab * d, 12, "w");
+  const std::vector<int32_t> targets = random_ids(n, vocab, 12);
+  std::vector<float> logits(n * vocab), losses_ref(n), dh_ref(n * d, 0.0f), dw_ref(w.size(), 0.0f);
+  ops::linear_forward(h.data(), w.data(), logits.data(), n, d, vocab);
+  ops::softmax_cross_entropy(logits.data(), targets.data(), losses_ref.data(), n, vocab, 1.0f / n,
+                             true);
+  ops::linear_backward(h.data(), w.data(), logits.data(), dh_ref.data(), dw_ref.data(), n, d,
+                       vocab);
+  for (int tp_size : tp_sizes()) {
+    auto tp = tp_group(tp_size);
+    ASSERT_NE(tp, nullptr);
+    const VocabShard shard = shard_of(vocab, *tp);
+    std::vector<float> w_padded = w;
+    w_padded.resize(shard.padded * d, 1e3f);
+    const std::vector<float> w_local = rows_of(w_padded, d, {shard.begin, shard.length});
+    const TpSlice seq = *tp_slice(n, tp_size, tp->rank(), "rows");
+    for (bool sp : {false, true}) {
+      const std::string what = "tp " + std::to_string(tp_size) + (sp ? " sp" : "");
+      const TpLinearShape shape{n, d, shard.padded, sp};
+      const std::vector<float> h_local = sp ? rows_of(h, d, seq) : h;
+      std::vector<float> out(n * shard.length), losses(n), dh(h_local.size(), 0.0f),
+          dw(w_local.size(), 0.0f);
+      ASSERT_TRUE(column_parallel_forward(*tp, shape, h_local.data(), w_local.data(), out.data())
+                      .ok());
+      ASSERT_TRUE(vocab_parallel_cross_entropy(*tp, shard, out.data(), targets.data(),
+                                               losses.data(), n, 1.0f / n, true)
+                      .ok());
+      ASSERT_TRUE(column_parallel_backward(*tp, shape, h_local.data(), w_local.data(), out.data(),
+                                           dh.data(), dw.data())
+                      .ok());
+      expect_close(losses, losses_ref, what + " losses");
+      expect_close(sp ? gather(*tp, dh) : dh, dh_ref, what + " dh");
+      const std::vector<float> all = gather(*tp, dw);
+      expect_close({all.begin(), all.begin() + vocab * d}, dw_ref, what + " dw");
+      expect_zero({all.begin() + vocab * d, all.end()}, what + " padded dw rows");
     }
   }
 }
