@@ -171,6 +171,27 @@ TEST_F(TpLinear, BackwardAccumulatesIntoTheGradients) {
   }
 }
 
+// A first layer has no input gradient to pass on: a null dx skips it (and its collective on
+// every rank) while the weight gradient stays the same.
+TEST_F(TpLinear, NullInputGradientLeavesTheWeightGradient) {
+  for (int tp_size : tp_sizes()) {
+    auto tp = tp_group(tp_size);
+    ASSERT_NE(tp, nullptr);
+    for (bool sp : {false, true}) {
+      const TpLinearShape s{8, 5, 12, sp};
+      const Problem p(s, 23);
+      const TpSlice out = slice(s.out_features, *tp), seq = slice(s.rows, *tp);
+      const std::vector<float> x = sp ? rows_of(p.x, s.in_features, seq) : p.x;
+      const std::vector<float> w = rows_of(p.w, s.in_features, out);
+      const std::vector<float> dy = cols_of(p.dy, s.rows, s.out_features, out);
+      std::vector<float> dw(w.size(), 0.0f);
+      ASSERT_TRUE(
+          column_parallel_backward(*tp, s, x.data(), w.data(), dy.data(), nullptr, dw.data()).ok());
+      expect_close(gather(*tp, dw), p.dw, "tp " + std::to_string(tp_size) + " dw");
+    }
+  }
+}
+
 TEST_F(TpLinear, TheSameRunTwiceIsBitwiseIdentical) {
   for (int tp_size : tp_sizes()) {
     auto tp = tp_group(tp_size);
