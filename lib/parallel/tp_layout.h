@@ -49,4 +49,24 @@ struct VocabShard {
 // InvalidArgument when vocab < 1, tp < 1 or rank is outside [0, tp).
 Result<VocabShard> vocab_shard(int64_t vocab, int tp, int rank);
 
+// The model sizes tensor parallelism splits, under their config keys.
+struct TpModelDims {
+  int64_t n_heads = 0;             // model.n_heads: query heads, split whole
+  int64_t n_kv_heads = 0;          // model.n_kv_heads: key/value heads, split whole
+  int64_t d_ff = 0;                // model.d_ff: the MLP's (and each expert's) hidden width
+  int64_t shared_expert_d_ff = 0;  // model.moe.shared_expert_d_ff; 0: no shared expert
+};
+
+// The layout rule, pure so that every rank reaches the same verdict before any compute:
+// tp must divide model.n_heads, model.n_kv_heads (each rank holds whole key/value heads and so
+// whole query groups), model.d_ff and a nonzero model.moe.shared_expert_d_ff. Also refuses
+// tp < 1, sizes < 1 (shared_expert_d_ff < 0) and n_kv_heads not dividing n_heads. The first
+// broken rule is returned as InvalidArgument naming the key, both sizes and the rule.
+Status check_tp_model(const TpModelDims& dims, int tp);
+
+// The parts of check_tp_model one block needs: the head rule (attention) and the hidden-width
+// rule for the config key `key` (an MLP: "model.d_ff" or "model.moe.shared_expert_d_ff").
+Status check_tp_heads(int64_t n_heads, int64_t n_kv_heads, int tp);
+Status check_tp_d_ff(int64_t d_ff, std::string_view key, int tp);
+
 }  // namespace ms::parallel

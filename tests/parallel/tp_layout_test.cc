@@ -1,5 +1,6 @@
 // The pure tensor-parallel layout rules: even slices, refusals naming the rule, vocabulary
-// padding and the shape checks every parallel op runs before communicating.
+// padding, the model layout rule (heads, key/value heads, d_ff by config key) and the shape
+// checks every parallel op runs before communicating.
 #include <gtest/gtest.h>
 
 #include "comm/shard_spec.h"
@@ -118,6 +119,53 @@ TEST(TpLinearChecks, RefusesEmptyFeatures) {
   EXPECT_EQ(check_column_parallel({4, 0, 8, false}, 2).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(check_row_parallel({-1, 8, 8, false}, 2).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(check_vocab_embedding({4, 0, false}, 2).code(), StatusCode::kInvalidArgument);
+}
+
+// The message a user gets for a model tp cannot split: the key, both sizes and the rule.
+void expect_refused(const Status& s, const std::string& text) {
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find(text), std::string::npos) << s.message();
+}
+
+TEST(TpModelRule, AcceptsLayoutsTpDivides) {
+  for (int tp : {1, 2, 4}) {
+    EXPECT_TRUE(check_tp_model({8, 4, 1376, 0}, tp).ok()) << tp;
+    EXPECT_TRUE(check_tp_model({8, 8, 64, 32}, tp).ok()) << tp;
+  }
+  EXPECT_TRUE(check_tp_model({6, 3, 10, 0}, 1).ok());
+  EXPECT_TRUE(check_tp_model({12, 4, 12, 0}, 4).ok());
+}
+
+TEST(TpModelRule, RefusesHeadsTpDoesNotDivide) {
+  expect_refused(check_tp_model({6, 6, 64, 0}, 4),
+                 "model.n_heads: tensor parallelism splits the query heads whole, so tp (4) must "
+                 "divide model.n_heads (6)");
+  expect_refused(check_tp_model({6, 2, 64, 0}, 4), "tp (4) must divide model.n_heads (6)");
+}
+
+TEST(TpModelRule, RefusesKeyValueHeadsTpDoesNotDivideNamingTheQueryGroups) {
+  // 8 heads split over 4 ranks, but 2 key/value heads cannot: a rank would hold half a group.
+  expect_refused(check_tp_model({8, 2, 64, 0}, 4), "tp (4) must divide model.n_kv_heads (2)");
+  expect_refused(check_tp_model({8, 2, 64, 0}, 4), "whole query groups");
+  expect_refused(check_tp_model({4, 1, 64, 0}, 2), "model.n_kv_heads");
+  EXPECT_TRUE(check_tp_model({8, 2, 64, 0}, 2).ok());
+}
+
+TEST(TpModelRule, RefusesHiddenWidthsTpDoesNotDivide) {
+  expect_refused(check_tp_model({8, 4, 10, 0}, 4), "tp (4) must divide model.d_ff (10)");
+  expect_refused(check_tp_model({8, 4, 12, 6}, 4),
+                 "tp (4) must divide model.moe.shared_expert_d_ff (6)");
+  EXPECT_TRUE(check_tp_model({8, 4, 12, 6}, 2).ok());
+}
+
+TEST(TpModelRule, RefusesMalformedModelsAndTp) {
+  expect_refused(check_tp_model({8, 3, 64, 0}, 1),
+                 "model.n_kv_heads (3) must divide model.n_heads (8)");
+  expect_refused(check_tp_model({0, 1, 64, 0}, 1), "model.n_heads must be >= 1");
+  expect_refused(check_tp_model({8, 0, 64, 0}, 1), "model.n_kv_heads must be >= 1");
+  expect_refused(check_tp_model({8, 4, 0, 0}, 1), "model.d_ff must be >= 1");
+  expect_refused(check_tp_model({8, 4, 64, -1}, 1), "model.moe.shared_expert_d_ff");
+  expect_refused(check_tp_model({8, 4, 64, 0}, 0), "tp >= 1");
 }
 
 }  // namespace
