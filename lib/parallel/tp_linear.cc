@@ -35,11 +35,19 @@ void add_into(float* dst, const float* src, size_t count) {
   for (size_t i = 0; i < count; ++i) dst[i] += src[i];
 }
 
-// Sums the per-rank partial input gradients (n, in) over tp and adds rank r's part to dx:
-// all of it without SP, its (n/tp, in) sequence block with SP.
-Status reduce_input_grad(comm::Communicator& tp, const TpLinearShape& s,
-                         std::vector<float>& partial, float* dx) {
-  if (!s.sequence_parallel) {
+}  // namespace
+
+Status check_column_parallel(const TpLinearShape& shape, int tp) {
+  return check_sizes(shape, tp, true);
+}
+
+Status check_row_parallel(const TpLinearShape& shape, int tp) {
+  return check_sizes(shape, tp, false);
+}
+
+Status reduce_column_input_grad(comm::Communicator& tp, bool sequence_parallel,
+                                std::vector<float>& partial, float* dx) {
+  if (!sequence_parallel) {
     MS_RETURN_IF_ERROR(tp.allreduce(partial.data(), partial.data(), partial.size(), DType::kF32,
                                     comm::ReduceOp::kSum));
     add_into(dx, partial.data(), partial.size());
@@ -51,16 +59,6 @@ Status reduce_input_grad(comm::Communicator& tp, const TpLinearShape& s,
                                        comm::ReduceOp::kSum));
   add_into(dx, mine.data(), block);
   return Status::OK();
-}
-
-}  // namespace
-
-Status check_column_parallel(const TpLinearShape& shape, int tp) {
-  return check_sizes(shape, tp, true);
-}
-
-Status check_row_parallel(const TpLinearShape& shape, int tp) {
-  return check_sizes(shape, tp, false);
 }
 
 Result<std::vector<float>> gather_sequence(comm::Communicator& tp, const float* x, int64_t rows,
@@ -101,7 +99,7 @@ Status column_parallel_backward(comm::Communicator& tp, const TpLinearShape& sha
   ops::linear_backward(input, w, dy, dx == nullptr ? nullptr : partial.data(), dw, shape.rows,
                        shape.in_features, out_local);
   if (dx == nullptr) return Status::OK();
-  return reduce_input_grad(tp, shape, partial, dx);
+  return reduce_column_input_grad(tp, shape.sequence_parallel, partial, dx);
 }
 
 Status row_parallel_forward(comm::Communicator& tp, const TpLinearShape& shape, const float* x,

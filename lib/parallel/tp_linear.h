@@ -71,4 +71,12 @@ Status row_parallel_backward(comm::Communicator& tp, const TpLinearShape& shape,
 Result<std::vector<float>> gather_sequence(comm::Communicator& tp, const float* x, int64_t rows,
                                            int64_t width);
 
+// Sums per-rank partial input gradients partial: (n, in) over tp and adds rank r's part to dx:
+// all of it, (n, in), without SP; its sequence block, (n/tp, in), with SP (tp must divide n).
+// Several column-parallel layers reading the same input (q, k, v; gate, up) accumulate their
+// partials into one buffer and call this once: one collective instead of one per layer.
+// partial is used as scratch.
+Status reduce_column_input_grad(comm::Communicator& tp, bool sequence_parallel,
+                                std::vector<float>& partial, float* dx);
+
 }  // namespace ms::parallel

@@ -1,9 +1,11 @@
 // The pure tensor-parallel layout rules: even slices, refusals naming the rule, vocabulary
 // padding, the model layout rule (heads, key/value heads, d_ff by config key) and the shape
-// checks every parallel op runs before communicating.
+// checks every parallel op and block runs before communicating.
 #include <gtest/gtest.h>
 
 #include "comm/shard_spec.h"
+#include "ops/rope.h"
+#include "parallel/tp_block.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_linear.h"
 #include "parallel/vocab_parallel.h"
@@ -166,6 +168,29 @@ TEST(TpModelRule, RefusesMalformedModelsAndTp) {
   expect_refused(check_tp_model({8, 4, 0, 0}, 1), "model.d_ff must be >= 1");
   expect_refused(check_tp_model({8, 4, 64, -1}, 1), "model.moe.shared_expert_d_ff");
   expect_refused(check_tp_model({8, 4, 64, 0}, 0), "tp >= 1");
+}
+
+TEST(TpBlockChecks, MlpNamesTheKeyAndSplitsTheRowsUnderSequenceParallelism) {
+  EXPECT_TRUE(check_tp_mlp({6, 5, 8, false}, 4).ok());
+  expect_refused(check_tp_mlp({8, 5, 6, false}, 4), "must divide model.d_ff (6)");
+  expect_refused(check_tp_mlp({6, 5, 8, true}, 4), "sequence parallelism");
+  expect_refused(check_tp_mlp({6, 0, 8, false}, 1), "d_model >= 1");
+}
+
+TEST(TpBlockChecks, AttentionChecksHeadsRopeAndRows) {
+  const ops::RopeTable rope = ops::make_rope_table(8, 4, 10000.0);
+  EXPECT_TRUE(check_tp_attention({2, 8, 12, 8, 4, 4, 0, true}, rope, 4).ok());
+  EXPECT_TRUE(check_tp_attention({1, 6, 12, 8, 4, 4, 3, false}, rope, 4).ok());
+  expect_refused(check_tp_attention({1, 8, 12, 8, 2, 4, 0, false}, rope, 4),
+                 "must divide model.n_kv_heads (2)");
+  expect_refused(check_tp_attention({1, 8, 12, 6, 6, 4, 0, false}, rope, 4),
+                 "must divide model.n_heads (6)");
+  expect_refused(check_tp_attention({1, 6, 12, 8, 4, 4, 0, true}, rope, 4),
+                 "sequence parallelism");
+  expect_refused(check_tp_attention({1, 9, 12, 8, 4, 4, 0, false}, rope, 1), "rotary table");
+  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 6, 0, false}, rope, 1), "rotary table");
+  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 3, 0, false}, rope, 1), "even head_dim");
+  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 4, -1, false}, rope, 1), "window >= 0");
 }
 
 }  // namespace
