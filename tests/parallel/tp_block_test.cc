@@ -29,6 +29,21 @@ TpSlice slice(int64_t global, const comm::Communicator& tp) {
   return *tp_slice(global, tp.size(), tp.rank(), "test");
 }
 
+// How a run's backward is called: with or without an input gradient (a first layer passes
+// null), onto weight gradients that start at grad_init (backward accumulates).
+struct Backward {
+  bool input_grad = true;
+  float grad_init = 0.0f;
+};
+
+std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); }
+
+// A gathered gradient is expected to be the reference plus what it started at.
+std::vector<float> plus(std::vector<float> v, float c) {
+  for (float& e : v) e += c;
+  return v;
+}
+
 // ---- MLP ----
 
 // The global MLP and its single-process answer: x (n, D), gate/up (F, D), down (D, F).
@@ -63,7 +78,8 @@ struct MlpLocal {
   std::vector<float> y, dx, dgate, dup, ddown;
 };
 
-MlpLocal run_mlp(comm::Communicator& tp, const TpMlpShape& s, const MlpProblem& p) {
+MlpLocal run_mlp(comm::Communicator& tp, const TpMlpShape& s, const MlpProblem& p,
+                 Backward b = {}) {
   const int64_t D = s.d_model;
   const TpSlice f = slice(s.d_ff, tp), seq = slice(s.rows, tp);
   const bool sp = s.sequence_parallel;
@@ -71,12 +87,13 @@ MlpLocal run_mlp(comm::Communicator& tp, const TpMlpShape& s, const MlpProblem& 
   const std::vector<float> dy = sp ? rows_of(p.dy, D, seq) : p.dy;
   const std::vector<float> gate = rows_of(p.gate, D, f), up = rows_of(p.up, D, f);
   const std::vector<float> down = cols_of(p.down, D, s.d_ff, f);
-  MlpLocal l{zeros(x.size()), zeros(x.size()), zeros(gate.size()), zeros(up.size()),
-             zeros(down.size())};
+  MlpLocal l{zeros(x.size()), zeros(x.size()), filled(gate.size(), b.grad_init),
+             filled(up.size(), b.grad_init), filled(down.size(), b.grad_init)};
   const TpMlpWeights w{gate.data(), up.data(), down.data()};
   TpMlpActs acts;
   EXPECT_TRUE(tp_mlp_forward(tp, s, w, x.data(), acts, l.y.data()).ok());
-  EXPECT_TRUE(tp_mlp_backward(tp, s, w, x.data(), acts, dy.data(), l.dx.data(),
+  EXPECT_TRUE(tp_mlp_backward(tp, s, w, x.data(), acts, dy.data(),
+                              b.input_grad ? l.dx.data() : nullptr,
                               {l.dgate.data(), l.dup.data(), l.ddown.data()})
                   .ok());
   return l;
@@ -166,7 +183,7 @@ struct AttentionLocal {
 };
 
 AttentionLocal run_attention(comm::Communicator& tp, const TpAttentionShape& s,
-                             const AttentionProblem& p) {
+                             const AttentionProblem& p, Backward b = {}) {
   const int64_t D = s.d_model, qd = s.n_heads * s.head_dim, kvd = s.n_kv_heads * s.head_dim;
   const bool sp = s.sequence_parallel;
   const TpSlice heads = slice(qd, tp), kv_heads = slice(kvd, tp), seq = slice(s.batch * s.seq, tp);
@@ -174,23 +191,26 @@ AttentionLocal run_attention(comm::Communicator& tp, const TpAttentionShape& s,
   const std::vector<float> dy = sp ? rows_of(p.dy, D, seq) : p.dy;
   const std::vector<float> q = rows_of(p.q, D, heads), o = cols_of(p.o, D, qd, heads);
   const std::vector<float> k = rows_of(p.k, D, kv_heads), v = rows_of(p.v, D, kv_heads);
-  AttentionLocal l{zeros(x.size()), zeros(x.size()), zeros(q.size()), zeros(k.size()),
-                   zeros(v.size()), zeros(o.size())};
+  AttentionLocal l{zeros(x.size()),          zeros(x.size()),
+                   filled(q.size(), b.grad_init), filled(k.size(), b.grad_init),
+                   filled(v.size(), b.grad_init), filled(o.size(), b.grad_init)};
   const TpAttentionWeights w{q.data(), k.data(), v.data(), o.data()};
   TpAttentionActs acts;
   EXPECT_TRUE(tp_attention_forward(tp, s, p.rope, w, x.data(), acts, l.y.data()).ok());
-  EXPECT_TRUE(tp_attention_backward(tp, s, p.rope, w, x.data(), acts, dy.data(), l.dx.data(),
+  EXPECT_TRUE(tp_attention_backward(tp, s, p.rope, w, x.data(), acts, dy.data(),
+                                    b.input_grad ? l.dx.data() : nullptr,
                                     {l.dq.data(), l.dk.data(), l.dv.data(), l.do_.data()})
                   .ok());
   return l;
 }
 
 // Grouped-query (8 heads over 4 kv heads: one kv head and its 2 query heads per rank at tp 4),
-// multi-head with an odd d_model, and a sliding window over more positions than one attention
+// multi-head with an odd d_model and 3 sequences of 4 (at tp 4 a sequence shard of 3 rows
+// spans two sequences), and a sliding window over more positions than one attention
 // tile (64) with 2 query heads per kv head.
 constexpr TpAttentionShape kAttentionShapes[] = {
     {2, 12, 12, 8, 4, 4, 0, false},
-    {2, 6, 10, 4, 4, 6, 0, false},
+    {3, 4, 10, 4, 4, 6, 0, false},
     {1, 72, 8, 8, 4, 2, 40, false},
 };
 
@@ -244,6 +264,38 @@ TEST_F(TpBlock, TheSameRunTwiceIsBitwiseIdentical) {
                   bitwise_equal(c.dq, d.dq) && bitwise_equal(c.dk, d.dk) &&
                   bitwise_equal(c.dv, d.dv) && bitwise_equal(c.do_, d.do_))
           << describe(s, tp_size);
+    }
+  }
+}
+
+// A first layer passes a null dx: it skips the input gradient and its collective on every rank
+// (dx stays untouched), while the weight gradients still accumulate (+=) onto what they held.
+TEST_F(TpBlock, NullInputGradientLeavesAccumulatedWeightGradients) {
+  const Backward first_layer{false, 1.0f};
+  for (int tp_size : tp_sizes()) {
+    auto tp = tp_group(tp_size);
+    ASSERT_NE(tp, nullptr);
+    for (bool sp : {false, true}) {
+      const std::string what = "tp " + std::to_string(tp_size) + (sp ? " sp" : "");
+      TpMlpShape m = kMlpShapes[0];
+      m.sequence_parallel = sp;
+      const MlpProblem mp(m, 61);
+      const MlpLocal ml = run_mlp(*tp, m, mp, first_layer);
+      EXPECT_EQ(ml.dx, zeros(ml.dx.size())) << what;
+      expect_close(gather(*tp, ml.dgate), plus(mp.dgate, 1.0f), what + " mlp dgate");
+      expect_close(gather(*tp, ml.dup), plus(mp.dup, 1.0f), what + " mlp dup");
+      expect_close(gather_cols(*tp, ml.ddown, m.d_model, m.d_ff), plus(mp.ddown, 1.0f),
+                   what + " mlp ddown");
+      TpAttentionShape s = kAttentionShapes[0];
+      s.sequence_parallel = sp;
+      const AttentionProblem ap(s, 61);
+      const AttentionLocal al = run_attention(*tp, s, ap, first_layer);
+      EXPECT_EQ(al.dx, zeros(al.dx.size())) << what;
+      expect_close(gather(*tp, al.dq), plus(ap.dq, 1.0f), what + " attention dq");
+      expect_close(gather(*tp, al.dk), plus(ap.dk, 1.0f), what + " attention dk");
+      expect_close(gather(*tp, al.dv), plus(ap.dv, 1.0f), what + " attention dv");
+      expect_close(gather_cols(*tp, al.do_, s.d_model, s.n_heads * s.head_dim),
+                   plus(ap.do_, 1.0f), what + " attention do");
     }
   }
 }
