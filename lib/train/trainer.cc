@@ -137,7 +137,7 @@ Status Trainer::open_telemetry() {
   const comm::MeshCoord& coord = s_->mesh->coord();
   MS_ASSIGN_OR_RETURN(s_->telemetry, telemetry::TelemetryWriter::open(
                                          config_.run.dir, world_.rank(), log::host(),
-                                         {coord.dp, coord.tp, coord.pp}, config_.telemetry.every_s));
+                                         {coord.dp, coord.tp, coord.pp, coord.cp}, config_.telemetry.every_s));
   return Status::OK();
 }
 
