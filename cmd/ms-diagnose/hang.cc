@@ -47,7 +47,7 @@ Result<std::optional<comm::MeshLayout>> mesh_layout(const HangCli& cli) {
     return std::optional<comm::MeshLayout>();
   }
   MS_ASSIGN_OR_RETURN(comm::MeshLayout layout,
-                      comm::MeshLayout::create(shape, shape.pp * shape.dp * shape.tp + shape.loaders));
+                      comm::MeshLayout::create(shape, shape.world_size()));
   return std::optional<comm::MeshLayout>(layout);
 }
 

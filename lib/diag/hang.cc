@@ -223,6 +223,21 @@ HangAnalysis analyze_hang(std::span<const InflightReport> reports) {
   return analysis;
 }
 
+namespace {
+
+// The size `key` names in "pp=1,dp=2,..." text, or null for an unknown key.
+int* mesh_shape_field(comm::MeshShape& shape, std::string_view key) {
+  if (key == "pp") return &shape.pp;
+  if (key == "dp") return &shape.dp;
+  if (key == "cp") return &shape.cp;
+  if (key == "tp") return &shape.tp;
+  if (key == "ep") return &shape.ep;
+  if (key == "loaders") return &shape.loaders;
+  return nullptr;
+}
+
+}  // namespace
+
 Result<comm::MeshShape> parse_mesh_shape(std::string_view text) {
   comm::MeshShape shape;
   size_t begin = 0;
@@ -239,8 +254,7 @@ Result<comm::MeshShape> parse_mesh_shape(std::string_view text) {
         value = -1;
       }
     }
-    int* field = key == "pp" ? &shape.pp : key == "dp" ? &shape.dp : key == "tp" ? &shape.tp
-               : key == "ep" ? &shape.ep : key == "loaders" ? &shape.loaders : nullptr;
+    int* field = mesh_shape_field(shape, key);
     if (!field || value < (key == "loaders" ? 0 : 1)) {
       return InvalidArgument("bad mesh part '" + std::string(part) + "' in '" + std::string(text) +
                              "': expected e.g. pp=1,dp=2,tp=2");
@@ -255,7 +269,9 @@ std::string mesh_label(const comm::MeshLayout* layout, int rank) {
   if (!layout || rank < 0 || rank >= layout->world_size()) return "";
   if (layout->is_loader(rank)) return "loader";
   const comm::MeshCoord c = layout->coord(rank);
-  return "pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) +
+  // cp only when the mesh has it, so labels of cp-less runs read as before.
+  const std::string cp = layout->shape().cp == 1 ? "" : " cp=" + std::to_string(c.cp);
+  return "pp=" + std::to_string(c.pp) + " dp=" + std::to_string(c.dp) + cp +
          " tp=" + std::to_string(c.tp);
 }
 

@@ -75,12 +75,13 @@ struct HangAnalysis {
 // Pure analysis over `reports` (in any order).
 HangAnalysis analyze_hang(std::span<const InflightReport> reports);
 
-// Parses "pp=1,dp=2,tp=2" (keys pp, dp, tp, ep, loaders in any order; missing ones are 1, or 0
-// for loaders). InvalidArgument naming the bad part otherwise.
+// Parses "pp=1,dp=2,tp=2" (keys pp, dp, cp, tp, ep, loaders in any order; missing ones are 1,
+// or 0 for loaders). InvalidArgument naming the bad part otherwise.
 Result<comm::MeshShape> parse_mesh_shape(std::string_view text);
 
-// "pp=0 dp=1 tp=1" for `rank` under `layout`, or "" when there is no layout or the rank is
-// outside it.
+// "pp=0 dp=1 tp=1" ("pp=0 dp=1 cp=0 tp=1" when the mesh's cp is not 1) for `rank` under
+// `layout`, "loader" for a loader rank, or "" when there is no layout or the rank is outside
+// it.
 std::string mesh_label(const comm::MeshLayout* layout, int rank);
 
 // The human-readable report: waiting groups, then each outlier with its mesh coordinates and

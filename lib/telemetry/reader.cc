@@ -136,6 +136,11 @@ Result<MeshCoord> parse_mesh(const json& j, const std::string& at) {
   mesh.dp = static_cast<int>(dp);
   mesh.tp = static_cast<int>(tp);
   mesh.pp = static_cast<int>(pp);
+  // Optional: files written before context parallelism have no cp, which was 0 for every rank.
+  if (it->contains("cp")) {
+    MS_ASSIGN_OR_RETURN(int64_t cp, integer_at(*it, "cp", at + ": mesh"));
+    mesh.cp = static_cast<int>(cp);
+  }
   return mesh;
 }
 

@@ -15,7 +15,7 @@ using nlohmann::ordered_json;
 namespace {
 
 ordered_json mesh_json(MeshCoord mesh) {
-  return ordered_json{{"dp", mesh.dp}, {"tp", mesh.tp}, {"pp", mesh.pp}};
+  return ordered_json{{"dp", mesh.dp}, {"tp", mesh.tp}, {"pp", mesh.pp}, {"cp", mesh.cp}};
 }
 
 // Versions every artifact records: the format's and the toolkit's that wrote it.

@@ -24,9 +24,10 @@ inline constexpr int kFormatVersion = 1;
 // times stay finite and resolved to tens of microseconds. Readers refuse other values.
 inline constexpr double kMaxAbsTimeS = 1e11;
 
-// A rank's coordinates in the pp x dp x tp mesh.
+// A rank's coordinates in the pp x dp x cp x tp mesh. cp comes last so that positional
+// initializers ({dp, tp, pp}) keep their meaning; files written before it read as cp 0.
 struct MeshCoord {
-  int dp = 0, tp = 0, pp = 0;
+  int dp = 0, tp = 0, pp = 0, cp = 0;
 };
 
 // Seconds one training step spent in each phase.

@@ -61,7 +61,9 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
-  MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, {1, s_->dp, 1, 1, 0}));
+  // Data parallelism only, cp = 1 explicitly: no config key sets context parallelism yet.
+  const comm::MeshShape shape{.pp = 1, .dp = s_->dp, .tp = 1, .ep = 1, .loaders = 0, .cp = 1};
+  MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
   s_->mesh.emplace(std::move(mesh));
   Status local = open_data();
   if (local.ok() && world_.rank() == 0) {
@@ -135,7 +137,7 @@ Status Trainer::open_telemetry() {
   const comm::MeshCoord& coord = s_->mesh->coord();
   MS_ASSIGN_OR_RETURN(s_->telemetry, telemetry::TelemetryWriter::open(
                                          config_.run.dir, world_.rank(), log::host(),
-                                         {coord.dp, coord.tp, coord.pp}, config_.telemetry.every_s));
+                                         {coord.dp, coord.tp, coord.pp, coord.cp}, config_.telemetry.every_s));
   return Status::OK();
 }
 

@@ -1,5 +1,5 @@
 // Process groups under mpirun: split by color/key, and Mesh groups for every valid layout of
-// the world size the test runs with (1, 2, 3 or 4 ranks).
+// the world size the test runs with (1, 2, 3 or 4 ranks), with and without context parallelism.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -57,17 +57,20 @@ TEST_F(Groups, NegativeColorIsRejected) {
   EXPECT_EQ(world_->split(-5, 0, "bad").status().code(), StatusCode::kInvalidArgument);
 }
 
-// Every (pp, dp, tp, ep, loaders) with pp * dp * tp + loaders == size, loaders <= 1.
+// Every (pp, dp, cp, tp, ep, loaders) with pp * dp * cp * tp + loaders == size, cp <= 2,
+// loaders <= 1, ep dividing dp * cp.
 std::vector<MeshShape> shapes_for(int size) {
   std::vector<MeshShape> shapes;
   for (int loaders = 0; loaders <= 1 && loaders < size; ++loaders) {
     const int model = size - loaders;
-    for (int pp = 1; pp <= model; ++pp) {
-      for (int tp = 1; pp * tp <= model; ++tp) {
-        if (model % (pp * tp) != 0) continue;
-        const int dp = model / (pp * tp);
-        for (int ep = 1; ep <= dp; ++ep) {
-          if (dp % ep == 0) shapes.push_back({pp, dp, tp, ep, loaders});
+    for (int cp = 1; cp <= 2; ++cp) {
+      for (int pp = 1; pp * cp <= model; ++pp) {
+        for (int tp = 1; pp * cp * tp <= model; ++tp) {
+          if (model % (pp * cp * tp) != 0) continue;
+          const int dp = model / (pp * cp * tp);
+          for (int ep = 1; ep <= dp * cp; ++ep) {
+            if (dp * cp % ep == 0) shapes.push_back({pp, dp, tp, ep, loaders, cp});
+          }
         }
       }
     }
@@ -79,7 +82,8 @@ TEST_F(Groups, MeshGroupsMatchTheLayoutForEveryShape) {
   const int rank = world_->rank();
   for (const MeshShape& shape : shapes_for(world_->size())) {
     SCOPED_TRACE(::testing::Message()
-                 << "pp=" << shape.pp << " dp=" << shape.dp << " tp=" << shape.tp
+                 << "pp=" << shape.pp << " dp=" << shape.dp << " cp=" << shape.cp
+                 << " tp=" << shape.tp
                  << " ep=" << shape.ep << " loaders=" << shape.loaders);
     auto mesh = Mesh::create(*world_, shape);
     ASSERT_TRUE(mesh.ok()) << mesh.status().to_string();
@@ -94,6 +98,8 @@ TEST_F(Groups, MeshGroupsMatchTheLayoutForEveryShape) {
     }
     EXPECT_EQ(mesh->tp().rank(), mesh->coord().tp);
     EXPECT_EQ(mesh->dp().rank(), mesh->coord().dp);
+    EXPECT_EQ(mesh->cp().rank(), mesh->coord().cp);
+    EXPECT_EQ(mesh->dp_cp().rank(), mesh->coord().dp_cp);
     EXPECT_EQ(mesh->pp().rank(), mesh->coord().pp);
     EXPECT_EQ(mesh->ep().rank(), mesh->coord().ep);
     EXPECT_EQ(mesh->edp().rank(), mesh->coord().edp);

@@ -122,6 +122,18 @@ TEST(MeshShape, ParsesKeysInAnyOrderAndRejectsNonsense) {
   EXPECT_FALSE(parse_mesh_shape("").ok());
 }
 
+TEST(MeshShape, ParsesContextParallelAndLabelsIt) {
+  Result<comm::MeshShape> shape = parse_mesh_shape("dp=2,cp=2,tp=2");
+  ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+  EXPECT_EQ(shape->cp, 2);
+  EXPECT_EQ(parse_mesh_shape("dp=2")->cp, 1);
+  EXPECT_FALSE(parse_mesh_shape("cp=0").ok());
+  Result<comm::MeshLayout> layout = comm::MeshLayout::create(*shape, shape->world_size());
+  ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+  // rank 5 = ((0 * 2 + 1) * 2 + 0) * 2 + 1.
+  EXPECT_EQ(mesh_label(&*layout, 5), "pp=0 dp=1 cp=0 tp=1");
+}
+
 TEST(InflightReports, ReadsWatchdogOutputFromARunDirectory) {
   io::testing::TempDir dir;
   comm::InflightOp op = comm::make_inflight_op("allreduce", "dp", {0, 1}, 42, 4096);

@@ -70,6 +70,27 @@ TEST(TelemetryReader, MissingRequiredKeyIsNamed) {
       << ranks.status().message();
 }
 
+TEST(TelemetryReader, MeshContextParallelRankIsOptionalButTyped) {
+  TempDir dir;
+  const std::string with_cp =
+      R"({"kind":"step","t":12.0,"host":"a","rank":0,"mesh":{"dp":0,"tp":1,"pp":0,"cp":1},)"
+      R"("step":6,"loss":2.0,"step_s":0.5})";
+  testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, kStep, with_cp}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  ASSERT_EQ(ranks->front().steps.size(), 2u);
+  EXPECT_EQ(ranks->front().steps[0].mesh.cp, 0);  // written before cp existed
+  EXPECT_EQ(ranks->front().steps[1].mesh.cp, 1);
+
+  testing::write_text(dir.file("rank-00000.jsonl"),
+                      lines({R"({"kind":"step","t":1,"host":"a","rank":0,"mesh":{"dp":0,"tp":0,)"
+                             R"("pp":0,"cp":"one"},"step":1,"loss":1,"step_s":1})"}));
+  ranks = read_telemetry_dir(dir.path());
+  ASSERT_FALSE(ranks.ok());
+  EXPECT_NE(ranks.status().message().find("key 'cp'"), std::string::npos)
+      << ranks.status().message();
+}
+
 TEST(TelemetryReader, WrongTypeIsAnError) {
   TempDir dir;
   testing::write_text(dir.file("rank-00000.jsonl"),

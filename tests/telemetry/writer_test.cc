@@ -18,7 +18,7 @@ constexpr double kNoPeriodicSamples = 3600;  // only the sample taken at open()
 std::unique_ptr<TelemetryWriter> open_writer(const std::string& run_dir, const std::string& proc,
                                              int rank = 3) {
   Result<std::unique_ptr<TelemetryWriter>> w = TelemetryWriter::open(
-      io::default_env(), run_dir, rank, "node07", MeshCoord{1, 0, 2}, kNoPeriodicSamples, proc);
+      io::default_env(), run_dir, rank, "node07", MeshCoord{1, 0, 2, 1}, kNoPeriodicSamples, proc);
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   return w.ok() ? std::move(w).value() : nullptr;
 }
@@ -59,6 +59,7 @@ TEST(TelemetryWriter, RoundTripsHostAndStepRecords) {
   const StepRecordRead& s = r.steps[0];
   EXPECT_EQ(s.mesh.dp, 1);
   EXPECT_EQ(s.mesh.pp, 2);
+  EXPECT_EQ(s.mesh.cp, 1);
   EXPECT_EQ(s.step.step, 120);
   EXPECT_DOUBLE_EQ(s.step.loss, 2.5);
   EXPECT_DOUBLE_EQ(s.step.phases.bwd_s, 0.25);
