@@ -226,6 +226,7 @@ Result<std::unique_ptr<DisaggregatedLoaderClient>> DisaggregatedLoaderClient::op
                                              {"options", options_to_json(options)}}));
   const json meta = json::parse(reply.text, nullptr, false);
   if (meta.is_discarded()) return CommError("malformed open reply from loader rank " + std::to_string(server));
+  client->opened_ = true;
   client->global_batch_ = options.global_batch;
   client->seq_len_ = meta.value("seq_len", int64_t{0});
   client->vocab_size_ = meta.value("vocab_size", 0);
@@ -237,6 +238,7 @@ Result<std::unique_ptr<DisaggregatedLoaderClient>> DisaggregatedLoaderClient::op
 }
 
 DisaggregatedLoaderClient::~DisaggregatedLoaderClient() {
+  if (!opened_) return;
   Result<Reply> r = call(world_, server_, json{{"op", "close"}, {"channel", channel_}});
   if (!r.ok()) MS_LOG(Error) << "closing loader channel: " << r.status().to_string();
 }

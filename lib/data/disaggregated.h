@@ -31,7 +31,7 @@ class DisaggregatedLoaderClient : public BatchSource {
   static Result<std::unique_ptr<DisaggregatedLoaderClient>> open(comm::Communicator& world,
                                                                  int loaders,
                                                                  const LoaderOptions& options);
-  // Closes the channel on the server (errors are logged).
+  // Closes the channel on the server (errors are logged); nothing when the open failed.
   ~DisaggregatedLoaderClient() override;
 
   Result<MicroBatch> next() override;
@@ -62,6 +62,7 @@ class DisaggregatedLoaderClient : public BatchSource {
   int64_t returned_micro_batches_ = 0;  // since the last restore/reset, in micro-batch units
   int64_t base_micro_batches_ = 0;
   Status deferred_;  // a failed reset(), reported by the next next()
+  bool opened_ = false;  // the server opened the channel (so the destructor closes it)
 };
 
 // Tells this trainer's loader rank that it will send no more requests. Every trainer calls it

@@ -33,6 +33,7 @@
 #include "comm/communicator.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "data/loader.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::train {
@@ -47,6 +48,8 @@ struct TrainSummary {
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
+  double data_wait_s = 0;  // this rank's time waiting for micro-batches (the data_s phases)
+  double step_time_s = 0;  // this rank's time in its training steps
 };
 
 class Trainer {
@@ -71,7 +74,12 @@ class Trainer {
   struct State;
   Trainer(config::RunConfig config, comm::Communicator& world);
 
+  // The ranks that train: the world without the loader ranks (the world before the Mesh).
+  comm::Communicator& trainers() const;
   Status build();
+  Result<std::unique_ptr<data::BatchSource>> open_source(const data::LoaderOptions& options);
+  Status serve_data(TrainSummary& summary);
+  void stop_loaders();
   Status check_config();
   Status open_data();
   Status build_model();
@@ -88,6 +96,7 @@ class Trainer {
   void log_step(int64_t step, const StepResult& result) const;
   Status record_step(int64_t step, const StepResult& result);
   Status finish(TrainSummary& summary);
+  Status log_data_wait(const TrainSummary& summary);
   Status find_resume_checkpoint();
   Status load_parameters();
   Status load_optimizer_state();
