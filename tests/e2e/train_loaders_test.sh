@@ -63,6 +63,13 @@ out=$(train 3 "$work/to-loaders" --set parallel.loaders=1 \
 diff <(after_two "$work/local") <(losses "$work/to-loaders") ||
   fail "resumed with a loader rank, the losses differ"
 [ "$(losses "$work/to-loaders" | wc -l)" -eq 2 ] || fail "expected steps 3 and 4 after resuming"
+# Two loader ranks, one per trainer, resuming the one-loader run: the same steps again.
+out=$(train 4 "$work/two-loaders" --set parallel.loaders=2 \
+        --set checkpoint.resume="$work/loaders/checkpoints/step-00000002") ||
+  { echo "$out"; fail "resuming with 2 loader ranks"; }
+grep -q "2 loader rank(s) serve 2 trainer rank(s)" <<<"$out" || { echo "$out"; fail "no 2-loader line"; }
+diff <(after_two "$work/local") <(losses "$work/two-loaders") ||
+  fail "resumed with 2 loader ranks, the losses differ"
 passed=$((passed + 1))
 
 failed() {  # failed <expected text> <ranks> <run dir> [extra args...]: the job exits 1, not hung
