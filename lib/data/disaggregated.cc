@@ -5,6 +5,7 @@
 // thread touches MPI.
 #include "data/disaggregated.h"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -204,6 +205,19 @@ class LoaderServer {
   std::map<std::pair<int, int>, std::unique_ptr<Loader>> channels_;
 };
 
+// Between polls of an idle server: spin (yield) while requests came recently, so a trainer
+// asking in a tight loop is answered at once; after 1 ms without one, sleep 100 us per poll, so
+// a loader rank sharing cores with trainers leaves them the CPU while they compute (100 us is
+// small against a micro-batch's forward and backward).
+void wait_for_requests(std::chrono::steady_clock::time_point last_request) {
+  const auto idle = std::chrono::steady_clock::now() - last_request;
+  if (idle < std::chrono::milliseconds(1)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 }  // namespace
 
 int loader_rank_for(int trainer_rank, int world_size, int loaders) {
@@ -291,6 +305,7 @@ Status run_loader_server(comm::Communicator& world, int loaders) {
     MS_ASSIGN_OR_RETURN(pending[i], world.irecv(&lengths[i], 1, DType::kI64, trainers[i], kRequestTag));
   }
   size_t remaining = trainers.size();
+  auto last_request = std::chrono::steady_clock::now();
   while (remaining > 0) {
     bool served = false;
     for (size_t i = 0; i < trainers.size(); ++i) {
@@ -308,7 +323,11 @@ Status run_loader_server(comm::Communicator& world, int loaders) {
       }
       MS_ASSIGN_OR_RETURN(pending[i], world.irecv(&lengths[i], 1, DType::kI64, trainers[i], kRequestTag));
     }
-    if (!served) std::this_thread::yield();
+    if (served) {
+      last_request = std::chrono::steady_clock::now();
+    } else {
+      wait_for_requests(last_request);
+    }
   }
   return Status::OK();
 }

@@ -38,15 +38,16 @@ fi
 run() {  # run <label> <ranks> [extra --set args...]
   local label=$1 np=$2
   shift 2
-  rm -rf "$WORK/$label"
-  mpirun --oversubscribe -np "$np" bash -c '/usr/bin/time -f "peak_rss rank $OMPI_COMM_WORLD_RANK %M KB" "$@"' \
-    rss "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" --set data.plan="$WORK/mix.plan" \
+  rm -rf "$WORK/$label" "$WORK/$label".rss.*
+  # One file per rank: the ranks' stderr lines interleave.
+  mpirun --oversubscribe -np "$np" bash -c '/usr/bin/time -o "$0.rss.$OMPI_COMM_WORLD_RANK" \
+    -f "peak_rss rank $OMPI_COMM_WORLD_RANK %M KB" "$@"' "$WORK/$label" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" --set data.plan="$WORK/mix.plan" \
     --set run.dir="$WORK/$label" --set train.steps="$STEPS" --set train.eval_every=0 \
     --set checkpoint.every=0 --set telemetry.trace=false --set train.mfu_peak_gflops=1 \
     --set train.log_every=1 \
     "$@" > "$WORK/$label.out" 2>&1
   echo "== $label (mpirun -np $np $*)"
-  grep -o 'peak_rss rank [0-9]* [0-9]* KB' "$WORK/$label.out" | sort -k3n
+  cat "$WORK/$label".rss.*
   grep -o 'data wait: .*' "$WORK/$label.out"
   awk '/ step [0-9]+\/[0-9]+ \| loss / { split($0, a, "tok/s "); split(a[2], b, " ");
          if (++n > 1) { sum += b[1]; m++ } } END { if (m) printf "tokens/s (mean of steps 2..%d): %.0f\n", n, sum / m }' \
