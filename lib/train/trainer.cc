@@ -108,6 +108,7 @@ Status Trainer::open_data() {
   data::LoaderOptions options{config_.data.plan, data::Split::kTrain, config_.train.global_batch,
                               config_.train.micro_batch, dp.rank(), dp.size(), 2};
   MS_ASSIGN_OR_RETURN(s_->train_loader, open_source(options));
+  s_->train_client = dynamic_cast<const data::DisaggregatedLoaderClient*>(s_->train_loader.get());
   const DataFacts facts{config_.data.plan, s_->train_loader->seq_len(),
                         s_->train_loader->vocab_size()};
   MS_RETURN_IF_ERROR(check_against_data(config_, facts));
@@ -146,7 +147,7 @@ Result<std::unique_ptr<data::BatchSource>> Trainer::open_source(const data::Load
 // A loader rank's part of the job: serve its trainers until each of them has finished.
 Status Trainer::serve_data(TrainSummary& summary) {
   summary.steps_done = 0;
-  return data::run_loader_server(world_, s_->loaders);
+  return data::run_loader_server(world_, s_->loaders, [] { return stop_requested(); });
 }
 
 // Closes this trainer's loader channels and tells its loader rank that it is done. Errors are
@@ -154,6 +155,7 @@ Status Trainer::serve_data(TrainSummary& summary) {
 void Trainer::stop_loaders() {
   if (!s_->loaders_serving) return;
   s_->loaders_serving = false;
+  s_->train_client = nullptr;
   s_->train_loader.reset();
   s_->eval_loader.reset();
   const Status finished = data::finish_disaggregated_loading(world_, s_->loaders);
@@ -263,6 +265,12 @@ Result<TrainSummary> Trainer::run() {
 Result<bool> Trainer::agree_to_stop() {
   int32_t flag = stop_requested() ? 1 : 0;
   if (flag != 0) MS_LOG(Warn) << "received signal " << stop_signal() << "; asking all ranks to stop";
+  // A signal to a loader rank reaches the trainers through its replies.
+  if (flag == 0 && s_->train_client && s_->train_client->loader_stop_requested()) {
+    MS_LOG(Warn) << "loader rank " << s_->train_client->server_rank()
+                 << " received a stop signal; asking all ranks to stop";
+    flag = 1;
+  }
   MS_RETURN_IF_ERROR(trainers().allreduce(&flag, &flag, 1, DType::kI32, comm::ReduceOp::kMax));
   return flag != 0;
 }

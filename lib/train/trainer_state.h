@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/mesh.h"
+#include "data/disaggregated.h"
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "telemetry/writer.h"
@@ -28,6 +29,8 @@ struct Trainer::State {
   // Local Loaders, or clients of this rank's loader rank when parallel.loaders > 0.
   std::unique_ptr<data::BatchSource> train_loader;
   std::unique_ptr<data::BatchSource> eval_loader;
+  // train_loader as a loader-rank client (null with local loading), for its stop reports.
+  const data::DisaggregatedLoaderClient* train_client = nullptr;
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<DistributedOptimizer> dist;
   std::unique_ptr<SpikeGuard> guard;

@@ -2,8 +2,8 @@
 # ms-train with dedicated data-loader ranks (parallel.loaders), as a new user tries it:
 # `mpirun -np 3 ms-train --set parallel.loaders=1` trains on 2 ranks with bitwise the same
 # training and validation losses as `mpirun -np 2` loading locally; a checkpoint saved in one
-# mode resumes in the other and continues bitwise identically; a loader rank that fails ends
-# every rank with its error.
+# mode resumes in the other and continues bitwise identically; SIGTERM to the loader rank stops
+# the trainers after the same step; a loader rank that fails ends every rank with its error.
 # Losses are compared through the telemetry records, whose JSON numbers round-trip the doubles.
 # Usage: train_loaders_test.sh <mpirun> <bin dir> <source dir>
 set -euo pipefail
@@ -70,6 +70,38 @@ out=$(train 4 "$work/two-loaders" --set parallel.loaders=2 \
 grep -q "2 loader rank(s) serve 2 trainer rank(s)" <<<"$out" || { echo "$out"; fail "no 2-loader line"; }
 diff <(after_two "$work/local") <(losses "$work/two-loaders") ||
   fail "resumed with 2 loader ranks, the losses differ"
+passed=$((passed + 1))
+
+# SIGTERM to the loader rank alone: the trainers learn it from its replies, all stop after the
+# same step and exit 0.
+train 3 "$work/signal" --set parallel.loaders=1 --set train.steps=1000000 \
+  --set checkpoint.every=0 --set train.eval_every=0 > "$work/signal.txt" &
+launcher=$!
+for _ in $(seq 1 600); do
+  grep -q "step 2/" "$work/signal.txt" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "step 2/" "$work/signal.txt" || { cat "$work/signal.txt"; kill "$launcher"; fail "no progress"; }
+loader_pid=""
+for pid in $(pgrep -f "$BIN/ms-train" || true); do
+  # -z: both files are NUL-separated (and no pipe, whose early close pipefail would count).
+  if grep -qxz "OMPI_COMM_WORLD_RANK=2" "/proc/$pid/environ" 2>/dev/null &&
+     grep -qz "run.dir=$work/signal" "/proc/$pid/cmdline" 2>/dev/null; then
+    loader_pid=$pid
+  fi
+done
+[ -n "$loader_pid" ] || { kill "$launcher"; fail "cannot find the loader rank's process"; }
+kill -TERM "$loader_pid"
+status=0
+wait "$launcher" || status=$?
+[ "$status" -eq 0 ] || { cat "$work/signal.txt"; fail "exit $status after SIGTERM to the loader rank"; }
+grep -q "loader rank 2 received a stop signal" "$work/signal.txt" ||
+  { cat "$work/signal.txt"; fail "the trainers did not hear of the loader's signal"; }
+grep -q "stop signal received" "$work/signal.txt" || { cat "$work/signal.txt"; fail "no stop line"; }
+last() { grep '"kind":"step"' "$1" | tail -n 1 | grep -oE '"step":[0-9]+'; }
+a=$(last "$work/signal/telemetry/rank-00000.jsonl")
+b=$(last "$work/signal/telemetry/rank-00001.jsonl")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "trainers stopped at different steps: $a vs $b"
 passed=$((passed + 1))
 
 failed() {  # failed <expected text> <ranks> <run dir> [extra args...]: the job exits 1, not hung
