@@ -6,9 +6,16 @@
 // apply it (AdamW or LAMB, plain or ZeRO-1). Every step is logged (rank 0), recorded in the
 // per-rank telemetry and traced; the validation loss is evaluated every train.eval_every steps.
 //
-// Stopping: SIGINT/SIGTERM on any rank sets a flag; at each step boundary the ranks take the
-// maximum of their flags, so all stop after the same step and return normally. A non-finite
-// loss or gradient norm stops the run with an error naming the step and the rank.
+// Loader ranks (parallel.loaders = K): the last K world ranks hold no model; create() only
+// checks the config and joins the Mesh there, and run() serves the trainers' micro-batches
+// (lib/data/disaggregated.h) until every trainer's Trainer is destroyed, which releases its
+// loader rank. Trainers take their batches from the loader ranks and run their collectives
+// over the model group; the losses are bitwise those of local loading on the same trainers.
+//
+// Stopping: SIGINT/SIGTERM on any rank (a loader rank's reaches the trainers in its replies)
+// sets a flag; at each step boundary the ranks take the maximum of their flags, so all stop
+// after the same step and return normally. A non-finite loss or gradient norm stops the run
+// with an error naming the step and the rank.
 //
 // Checkpoints (lib/ckpt): every checkpoint.every steps and when the run ends (last step or
 // stop signal) the weights, optimizer moments and all state that influences later steps
