@@ -3,7 +3,7 @@
 #   a byte-level BPE tokenizer learned from Tiny Shakespeare (GPT-2's Hugging Face
 #   tokenizer.json shown loading unchanged) -> datasets from the bundled corpora -> a weighted
 #   mixture plan -> training on 2 ranks with telemetry, traces and checkpoints, its loss printed
-#   next to the data's unigram entropy -> reshard the checkpoint offline to 4 ranks -> export to
+#   next to the data's unigram entropy -> the same losses with a dedicated data-loader rank -> reshard the checkpoint offline to 4 ranks -> export to
 #   Hugging Face safetensors -> generate text that reads like the corpus -> a MoE model served
 #   with attention and experts on separate ranks -> diagnosis (health check, straggler what-if
 #   on the run's trace, fault detection on simulated telemetry).
@@ -82,6 +82,20 @@ awk -v h="$H_SHAKESPEARE" '
         for (i = 1; i <= n; ++i) { s = order[i]; split(s, t, "/");
           printf "  %-9s %10.3f %10s %+18.3f\n", s, train[s], (t[1] in val) ? sprintf("%.3f", val[t[1]]) : "", train[s] - h } }
 ' "$RUN/log.txt"
+
+step "a dedicated data-loader rank: 10 steps on 3 ranks, 2 of them training (parallel.loaders=1), against 2 ranks loading locally"
+rm -rf runs/demo-local runs/demo-loader
+short=(--config configs/tiny-cpu.yaml --set train.steps=10 --set train.eval_every=0
+       --set checkpoint.every=0 --set train.log_every=5)
+"${MPIRUN[@]}" "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-local
+mpirun --oversubscribe -np 3 "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-loader \
+  --set parallel.loaders=1
+step_losses() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1/telemetry/rank-00000.jsonl"; }
+if diff <(step_losses runs/demo-local) <(step_losses runs/demo-loader) > /dev/null; then
+  echo "the 10 losses are bitwise the same with the loader rank"
+else
+  echo "the losses differ with the loader rank"; exit 1
+fi
 
 step "the checkpoint: inspect, verify, reshard offline to dp=4, compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"

@@ -71,6 +71,10 @@ void add_parallel_keys(Schema<Cfg>& s) {
       .at_least(1);
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
         &Cfg::parallel, &P::zero).at_least(0).at_most(1);
+  s.add("parallel.loaders",
+        "Data-loader ranks: the last K ranks of the world read the data and send the other "
+        "(trainer) ranks their micro-batches; 0 loads on every trainer.",
+        &Cfg::parallel, &P::loaders).at_least(0);
 }
 
 void add_optim_keys(Schema<Cfg>& s) {

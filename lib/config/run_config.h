@@ -60,6 +60,7 @@ struct ParallelConfig {
   int64_t pp = 1;
   int64_t ep = 1;
   int64_t zero = 1;
+  int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model
   bool operator==(const ParallelConfig&) const = default;
 };
 

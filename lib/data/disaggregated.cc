@@ -5,6 +5,7 @@
 // thread touches MPI.
 #include "data/disaggregated.h"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,9 @@ using nlohmann::json;
 
 constexpr int kRequestTag = 7101;
 constexpr int kReplyTag = 7102;
-constexpr size_t kReplyHeaderWords = 6;  // code, message bytes, step, micro_index, rows, seq_len
+// code, message bytes, step, micro_index, rows, seq_len, stop (the loader rank got a stop signal)
+constexpr size_t kReplyHeaderWords = 7;
+constexpr size_t kStopWord = 6;
 
 Status send_bytes(comm::Communicator& world, int peer, int tag, const std::string& bytes) {
   const int64_t length = static_cast<int64_t>(bytes.size());
@@ -47,7 +50,7 @@ std::string encode_reply(const Status& status, const std::string& text, const Mi
   const int64_t header[kReplyHeaderWords] = {
       static_cast<int64_t>(status.code()), static_cast<int64_t>(message.size()),
       batch ? batch->step : 0, batch ? batch->micro_index : 0, batch ? batch->rows : 0,
-      batch ? batch->seq_len : 0};
+      batch ? batch->seq_len : 0, 0};
   std::string out(reinterpret_cast<const char*>(header), sizeof(header));
   out += message;
   if (batch) {
@@ -57,7 +60,14 @@ std::string encode_reply(const Status& status, const std::string& text, const Mi
   return out;
 }
 
+// Sets the stop word of an encoded reply.
+void mark_stop(std::string& reply, bool stop) {
+  const int64_t word = stop ? 1 : 0;
+  std::memcpy(reply.data() + kStopWord * sizeof(int64_t), &word, sizeof(word));
+}
+
 struct Reply {
+  bool stop = false;
   Status status;
   std::string text;
   MicroBatch batch;
@@ -73,6 +83,7 @@ Result<Reply> decode_reply(const std::string& bytes, int server) {
     return CommError("malformed reply from loader rank " + std::to_string(server));
   }
   Reply reply;
+  reply.stop = header[kStopWord] != 0;
   const std::string message = bytes.substr(sizeof(header), message_bytes);
   if (header[0] != 0) {
     reply.status = Status(static_cast<StatusCode>(header[0]),
@@ -204,6 +215,19 @@ class LoaderServer {
   std::map<std::pair<int, int>, std::unique_ptr<Loader>> channels_;
 };
 
+// Between polls of an idle server: spin (yield) while requests came recently, so a trainer
+// asking in a tight loop is answered at once; after 1 ms without one, sleep 100 us per poll, so
+// a loader rank sharing cores with trainers leaves them the CPU while they compute (100 us is
+// small against a micro-batch's forward and backward).
+void wait_for_requests(std::chrono::steady_clock::time_point last_request) {
+  const auto idle = std::chrono::steady_clock::now() - last_request;
+  if (idle < std::chrono::milliseconds(1)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
 }  // namespace
 
 int loader_rank_for(int trainer_rank, int world_size, int loaders) {
@@ -226,6 +250,7 @@ Result<std::unique_ptr<DisaggregatedLoaderClient>> DisaggregatedLoaderClient::op
                                              {"options", options_to_json(options)}}));
   const json meta = json::parse(reply.text, nullptr, false);
   if (meta.is_discarded()) return CommError("malformed open reply from loader rank " + std::to_string(server));
+  client->opened_ = true;
   client->global_batch_ = options.global_batch;
   client->seq_len_ = meta.value("seq_len", int64_t{0});
   client->vocab_size_ = meta.value("vocab_size", 0);
@@ -237,6 +262,7 @@ Result<std::unique_ptr<DisaggregatedLoaderClient>> DisaggregatedLoaderClient::op
 }
 
 DisaggregatedLoaderClient::~DisaggregatedLoaderClient() {
+  if (!opened_) return;
   Result<Reply> r = call(world_, server_, json{{"op", "close"}, {"channel", channel_}});
   if (!r.ok()) MS_LOG(Error) << "closing loader channel: " << r.status().to_string();
 }
@@ -245,6 +271,7 @@ Result<MicroBatch> DisaggregatedLoaderClient::next() {
   MS_RETURN_IF_ERROR(deferred_);
   MS_ASSIGN_OR_RETURN(Reply reply, call(world_, server_, json{{"op", "next"}, {"channel", channel_}}));
   ++returned_micro_batches_;
+  loader_stop_ = loader_stop_ || reply.stop;
   return std::move(reply.batch);
 }
 
@@ -275,7 +302,8 @@ Status finish_disaggregated_loading(comm::Communicator& world, int loaders) {
   return call(world, loader_rank_for(world.rank(), world.size(), loaders), json{{"op", "finish"}}).status();
 }
 
-Status run_loader_server(comm::Communicator& world, int loaders) {
+Status run_loader_server(comm::Communicator& world, int loaders,
+                         const std::function<bool()>& stop_requested) {
   MS_RETURN_IF_ERROR(check_roles(world, loaders, /*want_loader=*/true));
   std::vector<int> trainers;
   for (int t = 0; t < world.size() - loaders; ++t) {
@@ -289,6 +317,7 @@ Status run_loader_server(comm::Communicator& world, int loaders) {
     MS_ASSIGN_OR_RETURN(pending[i], world.irecv(&lengths[i], 1, DType::kI64, trainers[i], kRequestTag));
   }
   size_t remaining = trainers.size();
+  auto last_request = std::chrono::steady_clock::now();
   while (remaining > 0) {
     bool served = false;
     for (size_t i = 0; i < trainers.size(); ++i) {
@@ -298,7 +327,9 @@ Status run_loader_server(comm::Communicator& world, int loaders) {
       served = true;
       MS_ASSIGN_OR_RETURN(std::string request, recv_body(world, trainers[i], kRequestTag, lengths[i]));
       bool finished = false;
-      MS_RETURN_IF_ERROR(send_bytes(world, trainers[i], kReplyTag, server.handle(trainers[i], request, finished)));
+      std::string reply = server.handle(trainers[i], request, finished);
+      mark_stop(reply, stop_requested && stop_requested());
+      MS_RETURN_IF_ERROR(send_bytes(world, trainers[i], kReplyTag, reply));
       if (finished) {
         active[i] = false;
         --remaining;
@@ -306,7 +337,11 @@ Status run_loader_server(comm::Communicator& world, int loaders) {
       }
       MS_ASSIGN_OR_RETURN(pending[i], world.irecv(&lengths[i], 1, DType::kI64, trainers[i], kRequestTag));
     }
-    if (!served) std::this_thread::yield();
+    if (served) {
+      last_request = std::chrono::steady_clock::now();
+    } else {
+      wait_for_requests(last_request);
+    }
   }
   return Status::OK();
 }

@@ -11,6 +11,7 @@
 // Loader on the server, so the batches are exactly those of a local Loader with the same options.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -31,7 +32,7 @@ class DisaggregatedLoaderClient : public BatchSource {
   static Result<std::unique_ptr<DisaggregatedLoaderClient>> open(comm::Communicator& world,
                                                                  int loaders,
                                                                  const LoaderOptions& options);
-  // Closes the channel on the server (errors are logged).
+  // Closes the channel on the server (errors are logged); nothing when the open failed.
   ~DisaggregatedLoaderClient() override;
 
   Result<MicroBatch> next() override;
@@ -45,6 +46,9 @@ class DisaggregatedLoaderClient : public BatchSource {
   int micro_batches_per_step() const override { return micro_per_step_; }
   int64_t samples_in_split() const override { return samples_; }
   int server_rank() const { return server_; }
+  // The loader rank reported a stop request (its stop_requested() in run_loader_server) in a
+  // reply to next(); stays true once seen.
+  bool loader_stop_requested() const { return loader_stop_; }
 
  private:
   DisaggregatedLoaderClient(comm::Communicator& world, int server, int channel);
@@ -62,6 +66,8 @@ class DisaggregatedLoaderClient : public BatchSource {
   int64_t returned_micro_batches_ = 0;  // since the last restore/reset, in micro-batch units
   int64_t base_micro_batches_ = 0;
   Status deferred_;  // a failed reset(), reported by the next next()
+  bool opened_ = false;
+  bool loader_stop_ = false;  // the server opened the channel (so the destructor closes it)
 };
 
 // Tells this trainer's loader rank that it will send no more requests. Every trainer calls it
@@ -70,6 +76,10 @@ Status finish_disaggregated_loading(comm::Communicator& world, int loaders);
 
 // The loop of a loader rank: serves its trainers' requests until every one of them called
 // finish_disaggregated_loading. Must be called on a loader rank (world.rank() >= world - K).
-Status run_loader_server(comm::Communicator& world, int loaders);
+// When `stop_requested` returns true (a signal reached the loader rank) every later reply
+// says so, and the trainers' clients report it (loader_stop_requested) so they can stop; the
+// server still serves until they finish.
+Status run_loader_server(comm::Communicator& world, int loaders,
+                         const std::function<bool()>& stop_requested = {});
 
 }  // namespace ms::data

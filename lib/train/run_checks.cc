@@ -24,16 +24,25 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
   MS_RETURN_IF_ERROR(require_one("parallel.pp", config.parallel.pp, "pipeline"));
   MS_RETURN_IF_ERROR(require_one("parallel.ep", config.parallel.ep, "expert"));
   if (world_size < 1) return InvalidArgument("world size must be at least 1");
-  const int64_t per_step = int64_t{world_size} * config.train.micro_batch;
+  const int64_t loaders = config.parallel.loaders;
+  if (loaders < 0 || loaders >= world_size) {
+    return InvalidArgument(key_value("parallel.loaders", loaders) +
+                           " must leave at least one trainer rank: the job has " +
+                           std::to_string(world_size) + " rank(s); run with more ranks (mpirun -np " +
+                           std::to_string(loaders + 1) + " or more) or fewer loaders");
+  }
+  const int trainers = world_size - static_cast<int>(loaders);
+  const int64_t per_step = int64_t{trainers} * config.train.micro_batch;
   if (config.train.global_batch % per_step != 0) {
     return InvalidArgument(key_value("train.global_batch", config.train.global_batch) +
                            " must be divisible by data-parallel size * train.micro_batch = " +
-                           std::to_string(world_size) + " * " +
+                           std::to_string(trainers) + " * " +
                            std::to_string(config.train.micro_batch) + " = " +
-                           std::to_string(per_step) + " (dp is the number of ranks, " +
-                           std::to_string(world_size) + ")");
+                           std::to_string(per_step) + " (dp is the number of trainer ranks, " +
+                           std::to_string(world_size) + " minus parallel.loaders " +
+                           std::to_string(loaders) + ")");
   }
-  return world_size;
+  return trainers;
 }
 
 Status check_against_data(const config::RunConfig& config, const DataFacts& data) {

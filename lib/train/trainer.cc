@@ -2,6 +2,7 @@
 // plumbing (resume, save, commit) is in trainer_checkpoint.cc.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "comm/mesh.h"
 #include "core/logging.h"
 #include "core/timer.h"
+#include "data/disaggregated.h"
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "ops/sgemm_rate.h"
@@ -48,7 +50,13 @@ struct Trainer::StepResult {
 Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
     : config_(std::move(config)), world_(world), s_(std::make_unique<State>()) {}
 
-Trainer::~Trainer() = default;
+// A trainer rank that goes away (normally or on an error) releases its loader rank, so loader
+// ranks never outlive the training.
+Trainer::~Trainer() { stop_loaders(); }
+
+comm::Communicator& Trainer::trainers() const {
+  return s_->mesh && s_->loaders > 0 ? s_->mesh->model() : world_;
+}
 
 Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
                                                  comm::Communicator& world) {
@@ -61,10 +69,18 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
-  // Data parallelism only, cp = 1 explicitly: no config key sets context parallelism yet.
-  const comm::MeshShape shape{.pp = 1, .dp = s_->dp, .tp = 1, .ep = 1, .loaders = 0, .cp = 1};
+  // No config key sets context parallelism yet, so cp = 1 explicitly.
+  const comm::MeshShape shape{
+      .pp = 1, .dp = s_->dp, .tp = 1, .ep = 1, .loaders = s_->loaders, .cp = 1};
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
   s_->mesh.emplace(std::move(mesh));
+  // A loader rank holds no model; run() serves the trainers' batches. From here on the
+  // trainers' collectives go over trainers(), which the loader ranks are not part of.
+  if (s_->mesh->is_loader()) {
+    s_->loader_rank = true;
+    return Status::OK();
+  }
+  s_->loaders_serving = s_->loaders > 0;
   Status local = open_data();
   if (local.ok() && world_.rank() == 0) {
     local = prepare_run_dir(config_, s_->train_loader->tokenizer_path());
@@ -72,16 +88,17 @@ Status Trainer::build() {
   if (local.ok()) local = find_resume_checkpoint();
   if (local.ok()) local = build_model();
   if (local.ok()) local = open_telemetry();
-  MS_RETURN_IF_ERROR(comm::agree(world_, local, "starting up"));
+  MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "starting up"));
   return measure_yardsticks();
 }
 
 // The checks that need no data: layout against the world size, the plan path, the model.
 Status Trainer::check_config() {
   MS_ASSIGN_OR_RETURN(s_->dp, data_parallel_size(config_, world_.size()));
+  s_->loaders = static_cast<int>(config_.parallel.loaders);
   if (s_->dp != config_.parallel.dp) {
     MS_LOG(Info) << "parallel.dp is " << config_.parallel.dp << " in the config; running with dp "
-                 << s_->dp << " (the number of ranks)";
+                 << s_->dp << " (the number of trainer ranks)";
     config_.parallel.dp = s_->dp;
   }
   MS_RETURN_IF_ERROR(check_plan_path(config_));
@@ -92,7 +109,8 @@ Status Trainer::open_data() {
   comm::Communicator& dp = s_->mesh->dp();
   data::LoaderOptions options{config_.data.plan, data::Split::kTrain, config_.train.global_batch,
                               config_.train.micro_batch, dp.rank(), dp.size(), 2};
-  MS_ASSIGN_OR_RETURN(s_->train_loader, data::Loader::open(options));
+  MS_ASSIGN_OR_RETURN(s_->train_loader, open_source(options));
+  s_->train_client = dynamic_cast<const data::DisaggregatedLoaderClient*>(s_->train_loader.get());
   const DataFacts facts{config_.data.plan, s_->train_loader->seq_len(),
                         s_->train_loader->vocab_size()};
   MS_RETURN_IF_ERROR(check_against_data(config_, facts));
@@ -100,9 +118,50 @@ Status Trainer::open_data() {
   if (config_.train.eval_every > 0) {
     options.split = data::Split::kValidation;
     options.prefetch = 0;
-    MS_ASSIGN_OR_RETURN(s_->eval_loader, data::Loader::open(options));
+    MS_ASSIGN_OR_RETURN(s_->eval_loader, open_source(options));
+  }
+  if (s_->loaders > 0 && world_.rank() == 0) {
+    MS_LOG(Info) << "data: " << s_->loaders << " loader rank(s) serve " << s_->dp
+                 << " trainer rank(s) (parallel.loaders)";
   }
   return Status::OK();
+}
+
+// A local Loader, or with parallel.loaders a client of this rank's loader rank, which opens the
+// same Loader there (so the batches are bitwise those of local loading). The loader rank builds
+// two steps of the train split ahead, so a trainer only waits for the transfer when the
+// loaders keep up.
+Result<std::unique_ptr<data::BatchSource>> Trainer::open_source(const data::LoaderOptions& options) {
+  if (s_->loaders == 0) {
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> loader, data::Loader::open(options));
+    return std::unique_ptr<data::BatchSource>(std::move(loader));
+  }
+  data::LoaderOptions remote = options;
+  if (remote.prefetch > 0) {
+    const int64_t per_step = options.global_batch / (int64_t{options.dp_size} * options.micro_batch);
+    remote.prefetch = static_cast<int>(std::max<int64_t>(options.prefetch, 2 * per_step));
+  }
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<data::DisaggregatedLoaderClient> client,
+                      data::DisaggregatedLoaderClient::open(world_, s_->loaders, remote));
+  return std::unique_ptr<data::BatchSource>(std::move(client));
+}
+
+// A loader rank's part of the job: serve its trainers until each of them has finished.
+Status Trainer::serve_data(TrainSummary& summary) {
+  summary.steps_done = 0;
+  return data::run_loader_server(world_, s_->loaders, [] { return stop_requested(); });
+}
+
+// Closes this trainer's loader channels and tells its loader rank that it is done. Errors are
+// logged: this runs in the destructor, also after a failure.
+void Trainer::stop_loaders() {
+  if (!s_->loaders_serving) return;
+  s_->loaders_serving = false;
+  s_->train_client = nullptr;
+  s_->train_loader.reset();
+  s_->eval_loader.reset();
+  const Status finished = data::finish_disaggregated_loading(world_, s_->loaders);
+  if (!finished.ok()) MS_LOG(Error) << "releasing the loader rank: " << finished.to_string();
 }
 
 Status Trainer::build_model() {
@@ -146,13 +205,13 @@ Status Trainer::open_telemetry() {
 Status Trainer::measure_yardsticks() {
   Status local = Status::OK();
   if (config_.telemetry.trace) {
-    MS_ASSIGN_OR_RETURN(const comm::ClockOffset clock, comm::measure_clock_offset(world_));
+    MS_ASSIGN_OR_RETURN(const comm::ClockOffset clock, comm::measure_clock_offset(trainers()));
     Result<std::unique_ptr<telemetry::TraceWriter>> trace =
         telemetry::TraceWriter::open(config_.run.dir, world_.rank(), clock.offset_s);
     if (trace.ok()) s_->trace = std::move(*trace);
     local = trace.status();
   }
-  MS_RETURN_IF_ERROR(comm::agree(world_, local, "opening the trace"));
+  MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
   if (peak_gflops <= 0) {
     // n = 512 for at least 0.3 s: long enough to reach the steady rate of the training matmuls.
@@ -166,8 +225,13 @@ Status Trainer::measure_yardsticks() {
 }
 
 Result<TrainSummary> Trainer::run() {
+  // On a loader rank too: a signal must not end a loader before its trainers have stopped.
   install_stop_handlers();
   TrainSummary& summary = s_->summary;
+  if (s_->loader_rank) {
+    MS_RETURN_IF_ERROR(serve_data(summary));
+    return summary;
+  }
   summary.first_step = s_->start_step + 1;
   summary.steps_done = s_->start_step;
   for (int64_t step = s_->start_step + 1; step <= config_.train.steps; ++step) {
@@ -182,6 +246,8 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
+    summary.data_wait_s += result.phases.data_s;
+    summary.step_time_s += result.step_s;
     MS_RETURN_IF_ERROR(record_step(step, result));
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
@@ -201,7 +267,13 @@ Result<TrainSummary> Trainer::run() {
 Result<bool> Trainer::agree_to_stop() {
   int32_t flag = stop_requested() ? 1 : 0;
   if (flag != 0) MS_LOG(Warn) << "received signal " << stop_signal() << "; asking all ranks to stop";
-  MS_RETURN_IF_ERROR(world_.allreduce(&flag, &flag, 1, DType::kI32, comm::ReduceOp::kMax));
+  // A signal to a loader rank reaches the trainers through its replies.
+  if (flag == 0 && s_->train_client && s_->train_client->loader_stop_requested()) {
+    MS_LOG(Warn) << "loader rank " << s_->train_client->server_rank()
+                 << " received a stop signal; asking all ranks to stop";
+    flag = 1;
+  }
+  MS_RETURN_IF_ERROR(trainers().allreduce(&flag, &flag, 1, DType::kI32, comm::ReduceOp::kMax));
   return flag != 0;
 }
 
@@ -316,7 +388,7 @@ Status Trainer::update(int64_t step, StepResult& result) {
 
 // Mean validation loss over train.eval_batches global batches, the same ones every time.
 Result<double> Trainer::evaluate() {
-  data::Loader& loader = *s_->eval_loader;
+  data::BatchSource& loader = *s_->eval_loader;
   loader.reset();
   const int64_t micro_batches = config_.train.eval_batches * loader.micro_batches_per_step();
   double local = 0;
@@ -369,6 +441,24 @@ Status Trainer::record_step(int64_t step, const StepResult& r) {
   return s_->trace ? s_->trace->flush() : Status::OK();
 }
 
+// The longest time any trainer waited for its micro-batches (local reads or, with loader ranks,
+// the transfer from them): the figure that says whether data loading kept up. Collective.
+Status Trainer::log_data_wait(const TrainSummary& summary) {
+  const int64_t steps = summary.steps_done - s_->start_step;
+  // In microseconds: the communicators reduce no f64, and a log line needs no more precision.
+  int64_t micros[2] = {std::llround(summary.data_wait_s * 1e6), std::llround(summary.step_time_s * 1e6)};
+  MS_RETURN_IF_ERROR(trainers().allreduce(micros, micros, 2, DType::kI64, comm::ReduceOp::kMax));
+  if (steps <= 0) return Status::OK();
+  const double wait[2] = {static_cast<double>(micros[0]) / 1e6, static_cast<double>(micros[1]) / 1e6};
+  char line[240];
+  std::snprintf(line, sizeof(line),
+                "data wait: %.3fs over %lld steps (%.1f%% of the step time, slowest trainer; %s)",
+                wait[0], static_cast<long long>(steps), wait[1] > 0 ? wait[0] / wait[1] * 100.0 : 0.0,
+                s_->loaders > 0 ? "batches from the loader ranks" : "local loaders");
+  MS_LOG(Info) << line;
+  return Status::OK();
+}
+
 // Closes the writers and logs the run's summary, including how much of the gradient
 // reduction the overlap hid.
 Status Trainer::finish(TrainSummary& summary) {
@@ -383,6 +473,7 @@ Status Trainer::finish(TrainSummary& summary) {
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
     MS_LOG(Info) << line;
   }
+  MS_RETURN_IF_ERROR(log_data_wait(summary));
   if (summary.skipped_updates > 0) {
     MS_LOG(Info) << "the spike guard skipped " << summary.skipped_updates << " update(s)";
   }

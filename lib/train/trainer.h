@@ -6,9 +6,16 @@
 // apply it (AdamW or LAMB, plain or ZeRO-1). Every step is logged (rank 0), recorded in the
 // per-rank telemetry and traced; the validation loss is evaluated every train.eval_every steps.
 //
-// Stopping: SIGINT/SIGTERM on any rank sets a flag; at each step boundary the ranks take the
-// maximum of their flags, so all stop after the same step and return normally. A non-finite
-// loss or gradient norm stops the run with an error naming the step and the rank.
+// Loader ranks (parallel.loaders = K): the last K world ranks hold no model; create() only
+// checks the config and joins the Mesh there, and run() serves the trainers' micro-batches
+// (lib/data/disaggregated.h) until every trainer's Trainer is destroyed, which releases its
+// loader rank. Trainers take their batches from the loader ranks and run their collectives
+// over the model group; the losses are bitwise those of local loading on the same trainers.
+//
+// Stopping: SIGINT/SIGTERM on any rank (a loader rank's reaches the trainers in its replies)
+// sets a flag; at each step boundary the ranks take the maximum of their flags, so all stop
+// after the same step and return normally. A non-finite loss or gradient norm stops the run
+// with an error naming the step and the rank.
 //
 // Checkpoints (lib/ckpt): every checkpoint.every steps and when the run ends (last step or
 // stop signal) the weights, optimizer moments and all state that influences later steps
@@ -33,6 +40,7 @@
 #include "comm/communicator.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "data/loader.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::train {
@@ -47,6 +55,8 @@ struct TrainSummary {
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
+  double data_wait_s = 0;  // this rank's time waiting for micro-batches (the data_s phases)
+  double step_time_s = 0;  // this rank's time in its training steps
 };
 
 class Trainer {
@@ -71,7 +81,12 @@ class Trainer {
   struct State;
   Trainer(config::RunConfig config, comm::Communicator& world);
 
+  // The ranks that train: the world without the loader ranks (the world before the Mesh).
+  comm::Communicator& trainers() const;
   Status build();
+  Result<std::unique_ptr<data::BatchSource>> open_source(const data::LoaderOptions& options);
+  Status serve_data(TrainSummary& summary);
+  void stop_loaders();
   Status check_config();
   Status open_data();
   Status build_model();
@@ -88,6 +103,7 @@ class Trainer {
   void log_step(int64_t step, const StepResult& result) const;
   Status record_step(int64_t step, const StepResult& result);
   Status finish(TrainSummary& summary);
+  Status log_data_wait(const TrainSummary& summary);
   Status find_resume_checkpoint();
   Status load_parameters();
   Status load_optimizer_state();

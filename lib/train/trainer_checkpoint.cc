@@ -112,7 +112,7 @@ Status Trainer::restore_state() {
 // Starts saving the state after `step` (weights, this rank's moments, non-tensor state). A
 // failed save is logged on every rank and training continues.
 Status Trainer::save_checkpoint(int64_t step) {
-  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(world_);
+  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
   std::vector<model::Parameter>& params = s_->model->parameters();
   std::vector<ckpt::SaveTensor> tensors;
   for (const model::Parameter& p : params) {
@@ -133,7 +133,7 @@ Status Trainer::save_checkpoint(int64_t step) {
   ckpt::SaveRequest request;
   request.checkpoints_dir = checkpoints_dir(config_);
   request.step = step;
-  request.layout = {world_.size(), s_->dp, 1, 1, 1, static_cast<int>(config_.parallel.zero)};
+  request.layout = {trainers().size(), s_->dp, 1, 1, 1, static_cast<int>(config_.parallel.zero)};
   request.config_yaml = config::dump_yaml(config_);
   request.state = {{"step", step},
                    {"optimizer_updates", optimizer.updates()},

@@ -9,6 +9,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/mesh.h"
+#include "data/disaggregated.h"
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "telemetry/writer.h"
@@ -22,8 +23,14 @@ struct Trainer::State {
   std::optional<comm::Mesh> mesh;
   int dp = 1;
   int micro_batches = 1;
-  std::unique_ptr<data::Loader> train_loader;
-  std::unique_ptr<data::Loader> eval_loader;
+  int loaders = 0;            // parallel.loaders: trailing world ranks serving the data
+  bool loader_rank = false;   // this rank is one of them (it holds no model)
+  bool loaders_serving = false;  // the loader ranks got past create() and are serving
+  // Local Loaders, or clients of this rank's loader rank when parallel.loaders > 0.
+  std::unique_ptr<data::BatchSource> train_loader;
+  std::unique_ptr<data::BatchSource> eval_loader;
+  // train_loader as a loader-rank client (null with local loading), for its stop reports.
+  const data::DisaggregatedLoaderClient* train_client = nullptr;
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<DistributedOptimizer> dist;
   std::unique_ptr<SpikeGuard> guard;

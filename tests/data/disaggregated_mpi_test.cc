@@ -57,9 +57,10 @@ class Disaggregated : public ::testing::Test {
   }
 
   // Loader ranks serve until every trainer finished; trainers run `body` and then finish.
-  void run_roles(const std::function<void()>& body) {
+  // `stop` is the loader ranks' stop request (none by default).
+  void run_roles(const std::function<void()>& body, const std::function<bool()>& stop = {}) {
     if (is_loader()) {
-      Status s = run_loader_server(*world_, kLoaders);
+      Status s = run_loader_server(*world_, kLoaders, stop);
       EXPECT_TRUE(s.ok()) << s.to_string();
       return;
     }
@@ -98,6 +99,7 @@ TEST_F(Disaggregated, TrainersReceiveTheBatchesOfLocalLoaders) {
     EXPECT_EQ((*remote)->samples_in_split(), 120);
     EXPECT_EQ((*remote)->vocab_size(), 50257);
     expect_same_batches(**remote, **local, 9);
+    EXPECT_FALSE((*remote)->loader_stop_requested());
     EXPECT_EQ((*remote)->state().consumed_samples, (*local)->state().consumed_samples);
     EXPECT_EQ((*remote)->state().plan_hash, (*local)->state().plan_hash);
   });
@@ -133,6 +135,22 @@ TEST_F(Disaggregated, LoaderRankErrorsReachTheTrainer) {
     EXPECT_THAT(DisaggregatedLoaderClient::open(*world_, kLoaders, o).status().message(),
                 HasSubstr("divisible"));
   });
+}
+
+// A loader rank asked to stop says so in its batch replies, and goes on serving the same batches
+// until the trainer finishes.
+TEST_F(Disaggregated, LoaderStopRequestReachesTheTrainer) {
+  run_roles(
+      [&] {
+        auto remote = DisaggregatedLoaderClient::open(*world_, kLoaders, options());
+        ASSERT_TRUE(remote.ok()) << remote.status().to_string();
+        auto local = Loader::open(options());
+        ASSERT_TRUE(local.ok());
+        EXPECT_FALSE((*remote)->loader_stop_requested());  // only next() reports it
+        expect_same_batches(**remote, **local, 3);
+        EXPECT_TRUE((*remote)->loader_stop_requested());
+      },
+      [] { return true; });
 }
 
 }  // namespace

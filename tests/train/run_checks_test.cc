@@ -33,6 +33,27 @@ TEST(RunChecks, GlobalBatchMustSplitOverTheActualRanks) {
                  "train.micro_batch = 3 * 2 = 6");
 }
 
+TEST(RunChecks, LoaderRanksAreNotDataParallel) {
+  config::RunConfig c = base();
+  c.parallel.loaders = 1;
+  Result<int> dp = data_parallel_size(c, 3);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(*dp, 2);
+  expect_message(data_parallel_size(c, 4).status(),
+                 "train.global_batch (8) must be divisible by data-parallel size * "
+                 "train.micro_batch = 3 * 2 = 6 (dp is the number of trainer ranks, 4 minus "
+                 "parallel.loaders 1)");
+}
+
+TEST(RunChecks, LoadersMustLeaveATrainer) {
+  config::RunConfig c = base();
+  c.parallel.loaders = 2;
+  expect_message(data_parallel_size(c, 2).status(),
+                 "parallel.loaders (2) must leave at least one trainer rank: the job has 2");
+  c.parallel.loaders = 1;
+  expect_message(data_parallel_size(c, 1).status(), "parallel.loaders (1) must leave");
+}
+
 TEST(RunChecks, OnlyDataParallelismForNow) {
   config::RunConfig c = base();
   c.parallel.tp = 2;
