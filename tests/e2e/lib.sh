@@ -19,3 +19,8 @@ sources:
 YAML
   "$BIN/ms-data" plan --config "$work/mix-$seq.yaml" --output "$work/s$seq.plan" > /dev/null
 }
+
+# The model keys every e2e training run shrinks a shipped config to: one tiny layer, small
+# enough for CI, with grouped-query attention (2 heads over 1 key/value head).
+TINY_MODEL=(--set model.d_model=16 --set model.n_layers=1 --set model.n_heads=2
+            --set model.n_kv_heads=1 --set model.d_ff=32)

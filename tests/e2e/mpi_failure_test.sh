@@ -19,6 +19,7 @@ CASE=$6
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL [$CASE, $NP ranks]: $*"; exit 1; }
+source "$(dirname "$0")/lib.sh"
 tok="$SRC/data/tokenizers/gpt2/tokenizer.json"
 last=$((NP - 1))
 missing="$work/does-not-exist"
@@ -74,8 +75,7 @@ YAML
   "$BIN/ms-data" plan --config "$work/mix.yaml" --output "$work/mix.plan" > /dev/null
 }
 
-train_args=(--config "$SRC/configs/tiny-dense.yaml" --set model.d_model=16 --set model.n_layers=1
-            --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32
+train_args=(--config "$SRC/configs/tiny-dense.yaml" "${TINY_MODEL[@]}"
             --set model.max_seq_len=16 --set train.seq_len=16 --set train.steps=2
             --set train.global_batch=6 --set train.micro_batch=1 --set train.eval_every=0
             --set train.mfu_peak_gflops=1 --set run.dir="$work/run")

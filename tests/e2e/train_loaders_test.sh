@@ -18,8 +18,7 @@ source "$(dirname "$0")/lib.sh"
 shakespeare_plan 32 256 16
 
 # Two micro-batches per rank and step, so each step takes several batches from the loader.
-shrink=(--set data.plan="$work/s32.plan" --set model.d_model=16 --set model.n_layers=1
-        --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32
+shrink=(--set data.plan="$work/s32.plan" "${TINY_MODEL[@]}"
         --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=4
         --set train.global_batch=8 --set train.micro_batch=2 --set train.eval_every=2
         --set train.eval_batches=1 --set train.log_every=1 --set train.mfu_peak_gflops=1

@@ -17,8 +17,7 @@ source "$(dirname "$0")/lib.sh"
 shakespeare_plan 32 256 16
 
 # A model small enough for CI; every other key comes from the shipped config.
-shrink=(--set data.plan="$work/s32.plan" --set model.d_model=16 --set model.n_layers=1
-        --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32
+shrink=(--set data.plan="$work/s32.plan" "${TINY_MODEL[@]}"
         --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=2
         --set train.global_batch=4 --set train.micro_batch=2 --set train.eval_every=1
         --set train.eval_batches=1 --set train.log_every=1 --set train.mfu_peak_gflops=1)
