@@ -1,6 +1,7 @@
 // The tensor-parallel placement rule by tensor name (see tp_shards.h).
 #include "parallel/tp_shards.h"
 
+#include <algorithm>
 #include <string>
 
 #include "parallel/tp_layout.h"
@@ -81,8 +82,9 @@ Result<comm::ShardSpec> tp_shard(std::string_view name, const std::vector<int64_
   std::vector<int64_t> lengths = global_shape;
   if (split == TpSplit::kVocab) {
     MS_ASSIGN_OR_RETURN(const VocabShard v, vocab_shard(global_shape[0], tp, rank));
+    // A rank holding only padding gets the empty slice at the end of the real rows.
     offsets[0] = std::min(v.begin, v.vocab);
-    lengths[0] = v.real_end() - offsets[0];
+    lengths[0] = std::min(v.vocab, v.begin + v.length) - offsets[0];
   } else {
     const int dim = split == TpSplit::kRows ? 0 : 1;
     MS_ASSIGN_OR_RETURN(const TpSlice s,
