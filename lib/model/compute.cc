@@ -1,6 +1,12 @@
 // The Transformer's forward and backward over a whole micro-batch: every projection is one
 // sgemm over all N = B*T tokens (one per expert for MoE), attention is the tiled kernel of
 // ops/attention.h, and the residual-stream gradient is updated in place layer by layer.
+//
+// With tensor parallelism the same code runs on this rank's heads and d_ff slice (TpState),
+// and the tp collectives sit at the edges of each column-parallel group and row-parallel
+// projection (model/tp_comm.cc): per block, the normed input is gathered (SP) and the
+// projection's partial sums reduced; the parallel block's attention and FFN share one gather
+// and one reduction. Without tp those steps are the identity and cost nothing.
 #include <algorithm>
 
 #include "model/model_impl.h"
@@ -37,35 +43,44 @@ ops::AttentionShape Transformer::Impl::attention_shape(const Dims& d) const {
   ops::AttentionShape s;
   s.batch = d.B;
   s.seq = d.T;
-  s.heads = cfg.n_heads;
-  s.kv_heads = cfg.n_kv_heads;
+  s.heads = tp.heads;
+  s.kv_heads = tp.kv_heads;
   s.head_dim = head_dim();
   s.window = cfg.sliding_window;
   return s;
 }
 
-// normed: (N, D) -> out: (N, D) = o_proj(attention(rope(q_proj), rope(k_proj), v_proj)).
-void Transformer::Impl::attention_forward(LayerActs& a, const LayerIndex& li, const float* normed,
-                                          float* out, const Dims& d) {
-  const int64_t D = cfg.d_model, qd = cfg.n_heads * head_dim(), kvd = cfg.n_kv_heads * head_dim();
+// normed: (N, D) -> q, k, v after RoPE, the attention output and its log-sum-exp, on this
+// rank's heads.
+void Transformer::Impl::attention_internals(AttnActs& a, const LayerIndex& li,
+                                            const float* normed, const Dims& d) {
+  const int64_t D = cfg.d_model, qd = tp.heads * head_dim(), kvd = tp.kv_heads * head_dim();
   float* q = sized(a.q, d.N * qd);
   float* k = sized(a.k, d.N * kvd);
   float* v = sized(a.v, d.N * kvd);
   ops::linear_forward(normed, w(li.q), q, d.N, D, qd);
   ops::linear_forward(normed, w(li.k), k, d.N, D, kvd);
   ops::linear_forward(normed, w(li.v), v, d.N, D, kvd);
-  ops::rope_forward(q, rope, d.B, d.T, cfg.n_heads);
-  ops::rope_forward(k, rope, d.B, d.T, cfg.n_kv_heads);
+  ops::rope_forward(q, rope, d.B, d.T, tp.heads);
+  ops::rope_forward(k, rope, d.B, d.T, tp.kv_heads);
   ops::attention_forward(attention_shape(d), q, k, v, sized(a.attn, d.N * qd),
-                         sized(a.lse, d.B * cfg.n_heads * d.T));
-  ops::linear_forward(a.attn.data(), w(li.o), out, d.N, qd, D);
+                         sized(a.lse, d.B * tp.heads * d.T));
 }
 
-// dout: (N, D) gradient of the attention output; accumulates dnormed: (N, D).
-void Transformer::Impl::attention_backward(LayerActs& a, const LayerIndex& li,
+// normed: (N, D) -> out: (N, D) = o_proj(attention(rope(q_proj), rope(k_proj), v_proj)), this
+// rank's partial sum under tp.
+void Transformer::Impl::attention_forward(AttnActs& a, const LayerIndex& li, const float* normed,
+                                          float* out, const Dims& d) {
+  attention_internals(a, li, normed, d);
+  ops::linear_forward(a.attn.data(), w(li.o), out, d.N, tp.heads * head_dim(), cfg.d_model);
+}
+
+// dout: (N, D) gradient of the attention output; accumulates dnormed: (N, D) (this rank's
+// partial under tp).
+void Transformer::Impl::attention_backward(AttnActs& a, const LayerIndex& li,
                                            const float* normed, const float* dout,
                                            float* dnormed, const Dims& d) {
-  const int64_t D = cfg.d_model, qd = cfg.n_heads * head_dim(), kvd = cfg.n_kv_heads * head_dim();
+  const int64_t D = cfg.d_model, qd = tp.heads * head_dim(), kvd = tp.kv_heads * head_dim();
   Scratch& s = scratch;
   float* dattn = zeroed(s.dattn, d.N * qd);
   ops::linear_backward(a.attn.data(), w(li.o), dout, dattn, g(li.o), d.N, qd, D);
@@ -74,8 +89,8 @@ void Transformer::Impl::attention_backward(LayerActs& a, const LayerIndex& li,
   float* dv = zeroed(s.dv, d.N * kvd);
   ops::attention_backward(attention_shape(d), a.q.data(), a.k.data(), a.v.data(), a.attn.data(),
                           a.lse.data(), dattn, dq, dk, dv);
-  ops::rope_backward(dq, rope, d.B, d.T, cfg.n_heads);
-  ops::rope_backward(dk, rope, d.B, d.T, cfg.n_kv_heads);
+  ops::rope_backward(dq, rope, d.B, d.T, tp.heads);
+  ops::rope_backward(dk, rope, d.B, d.T, tp.kv_heads);
   ops::linear_backward(normed, w(li.q), dq, dnormed, g(li.q), d.N, D, qd);
   ops::linear_backward(normed, w(li.k), dk, dnormed, g(li.k), d.N, D, kvd);
   ops::linear_backward(normed, w(li.v), dv, dnormed, g(li.v), d.N, D, kvd);
@@ -159,7 +174,7 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
 // others. acts keeps the gate/up projections for the backward.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                                         const int64_t* offsets, float* yp) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = cfg.d_ff, rows = offsets[E];
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = tp.d_ff, rows = offsets[E];
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
@@ -175,9 +190,7 @@ void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, con
 void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, const float* x,
                                     const float* yp, float* out, MlpActs& shared, int64_t n) {
   ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    mlp_forward(li.shared, cfg.moe.shared_expert_d_ff, shared, x, out, n, true);
-  }
+  if (cfg.moe.shared_expert_d_ff > 0) mlp_forward(li.shared, tp.shared_d_ff, shared, x, out, n, true);
 }
 
 // x: (n, D) -> out: (n, D): route, run every expert over its tokens, combine with the routing
@@ -196,17 +209,18 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
 // aux_grad is d(objective)/d(this layer's aux loss).
 void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const float* x,
                                      const float* dout, float* dx, float aux_grad, int64_t n) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = cfg.d_ff;
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = tp.d_ff;
   Scratch& s = scratch;
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    mlp_backward(li.shared, cfg.moe.shared_expert_d_ff, m.shared, x, dout, dx, n);
-  }
+  if (cfg.moe.shared_expert_d_ff > 0) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
   const int64_t* offsets = m.routing.offsets.data();
   const ExpertWeights ew = expert_weights(*this, li);
   float* dyp = zeroed(s.dexpert_out, n * k * D);
   float* dweights = zeroed(s.dweights, n * k);
   ops::moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
                               dweights, D);
+  // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
+  // routing weights' gradients: summed here, the router's backward is the same on every rank.
+  allreduce_tp(dweights, n * k);
   float* act = sized(s.act, n * k * F);
   ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, n * k * F);
   float* dact = zeroed(s.dact, n * k * F);
@@ -225,14 +239,17 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
   float* dlogits = zeroed(s.router_logits, n * E);
   ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
-  ops::linear_backward(x, w(li.router), dlogits, dx, g(li.router), n, D, E);
+  // The router is replicated and every tp rank computed the same router input gradient; one
+  // of them adds it to the partial sums the caller reduces over tp.
+  ops::linear_backward(x, w(li.router), dlogits, tp.rank == 0 ? dx : nullptr, g(li.router), n, D,
+                       E);
 }
 
 // normed: (N, D) -> out: (N, D) (overwritten). Returns the layer's aux loss (0 when dense).
 double Transformer::Impl::ffn_forward(LayerActs& a, const LayerIndex& li, const float* normed,
                                       float* out, const Dims& d) {
   if (is_moe()) return moe_forward(a.moe, li, normed, out, d.N);
-  mlp_forward(li.mlp, cfg.d_ff, a.mlp, normed, out, d.N, false);
+  mlp_forward(li.mlp, tp.d_ff, a.mlp, normed, out, d.N, false);
   return 0.0;
 }
 
@@ -243,71 +260,105 @@ void Transformer::Impl::ffn_backward(LayerActs& a, const LayerIndex& li, const f
     moe_backward(a.moe, li, normed, dout, dnormed, aux_grad, d.N);
     return;
   }
-  mlp_backward(li.mlp, cfg.d_ff, a.mlp, normed, dout, dnormed, d.N);
+  mlp_backward(li.mlp, tp.d_ff, a.mlp, normed, dout, dnormed, d.N);
 }
 
-// Block l from acts[l].x (== x_in) into x_out: (N, D). Sequential (pre-norm Llama):
+LayerActs& Transformer::Impl::layer_acts(size_t l) {
+  return recompute == config::Recompute::kFull ? work : acts[l];
+}
+
+AttnActs& Transformer::Impl::attn_acts(size_t l) {
+  return recompute == config::Recompute::kNone ? acts[l].attn : work.attn;
+}
+
+// Block l from x_in: (Nr, D) into x_out: (Nr, D). Sequential (pre-norm Llama):
 //   h = x + attn(norm1(x)),  out = h + ffn(norm2(h));
-// parallel block (MegaScale): out = x + attn(norm1(x)) + ffn(norm1(x)).
+// parallel block (MegaScale): out = x + (attn(norm1(x)) + ffn(norm1(x))), the two branches
+// sharing one gather of their input and one reduction of their partial sums under tp.
 double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_out,
                                         const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
+  const int64_t D = cfg.d_model, nd = d.Nr * D;
   const float eps = static_cast<float>(cfg.norm_eps);
-  LayerActs& a = acts[l];
+  LayerActs& a = layer_acts(l);
+  AttnActs& at = attn_acts(l);
   const LayerIndex& li = layers[l];
   float* normed = sized(scratch.normed, nd);
-  ops::rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.N), d.N, D, eps);
+  ops::rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.Nr), d.Nr, D, eps);
+  const float* input = gather_rows(normed, D, d, scratch.gathered);
   if (cfg.parallel_block) {
-    attention_forward(a, li, normed, x_out, d);
-    const double aux = ffn_forward(a, li, normed, sized(scratch.ffn_out, nd), d);
+    float* partial = partial_rows(x_out, D, d);
+    attention_forward(at, li, input, partial, d);
+    const double aux = ffn_forward(a, li, input, sized(scratch.ffn_out, d.N * D), d);
+    add_into(partial, scratch.ffn_out.data(), d.N * D);
+    reduce_rows(partial, x_out, D, d, false);
     add_into(x_out, x_in, nd);
-    add_into(x_out, scratch.ffn_out.data(), nd);
     return aux;
   }
   float* h = sized(a.h, nd);
-  attention_forward(a, li, normed, h, d);
+  float* partial = partial_rows(h, D, d);
+  attention_forward(at, li, input, partial, d);
+  reduce_rows(partial, h, D, d, false);
   add_into(h, x_in, nd);
-  ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.N), d.N, D, eps);
-  const double aux = ffn_forward(a, li, normed, x_out, d);
+  ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.Nr), d.Nr, D, eps);
+  input = gather_rows(normed, D, d, scratch.gathered);
+  partial = partial_rows(x_out, D, d);
+  const double aux = ffn_forward(a, li, input, partial, d);
+  reduce_rows(partial, x_out, D, d, false);
   add_into(x_out, h, nd);
   return aux;
 }
 
-// dres: (N, D) holds d(objective)/d(block output) and is turned, in place, into the gradient
-// with respect to the block input. Normed inputs are recomputed from the saved rstd inputs.
+// dres: (Nr, D) holds d(objective)/d(block output) and is turned, in place, into the gradient
+// with respect to the block input. Normed inputs are recomputed from the saved rstd inputs
+// (and gathered again under SP, so only the (Nr, D) shard is kept); under recomputation the
+// layer's forward runs again first (full), or its attention internals (selective).
 void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
+  const int64_t D = cfg.d_model, nd = d.Nr * D, full = d.N * D;
   const float eps = static_cast<float>(cfg.norm_eps);
-  LayerActs& a = acts[l];
   const LayerIndex& li = layers[l];
-  float* normed = sized(scratch.normed, nd);
-  float* dnormed = zeroed(scratch.dnormed, nd);
-  if (!cfg.parallel_block) {
-    ops::rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.N, D, eps);
-    ffn_backward(a, li, normed, dres, dnormed, aux_grad, d);
-    ops::rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dnormed, dres,
-                          g(li.ffn_norm), d.N, D);
-    std::fill(dnormed, dnormed + nd, 0.0f);
+  if (recompute == config::Recompute::kFull) {
+    layer_forward(l, acts[l].x.data(), sized(scratch.reduced, nd), d);
   }
-  ops::rmsnorm_forward(a.x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.N, D, eps);
-  if (cfg.parallel_block) ffn_backward(a, li, normed, dres, dnormed, aux_grad, d);
-  attention_backward(a, li, normed, dres, dnormed, d);
-  ops::rmsnorm_backward(a.x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
-                        g(li.attn_norm), d.N, D);
+  LayerActs& a = layer_acts(l);
+  AttnActs& at = attn_acts(l);
+  float* normed = sized(scratch.normed, nd);
+  if (!cfg.parallel_block) {
+    ops::rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.Nr, D, eps);
+    const float* input = gather_rows(normed, D, d, scratch.gathered);
+    const float* dout = gather_rows(dres, D, d, scratch.dgathered);
+    float* dinput = zeroed(scratch.dnormed, full);
+    ffn_backward(a, li, input, dout, dinput, aux_grad, d);
+    reduce_rows(dinput, dinput, D, d, false);
+    ops::rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dinput, dres,
+                          norm_grad_buffer(li.ffn_norm), d.Nr, D);
+    reduce_norm_grad(li.ffn_norm, scratch.norm_grad);
+  }
+  ops::rmsnorm_forward(acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D, eps);
+  const float* input = gather_rows(normed, D, d, scratch.gathered);
+  if (recompute == config::Recompute::kSelective) attention_internals(at, li, input, d);
+  const float* dout = gather_rows(dres, D, d, scratch.dgathered);
+  float* dinput = zeroed(scratch.dnormed, full);
+  if (cfg.parallel_block) ffn_backward(a, li, input, dout, dinput, aux_grad, d);
+  attention_backward(at, li, input, dout, dinput, d);
+  reduce_rows(dinput, dinput, D, d, false);
+  ops::rmsnorm_backward(acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dinput, dres,
+                        norm_grad_buffer(li.attn_norm), d.Nr, D);
+  reduce_norm_grad(li.attn_norm, scratch.norm_grad);
 }
 
 double Transformer::Impl::forward(const int32_t* inputs, const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
-  ops::embedding_forward(inputs, w(embed), sized(acts[0].x, nd), d.N, D);
+  const int64_t D = cfg.d_model, nd = d.Nr * D;
+  embed_forward(inputs, d);
   double aux = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
     float* x_out = l + 1 < layers.size() ? sized(acts[l + 1].x, nd) : sized(final_x, nd);
     aux += layer_forward(l, acts[l].x.data(), x_out, d);
   }
   ops::rmsnorm_forward(final_x.data(), w(final_norm), sized(final_normed, nd),
-                       sized(final_rstd, d.N), d.N, D, static_cast<float>(cfg.norm_eps));
-  ops::linear_forward(final_normed.data(), w(lm_head), sized(logits, d.N * cfg.vocab_size), d.N,
-                      D, cfg.vocab_size);
+                       sized(final_rstd, d.Nr), d.Nr, D, static_cast<float>(cfg.norm_eps));
+  final_input = gather_rows(final_normed.data(), D, d, final_gathered);
+  float* out = sized(logits, d.N * tp.vocab_rows);
+  if (tp.vocab_rows > 0) ops::linear_forward(final_input, w(lm_head), out, d.N, D, tp.vocab_rows);
   return aux;
 }
 
@@ -321,13 +372,17 @@ void Transformer::Impl::notify_layer(size_t l, const BackwardHooks* hooks) const
 
 void Transformer::Impl::backward(const int32_t* inputs, const Dims& d, float aux_grad,
                                  const BackwardHooks* hooks) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
+  const int64_t D = cfg.d_model, nd = d.Nr * D;
   float* dres = zeroed(scratch.residual_grad, nd);
-  float* dnormed = zeroed(scratch.dnormed, nd);
-  ops::linear_backward(final_normed.data(), w(lm_head), logits.data(), dnormed, g(lm_head), d.N,
-                       D, cfg.vocab_size);
-  ops::rmsnorm_backward(final_x.data(), w(final_norm), final_rstd.data(), dnormed, dres,
-                        g(final_norm), d.N, D);
+  float* dinput = zeroed(scratch.dnormed, d.N * D);
+  if (tp.vocab_rows > 0) {
+    ops::linear_backward(final_input, w(lm_head), logits.data(), dinput, g(lm_head), d.N, D,
+                         tp.vocab_rows);
+  }
+  reduce_rows(dinput, dinput, D, d, false);
+  ops::rmsnorm_backward(final_x.data(), w(final_norm), final_rstd.data(), dinput, dres,
+                        norm_grad_buffer(final_norm), d.Nr, D);
+  reduce_norm_grad(final_norm, scratch.norm_grad);
   const bool notify = hooks != nullptr && hooks->on_grad_ready;
   if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);
   if (notify) hooks->on_grad_ready(final_norm);
@@ -336,7 +391,7 @@ void Transformer::Impl::backward(const int32_t* inputs, const Dims& d, float aux
     layer_backward(l, dres, aux_grad, d);
     notify_layer(l, hooks);
   }
-  ops::embedding_backward(inputs, dres, g(embed), d.N, D);
+  embed_backward(inputs, dres, d);
   if (notify) hooks->on_grad_ready(embed);
 }
 
