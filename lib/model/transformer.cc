@@ -139,9 +139,14 @@ struct Builder {
   int64_t n_layers = 1;
   int tp = 1, tp_rank = 0;
   Status status;
+  std::vector<ParameterSpec>* specs = nullptr;  // set: list names and shapes, allocate nothing
 
   // Adds a parameter (see add_parameter); after a failure, adds nothing and returns kNoParam.
   size_t add(std::string name, std::vector<int64_t> shape, Init init) {
+    if (specs != nullptr) {
+      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes});
+      return specs->size() - 1;
+    }
     if (!status.ok()) return kNoParam;
     Result<size_t> index =
         add_parameter(params, std::move(name), std::move(shape), init, seed, n_layers, tp, tp_rank);
@@ -194,9 +199,10 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   }
 }
 
-Status build_parameters(Transformer::Impl& m, uint64_t seed) {
+Status build_parameters(Transformer::Impl& m, uint64_t seed,
+                        std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
-  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, Status::OK()};
+  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, Status::OK(), specs};
   m.embed = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
   m.layers.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -226,6 +232,15 @@ Status validate_tokens(const int32_t* ids, int64_t n, int64_t vocab, const char*
 }
 
 }  // namespace
+
+Result<std::vector<ParameterSpec>> parameter_specs(const ModelConfig& config) {
+  MS_RETURN_IF_ERROR(validate_model_config(config));
+  Transformer::Impl impl;
+  impl.cfg = config;
+  std::vector<ParameterSpec> specs;
+  MS_RETURN_IF_ERROR(build_parameters(impl, 0, &specs));
+  return specs;
+}
 
 Transformer::Transformer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Transformer::~Transformer() = default;

@@ -184,6 +184,15 @@ class Transformer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The parameter table create() would build, in the same order, without allocating it: what
+// layout planners and `ms-train --dry-run` list.
+struct ParameterSpec {
+  std::string name;
+  std::vector<int64_t> global_shape;
+  bool is_norm = false;  // a norm weight (initialized to ones, no weight decay)
+};
+Result<std::vector<ParameterSpec>> parameter_specs(const config::ModelConfig& config);
+
 // The configuration rules create() applies, separately so tools can refuse a config before any
 // allocation. InvalidArgument naming the key (e.g. "model.n_kv_heads") and the rule.
 Status validate_model_config(const config::ModelConfig& config);

@@ -90,6 +90,9 @@ class Trainer {
   Status check_config();
   Status open_data();
   Status build_model();
+  // Logs (rank 0) what one model rank holds: weights, gradients and optimizer state of its
+  // tp slice (the state divided over dp under ZeRO-1) and the expected peak activations.
+  void log_memory_plan() const;
   Status open_telemetry();
   Status measure_yardsticks();
   struct StepResult;
