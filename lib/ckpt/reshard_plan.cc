@@ -73,15 +73,11 @@ Result<Box> tp_box(const TensorRecord& t, const ReshardTarget& target,
   return Box{spec->offsets(), spec->lengths()};
 }
 
-// The tensor's distinct non-empty tp boxes, in order of their first tp rank. An empty tensor
-// keeps its one (empty) whole box, so it is still recorded.
+// The tensor's distinct non-empty tp boxes, in order of their first tp rank. Empty boxes are
+// left out because a manifest stores none (every shard holds at least one element): a tensor
+// with no elements has no shards, as the Checkpointer saves it.
 Result<std::vector<BoxGroup>> box_groups(const TensorRecord& t, const ReshardTarget& target,
                                          const TpPlacement& placement) {
-  if (t.numel() == 0) {
-    std::vector<int> all(static_cast<size_t>(target.tp));
-    for (int r = 0; r < target.tp; ++r) all[static_cast<size_t>(r)] = r;
-    return std::vector<BoxGroup>{{whole_box(t), std::move(all)}};
-  }
   std::vector<BoxGroup> groups;
   for (int r = 0; r < target.tp; ++r) {
     MS_ASSIGN_OR_RETURN(Box box, tp_box(t, target, placement, r));

@@ -25,7 +25,8 @@ TensorRecord tensor(std::string name, std::vector<int64_t> shape) {
   return t;
 }
 
-// Vocabulary 6 (tp=4 pads it to 8: rank 3 holds only padding), d_model 4, 8 query rows.
+// Vocabulary 6 (tp=4 pads it to 8: rank 3 holds only padding), d_model 4, 8 query rows, and
+// a tensor without elements.
 Manifest llama_like() {
   Manifest m;
   m.tensors = {tensor("lm_head.weight", {6, 4}),
@@ -34,6 +35,7 @@ Manifest llama_like() {
                tensor("model.layers.0.self_attn.o_proj.weight", {4, 8}),
                tensor("model.layers.0.self_attn.q_proj.weight", {8, 4}),
                tensor("model.norm.weight", {4}),
+               tensor("model.rotary.unused_buffer", {0, 4}),  // no elements: no shards
                tensor("optimizer.exp_avg.model.embed_tokens.weight", {6, 4}),
                tensor("optimizer.exp_avg.model.layers.0.self_attn.o_proj.weight", {4, 8}),
                tensor("optimizer.exp_avg.model.norm.weight", {4}),
@@ -98,7 +100,7 @@ TEST(ReshardPlanTest, ZeroRangesAreFlatRangesOfTheTpBoxes) {
   const ReshardTarget target{2, 2, 1};
   Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, 1 << 20);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
-  const size_t o_proj = 7;  // optimizer.exp_avg...o_proj: columns split, 4 x 4 per tp rank
+  const size_t o_proj = 8;  // optimizer.exp_avg...o_proj: columns split, 4 x 4 per tp rank
   ASSERT_EQ(m.tensors[o_proj].name, "optimizer.exp_avg.model.layers.0.self_attn.o_proj.weight");
   for (int r = 0; r < target.tp; ++r) {
     const Box tp = tp_box_of(m.tensors[o_proj], target.tp, r);
