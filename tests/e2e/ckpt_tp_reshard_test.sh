@@ -8,7 +8,7 @@
 # its tp=1 reshard; ms-infer serving the tp=2 and tp=4 checkpoints gives the trained
 # checkpoint's tokens; tp=3 (which does not divide the query rows) is refused naming a tensor,
 # leaving nothing behind.
-# Usage: ckpt_tp_reshard_test.sh <mpirun> <bin dir> <source dir>
+# Usage: ckpt_tp_reshard_test.sh <mpirun> <bin dir> <source dir>   (KEEP_WORK=1 keeps its files)
 set -euo pipefail
 MPIRUN=$1
 BIN=$2
