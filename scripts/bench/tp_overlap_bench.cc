@@ -1,0 +1,218 @@
+// tp_overlap_bench: how much of the tensor-parallel communication the chunked primitives of
+// lib/parallel/tp_overlap.h hide behind the GEMMs, on a GEMM-bound shape. The world is one tp
+// group; n rows (tokens) of width d, each GEMM (rows, d) x (d, d) as ops::linear_forward:
+//   allgather       column-parallel linear under SP: (n/tp, d) gathered chunk by chunk, each
+//                   gathered chunk (tp m, d) times the rank's (d, d) weight slice
+//   reduce_scatter  row-parallel linear under SP: each chunk's (tp m, d) partial products of
+//                   the rank's (n, d) input columns, reduce-scattered to (n/tp, d)
+//   allreduce       row-parallel linear without SP: (m, d) rows of the partial product at a
+//                   time, all-reduced in place
+// For each op and chunk count: the slowest rank's mean time per call (a barrier before each),
+// and per call the communication active time (first issue to last completion), the exposed time
+// (caller inside issue/test/wait) and the hidden fraction (1 - exposed / active), averaged over
+// ranks; "bitwise" says whether the output equals the chunks = 1 output bit for bit. Two
+// yardsticks per op: the same GEMMs with no communication, and the one unchunked collective
+// with no GEMM; perfect overlap would approach max(gemm, comm), no overlap gemm + comm. "saved"
+// is gemm + comm - call: the time overlap really won, which the hidden fraction (the share of
+// the collective's lifetime the caller was not blocked in, whether or not bytes moved) bounds.
+// Rank 0 prints a markdown table (docs/bench/tp-overlap.md).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "comm/mpi_communicator.h"
+#include "core/philox.h"
+#include "core/timer.h"
+#include "ops/linear.h"
+#include "parallel/tp_overlap.h"
+
+namespace {
+
+using namespace ms;
+using parallel::TpCommStats;
+using parallel::TpOverlap;
+
+struct Args {
+  int64_t rows = 2048;
+  int64_t width = 512;
+  int iters = 20;
+  int warmup = 3;
+  std::vector<int> chunks = {1, 2, 4, 8};
+};
+
+// One op's inputs and its call, with the GEMMs and the collective switchable for the yardsticks.
+struct Bench {
+  comm::Communicator& tp;
+  int64_t n, d, n_local;
+  std::vector<float> x_local, x_cols, w, out;
+
+  Bench(comm::Communicator& group, const Args& a)
+      : tp(group), n(a.rows), d(a.width), n_local(a.rows / group.size()) {
+    x_local.resize(n_local * d);
+    x_cols.resize(n * d);
+    w.resize(d * d);
+    const uint64_t rank = static_cast<uint64_t>(tp.rank());
+    fill_uniform(x_local, 7, stream_id("x_local") + rank, 0, -1.0f, 1.0f);
+    fill_uniform(x_cols, 7, stream_id("x_cols") + rank, 0, -1.0f, 1.0f);
+    fill_uniform(w, 7, stream_id("w") + rank, 0, -1.0f, 1.0f);
+  }
+
+  // One call of `op`; gemm = false skips the compute (the buffers are then left as they are).
+  Status call(const std::string& op, const TpOverlap& overlap, bool gemm) {
+    const int64_t p = tp.size();
+    if (op == "allgather") {
+      out.resize(n * d);
+      return parallel::chunked_allgather(
+          tp, overlap, x_local.data(), n_local, d,
+          [&](const float* gathered, int64_t m, int64_t row0) {
+            if (!gemm) return;
+            std::vector<float> y(p * m * d);
+            ops::linear_forward(gathered, w.data(), y.data(), p * m, d, d);
+            for (int64_t r = 0; r < p; ++r) {
+              std::memcpy(out.data() + (r * n_local + row0) * d, y.data() + r * m * d,
+                          m * d * sizeof(float));
+            }
+          });
+    }
+    if (op == "reduce_scatter") {
+      out.resize(n_local * d);
+      return parallel::chunked_reduce_scatter(
+          tp, overlap, n_local, d,
+          [&](float* partial, int64_t m, int64_t row0) {
+            if (!gemm) return;
+            for (int64_t r = 0; r < p; ++r) {
+              ops::linear_forward(x_cols.data() + (r * n_local + row0) * d, w.data(),
+                                  partial + r * m * d, m, d, d);
+            }
+          },
+          out.data());
+    }
+    out.resize(n * d);
+    return parallel::chunked_allreduce(
+        tp, overlap, n, d,
+        [&](float* rows, int64_t m, int64_t row0) {
+          if (gemm) ops::linear_forward(x_cols.data() + row0 * d, w.data(), rows, m, d, d);
+        },
+        out.data());
+  }
+
+  // The GEMMs of one call alone, no communication: every op multiplies n rows in all.
+  void gemm_only() {
+    std::vector<float> y(n * d);
+    ops::linear_forward(x_cols.data(), w.data(), y.data(), n, d, d);
+  }
+};
+
+// Timings travel as f32 (the comm layer has no f64): ample for milliseconds.
+double slowest(comm::Communicator& tp, double s) {
+  float mine = static_cast<float>(s), max_s = 0;
+  (void)tp.allreduce(&mine, &max_s, 1, DType::kF32, comm::ReduceOp::kMax);
+  return max_s;
+}
+
+double mean_over_ranks(comm::Communicator& tp, double v) {
+  float mine = static_cast<float>(v), sum = 0;
+  (void)tp.allreduce(&mine, &sum, 1, DType::kF32, comm::ReduceOp::kSum);
+  return sum / tp.size();
+}
+
+// Mean seconds per `work()` on the slowest rank, after warm-up, a barrier before each.
+template <typename Work>
+Result<double> time_calls(comm::Communicator& tp, const Args& a, Work work) {
+  for (int i = 0; i < a.warmup; ++i) MS_RETURN_IF_ERROR(work());
+  double total = 0;
+  for (int i = 0; i < a.iters; ++i) {
+    MS_RETURN_IF_ERROR(tp.barrier());
+    Stopwatch watch;
+    MS_RETURN_IF_ERROR(work());
+    total += watch.elapsed_s();
+  }
+  return slowest(tp, total / a.iters);
+}
+
+Status run_op(Bench& b, const Args& a, const std::string& op) {
+  comm::Communicator& tp = b.tp;
+  MS_ASSIGN_OR_RETURN(const double gemm_s, time_calls(tp, a, [&] {
+                        b.gemm_only();
+                        return Status::OK();
+                      }));
+  MS_ASSIGN_OR_RETURN(const double comm_s,
+                      time_calls(tp, a, [&] { return b.call(op, TpOverlap(), false); }));
+  std::vector<float> reference;
+  for (int chunks : a.chunks) {
+    TpOverlap overlap;
+    overlap.chunks = chunks;
+    MS_ASSIGN_OR_RETURN(const double call_s,
+                        time_calls(tp, a, [&] { return b.call(op, overlap, true); }));
+    TpCommStats stats;
+    overlap.stats = &stats;
+    for (int i = 0; i < a.iters; ++i) {
+      MS_RETURN_IF_ERROR(tp.barrier());
+      MS_RETURN_IF_ERROR(b.call(op, overlap, true));
+    }
+    if (chunks == a.chunks.front()) reference = b.out;
+    int same = reference.size() == b.out.size() &&
+               std::memcmp(reference.data(), b.out.data(), reference.size() * sizeof(float)) == 0;
+    int all_same = 0;
+    MS_RETURN_IF_ERROR(tp.allreduce(&same, &all_same, 1, DType::kI32, comm::ReduceOp::kMin));
+    const double active = mean_over_ranks(tp, stats.active_s / a.iters);
+    const double exposed = mean_over_ranks(tp, stats.exposed_s / a.iters);
+    const double hidden = mean_over_ranks(tp, stats.hidden_fraction());
+    if (tp.rank() == 0) {
+      std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
+                  op.c_str(), chunks, call_s * 1e3, gemm_s * 1e3, comm_s * 1e3,
+                  (gemm_s + comm_s - call_s) * 1e3, active * 1e3, exposed * 1e3, hidden,
+                  all_same ? "yes" : "NO");
+    }
+  }
+  return Status::OK();
+}
+
+Status run(const Args& a) {
+  MS_ASSIGN_OR_RETURN(auto world, comm::MpiCommunicator::world("tp"));
+  if (a.rows % world->size() != 0) {
+    return InvalidArgument("--rows (" + std::to_string(a.rows) + ") must be a multiple of the " +
+                           std::to_string(world->size()) + " ranks");
+  }
+  Bench bench(*world, a);
+  if (world->rank() == 0) {
+    std::printf("# tp %d, n %lld rows, width %lld, GEMM (rows, %lld) x (%lld, %lld), %d calls "
+                "after %d warm-up\n",
+                world->size(), static_cast<long long>(a.rows), static_cast<long long>(a.width),
+                static_cast<long long>(a.width), static_cast<long long>(a.width),
+                static_cast<long long>(a.width), a.iters, a.warmup);
+    std::printf("| op | chunks | call ms | gemm only ms | comm only ms | saved ms | "
+                "comm active ms | exposed ms | hidden | bitwise vs first |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  }
+  for (const char* op : {"allgather", "reduce_scatter", "allreduce"}) {
+    MS_RETURN_IF_ERROR(run_op(bench, a, op));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app("tp_overlap_bench: chunked tensor-parallel collectives overlapped with GEMMs");
+  app.add_option("--rows", a.rows, "n: rows of the whole activation")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--width", a.width, "d: width, and the GEMM's (d, d) weight")
+      ->check(CLI::Range(1, 1 << 14));
+  app.add_option("--iters", a.iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
+  app.add_option("--warmup", a.warmup, "untimed calls first")->check(CLI::Range(0, 1000));
+  app.add_option("--chunks", a.chunks, "chunk counts, the first is the bitwise reference");
+  CLI11_PARSE(app, argc, argv);
+  if (Status s = comm::init(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "tp_overlap_bench: error: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  const Status s = run(a);
+  if (!s.ok()) std::fprintf(stderr, "tp_overlap_bench: error: %s\n", s.to_string().c_str());
+  const Status f = comm::finalize();
+  return s.ok() && f.ok() ? 0 : 1;
+}
