@@ -142,7 +142,46 @@ Status check_call(const char* what, const TpOverlap& overlap, int64_t rows, int6
 
 constexpr uint64_t kF32Bytes = sizeof(float);
 
+// The in-flight collectives tp_overlap_poll() reaches while a callback runs, and the first
+// error a poll met (returned by the chunked call after the callback).
+struct ActiveCall {
+  CallClock& clock;
+  std::vector<InFlight>& flights;
+  Status error;
+};
+
+thread_local ActiveCall* active_call = nullptr;
+
+// Runs callback() with `call` reachable by tp_overlap_poll() (the previous one restored after,
+// so a chunked call inside a callback nests); returns the first error a poll met.
+class ActiveCallScope {
+ public:
+  explicit ActiveCallScope(ActiveCall& call) : previous_(active_call) { active_call = &call; }
+  ~ActiveCallScope() { active_call = previous_; }
+  ActiveCallScope(const ActiveCallScope&) = delete;
+  ActiveCallScope& operator=(const ActiveCallScope&) = delete;
+
+ private:
+  ActiveCall* previous_;
+};
+
+template <typename Callback>
+Status run_callback(ActiveCall& call, Callback callback) {
+  {
+    ActiveCallScope scope(call);
+    callback();
+  }
+  return call.error;
+}
+
 }  // namespace
+
+Status tp_overlap_poll() {
+  if (active_call == nullptr) return Status::OK();
+  Status status = active_call->clock.poll_all(active_call->flights);
+  if (!status.ok() && active_call->error.ok()) active_call->error = status;
+  return status;
+}
 
 Status chunked_allgather(comm::Communicator& tp, const TpOverlap& overlap, const float* x_local,
                          int64_t n_local, int64_t width, const TpGatherConsumer& consume) {
@@ -156,6 +195,7 @@ Status chunked_allgather(comm::Communicator& tp, const TpOverlap& overlap, const
                                 std::vector<float>(count > 1 ? capacity : 0)};
   CallClock clock(overlap, "allgather");
   std::vector<InFlight> flights(2);
+  ActiveCall call{clock, flights, Status::OK()};
   const auto start = [&](int c) {
     const TpChunk k = tp_chunk(n_local, count, c);
     const size_t elements = static_cast<size_t>(k.rows * width);
@@ -170,7 +210,8 @@ Status chunked_allgather(comm::Communicator& tp, const TpOverlap& overlap, const
     if (c + 1 < count) MS_RETURN_IF_ERROR(start(c + 1));
     MS_RETURN_IF_ERROR(clock.wait(flights[c % 2]));
     const TpChunk k = tp_chunk(n_local, count, c);
-    consume(recv[c % 2].data(), k.rows, k.row0);
+    MS_RETURN_IF_ERROR(
+        run_callback(call, [&] { consume(recv[c % 2].data(), k.rows, k.row0); }));
     MS_RETURN_IF_ERROR(clock.poll_all(flights));
   }
   clock.finish();
@@ -190,12 +231,13 @@ Status chunked_reduce_scatter(comm::Communicator& tp, const TpOverlap& overlap, 
                                 std::vector<float>(count > 1 ? capacity : 0)};
   CallClock clock(overlap, "reduce_scatter");
   std::vector<InFlight> flights(2);
+  ActiveCall call{clock, flights, Status::OK()};
   for (int c = 0; c < count; ++c) {
     // send[c % 2] was read by chunk c - 2's reduce-scatter: it must be done before refilling.
     MS_RETURN_IF_ERROR(clock.wait(flights[c % 2]));
     const TpChunk k = tp_chunk(n_local, count, c);
     float* partial = send[c % 2].data();
-    produce(partial, k.rows, k.row0);
+    MS_RETURN_IF_ERROR(run_callback(call, [&] { produce(partial, k.rows, k.row0); }));
     MS_RETURN_IF_ERROR(clock.poll_all(flights));
     const size_t elements = static_cast<size_t>(k.rows * width);
     MS_RETURN_IF_ERROR(clock.issue(flights[c % 2], ranks * elements * kF32Bytes, [&] {
@@ -219,10 +261,11 @@ Status chunked_allreduce(comm::Communicator& tp, const TpOverlap& overlap, int64
   CallClock clock(overlap, "allreduce");
   // Each chunk reduces its own rows of y in place, so every chunk may be in flight at once.
   std::vector<InFlight> flights(static_cast<size_t>(count));
+  ActiveCall call{clock, flights, Status::OK()};
   for (int c = 0; c < count; ++c) {
     const TpChunk k = tp_chunk(n, count, c);
     float* rows = y + k.row0 * width;
-    produce(rows, k.rows, k.row0);
+    MS_RETURN_IF_ERROR(run_callback(call, [&] { produce(rows, k.rows, k.row0); }));
     MS_RETURN_IF_ERROR(clock.poll_all(flights));
     const size_t elements = static_cast<size_t>(k.rows * width);
     MS_RETURN_IF_ERROR(clock.issue(flights[c], elements * kF32Bytes, [&] {

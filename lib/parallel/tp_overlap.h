@@ -12,7 +12,7 @@
 // Progress: MPI (OpenMPI in particular) moves a nonblocking collective only inside MPI calls,
 // so between chunks the primitives call Request::test() on what is in flight; while a callback
 // computes, nothing moves unless the transport progresses by itself (NCCL, or an MPI with a
-// progress thread). Results do not depend on the chunking for the all-gather; for the
+// progress thread) or the callback calls tp_overlap_poll() between slices of its work. Results do not depend on the chunking for the all-gather; for the
 // reductions they do not as long as the transport sums each element over the ranks in an order
 // that does not depend on the message length (docs/parallel.md, "Communication overlap").
 //
@@ -80,6 +80,12 @@ Status chunked_reduce_scatter(comm::Communicator& tp, const TpOverlap& overlap, 
 // produce must not touch other rows of y: earlier chunks may still be in flight.
 Status chunked_allreduce(comm::Communicator& tp, const TpOverlap& overlap, int64_t n,
                          int64_t width, const TpChunkProducer& produce, float* y);
+
+// Lets the collectives in flight in the chunked call running on this thread progress (a
+// Request::test() on each); meant to be called from inside a consume or produce callback,
+// between slices of its GEMM. Outside a callback it does nothing and returns OK. A failure is
+// returned here and also by the chunked call once the callback returns.
+Status tp_overlap_poll();
 
 // How the primitives split `rows` (pure). tp_chunk_count: the requested chunks clamped to
 // [1, rows], and 0 when rows is 0. tp_chunk: chunk c of `rows` split into `chunks` (a count

@@ -280,6 +280,65 @@ TEST_F(TpOverlapTest, AllreduceOfIntegerPartialsIsTheDirectSumBitwise) {
   }
 }
 
+// Callbacks that poll between rows, as a GEMM split into slices would: the same results as the
+// unchunked call, and polling outside a call is a no-op.
+TEST_F(TpOverlapTest, PollingInsideTheCallbacksChangesNothing) {
+  EXPECT_TRUE(tp_overlap_poll().ok());
+  for (int tp_size : tp_sizes()) {
+    auto tp = tp_group(tp_size);
+    ASSERT_NE(tp, nullptr);
+    const int64_t n_local = 7, n = n_local * tp_size, width = 3;
+    const std::vector<float> x = random_values(n * width, 15, "x");
+    const std::vector<float> x_local = rows_of(x, width, slice(n, *tp));
+    const std::vector<float> mine = integer_partials(tp->rank(), n, width);
+    const std::vector<float> sum = sum_of_partials(tp_size, n, width);
+    for (int chunks : kChunkCounts) {
+      const std::string what = "tp " + std::to_string(tp_size) + ", chunks " +
+                               std::to_string(chunks);
+      TpCommStats stats;
+      TpOverlap overlap = with_chunks(chunks);
+      overlap.stats = &stats;
+      std::vector<float> gathered(n * width);
+      ASSERT_TRUE(chunked_allgather(*tp, overlap, x_local.data(), n_local, width,
+                                    [&](const float* chunk, int64_t m, int64_t row0) {
+                                      for (int64_t i = 0; i < tp_size * m; ++i) {
+                                        EXPECT_TRUE(tp_overlap_poll().ok());
+                                        const int64_t g = global_row(i / m, n_local, row0, i % m);
+                                        std::copy_n(chunk + i * width, width,
+                                                    gathered.begin() + g * width);
+                                      }
+                                    })
+                      .ok());
+      EXPECT_TRUE(bitwise_equal(gathered, x)) << what;
+      std::vector<float> y_local(n_local * width);
+      ASSERT_TRUE(chunked_reduce_scatter(
+                      *tp, overlap, n_local, width,
+                      [&](float* partial, int64_t m, int64_t row0) {
+                        for (int r = 0; r < tp_size; ++r) {
+                          EXPECT_TRUE(tp_overlap_poll().ok());
+                          std::copy_n(mine.begin() + global_row(r, n_local, row0, 0) * width,
+                                      m * width, partial + r * m * width);
+                        }
+                      },
+                      y_local.data())
+                      .ok());
+      EXPECT_TRUE(bitwise_equal(y_local, rows_of(sum, width, slice(n, *tp)))) << what;
+      std::vector<float> y(n * width);
+      ASSERT_TRUE(chunked_allreduce(*tp, overlap, n, width,
+                                    [&](float* rows, int64_t m, int64_t row0) {
+                                      EXPECT_TRUE(tp_overlap_poll().ok());
+                                      std::copy_n(mine.begin() + row0 * width, m * width, rows);
+                                      EXPECT_TRUE(tp_overlap_poll().ok());
+                                    },
+                                    y.data())
+                      .ok());
+      EXPECT_TRUE(bitwise_equal(y, sum)) << what;
+      const int64_t count = tp_chunk_count(chunks, n_local);
+      EXPECT_EQ(stats.collectives, 2 * count + tp_chunk_count(chunks, n)) << what;
+    }
+  }
+}
+
 TEST_F(TpOverlapTest, ZeroRowsCommunicateNothing) {
   for (int tp_size : tp_sizes()) {
     auto tp = tp_group(tp_size);
