@@ -12,9 +12,10 @@
 // Progress: MPI (OpenMPI in particular) moves a nonblocking collective only inside MPI calls,
 // so between chunks the primitives call Request::test() on what is in flight; while a callback
 // computes, nothing moves unless the transport progresses by itself (NCCL, or an MPI with a
-// progress thread) or the callback calls tp_overlap_poll() between slices of its work. Results do not depend on the chunking for the all-gather; for the
-// reductions they do not as long as the transport sums each element over the ranks in an order
-// that does not depend on the message length (docs/parallel.md, "Communication overlap").
+// progress thread) or the callback calls tp_overlap_poll() between slices of its work. Results
+// do not depend on the chunking for the all-gather; for the reductions they do not as long as
+// the transport sums each element over the ranks in an order that does not depend on the
+// message length (docs/parallel.md, "Communication overlap").
 //
 // Every function here is collective over `tp`: all ranks call it with the same sizes and chunk
 // count. Sizes are checked before any communication, so a refused call is refused by every rank

@@ -7,14 +7,17 @@
 //                   the rank's (n, d) input columns, reduce-scattered to (n/tp, d)
 //   allreduce       row-parallel linear without SP: (m, d) rows of the partial product at a
 //                   time, all-reduced in place
-// For each op and chunk count: the slowest rank's mean time per call (a barrier before each),
-// and per call the communication active time (first issue to last completion), the exposed time
-// (caller inside issue/test/wait) and the hidden fraction (1 - exposed / active), averaged over
-// ranks; "bitwise" says whether the output equals the chunks = 1 output bit for bit. Two
+// For each op and chunk count: the median over calls of the slowest rank's time (a barrier
+// before each call; all variants of an op take turns call by call), and per call the
+// communication active time (first issue to last completion), the exposed time (caller inside
+// issue/test/wait) and the hidden fraction (1 - exposed / active), averaged over ranks;
+// "bitwise" says whether the output equals the chunks = 1 output bit for bit. Two
 // yardsticks per op: the same GEMMs with no communication, and the one unchunked collective
 // with no GEMM; perfect overlap would approach max(gemm, comm), no overlap gemm + comm. "saved"
 // is gemm + comm - call: the time overlap really won, which the hidden fraction (the share of
 // the collective's lifetime the caller was not blocked in, whether or not bytes moved) bounds.
+// --poll-slices S splits each callback's GEMM into S row slices with tp_overlap_poll() between
+// them, so OpenMPI can move the chunk in flight during the GEMM (1: no polling inside).
 // Rank 0 prints a markdown table (docs/bench/tp-overlap.md).
 #include <CLI/CLI.hpp>
 
@@ -42,16 +45,29 @@ struct Args {
   int iters = 20;
   int warmup = 3;
   std::vector<int> chunks = {1, 2, 4, 8};
+  int poll_slices = 1;
 };
+
+// y (rows, d) = x (rows, d) w^T for w (d, d), in `slices` row slices with a poll of the
+// collectives in flight between them. A failed poll is returned by the chunked call itself.
+void sliced_gemm(const float* x, const float* w, float* y, int64_t rows, int64_t d, int slices) {
+  const int count = parallel::tp_chunk_count(slices, rows);
+  for (int s = 0; s < count; ++s) {
+    const parallel::TpChunk k = parallel::tp_chunk(rows, count, s);
+    if (s > 0) (void)parallel::tp_overlap_poll();
+    ops::linear_forward(x + k.row0 * d, w, y + k.row0 * d, k.rows, d, d);
+  }
+}
 
 // One op's inputs and its call, with the GEMMs and the collective switchable for the yardsticks.
 struct Bench {
   comm::Communicator& tp;
   int64_t n, d, n_local;
+  int slices;
   std::vector<float> x_local, x_cols, w, out;
 
   Bench(comm::Communicator& group, const Args& a)
-      : tp(group), n(a.rows), d(a.width), n_local(a.rows / group.size()) {
+      : tp(group), n(a.rows), d(a.width), n_local(a.rows / group.size()), slices(a.poll_slices) {
     x_local.resize(n_local * d);
     x_cols.resize(n * d);
     w.resize(d * d);
@@ -71,7 +87,7 @@ struct Bench {
           [&](const float* gathered, int64_t m, int64_t row0) {
             if (!gemm) return;
             std::vector<float> y(p * m * d);
-            ops::linear_forward(gathered, w.data(), y.data(), p * m, d, d);
+            sliced_gemm(gathered, w.data(), y.data(), p * m, d, slices);
             for (int64_t r = 0; r < p; ++r) {
               std::memcpy(out.data() + (r * n_local + row0) * d, y.data() + r * m * d,
                           m * d * sizeof(float));
@@ -85,8 +101,8 @@ struct Bench {
           [&](float* partial, int64_t m, int64_t row0) {
             if (!gemm) return;
             for (int64_t r = 0; r < p; ++r) {
-              ops::linear_forward(x_cols.data() + (r * n_local + row0) * d, w.data(),
-                                  partial + r * m * d, m, d, d);
+              sliced_gemm(x_cols.data() + (r * n_local + row0) * d, w.data(),
+                          partial + r * m * d, m, d, std::max(1, slices / static_cast<int>(p)));
             }
           },
           out.data());
@@ -95,7 +111,7 @@ struct Bench {
     return parallel::chunked_allreduce(
         tp, overlap, n, d,
         [&](float* rows, int64_t m, int64_t row0) {
-          if (gemm) ops::linear_forward(x_cols.data() + row0 * d, w.data(), rows, m, d, d);
+          if (gemm) sliced_gemm(x_cols.data() + row0 * d, w.data(), rows, m, d, slices);
         },
         out.data());
   }
@@ -120,51 +136,67 @@ double mean_over_ranks(comm::Communicator& tp, double v) {
   return sum / tp.size();
 }
 
-// Mean seconds per `work()` on the slowest rank, after warm-up, a barrier before each.
-template <typename Work>
-Result<double> time_calls(comm::Communicator& tp, const Args& a, Work work) {
-  for (int i = 0; i < a.warmup; ++i) MS_RETURN_IF_ERROR(work());
-  double total = 0;
-  for (int i = 0; i < a.iters; ++i) {
-    MS_RETURN_IF_ERROR(tp.barrier());
-    Stopwatch watch;
-    MS_RETURN_IF_ERROR(work());
-    total += watch.elapsed_s();
-  }
-  return slowest(tp, total / a.iters);
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
+// The slowest rank's seconds for one work(), a barrier first.
+template <typename Work>
+Result<double> time_call(comm::Communicator& tp, Work work) {
+  MS_RETURN_IF_ERROR(tp.barrier());
+  Stopwatch watch;
+  MS_RETURN_IF_ERROR(work());
+  return slowest(tp, watch.elapsed_s());
+}
+
+// Variant 0 is the GEMMs alone, 1 the unchunked collective alone, 2 + i chunks[i]. The variants
+// take turns call by call, so the load of the shared 2-core machine slows them alike, and each
+// reports its median call.
 Status run_op(Bench& b, const Args& a, const std::string& op) {
   comm::Communicator& tp = b.tp;
-  MS_ASSIGN_OR_RETURN(const double gemm_s, time_calls(tp, a, [&] {
-                        b.gemm_only();
-                        return Status::OK();
-                      }));
-  MS_ASSIGN_OR_RETURN(const double comm_s,
-                      time_calls(tp, a, [&] { return b.call(op, TpOverlap(), false); }));
-  std::vector<float> reference;
-  for (int chunks : a.chunks) {
-    TpOverlap overlap;
-    overlap.chunks = chunks;
-    MS_ASSIGN_OR_RETURN(const double call_s,
-                        time_calls(tp, a, [&] { return b.call(op, overlap, true); }));
-    TpCommStats stats;
-    overlap.stats = &stats;
-    for (int i = 0; i < a.iters; ++i) {
-      MS_RETURN_IF_ERROR(tp.barrier());
-      MS_RETURN_IF_ERROR(b.call(op, overlap, true));
+  const size_t variants = 2 + a.chunks.size();
+  std::vector<std::vector<double>> times(variants);
+  std::vector<TpCommStats> stats(a.chunks.size());
+  std::vector<std::vector<float>> outputs(a.chunks.size());
+  const auto run_variant = [&](size_t v, bool timed) -> Status {
+    Result<double> t = 0.0;
+    if (v == 0) {
+      t = time_call(tp, [&] {
+        b.gemm_only();
+        return Status::OK();
+      });
+    } else if (v == 1) {
+      t = time_call(tp, [&] { return b.call(op, TpOverlap(), false); });
+    } else {
+      TpOverlap overlap;
+      overlap.chunks = a.chunks[v - 2];
+      overlap.stats = timed ? &stats[v - 2] : nullptr;
+      t = time_call(tp, [&] { return b.call(op, overlap, true); });
+      outputs[v - 2] = b.out;
     }
-    if (chunks == a.chunks.front()) reference = b.out;
-    int same = reference.size() == b.out.size() &&
-               std::memcmp(reference.data(), b.out.data(), reference.size() * sizeof(float)) == 0;
+    MS_RETURN_IF_ERROR(t.status());
+    if (timed) times[v].push_back(*t);
+    return Status::OK();
+  };
+  for (int i = 0; i < a.warmup + a.iters; ++i) {
+    for (size_t v = 0; v < variants; ++v) MS_RETURN_IF_ERROR(run_variant(v, i >= a.warmup));
+  }
+  const double gemm_s = median(times[0]), comm_s = median(times[1]);
+  for (size_t c = 0; c < a.chunks.size(); ++c) {
+    const std::vector<float>& reference = outputs.front();
+    int same = reference.size() == outputs[c].size() &&
+               std::memcmp(reference.data(), outputs[c].data(),
+                           reference.size() * sizeof(float)) == 0;
     int all_same = 0;
     MS_RETURN_IF_ERROR(tp.allreduce(&same, &all_same, 1, DType::kI32, comm::ReduceOp::kMin));
-    const double active = mean_over_ranks(tp, stats.active_s / a.iters);
-    const double exposed = mean_over_ranks(tp, stats.exposed_s / a.iters);
-    const double hidden = mean_over_ranks(tp, stats.hidden_fraction());
+    const double call_s = median(times[2 + c]);
+    const double active = mean_over_ranks(tp, stats[c].active_s / a.iters);
+    const double exposed = mean_over_ranks(tp, stats[c].exposed_s / a.iters);
+    const double hidden = mean_over_ranks(tp, stats[c].hidden_fraction());
     if (tp.rank() == 0) {
       std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |\n",
-                  op.c_str(), chunks, call_s * 1e3, gemm_s * 1e3, comm_s * 1e3,
+                  op.c_str(), a.chunks[c], call_s * 1e3, gemm_s * 1e3, comm_s * 1e3,
                   (gemm_s + comm_s - call_s) * 1e3, active * 1e3, exposed * 1e3, hidden,
                   all_same ? "yes" : "NO");
     }
@@ -181,10 +213,10 @@ Status run(const Args& a) {
   Bench bench(*world, a);
   if (world->rank() == 0) {
     std::printf("# tp %d, n %lld rows, width %lld, GEMM (rows, %lld) x (%lld, %lld), %d calls "
-                "after %d warm-up\n",
+                "after %d warm-up, %d poll slices per GEMM\n",
                 world->size(), static_cast<long long>(a.rows), static_cast<long long>(a.width),
                 static_cast<long long>(a.width), static_cast<long long>(a.width),
-                static_cast<long long>(a.width), a.iters, a.warmup);
+                static_cast<long long>(a.width), a.iters, a.warmup, a.poll_slices);
     std::printf("| op | chunks | call ms | gemm only ms | comm only ms | saved ms | "
                 "comm active ms | exposed ms | hidden | bitwise vs first |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -206,6 +238,8 @@ int main(int argc, char** argv) {
   app.add_option("--iters", a.iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
   app.add_option("--warmup", a.warmup, "untimed calls first")->check(CLI::Range(0, 1000));
   app.add_option("--chunks", a.chunks, "chunk counts, the first is the bitwise reference");
+  app.add_option("--poll-slices", a.poll_slices, "row slices per GEMM, polled between")
+      ->check(CLI::Range(1, 1 << 16));
   CLI11_PARSE(app, argc, argv);
   if (Status s = comm::init(argc, argv); !s.ok()) {
     std::fprintf(stderr, "tp_overlap_bench: error: %s\n", s.to_string().c_str());
