@@ -12,10 +12,11 @@
 // communication active time (first issue to last completion), the exposed time (caller inside
 // issue/test/wait) and the hidden fraction (1 - exposed / active), averaged over ranks;
 // "bitwise" says whether the output equals the chunks = 1 output bit for bit. Two
-// yardsticks per op: the same GEMMs with no communication, and the one unchunked collective
-// with no GEMM; perfect overlap would approach max(gemm, comm), no overlap gemm + comm. "saved"
-// is gemm + comm - call: the time overlap really won, which the hidden fraction (the share of
-// the collective's lifetime the caller was not blocked in, whether or not bytes moved) bounds.
+// yardsticks per op: the unchunked call's callback with no communication ("gemm"), and the one
+// unchunked collective with callbacks that compute nothing ("comm"); perfect overlap would
+// approach max(gemm, comm), no overlap gemm + comm. "saved" is gemm + comm - call: the time
+// overlap really won, which the hidden fraction (the share of the collective's lifetime the
+// caller was not blocked in, whether or not bytes moved) bounds.
 // --poll-slices S splits each callback's GEMM into S row slices with tp_overlap_poll() between
 // them, so OpenMPI can move the chunk in flight during the GEMM (1: no polling inside).
 // Rank 0 prints a markdown table (docs/bench/tp-overlap.md).
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,67 +61,83 @@ void sliced_gemm(const float* x, const float* w, float* y, int64_t rows, int64_t
   }
 }
 
-// One op's inputs and its call, with the GEMMs and the collective switchable for the yardsticks.
+// One op's inputs, its callback and its call, with the GEMMs and the collective switchable for
+// the yardsticks.
 struct Bench {
   comm::Communicator& tp;
   int64_t n, d, n_local;
   int slices;
-  std::vector<float> x_local, x_cols, w, out;
+  bool gemm = true;  // false: the callbacks compute nothing (the collective alone)
+  std::vector<float> x_local, x_cols, w, out, scratch;
 
   Bench(comm::Communicator& group, const Args& a)
       : tp(group), n(a.rows), d(a.width), n_local(a.rows / group.size()), slices(a.poll_slices) {
     x_local.resize(n_local * d);
     x_cols.resize(n * d);
     w.resize(d * d);
+    scratch.resize(n * d);
     const uint64_t rank = static_cast<uint64_t>(tp.rank());
     fill_uniform(x_local, 7, stream_id("x_local") + rank, 0, -1.0f, 1.0f);
     fill_uniform(x_cols, 7, stream_id("x_cols") + rank, 0, -1.0f, 1.0f);
     fill_uniform(w, 7, stream_id("w") + rank, 0, -1.0f, 1.0f);
   }
 
-  // One call of `op`; gemm = false skips the compute (the buffers are then left as they are).
-  Status call(const std::string& op, const TpOverlap& overlap, bool gemm) {
+  // Column-parallel: the gathered chunk (tp m, d) times w, its rows placed in out (n, d).
+  void consume(const float* gathered, int64_t m, int64_t row0) {
+    if (!gemm) return;
     const int64_t p = tp.size();
+    std::vector<float> y(p * m * d);
+    sliced_gemm(gathered, w.data(), y.data(), p * m, d, slices);
+    for (int64_t r = 0; r < p; ++r) {
+      std::memcpy(out.data() + (r * n_local + row0) * d, y.data() + r * m * d,
+                  m * d * sizeof(float));
+    }
+  }
+
+  // Row-parallel under SP: the chunk's (tp m, d) partial products.
+  void produce_blocks(float* partial, int64_t m, int64_t row0) {
+    if (!gemm) return;
+    const int p = tp.size();
+    for (int r = 0; r < p; ++r) {
+      sliced_gemm(x_cols.data() + (r * n_local + row0) * d, w.data(), partial + r * m * d, m, d,
+                  std::max(1, slices / p));
+    }
+  }
+
+  // Row-parallel without SP: rows [row0, +m) of the partial product.
+  void produce_rows(float* rows, int64_t m, int64_t row0) {
+    if (gemm) sliced_gemm(x_cols.data() + row0 * d, w.data(), rows, m, d, slices);
+  }
+
+  Status call(const std::string& op, const TpOverlap& overlap) {
+    using namespace std::placeholders;
     if (op == "allgather") {
       out.resize(n * d);
-      return parallel::chunked_allgather(
-          tp, overlap, x_local.data(), n_local, d,
-          [&](const float* gathered, int64_t m, int64_t row0) {
-            if (!gemm) return;
-            std::vector<float> y(p * m * d);
-            sliced_gemm(gathered, w.data(), y.data(), p * m, d, slices);
-            for (int64_t r = 0; r < p; ++r) {
-              std::memcpy(out.data() + (r * n_local + row0) * d, y.data() + r * m * d,
-                          m * d * sizeof(float));
-            }
-          });
+      return parallel::chunked_allgather(tp, overlap, x_local.data(), n_local, d,
+                                         std::bind(&Bench::consume, this, _1, _2, _3));
     }
     if (op == "reduce_scatter") {
       out.resize(n_local * d);
       return parallel::chunked_reduce_scatter(
-          tp, overlap, n_local, d,
-          [&](float* partial, int64_t m, int64_t row0) {
-            if (!gemm) return;
-            for (int64_t r = 0; r < p; ++r) {
-              sliced_gemm(x_cols.data() + (r * n_local + row0) * d, w.data(),
-                          partial + r * m * d, m, d, std::max(1, slices / static_cast<int>(p)));
-            }
-          },
+          tp, overlap, n_local, d, std::bind(&Bench::produce_blocks, this, _1, _2, _3),
           out.data());
     }
     out.resize(n * d);
-    return parallel::chunked_allreduce(
-        tp, overlap, n, d,
-        [&](float* rows, int64_t m, int64_t row0) {
-          if (gemm) sliced_gemm(x_cols.data() + row0 * d, w.data(), rows, m, d, slices);
-        },
-        out.data());
+    return parallel::chunked_allreduce(tp, overlap, n, d,
+                                       std::bind(&Bench::produce_rows, this, _1, _2, _3),
+                                       out.data());
   }
 
-  // The GEMMs of one call alone, no communication: every op multiplies n rows in all.
-  void gemm_only() {
-    std::vector<float> y(n * d);
-    ops::linear_forward(x_cols.data(), w.data(), y.data(), n, d, d);
+  // The callback of one unchunked call with no communication: the same GEMMs and copies.
+  void gemm_only(const std::string& op) {
+    if (op == "allgather") {
+      out.resize(n * d);
+      consume(scratch.data(), n_local, 0);
+    } else if (op == "reduce_scatter") {
+      produce_blocks(scratch.data(), n_local, 0);
+    } else {
+      produce_rows(scratch.data(), n, 0);
+    }
   }
 };
 
@@ -163,16 +181,18 @@ Status run_op(Bench& b, const Args& a, const std::string& op) {
     Result<double> t = 0.0;
     if (v == 0) {
       t = time_call(tp, [&] {
-        b.gemm_only();
+        b.gemm_only(op);
         return Status::OK();
       });
     } else if (v == 1) {
-      t = time_call(tp, [&] { return b.call(op, TpOverlap(), false); });
+      b.gemm = false;
+      t = time_call(tp, [&] { return b.call(op, TpOverlap()); });
+      b.gemm = true;
     } else {
       TpOverlap overlap;
       overlap.chunks = a.chunks[v - 2];
       overlap.stats = timed ? &stats[v - 2] : nullptr;
-      t = time_call(tp, [&] { return b.call(op, overlap, true); });
+      t = time_call(tp, [&] { return b.call(op, overlap); });
       outputs[v - 2] = b.out;
     }
     MS_RETURN_IF_ERROR(t.status());
@@ -232,7 +252,8 @@ Status run(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   CLI::App app("tp_overlap_bench: chunked tensor-parallel collectives overlapped with GEMMs");
-  app.add_option("--rows", a.rows, "n: rows of the whole activation")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--rows", a.rows, "n: rows of the whole activation")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--width", a.width, "d: width, and the GEMM's (d, d) weight")
       ->check(CLI::Range(1, 1 << 14));
   app.add_option("--iters", a.iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
