@@ -46,7 +46,7 @@ struct TpCommStats {
 // How a primitive splits its collective. chunks = 1 is one collective, waited for before (or
 // right after) the compute: no overlap, the reference the chunked runs are compared with.
 struct TpOverlap {
-  int chunks = 1;                  // clamped to the rows; at least 1
+  int chunks = 1;                  // at least 1 (less is refused); clamped to the rows
   TpCommStats* stats = nullptr;    // added to after each call when set
   // Called once per collective when its completion is observed: op is "allgather",
   // "reduce_scatter" or "allreduce", bytes as in TpCommStats, t0 its issue and t1 its observed

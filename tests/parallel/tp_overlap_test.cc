@@ -4,10 +4,12 @@
 // row-parallel GEMMs producing the reduce-scatter's and the all-reduce's partial sums, match
 // the unchunked call (chunks = 1) bitwise and ops::linear_forward on the global tensors within
 // 1e-5 relative; sums of integer-valued partials (exact in any order) match the direct sum
-// bitwise; zero rows communicate nothing; the statistics and the trace sink count every
-// collective; bad arguments are refused on every rank before communicating.
+// bitwise; callbacks that poll (tp_overlap_poll) change nothing; zero rows communicate nothing;
+// the statistics and the trace sink count every collective; bad arguments are refused on every
+// rank before communicating.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
