@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "ops/moe.h"
 #include "ops/rope.h"
 #include "parallel/tp_layout.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
@@ -83,12 +85,22 @@ struct LayerActs {
 struct Scratch {
   std::vector<float> normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
   std::vector<float> permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
-  std::vector<float> ffn_out, residual_grad;
+  std::vector<float> ffn_out, residual_grad, residual_partial;
   // Tensor parallelism: the gathered (N, D) input of a column-parallel group, the (N, D)
   // partial sums of a row-parallel projection before their reduction, the gathered output
   // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
-  std::vector<float> gathered, partial, dgathered, norm_grad, reduced, tp_recv;
+  std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
+};
+
+// One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
+// or an input gradient dx += dy W. x null means the rows a gather just delivered.
+struct RowGemm {
+  const float* x = nullptr;  // (N, in), or (N, out) for an input gradient
+  const float* w = nullptr;  // (out, in)
+  int64_t in = 0, out = 0;
+  bool input_grad = false;
+  float* y = nullptr;  // gather only: the destination, (N, out) or (N, in) for an input gradient
 };
 
 struct Dims {
@@ -108,6 +120,11 @@ struct TpState {
   bool active() const { return size > 1; }
   // The first failed collective; the rest of the pass is skipped and it is returned.
   Status error;
+  // Chunking of the overlapped collectives and where their time is counted and traced.
+  parallel::TpOverlap overlap;
+  parallel::TpCommStats stats;
+  // Runs a blocking tp collective (or an op made of them), counted as fully exposed.
+  Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
 // One token of a cached pass: its absolute position and its sequence's block table.
@@ -166,16 +183,19 @@ struct Transformer::Impl {
   LayerActs& layer_acts(size_t l);
   AttnActs& attn_acts(size_t l);
 
-  // Tensor-parallel communication (model/tp_comm.cc); each is the identity without tp.
-  // The (N, width) form of rows (Nr, width): all-gathered with SP, `local` itself otherwise.
+  // Tensor-parallel communication (model/tp_comm.cc), each the identity without tp. The
+  // GEMMs at the edge of a collective are handed to it as RowGemms, so that under
+  // parallel.tp_overlap it runs them chunk by chunk while the next chunk moves.
+  //
+  // The (N, width) form of the rows (Nr, width): all-gathered with SP (into buf), `local`
+  // itself otherwise. Each gemm (x null: the gathered rows) is applied to every row into its y.
   const float* gather_rows(const float* local, int64_t width, const Dims& d,
-                           std::vector<float>& buf);
-  // Where a row-parallel projection writes its (N, width) partial sums: `out` itself without
-  // tp (no reduction follows), else a scratch buffer.
-  float* partial_rows(float* out, int64_t width, const Dims& d);
-  // Reduces the partials over tp into out: (Nr, width) (all-reduce, or reduce-scatter with
-  // SP), overwriting or adding. Without tp it adds or leaves partial == out as it is.
-  void reduce_rows(float* partial, float* out, int64_t width, const Dims& d, bool accumulate);
+                           std::vector<float>& buf, std::initializer_list<RowGemm> gemms = {});
+  // out (Nr, width) =, or += with accumulate, this rank's rows of the sum over tp of
+  // addend (N, width; may be null) + every gemm's rows (all-reduce, or reduce-scatter with SP).
+  // addend may alias out.
+  void reduce_rows(std::initializer_list<RowGemm> gemms, const float* addend, float* out,
+                   int64_t width, const Dims& d, bool accumulate);
   // The norm-weight gradient of this micro-batch, summed over tp under SP (each rank saw its
   // rows), added into parameter `param`'s gradient. `grad` is scratch of d_model floats.
   void reduce_norm_grad(size_t param, std::vector<float>& grad);
@@ -214,17 +234,20 @@ struct Transformer::Impl {
                    int64_t rows, bool accumulate);
 
  private:
-  // q, k, v after RoPE, the attention output and its log-sum-exp from normed: (N, D).
-  void attention_internals(AttnActs& a, const LayerIndex& li, const float* normed,
-                           const Dims& d);
-  void attention_forward(AttnActs& a, const LayerIndex& li, const float* normed, float* out,
-                         const Dims& d);
-  void attention_backward(AttnActs& a, const LayerIndex& li, const float* normed,
-                          const float* dout, float* dnormed, const Dims& d);
-  double ffn_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
-                     const Dims& d);
-  void ffn_backward(LayerActs& a, const LayerIndex& li, const float* normed, const float* dout,
-                    float* dnormed, float aux_grad, const Dims& d);
+  // Rotary embeddings on q, k and the attention itself (a.q, a.k, a.v -> a.attn, a.lse).
+  void attention_core(AttnActs& a, const Dims& d);
+  // The projections of the layer's column-parallel group reading the normed input: q, k, v
+  // (into at) and, for a dense FFN that reads the same input, gate and up (into mlp).
+  RowGemm q_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  RowGemm k_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  RowGemm v_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  // Backward halves of the layer (model/layers.cc): each turns d(output) into the partial
+  // input gradient its reduction sums, accumulating the weight gradients.
+  // input: the gathered normed input (N, D); dout: the gathered d(layer output) (N, D).
+  void attention_backward(AttnActs& at, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
+  void dense_ffn_backward(MlpActs& acts, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
   void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
                     const float* dout, float* dx, int64_t rows);
   double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);

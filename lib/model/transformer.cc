@@ -293,6 +293,13 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   impl->cfg = config;
   MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
   impl->recompute = parallel.recompute;
+  if (parallel.overlap_chunks < 1) {
+    return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
+                           std::to_string(parallel.overlap_chunks));
+  }
+  impl->tp.overlap.chunks = parallel.overlap_chunks;
+  impl->tp.overlap.stats = &impl->tp.stats;
+  impl->tp.overlap.on_comm = parallel.on_comm;
   try {
     MS_RETURN_IF_ERROR(build_parameters(*impl, seed));
     impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
@@ -361,9 +368,12 @@ Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad
     return Status::OK();
   }
   MS_RETURN_IF_ERROR(tp.error);
-  tp.error = parallel::vocab_parallel_cross_entropy(*tp.comm, tp.vocab, logits.data(),
-                                                    tp.vocab_rows, targets, token_loss.data(),
-                                                    d.N, scale, write_grad);
+  // Two all-reduces of (N)-sized vectors (row max, then the sums); counted as one here.
+  tp.error = tp.blocking("allreduce", static_cast<uint64_t>(3 * d.N) * sizeof(float), [&] {
+    return parallel::vocab_parallel_cross_entropy(*tp.comm, tp.vocab, logits.data(),
+                                                  tp.vocab_rows, targets, token_loss.data(), d.N,
+                                                  scale, write_grad);
+  });
   return tp.error;
 }
 
@@ -405,6 +415,12 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
 
 int Transformer::tp_size() const { return impl_->tp.size; }
 int Transformer::tp_rank() const { return impl_->tp.rank; }
+
+parallel::TpCommStats Transformer::take_tp_comm_stats() {
+  const parallel::TpCommStats stats = impl_->tp.stats;
+  impl_->tp.stats = {};
+  return stats;
+}
 
 namespace {
 

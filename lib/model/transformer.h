@@ -29,6 +29,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/inference.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
@@ -73,6 +74,13 @@ struct ModelParallel {
   comm::Communicator* tp = nullptr;  // the tensor-parallel group; null or size 1: none
   bool sequence_parallel = true;     // with tp > 1
   config::Recompute recompute = config::Recompute::kNone;
+  // With tp > 1: each tp all-gather, reduce-scatter and all-reduce at a GEMM is split into this
+  // many row chunks, the GEMM of one chunk running while the next moves (parallel/tp_overlap.h);
+  // 1 issues each as one collective. The results do not depend on it beyond fp32 reduction
+  // order; a given value is bitwise reproducible.
+  int overlap_chunks = 1;
+  // Every tp collective as it completes: op, bytes, issue and completion (wall seconds).
+  std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
 };
 
 class Transformer {
@@ -115,6 +123,9 @@ class Transformer {
   // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
   int tp_size() const;
   int tp_rank() const;
+  // The tp communication since the last call (collectives, bytes, time in flight and time
+  // exposed), then reset to zero.
+  parallel::TpCommStats take_tp_comm_stats();
   // Expected peak bytes of activations and working buffers this rank holds during a
   // forward_backward of a (B, T) micro-batch, from the shapes (parallel.recompute and tp
   // included): what ms-train prints at start.

@@ -169,8 +169,15 @@ void Trainer::stop_loaders() {
 }
 
 Status Trainer::build_model() {
-  const model::ModelParallel parallel{&s_->mesh->tp(), config_.parallel.sequence_parallel,
-                                      config_.parallel.recompute};
+  model::ModelParallel parallel{&s_->mesh->tp(), config_.parallel.sequence_parallel,
+                                config_.parallel.recompute,
+                                config_.parallel.tp_overlap
+                                    ? static_cast<int>(config_.parallel.tp_overlap_chunks)
+                                    : 1,
+                                {}};
+  parallel.on_comm = [this](const char* op, uint64_t bytes, double t0, double t1) {
+    if (s_->trace) s_->trace->comm(op, "tp", s_->tp_comm_seq++, bytes, t0, t1);
+  };
   MS_ASSIGN_OR_RETURN(s_->model, model::Transformer::create(
                                      config_.model, static_cast<uint64_t>(config_.run.seed),
                                      parallel));
@@ -280,12 +287,14 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
+    summary.tp_comm.add(s_->model->take_tp_comm_stats());
     summary.data_wait_s += result.phases.data_s;
     summary.step_time_s += result.step_s;
     MS_RETURN_IF_ERROR(record_step(step, result));
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
+      s_->model->take_tp_comm_stats();  // evaluation's tp collectives are not a step's
       summary.eval_losses.push_back(eval_loss);
       MS_LOG(Info) << "eval step " << step << " | val_loss " << eval_loss;
     }
@@ -505,6 +514,23 @@ Status Trainer::finish(TrainSummary& summary) {
                   static_cast<long long>(c.collectives / summary.steps_done),
                   static_cast<double>(c.bytes) / summary.steps_done / (1024.0 * 1024.0),
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
+    MS_LOG(Info) << line;
+  }
+  const parallel::TpCommStats& t = summary.tp_comm;
+  if (s_->model->tp_size() > 1 && summary.steps_done > 0 && t.collectives > 0) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const std::string mode =
+        config_.parallel.tp_overlap
+            ? "parallel.tp_overlap in " + std::to_string(config_.parallel.tp_overlap_chunks) +
+                  " chunks"
+            : "parallel.tp_overlap off";
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "tensor-parallel communication: %.0f collectives, %.1f MiB per step; %.0f%% "
+                  "hidden behind compute (waited %.3fs of %.3fs in flight; %s)",
+                  static_cast<double>(t.collectives) / steps,
+                  static_cast<double>(t.bytes) / steps / (1024.0 * 1024.0),
+                  t.hidden_fraction() * 100.0, t.exposed_s, t.active_s, mode.c_str());
     MS_LOG(Info) << line;
   }
   MS_RETURN_IF_ERROR(log_data_wait(summary));

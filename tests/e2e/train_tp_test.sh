@@ -60,6 +60,7 @@ for layout in "2 tp2 --set parallel.tp=2" \
               "4 tp2dp2 --set parallel.tp=2" \
               "4 tp2dp2z0 --set parallel.tp=2 --set parallel.zero=0" \
               "2 tp2nosp --set parallel.tp=2 --set parallel.sequence_parallel=false" \
+              "2 tp2serial --set parallel.tp=2 --set parallel.tp_overlap=false --set telemetry.trace=true" \
               "2 tp2sel --set parallel.tp=2 --set parallel.recompute=selective" \
               "4 tp4full --set parallel.tp=4 --set parallel.recompute=full"; do
   read -r np name args <<<"$layout"
@@ -69,8 +70,13 @@ for layout in "2 tp2 --set parallel.tp=2" \
   passed=$((passed + 1))
 done
 grep -q "memory per model rank (tp 4, dp 1, zero 1)" "$work/tp4full.log" || fail "no memory plan line"
+grep -qE "tensor-parallel communication: [0-9]+ collectives, .* hidden behind compute .*in 4 chunks" \
+  "$work/tp2.log" || fail "no tp communication summary"
 grep -q "recompute full, sequence parallel on" "$work/tp4full.log" || fail "memory line lacks recompute"
 
+grep -q '"op":"reduce_scatter","group":"tp"' "$work/tp2serial/trace/rank-00001.jsonl" ||
+  fail "no tp reduce-scatter in the trace"
+grep -q "parallel.tp_overlap off" "$work/tp2serial.log" || fail "overlap switch not reported"
 train 2 "$work/moe-tp2" --set parallel.tp=2 --set model.moe.num_experts=4 --set model.moe.top_k=2 \
   --set model.moe.shared_expert_d_ff=32
 close "$work/moe-tp2" "$work/ref-moe" 1
