@@ -516,6 +516,8 @@ Status Trainer::finish(TrainSummary& summary) {
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
     MS_LOG(Info) << line;
   }
+  // "Up to": a chunk's completion is only seen when the model polls between GEMMs, so the
+  // time in flight includes compute the transfer may not have used.
   const parallel::TpCommStats& t = summary.tp_comm;
   if (s_->model->tp_size() > 1 && summary.steps_done > 0 && t.collectives > 0) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
@@ -526,8 +528,8 @@ Status Trainer::finish(TrainSummary& summary) {
             : "parallel.tp_overlap off";
     char line[320];
     std::snprintf(line, sizeof(line),
-                  "tensor-parallel communication: %.0f collectives, %.1f MiB per step; %.0f%% "
-                  "hidden behind compute (waited %.3fs of %.3fs in flight; %s)",
+                  "tensor-parallel communication: %.0f collectives, %.1f MiB per step; up to "
+                  "%.0f%% hidden behind compute (waited %.3fs of %.3fs in flight; %s)",
                   static_cast<double>(t.collectives) / steps,
                   static_cast<double>(t.bytes) / steps / (1024.0 * 1024.0),
                   t.hidden_fraction() * 100.0, t.exposed_s, t.active_s, mode.c_str());
