@@ -4,6 +4,7 @@
 // on this rank's d_ff slice (TpState). The layers and the stack are in model/layers.cc.
 #include <algorithm>
 
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -14,25 +15,6 @@
 #include "ops/rope.h"
 
 namespace ms::model {
-namespace {
-
-// Resizes v to n elements and returns its data (contents unspecified).
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-// Resizes v to n elements, all zero.
-float* zeroed(std::vector<float>& v, int64_t n) {
-  v.assign(static_cast<size_t>(n), 0.0f);
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-}  // namespace
 
 ops::AttentionShape Transformer::Impl::attention_shape(const Dims& d) const {
   ops::AttentionShape s;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -17,15 +18,6 @@
 
 namespace ms::model {
 namespace {
-
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
 
 // x: (heads, hd) of one token rotated in place by position pos (ops/rope.h's convention).
 void rope_at(float* x, const ops::RopeTable& table, int64_t pos, int64_t heads) {

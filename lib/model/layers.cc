@@ -11,6 +11,7 @@
 // share one gather and one reduction in each direction. Without tp those steps cost nothing.
 #include <algorithm>
 
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -20,20 +21,6 @@
 
 namespace ms::model {
 namespace {
-
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-float* zeroed(std::vector<float>& v, int64_t n) {
-  v.assign(static_cast<size_t>(n), 0.0f);
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
 
 // y = x W^T over all rows (x null: the gathered rows).
 RowGemm forward_gemm(const float* x, const float* w, int64_t in, int64_t out, float* y) {

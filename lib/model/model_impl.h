@@ -6,6 +6,10 @@
 // after RoPE, the attention output and its log-sum-exp, the post-attention residual, the FFN's
 // gate/up projections (and for MoE the router probabilities, routing, weights and expert
 // outputs). Normed inputs and SwiGLU products are recomputed in the backward instead.
+// parallel.recompute keeps less: selective drops the attention internals, full everything but
+// the block input (LayerActs). With tensor parallelism the residual stream and norms hold this
+// rank's rows (all N, or N/tp with sequence parallelism) and the projections its heads and
+// d_ff slice (TpState).
 #pragma once
 
 #include <cstddef>

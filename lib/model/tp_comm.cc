@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/timer.h"
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -17,19 +18,6 @@
 #include "parallel/vocab_parallel.h"
 
 namespace ms::model {
-namespace {
-
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-}  // namespace
-
 namespace {
 
 // gemm applied to `rows` rows whose input starts at x (row stride: its input width), writing
