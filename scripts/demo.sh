@@ -99,7 +99,7 @@ else
   echo "the losses differ with the loader rank"; exit 1
 fi
 
-step "tensor parallelism: the same 10 steps with tp=2 (sequence parallel, overlapped) on 2 ranks"
+step "tensor parallelism: the same 10 steps with tp=2 (sequence parallel) on 2 ranks"
 rm -rf runs/demo-tp
 "${MPIRUN[@]}" "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-tp --set parallel.tp=2
 grep -o 'memory per model rank.*' runs/demo-tp/log.txt | sed 's/; expected.*//'

@@ -89,7 +89,8 @@ void add_parallel_keys(Schema<Cfg>& s) {
   s.add("parallel.tp_overlap",
         "With parallel.tp above 1, split each tp all-gather, reduce-scatter and all-reduce into "
         "parallel.tp_overlap_chunks pieces so that moving one overlaps the GEMM of another; "
-        "false issues each as one blocking collective.", &Cfg::parallel, &P::tp_overlap);
+        "false issues each as one blocking collective (faster on CPUs with MPI over shared "
+        "memory, where the same cores copy and compute).", &Cfg::parallel, &P::tp_overlap);
   s.add("parallel.tp_overlap_chunks", "Pieces each overlapped tp collective is split into.",
         &Cfg::parallel, &P::tp_overlap_chunks).at_least(1).at_most(64);
   s.add("parallel.recompute",

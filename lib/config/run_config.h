@@ -65,7 +65,9 @@ struct ParallelConfig {
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model
   bool sequence_parallel = true;  // with tp > 1: activations between blocks split along the sequence
-  bool tp_overlap = true;         // with tp > 1: chunked tp collectives overlapped with GEMMs
+  // With tp > 1: chunked tp collectives overlapped with GEMMs. Off by default: on the CPU with
+  // OpenMPI it measured slower than one collective each (docs/bench/train.md).
+  bool tp_overlap = false;
   int64_t tp_overlap_chunks = 4;  // chunks each overlapped tp collective is split into
   Recompute recompute = Recompute::kNone;
   bool operator==(const ParallelConfig&) const = default;

@@ -58,7 +58,7 @@ tps() { sed -n 's/.*: \([0-9]*\)$/\1/p' "$WORK/$1.tps"; }
 echo "# $(uname -n), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg), $STEPS steps"
 run one 1 2
 run dp2 2 1
-run tp2 2 1 --set parallel.tp=2
+run tp2 2 1 --set parallel.tp=2 --set parallel.tp_overlap=true
 run tp2-serial 2 1 --set parallel.tp=2 --set parallel.tp_overlap=false
 awk -v tp="$(tps tp2)" -v serial="$(tps tp2-serial)" -v dp="$(tps dp2)" -v one="$(tps one)" 'BEGIN {
   printf "tp2 / dp2 tokens/s: %.2f (aim >= 0.85); tp2 without overlap / dp2: %.2f; tp2 / one rank x 2 threads: %.2f\n",

@@ -2,12 +2,12 @@
 # Tensor parallelism in ms-train, specified by equivalence with the single-process run (issue
 # 12): on the Shakespeare plan, a small grouped-query model trained 5 steps at tp = 2, tp = 4
 # and tp = 2 x dp = 2 (ZeRO-1 on and off), with sequence parallelism off, with selective and
-# full recomputation, and for MoE with a shared expert and the parallel block, logs losses
-# (telemetry, full precision) within 1e-5 relative of the one-rank run at every step (also
-# with a loader rank and without overlap); the same
-# layout twice is bitwise identical; a run saved at one layout and resumed at another
-# continues within 1e-5 of the uninterrupted run; a layout the model cannot split is refused
-# before any step, naming the key; --dry-run prints which rank holds which slice.
+# full recomputation, with the chunked overlap, with a loader rank, and for MoE with a shared expert,
+# the parallel block, untied embeddings and a sliding window (at tp 2 x dp 2 too), logs losses
+# and gradient norms (telemetry, full precision) within 1e-5 relative of the one-rank run at
+# every step; the same layout twice is bitwise identical; a run saved at one layout and resumed
+# at another continues within 1e-5 of the uninterrupted run; a layout the model cannot split is
+# refused before any step, naming the key; --dry-run prints which rank holds which slice.
 # Usage: train_tp_test.sh <mpirun> <bin dir> <source dir>
 set -euo pipefail
 MPIRUN=$1
@@ -34,12 +34,14 @@ train() {  # train <ranks> <run dir> [extra args...]
     "${base[@]}" --set run.dir="$dir" "$@" > "$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
 }
 
-losses() {  # "step loss" lines of rank 0's telemetry in <run dir>
-  sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' \
+losses() {  # "step loss" and "step grad_norm" lines of rank 0's telemetry in <run dir>
+  sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2\n\1 \3/p' \
     "$1/telemetry/rank-00000.jsonl"
 }
 
-close() {  # close <run dir> <reference run dir> <first step>: losses within 1e-5 relative
+# close <run dir> <reference run dir> <first step>: every step's loss and gradient norm (the
+# global gradient's, so a wrong gradient anywhere shows at step 1) within 1e-5 relative.
+close() {
   local got want
   got=$(losses "$1" | awk -v s="$3" '$1 >= s')
   want=$(losses "$2" | awk -v s="$3" '$1 >= s')
@@ -47,7 +49,7 @@ close() {  # close <run dir> <reference run dir> <first step>: losses within 1e-
   paste <(echo "$got") <(echo "$want") | awk -v what="$1" '
     $1 != $3 { print "step mismatch in " what; bad = 1; exit }
     { d = $2 - $4; if (d < 0) d = -d; r = $4 < 0 ? -$4 : $4
-      if (d > 1e-5 * r) { printf "%s step %d: loss %.10f vs %.10f\n", what, $1, $2, $4; bad = 1 } }
+      if (d > 1e-5 * r) { printf "%s step %d: loss or grad_norm %.10f vs %.10f\n", what, $1, $2, $4; bad = 1 } }
     END { exit bad }' || fail "$1 is not within 1e-5 of $2"
 }
 
@@ -56,12 +58,14 @@ train 1 "$work/ref"
 train 1 "$work/ref-moe" --set model.moe.num_experts=4 --set model.moe.top_k=2 \
   --set model.moe.shared_expert_d_ff=32
 train 1 "$work/ref-block" --set model.parallel_block=true
+train 1 "$work/ref-untied" --set model.tie_embeddings=false
+train 1 "$work/ref-window" --set model.sliding_window=8
 for layout in "2 tp2 --set parallel.tp=2" \
               "4 tp4 --set parallel.tp=4" \
               "4 tp2dp2 --set parallel.tp=2" \
               "4 tp2dp2z0 --set parallel.tp=2 --set parallel.zero=0" \
               "2 tp2nosp --set parallel.tp=2 --set parallel.sequence_parallel=false" \
-              "2 tp2serial --set parallel.tp=2 --set parallel.tp_overlap=false --set telemetry.trace=true" \
+              "2 tp2overlap --set parallel.tp=2 --set parallel.tp_overlap=true --set telemetry.trace=true" \
               "2 tp2sel --set parallel.tp=2 --set parallel.recompute=selective" \
               "4 tp4full --set parallel.tp=4 --set parallel.recompute=full" \
               "3 tp2loader --set parallel.tp=2 --set parallel.loaders=1"; do
@@ -73,18 +77,33 @@ for layout in "2 tp2 --set parallel.tp=2" \
 done
 grep -q "memory per model rank (tp 4, dp 1, zero 1)" "$work/tp4full.log" || fail "no memory plan line"
 grep -qE "tensor-parallel communication: [0-9]+ collectives, .* up to [0-9]+% hidden behind compute .*in 4 chunks" \
-  "$work/tp2.log" || fail "no tp communication summary"
+  "$work/tp2overlap.log" || fail "no tp communication summary"
 grep -q "recompute full, sequence parallel on" "$work/tp4full.log" || fail "memory line lacks recompute"
 
-grep -q '"op":"reduce_scatter","group":"tp"' "$work/tp2serial/trace/rank-00001.jsonl" ||
+grep -q '"op":"reduce_scatter","group":"tp"' "$work/tp2overlap/trace/rank-00001.jsonl" ||
   fail "no tp reduce-scatter in the trace"
-grep -q "parallel.tp_overlap off" "$work/tp2serial.log" || fail "overlap switch not reported"
+grep -q "parallel.tp_overlap off" "$work/tp2.log" || fail "overlap switch not reported"
 train 2 "$work/moe-tp2" --set parallel.tp=2 --set model.moe.num_experts=4 --set model.moe.top_k=2 \
   --set model.moe.shared_expert_d_ff=32
 close "$work/moe-tp2" "$work/ref-moe" 1
 train 4 "$work/block-tp4" --set parallel.tp=4 --set model.parallel_block=true
 close "$work/block-tp4" "$work/ref-block" 1
-passed=$((passed + 2))
+moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.shared_expert_d_ff=32)
+train 4 "$work/moe-tp2dp2" --set parallel.tp=2 "${moe[@]}" --set parallel.recompute=full
+close "$work/moe-tp2dp2" "$work/ref-moe" 1
+train 4 "$work/block-tp2dp2" --set parallel.tp=2 --set model.parallel_block=true \
+  --set parallel.sequence_parallel=false
+close "$work/block-tp2dp2" "$work/ref-block" 1
+train 4 "$work/untied-tp2dp2" --set parallel.tp=2 --set model.tie_embeddings=false \
+  --set parallel.recompute=selective
+close "$work/untied-tp2dp2" "$work/ref-untied" 1
+train 2 "$work/window-tp2" --set parallel.tp=2 --set model.sliding_window=8 \
+  --set parallel.recompute=full
+close "$work/window-tp2" "$work/ref-window" 1
+train 4 "$work/window-tp2dp2" --set parallel.tp=2 --set model.sliding_window=8 \
+  --set parallel.sequence_parallel=false --set parallel.zero=0
+close "$work/window-tp2dp2" "$work/ref-window" 1
+passed=$((passed + 7))
 
 # The same layout twice: bitwise the same losses and gradient norms.
 train 4 "$work/tp2dp2-again" --set parallel.tp=2
