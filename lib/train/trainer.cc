@@ -26,6 +26,7 @@
 #include "train/schedule.h"
 #include "train/spike_guard.h"
 #include "train/stop_signal.h"
+#include "train/tp_batch_source.h"
 #include "train/trainer_state.h"
 
 namespace ms::train {
@@ -114,7 +115,9 @@ Status Trainer::open_data() {
   data::LoaderOptions options{config_.data.plan, data::Split::kTrain, config_.train.global_batch,
                               config_.train.micro_batch, dp.rank(), dp.size(), 2};
   MS_ASSIGN_OR_RETURN(s_->train_loader, open_source(options));
-  s_->train_client = dynamic_cast<const data::DisaggregatedLoaderClient*>(s_->train_loader.get());
+  const auto* shared = dynamic_cast<const TpBroadcastSource*>(s_->train_loader.get());
+  s_->train_client = dynamic_cast<const data::DisaggregatedLoaderClient*>(
+      shared != nullptr ? shared->root_source() : s_->train_loader.get());
   const DataFacts facts{config_.data.plan, s_->train_loader->seq_len(),
                         s_->train_loader->vocab_size()};
   MS_RETURN_IF_ERROR(check_against_data(config_, facts));
@@ -125,8 +128,15 @@ Status Trainer::open_data() {
     MS_ASSIGN_OR_RETURN(s_->eval_loader, open_source(options));
   }
   if (s_->loaders > 0 && world_.rank() == 0) {
-    MS_LOG(Info) << "data: " << s_->loaders << " loader rank(s) serve " << s_->dp
-                 << " trainer rank(s) (parallel.loaders)";
+    if (config_.parallel.tp > 1) {
+      MS_LOG(Info) << "data: " << s_->loaders << " loader rank(s) serve " << s_->dp
+                   << " tp group(s) of " << config_.parallel.tp
+                   << " trainer ranks (parallel.loaders); tp rank 0 of each tp group fetches "
+                      "and broadcasts its batches";
+    } else {
+      MS_LOG(Info) << "data: " << s_->loaders << " loader rank(s) serve " << s_->dp
+                   << " trainer rank(s) (parallel.loaders)";
+    }
   }
   return Status::OK();
 }
@@ -134,7 +144,8 @@ Status Trainer::open_data() {
 // A local Loader, or with parallel.loaders a client of this rank's loader rank, which opens the
 // same Loader there (so the batches are bitwise those of local loading). The loader rank builds
 // two steps of the train split ahead, so a trainer only waits for the transfer when the
-// loaders keep up.
+// loaders keep up. Under tensor parallelism only tp rank 0 of each group holds the client and
+// broadcasts the batches over the group (TpBroadcastSource): one fetch per tp group.
 Result<std::unique_ptr<data::BatchSource>> Trainer::open_source(const data::LoaderOptions& options) {
   if (s_->loaders == 0) {
     MS_ASSIGN_OR_RETURN(std::unique_ptr<data::Loader> loader, data::Loader::open(options));
@@ -145,9 +156,26 @@ Result<std::unique_ptr<data::BatchSource>> Trainer::open_source(const data::Load
     const int64_t per_step = options.global_batch / (int64_t{options.dp_size} * options.micro_batch);
     remote.prefetch = static_cast<int>(std::max<int64_t>(options.prefetch, 2 * per_step));
   }
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<data::DisaggregatedLoaderClient> client,
-                      data::DisaggregatedLoaderClient::open(world_, s_->loaders, remote));
-  return std::unique_ptr<data::BatchSource>(std::move(client));
+  const bool shared = s_->mesh->layout().shape().tp > 1;
+  std::unique_ptr<data::BatchSource> client;
+  if (!shared || s_->mesh->coord().tp == 0) {
+    // Outside a tp group's broadcast an open error stays on this rank; agree() shares it.
+    Result<std::unique_ptr<data::DisaggregatedLoaderClient>> opened =
+        data::DisaggregatedLoaderClient::open(world_, s_->loaders, remote);
+    if (!shared) {
+      MS_ASSIGN_OR_RETURN(std::unique_ptr<data::DisaggregatedLoaderClient> c, std::move(opened));
+      return std::unique_ptr<data::BatchSource>(std::move(c));
+    }
+    // Every rank of the group must reach the broadcast below, so tp rank 0's failure is
+    // agreed over the group first.
+    MS_RETURN_IF_ERROR(comm::agree(s_->mesh->tp(), opened.status(), "opening the loader channel"));
+    client = std::move(*opened);
+  } else {
+    MS_RETURN_IF_ERROR(comm::agree(s_->mesh->tp(), Status::OK(), "opening the loader channel"));
+  }
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<TpBroadcastSource> source,
+                      TpBroadcastSource::create(s_->mesh->tp(), std::move(client)));
+  return std::unique_ptr<data::BatchSource>(std::move(source));
 }
 
 // A loader rank's part of the job: serve its trainers until each of them has finished.

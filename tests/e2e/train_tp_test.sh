@@ -68,13 +68,16 @@ for layout in "2 tp2 --set parallel.tp=2" \
               "2 tp2overlap --set parallel.tp=2 --set parallel.tp_overlap=true --set telemetry.trace=true" \
               "2 tp2sel --set parallel.tp=2 --set parallel.recompute=selective" \
               "4 tp4full --set parallel.tp=4 --set parallel.recompute=full" \
-              "3 tp2loader --set parallel.tp=2 --set parallel.loaders=1"; do
+              "3 tp2loader --set parallel.tp=2 --set parallel.loaders=1" \
+              "5 tp2dp2loader --set parallel.tp=2 --set parallel.loaders=1"; do
   read -r np name args <<<"$layout"
   # shellcheck disable=SC2086
   train "$np" "$work/$name" $args
   close "$work/$name" "$work/ref" 1
   passed=$((passed + 1))
 done
+grep -q "tp rank 0 of each tp group fetches and broadcasts" "$work/tp2dp2loader.log" ||
+  fail "the loader line does not say one fetch per tp group"
 grep -q "memory per model rank (tp 4, dp 1, zero 1)" "$work/tp4full.log" || fail "no memory plan line"
 grep -qE "tensor-parallel communication: [0-9]+ collectives, .* up to [0-9]+% hidden behind compute .*in 4 chunks" \
   "$work/tp2overlap.log" || fail "no tp communication summary"
