@@ -3,8 +3,9 @@
 # configs: the dataset job's datasets verify; a training job requeued mid-run with `scontrol
 # requeue` resumes from its checkpoint and logs the losses of an uninterrupted run, bit for bit,
 # ending with the same weights; the reshard job's output diffs clean against its input; the
-# export job's model matches the checkpoint; the check job exits 0 (launched by mpirun inside
-# the allocation, the scripts' fallback; the others use srun --mpi=pmix where offered).
+# export job's model matches the checkpoint; the check job exits 0. The check job and one
+# training job run with mpirun inside the allocation (the scripts' fallback), the others with
+# srun --mpi=pmix where the cluster offers it.
 # Skips (exit 77) when no Slurm cluster answers: scripts/slurm_local.sh starts one.
 # Usage: slurm_test.sh <bin dir> <source dir>
 set -euo pipefail
@@ -84,16 +85,17 @@ losses() {
 submit ref --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args runs/ref) ||
   { show ref; fail "uninterrupted training job"; }
 
-# interrupted <name> <how>: the same run as a job interrupted after its 5th step, then run to
-# the end in the same job; <how> is `requeue` (scontrol requeue: SIGTERM to the job, which Slurm
-# queues again) or `warn` (SIGUSR1 to the batch shell, as `--signal=B:USR1@T` sends ahead of
-# the time limit; the script requeues itself). A requeued job waits for a begin time Slurm sets
-# about two minutes ahead; StartTime=now lets it run again at once. Checks that it resumed
-# mid-run and that its losses and final weights are the uninterrupted run's.
+# interrupted <name> <how> [launcher]: the same run as a job interrupted after its 5th step,
+# then run to the end in the same job. <how> is `requeue` (scontrol requeue: SIGTERM to the
+# job, which Slurm queues again) or `warn` (SIGUSR1 to the batch shell, as
+# `--signal=B:USR1@T` sends ahead of the time limit; the script requeues itself); [launcher]
+# forces srun or mpirun (launch.sh). A requeued job waits for a begin time Slurm sets about two
+# minutes ahead; StartTime=now lets it run again sooner. Checks that it resumed mid-run and
+# that its losses and final weights are the uninterrupted run's.
 interrupted() {
   local name=$1 how=$2 job='' state resumed
   # shellcheck disable=SC2046
-  submit "$name" --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args "runs/$name") &
+  MS_LAUNCHER=${3:-} submit "$name" --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args "runs/$name") &
   local waiter=$!
   for _ in $(seq 1 300); do
     job=$(job_id "$name")
@@ -107,11 +109,13 @@ interrupted() {
     warn) scancel --batch --signal=USR1 "$job" ;;
   esac
   for _ in $(seq 1 100); do
-    state=$(squeue -h -j "$job" -o %T 2> /dev/null || true)
-    [ "$state" = PENDING ] && scontrol update jobid="$job" StartTime=now 2> /dev/null
-    [ "$state" = RUNNING ] && grep -q "restart 1" "$name.out" && break
-    sleep 0.3
+    [ "$(squeue -h -j "$job" -o %T 2> /dev/null || true)" = PENDING ] && break
+    sleep 0.2
   done
+  # slurmd refuses to start a job again within the second its previous run was killed in
+  # ("Job credential revoked"), which is what Slurm's begin delay guards against.
+  sleep 2
+  scontrol update jobid="$job" StartTime=now
   wait "$waiter" || { show "$name"; fail "$name: the interrupted training job failed"; }
   grep -q "resuming from runs/$name/checkpoints/step-" "$name.out" ||
     { show "$name"; fail "$name: the job did not resume from a checkpoint"; }
@@ -135,6 +139,7 @@ losses runs/ref > ref.losses
 [ "$(wc -l < ref.losses)" -eq "$STEPS" ] || fail "the uninterrupted run logged $(wc -l < ref.losses) steps"
 interrupted requeued requeue
 interrupted warned warn
+interrupted warned-mpirun warn mpirun
 
 submit reshard --ntasks=2 "$SRC/scripts/slurm/reshard.sbatch" runs/requeued/checkpoints \
   dp=4,zero=1 resharded || { show reshard; fail "reshard job"; }
