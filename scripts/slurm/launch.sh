@@ -61,9 +61,11 @@ ms_launch() {
 # signal afterwards (USR1 or TERM; empty when none came), so a script can tell a lead-time
 # warning, after which it may requeue itself, from Slurm ending the job.
 MS_STOP_SIGNAL=
+MS_STOPS_FORWARDED=0
 # shellcheck disable=SC2034  # read by the scripts that source this file
 ms_forward_stop() {
   MS_STOP_SIGNAL=$1
+  MS_STOPS_FORWARDED=$((MS_STOPS_FORWARDED + 1))
   echo "$(date -u +%FT%TZ) batch shell: SIG$1, forwarding SIGUSR1 to the ranks"
   kill -USR1 "$MS_LAUNCH_PID" 2> /dev/null || true
 }
@@ -75,12 +77,14 @@ ms_launch_stoppable() {
   # The launcher itself in the background (not a subshell around it), so the signal reaches it.
   "${MS_LAUNCH_CMD[@]}" &
   MS_LAUNCH_PID=$!
-  # A trapped signal interrupts `wait`; keep waiting until the launcher itself has exited.
-  local status=0
+  # A trapped signal makes `wait` return early (128 + the signal) with the launcher still
+  # running; wait again until a wait ends without a trap, which is the launcher's own status.
+  local status forwarded
   while true; do
+    forwarded=$MS_STOPS_FORWARDED
     status=0
     wait "$MS_LAUNCH_PID" || status=$?
-    kill -0 "$MS_LAUNCH_PID" 2> /dev/null || break
+    [ "$forwarded" -ne "$MS_STOPS_FORWARDED" ] || break
   done
   trap - USR1 TERM
   return "$status"
