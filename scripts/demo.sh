@@ -3,7 +3,9 @@
 #   a byte-level BPE tokenizer learned from Tiny Shakespeare (GPT-2's Hugging Face
 #   tokenizer.json shown loading unchanged) -> datasets from the bundled corpora -> a weighted
 #   mixture plan -> training on 2 ranks with telemetry, traces and checkpoints, its loss printed
-#   next to the data's unigram entropy -> the same losses with a dedicated data-loader rank -> reshard the checkpoint offline to 4 ranks -> export to
+#   next to the data's unigram entropy -> the same losses with a dedicated data-loader rank ->
+#   the same losses with tensor parallelism (tp=2) -> reshard the checkpoint offline to
+#   tp=2 x dp=2 -> export to
 #   Hugging Face safetensors -> generate text that reads like the corpus -> a MoE model served
 #   with attention and experts on separate ranks -> diagnosis (health check, straggler what-if
 #   on the run's trace, fault detection on simulated telemetry).
@@ -97,13 +99,24 @@ else
   echo "the losses differ with the loader rank"; exit 1
 fi
 
-step "the checkpoint: inspect, verify, reshard offline to dp=4, compare, export"
+step "tensor parallelism: the same 10 steps with tp=2 (sequence parallel, overlapped) on 2 ranks"
+rm -rf runs/demo-tp
+"${MPIRUN[@]}" "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-tp --set parallel.tp=2
+grep -o 'memory per model rank.*' runs/demo-tp/log.txt | sed 's/; expected.*//'
+grep -o 'tensor-parallel communication: .*' runs/demo-tp/log.txt
+paste <(step_losses runs/demo-local | sed 's/.*"loss"://') \
+      <(step_losses runs/demo-tp | sed 's/.*"loss"://') |
+  awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5 * $1) bad = 1 }
+       END { printf "largest loss difference tp=2 vs dp=2 over 10 steps: %.2e\n", m; exit bad }' ||
+  { echo "tp=2 losses differ from dp=2 beyond 1e-5"; exit 1; }
+
+step "the checkpoint: inspect, verify, reshard offline to tp=2 x dp=2 (ZeRO-1), compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"
 "$BIN/ms-ckpt" inspect "$RUN/checkpoints" > "$RUN/inspect.txt"
 head -20 "$RUN/inspect.txt"   # (a pipe into head would end inspect with SIGPIPE under pipefail)
 "$BIN/ms-ckpt" verify "$RUN/checkpoints"
 rm -rf runs/demo-resharded runs/demo-hf
-"${MPIRUN[@]}" "$BIN/ms-ckpt" reshard "$RUN/checkpoints" --to dp=4,zero=1 \
+"${MPIRUN[@]}" "$BIN/ms-ckpt" reshard "$RUN/checkpoints" --to tp=2,dp=2,zero=1 \
   --output runs/demo-resharded
 "$BIN/ms-ckpt" diff "$RUN/checkpoints" runs/demo-resharded
 "$BIN/ms-ckpt" export "$RUN/checkpoints" --format safetensors --output runs/demo-hf

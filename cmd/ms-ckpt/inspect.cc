@@ -1,6 +1,6 @@
 // `ms-ckpt inspect`: what a checkpoint holds: step, format and toolkit versions, the layout it
-// was saved with, every tensor (dtype, global shape, bytes, shards, codecs), data file sizes, the
-// resolved config and the non-tensor state; `--json` for machines.
+// was saved with (tp, dp, pp, ep, zero), every tensor (dtype, global shape, bytes, shards,
+// codecs), data file sizes, the resolved config and the non-tensor state; `--json` for machines.
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -76,7 +76,10 @@ void print_text(const ordered_json& d) {
   std::printf("format version   %d\n", d["format_version"].get<int>());
   std::printf("written by       ms %s (git %s)\n", d["toolkit_version"].get<std::string>().c_str(),
               d["git_revision"].get<std::string>().c_str());
-  std::printf("layout           %s\n", d["layout"].dump().c_str());
+  const ordered_json& l = d["layout"];
+  std::printf("layout           tp=%d dp=%d pp=%d ep=%d zero=%d (world %d)\n", l["tp"].get<int>(),
+              l["dp"].get<int>(), l["pp"].get<int>(), l["ep"].get<int>(), l["zero"].get<int>(),
+              l["world"].get<int>());
   std::printf("tensors          %zu, %llu bytes (%llu stored)\n", d["tensor_count"].get<size_t>(),
               static_cast<unsigned long long>(d["tensor_bytes"].get<uint64_t>()),
               static_cast<unsigned long long>(d["stored_bytes"].get<uint64_t>()));

@@ -1,6 +1,7 @@
-// ms-train: trains with no subcommand, as one process or under `mpirun -np N` (one
-// data-parallel rank per process). --dry-run resolves and validates a config without starting
-// MPI; --config-help prints the config reference. The loop itself is ms::train::Trainer.
+// ms-train: trains with no subcommand, as one process or under `mpirun -np N` (N = dp x
+// parallel.tp model ranks + parallel.loaders). --dry-run resolves and validates a config without
+// starting MPI and prints it with its parallel layout (--ranks N plans for N ranks);
+// --config-help prints the config reference. The loop itself is ms::train::Trainer.
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
 #include "core/logging.h"
+#include "train/layout_report.h"
 #include "train/trainer.h"
 
 namespace {
@@ -18,6 +20,7 @@ struct TrainOptions {
   std::string config_path;
   std::vector<std::string> sets;
   bool dry_run = false;
+  int ranks = 0;  // --ranks: the world size --dry-run plans for; 0: the launcher's, or tp
   bool config_help = false;
 };
 
@@ -76,7 +79,13 @@ ms::Result<int> train(const TrainOptions& opts) {
       ms::config::load_run_config(opts.config_path, opts.sets);
   if (!config.ok()) return report_config_error(config.status());
   if (opts.dry_run) {
-    std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config);
+    int ranks = opts.ranks > 0 ? opts.ranks : launcher_size();
+    if (opts.ranks <= 0 && ranks == 1) {
+      ranks = static_cast<int>(config->parallel.tp + config->parallel.loaders);
+    }
+    MS_ASSIGN_OR_RETURN(const std::string layout, ms::train::describe_layout(*config, ranks));
+    std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config)
+              << layout;
     return 0;
   }
   return ms::cli::run_in_world([&](ms::comm::MpiCommunicator& world) {
@@ -89,12 +98,18 @@ ms::Result<int> train(const TrainOptions& opts) {
 int main(int argc, char** argv) {
   ms::cli::Tool tool("ms-train",
                      "ms-train: train dense and MoE transformers with data parallelism (ZeRO-1) "
-                     "over MPI; run under `mpirun -np N` for N data-parallel ranks");
+                     "and tensor/sequence parallelism over MPI; run under `mpirun -np N` for N = "
+                     "dp x parallel.tp ranks");
   TrainOptions opts;
   CLI::App& app = tool.app();
   ms::cli::add_config_options(&app, &opts.config_path, &opts.sets);
   app.add_flag("--dry-run", opts.dry_run,
-               "Resolve and validate the config (file plus --set), print it and exit");
+               "Resolve and validate the config (file plus --set), print it with its parallel "
+               "layout (which rank holds which slice of each tensor) and exit");
+  app.add_option("--ranks", opts.ranks,
+                 "With --dry-run: the number of ranks to lay out (default: the launcher's, or "
+                 "parallel.tp + parallel.loaders when run alone)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--config-help", opts.config_help,
                "List every config key with its type, default and meaning, then exit");
   treat_user_signals_as_term();

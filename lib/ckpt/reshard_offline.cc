@@ -6,7 +6,6 @@
 #include "ckpt/reshard_offline.h"
 
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -25,56 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-Result<int> parse_positive(std::string_view key, std::string_view value) {
-  int v = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
-    return InvalidArgument("--to " + std::string(key) + "=" + std::string(value) +
-                           ": expected a non-negative whole number");
-  }
-  return v;
-}
-
-Status apply_target_key(std::string_view key, int value, ReshardTarget& t) {
-  if (key == "dp") {
-    if (value < 1) return InvalidArgument("--to dp must be at least 1");
-    t.dp = value;
-  } else if (key == "zero") {
-    if (value > 1) return InvalidArgument("--to zero must be 0 or 1");
-    t.zero = value;
-  } else if (key == "tp" || key == "pp" || key == "ep") {
-    if (value != 1) {
-      return InvalidArgument("--to " + std::string(key) + "=" + std::to_string(value) +
-                             ": the model does not split tensors along " + std::string(key) +
-                             " yet; only dp and zero can be changed");
-    }
-  } else {
-    return InvalidArgument("--to: unknown key '" + std::string(key) +
-                           "' (expected dp, zero, tp, pp, ep)");
-  }
-  return Status::OK();
-}
-
-std::vector<Box> bounded(const Box& box, DType dtype, uint64_t max_bytes) {
-  const int64_t max_elements =
-      std::max<int64_t>(1, static_cast<int64_t>(max_bytes / dtype_size(dtype)));
-  return split_box(box, max_elements);
-}
-
-// Optimizer state of dp rank r under ZeRO: its flat range [r*N/dp, (r+1)*N/dp) as boxes.
-void plan_flat_ranges(const TensorRecord& t, size_t index, int dp, uint64_t max_bytes,
-                      std::vector<PlannedShard>& out) {
-  const int64_t n = t.numel();
-  for (int r = 0; r < dp; ++r) {
-    const int64_t begin = n * r / dp, end = n * (r + 1) / dp;
-    if (begin == end) continue;
-    comm::ShardSpec spec = comm::ShardSpec::flat_range(t.global_shape, begin, end).value();
-    for (const LocalBox& lb : spec_boxes(spec)) {
-      for (Box& b : bounded(lb.box, t.dtype, max_bytes)) out.push_back({index, r, std::move(b)});
-    }
-  }
-}
 
 // The data file of target rank r holds what r saves; this process writes r % size == rank.
 struct OutputFile {
@@ -152,7 +101,7 @@ Result<std::vector<std::string>> gather_text(comm::Communicator& comm, const std
 Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
                             const std::vector<std::string>& texts) {
   Manifest m = source;
-  m.layout = Layout{target.dp, target.dp, 1, 1, 1, target.zero};
+  m.layout = Layout{target.world(), target.dp, target.tp, 1, 1, target.zero};
   m.toolkit_version = std::string(version());
   m.git_revision = git_revision();
   std::map<std::string, TensorRecord*> by_name;
@@ -202,49 +151,6 @@ Result<std::string> shared_temp_dir(const std::string& final_dir, comm::Communic
   return std::string(name);
 }
 
-}  // namespace
-
-Result<ReshardTarget> parse_reshard_target(std::string_view text) {
-  ReshardTarget t;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return InvalidArgument("--to: expected key=value items like dp=4,zero=1, got '" +
-                             std::string(item) + "'");
-    }
-    MS_ASSIGN_OR_RETURN(int value, parse_positive(item.substr(0, eq), item.substr(eq + 1)));
-    MS_RETURN_IF_ERROR(apply_target_key(item.substr(0, eq), value, t));
-    start = comma + 1;
-  }
-  return t;
-}
-
-std::vector<PlannedShard> plan_reshard(const Manifest& m, const ReshardTarget& target,
-                                       uint64_t max_shard_bytes) {
-  std::vector<PlannedShard> plan;
-  std::vector<uint64_t> load(static_cast<size_t>(target.dp), 0);
-  for (size_t i = 0; i < m.tensors.size(); ++i) {
-    const TensorRecord& t = m.tensors[i];
-    if (target.zero == 1 && t.name.starts_with("optimizer.") && !t.global_shape.empty() &&
-        t.numel() >= target.dp) {
-      plan_flat_ranges(t, i, target.dp, max_shard_bytes, plan);
-      continue;
-    }
-    const Box whole{std::vector<int64_t>(t.global_shape.size(), 0), t.global_shape};
-    for (Box& b : bounded(whole, t.dtype, max_shard_bytes)) {
-      const int r = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      load[static_cast<size_t>(r)] += static_cast<uint64_t>(b.numel()) * dtype_size(t.dtype);
-      plan.push_back({i, r, std::move(b)});
-    }
-  }
-  return plan;
-}
-
-namespace {
-
 // Reads the source manifest and checks every shard lies in its data file, so the plan (whose
 // size follows the tensors' shapes) is bounded by what is really on disk.
 Result<Manifest> read_source(const std::string& step_dir, io::Env& env) {
@@ -264,8 +170,11 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   Result<Manifest> read = read_source(step_dir, env);
   MS_RETURN_IF_ERROR(comm::agree(comm, read.status(), "reading the checkpoint to reshard"));
   const Manifest source = std::move(*read);
-  const std::vector<PlannedShard> plan =
-      plan_reshard(source, options.target, options.max_shard_bytes);
+  // Every rank computes the same plan, so a refused tensor fails all of them alike, before the
+  // temporary directory exists.
+  MS_ASSIGN_OR_RETURN(const std::vector<PlannedShard> plan,
+                      plan_reshard(source, options.target, options.tp_placement,
+                                   options.max_shard_bytes));
   const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);
   MS_ASSIGN_OR_RETURN(std::string tmp, shared_temp_dir(final_dir, comm));
   Result<json> mine = write_my_files(step_dir, source, plan, tmp, options, comm.rank(),

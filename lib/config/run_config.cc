@@ -19,6 +19,12 @@ constexpr std::array<EnumName<LrSchedule>, 3> kScheduleNames{{
     {"constant", LrSchedule::kConstant},
 }};
 
+constexpr std::array<EnumName<Recompute>, 3> kRecomputeNames{{
+    {"none", Recompute::kNone},
+    {"selective", Recompute::kSelective},
+    {"full", Recompute::kFull},
+}};
+
 using Cfg = RunConfig;
 
 void add_run_keys(Schema<Cfg>& s) {
@@ -75,6 +81,22 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "Data-loader ranks: the last K ranks of the world read the data and send the other "
         "(trainer) ranks their micro-batches; 0 loads on every trainer.",
         &Cfg::parallel, &P::loaders).at_least(0);
+  s.add("parallel.sequence_parallel",
+        "With parallel.tp above 1, split the activations between blocks (norms, residual adds) "
+        "along the sequence across the tp ranks: an all-gather before each column-parallel "
+        "group and a reduce-scatter after each row-parallel projection instead of one "
+        "all-reduce.", &Cfg::parallel, &P::sequence_parallel);
+  s.add("parallel.tp_overlap",
+        "With parallel.tp above 1, split each tp all-gather, reduce-scatter and all-reduce into "
+        "parallel.tp_overlap_chunks pieces so that moving one overlaps the GEMM of another; "
+        "false issues each as one blocking collective.", &Cfg::parallel, &P::tp_overlap);
+  s.add("parallel.tp_overlap_chunks", "Pieces each overlapped tp collective is split into.",
+        &Cfg::parallel, &P::tp_overlap_chunks).at_least(1).at_most(64);
+  s.add("parallel.recompute",
+        "Activation recomputation: none keeps every activation the backward needs; selective "
+        "recomputes the attention internals (q, k, v, the attention output); full keeps only "
+        "each layer's input and recomputes the layer in the backward.",
+        &Cfg::parallel, &P::recompute);
 }
 
 void add_optim_keys(Schema<Cfg>& s) {
@@ -205,6 +227,13 @@ void add_parallel_rules(Schema<Cfg>& s) {
                      "parallel.tp", [](const Cfg& c) { return c.parallel.tp; });
   add_divisible_rule(s, "model.d_ff", [](const Cfg& c) { return c.model.d_ff; },
                      "parallel.tp", [](const Cfg& c) { return c.parallel.tp; });
+  s.add_rule("`model.moe.shared_expert_d_ff` divisible by `parallel.tp`",
+             [](const Cfg& c) -> std::optional<std::string> {
+               const int64_t f = c.model.moe.shared_expert_d_ff, tp = c.parallel.tp;
+               if (f == 0 || tp < 1 || f % tp == 0) return std::nullopt;
+               return value_of("model.moe.shared_expert_d_ff", f) + " must be divisible by " +
+                      value_of("parallel.tp", tp);
+             });
   add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
                    "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
   add_divisible_rule(s, "parallel.dp", [](const Cfg& c) { return c.parallel.dp; },
@@ -251,6 +280,7 @@ Schema<Cfg> build_run_config_schema() {
 
 std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) { return kOptimizerNames; }
 std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kScheduleNames; }
+std::span<const EnumName<Recompute>> enum_names(Recompute) { return kRecomputeNames; }
 
 const Schema<RunConfig>& run_config_schema() {
   static const Schema<RunConfig> schema = build_run_config_schema();

@@ -18,9 +18,12 @@ namespace ms::config {
 
 enum class OptimizerKind { kAdamW, kLamb };
 enum class LrSchedule { kCosine, kLinear, kConstant };
+// parallel.recompute: which activations the backward recomputes instead of keeping.
+enum class Recompute { kNone, kSelective, kFull };
 
 std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind);
 std::span<const EnumName<LrSchedule>> enum_names(LrSchedule);
+std::span<const EnumName<Recompute>> enum_names(Recompute);
 
 struct RunSettings {
   std::string name = "run";
@@ -61,6 +64,10 @@ struct ParallelConfig {
   int64_t ep = 1;
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model
+  bool sequence_parallel = true;  // with tp > 1: activations between blocks split along the sequence
+  bool tp_overlap = true;         // with tp > 1: chunked tp collectives overlapped with GEMMs
+  int64_t tp_overlap_chunks = 4;  // chunks each overlapped tp collective is split into
+  Recompute recompute = Recompute::kNone;
   bool operator==(const ParallelConfig&) const = default;
 };
 

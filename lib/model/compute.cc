@@ -1,8 +1,10 @@
-// The Transformer's forward and backward over a whole micro-batch: every projection is one
-// sgemm over all N = B*T tokens (one per expert for MoE), attention is the tiled kernel of
-// ops/attention.h, and the residual-stream gradient is updated in place layer by layer.
+// The Transformer's building blocks over a whole micro-batch: the SwiGLU MLP (dense layers of
+// serving, the shared expert) and the MoE FFN (routing, grouped expert GEMMs, combine), each
+// one sgemm per projection over all rows (one per expert). Under tensor parallelism they run
+// on this rank's d_ff slice (TpState). The layers and the stack are in model/layers.cc.
 #include <algorithm>
 
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
@@ -13,72 +15,16 @@
 #include "ops/rope.h"
 
 namespace ms::model {
-namespace {
-
-// Resizes v to n elements and returns its data (contents unspecified).
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-// Resizes v to n elements, all zero.
-float* zeroed(std::vector<float>& v, int64_t n) {
-  v.assign(static_cast<size_t>(n), 0.0f);
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-}  // namespace
 
 ops::AttentionShape Transformer::Impl::attention_shape(const Dims& d) const {
   ops::AttentionShape s;
   s.batch = d.B;
   s.seq = d.T;
-  s.heads = cfg.n_heads;
-  s.kv_heads = cfg.n_kv_heads;
+  s.heads = tp.heads;
+  s.kv_heads = tp.kv_heads;
   s.head_dim = head_dim();
   s.window = cfg.sliding_window;
   return s;
-}
-
-// normed: (N, D) -> out: (N, D) = o_proj(attention(rope(q_proj), rope(k_proj), v_proj)).
-void Transformer::Impl::attention_forward(LayerActs& a, const LayerIndex& li, const float* normed,
-                                          float* out, const Dims& d) {
-  const int64_t D = cfg.d_model, qd = cfg.n_heads * head_dim(), kvd = cfg.n_kv_heads * head_dim();
-  float* q = sized(a.q, d.N * qd);
-  float* k = sized(a.k, d.N * kvd);
-  float* v = sized(a.v, d.N * kvd);
-  ops::linear_forward(normed, w(li.q), q, d.N, D, qd);
-  ops::linear_forward(normed, w(li.k), k, d.N, D, kvd);
-  ops::linear_forward(normed, w(li.v), v, d.N, D, kvd);
-  ops::rope_forward(q, rope, d.B, d.T, cfg.n_heads);
-  ops::rope_forward(k, rope, d.B, d.T, cfg.n_kv_heads);
-  ops::attention_forward(attention_shape(d), q, k, v, sized(a.attn, d.N * qd),
-                         sized(a.lse, d.B * cfg.n_heads * d.T));
-  ops::linear_forward(a.attn.data(), w(li.o), out, d.N, qd, D);
-}
-
-// dout: (N, D) gradient of the attention output; accumulates dnormed: (N, D).
-void Transformer::Impl::attention_backward(LayerActs& a, const LayerIndex& li,
-                                           const float* normed, const float* dout,
-                                           float* dnormed, const Dims& d) {
-  const int64_t D = cfg.d_model, qd = cfg.n_heads * head_dim(), kvd = cfg.n_kv_heads * head_dim();
-  Scratch& s = scratch;
-  float* dattn = zeroed(s.dattn, d.N * qd);
-  ops::linear_backward(a.attn.data(), w(li.o), dout, dattn, g(li.o), d.N, qd, D);
-  float* dq = zeroed(s.dq, d.N * qd);
-  float* dk = zeroed(s.dk, d.N * kvd);
-  float* dv = zeroed(s.dv, d.N * kvd);
-  ops::attention_backward(attention_shape(d), a.q.data(), a.k.data(), a.v.data(), a.attn.data(),
-                          a.lse.data(), dattn, dq, dk, dv);
-  ops::rope_backward(dq, rope, d.B, d.T, cfg.n_heads);
-  ops::rope_backward(dk, rope, d.B, d.T, cfg.n_kv_heads);
-  ops::linear_backward(normed, w(li.q), dq, dnormed, g(li.q), d.N, D, qd);
-  ops::linear_backward(normed, w(li.k), dk, dnormed, g(li.k), d.N, D, kvd);
-  ops::linear_backward(normed, w(li.v), dv, dnormed, g(li.v), d.N, D, kvd);
 }
 
 // x: (rows, D) -> out: (rows, D) = down(silu(gate(x)) * up(x)), added to out when accumulate.
@@ -159,7 +105,7 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
 // others. acts keeps the gate/up projections for the backward.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                                         const int64_t* offsets, float* yp) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = cfg.d_ff, rows = offsets[E];
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = tp.d_ff, rows = offsets[E];
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
@@ -175,9 +121,7 @@ void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, con
 void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, const float* x,
                                     const float* yp, float* out, MlpActs& shared, int64_t n) {
   ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    mlp_forward(li.shared, cfg.moe.shared_expert_d_ff, shared, x, out, n, true);
-  }
+  if (cfg.moe.shared_expert_d_ff > 0) mlp_forward(li.shared, tp.shared_d_ff, shared, x, out, n, true);
 }
 
 // x: (n, D) -> out: (n, D): route, run every expert over its tokens, combine with the routing
@@ -196,17 +140,18 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
 // aux_grad is d(objective)/d(this layer's aux loss).
 void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const float* x,
                                      const float* dout, float* dx, float aux_grad, int64_t n) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = cfg.d_ff;
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = tp.d_ff;
   Scratch& s = scratch;
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    mlp_backward(li.shared, cfg.moe.shared_expert_d_ff, m.shared, x, dout, dx, n);
-  }
+  if (cfg.moe.shared_expert_d_ff > 0) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
   const int64_t* offsets = m.routing.offsets.data();
   const ExpertWeights ew = expert_weights(*this, li);
   float* dyp = zeroed(s.dexpert_out, n * k * D);
   float* dweights = zeroed(s.dweights, n * k);
   ops::moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
                               dweights, D);
+  // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
+  // routing weights' gradients: summed here, the router's backward is the same on every rank.
+  allreduce_tp(dweights, n * k);
   float* act = sized(s.act, n * k * F);
   ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, n * k * F);
   float* dact = zeroed(s.dact, n * k * F);
@@ -225,119 +170,10 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
   float* dlogits = zeroed(s.router_logits, n * E);
   ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
-  ops::linear_backward(x, w(li.router), dlogits, dx, g(li.router), n, D, E);
-}
-
-// normed: (N, D) -> out: (N, D) (overwritten). Returns the layer's aux loss (0 when dense).
-double Transformer::Impl::ffn_forward(LayerActs& a, const LayerIndex& li, const float* normed,
-                                      float* out, const Dims& d) {
-  if (is_moe()) return moe_forward(a.moe, li, normed, out, d.N);
-  mlp_forward(li.mlp, cfg.d_ff, a.mlp, normed, out, d.N, false);
-  return 0.0;
-}
-
-void Transformer::Impl::ffn_backward(LayerActs& a, const LayerIndex& li, const float* normed,
-                                     const float* dout, float* dnormed, float aux_grad,
-                                     const Dims& d) {
-  if (is_moe()) {
-    moe_backward(a.moe, li, normed, dout, dnormed, aux_grad, d.N);
-    return;
-  }
-  mlp_backward(li.mlp, cfg.d_ff, a.mlp, normed, dout, dnormed, d.N);
-}
-
-// Block l from acts[l].x (== x_in) into x_out: (N, D). Sequential (pre-norm Llama):
-//   h = x + attn(norm1(x)),  out = h + ffn(norm2(h));
-// parallel block (MegaScale): out = x + attn(norm1(x)) + ffn(norm1(x)).
-double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_out,
-                                        const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
-  const float eps = static_cast<float>(cfg.norm_eps);
-  LayerActs& a = acts[l];
-  const LayerIndex& li = layers[l];
-  float* normed = sized(scratch.normed, nd);
-  ops::rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.N), d.N, D, eps);
-  if (cfg.parallel_block) {
-    attention_forward(a, li, normed, x_out, d);
-    const double aux = ffn_forward(a, li, normed, sized(scratch.ffn_out, nd), d);
-    add_into(x_out, x_in, nd);
-    add_into(x_out, scratch.ffn_out.data(), nd);
-    return aux;
-  }
-  float* h = sized(a.h, nd);
-  attention_forward(a, li, normed, h, d);
-  add_into(h, x_in, nd);
-  ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.N), d.N, D, eps);
-  const double aux = ffn_forward(a, li, normed, x_out, d);
-  add_into(x_out, h, nd);
-  return aux;
-}
-
-// dres: (N, D) holds d(objective)/d(block output) and is turned, in place, into the gradient
-// with respect to the block input. Normed inputs are recomputed from the saved rstd inputs.
-void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
-  const float eps = static_cast<float>(cfg.norm_eps);
-  LayerActs& a = acts[l];
-  const LayerIndex& li = layers[l];
-  float* normed = sized(scratch.normed, nd);
-  float* dnormed = zeroed(scratch.dnormed, nd);
-  if (!cfg.parallel_block) {
-    ops::rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.N, D, eps);
-    ffn_backward(a, li, normed, dres, dnormed, aux_grad, d);
-    ops::rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dnormed, dres,
-                          g(li.ffn_norm), d.N, D);
-    std::fill(dnormed, dnormed + nd, 0.0f);
-  }
-  ops::rmsnorm_forward(a.x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.N, D, eps);
-  if (cfg.parallel_block) ffn_backward(a, li, normed, dres, dnormed, aux_grad, d);
-  attention_backward(a, li, normed, dres, dnormed, d);
-  ops::rmsnorm_backward(a.x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
-                        g(li.attn_norm), d.N, D);
-}
-
-double Transformer::Impl::forward(const int32_t* inputs, const Dims& d) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
-  ops::embedding_forward(inputs, w(embed), sized(acts[0].x, nd), d.N, D);
-  double aux = 0;
-  for (size_t l = 0; l < layers.size(); ++l) {
-    float* x_out = l + 1 < layers.size() ? sized(acts[l + 1].x, nd) : sized(final_x, nd);
-    aux += layer_forward(l, acts[l].x.data(), x_out, d);
-  }
-  ops::rmsnorm_forward(final_x.data(), w(final_norm), sized(final_normed, nd),
-                       sized(final_rstd, d.N), d.N, D, static_cast<float>(cfg.norm_eps));
-  ops::linear_forward(final_normed.data(), w(lm_head), sized(logits, d.N * cfg.vocab_size), d.N,
-                      D, cfg.vocab_size);
-  return aux;
-}
-
-void Transformer::Impl::notify_layer(size_t l, const BackwardHooks* hooks) const {
-  if (hooks == nullptr) return;
-  if (hooks->on_grad_ready) {
-    for (size_t i = layers[l].end_param; i > layers[l].first_param; --i) hooks->on_grad_ready(i - 1);
-  }
-  if (hooks->poll) hooks->poll();
-}
-
-void Transformer::Impl::backward(const int32_t* inputs, const Dims& d, float aux_grad,
-                                 const BackwardHooks* hooks) {
-  const int64_t D = cfg.d_model, nd = d.N * D;
-  float* dres = zeroed(scratch.residual_grad, nd);
-  float* dnormed = zeroed(scratch.dnormed, nd);
-  ops::linear_backward(final_normed.data(), w(lm_head), logits.data(), dnormed, g(lm_head), d.N,
-                       D, cfg.vocab_size);
-  ops::rmsnorm_backward(final_x.data(), w(final_norm), final_rstd.data(), dnormed, dres,
-                        g(final_norm), d.N, D);
-  const bool notify = hooks != nullptr && hooks->on_grad_ready;
-  if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);
-  if (notify) hooks->on_grad_ready(final_norm);
-  if (hooks != nullptr && hooks->poll) hooks->poll();
-  for (size_t l = layers.size(); l-- > 0;) {
-    layer_backward(l, dres, aux_grad, d);
-    notify_layer(l, hooks);
-  }
-  ops::embedding_backward(inputs, dres, g(embed), d.N, D);
-  if (notify) hooks->on_grad_ready(embed);
+  // The router is replicated and every tp rank computed the same router input gradient; one
+  // of them adds it to the partial sums the caller reduces over tp.
+  ops::linear_backward(x, w(li.router), dlogits, tp.rank == 0 ? dx : nullptr, g(li.router), n, D,
+                       E);
 }
 
 }  // namespace ms::model

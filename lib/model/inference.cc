@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
@@ -17,15 +18,6 @@
 
 namespace ms::model {
 namespace {
-
-float* sized(std::vector<float>& v, int64_t n) {
-  v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
-void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
 
 // x: (heads, hd) of one token rotated in place by position pos (ops/rope.h's convention).
 void rope_at(float* x, const ops::RopeTable& table, int64_t pos, int64_t heads) {
@@ -124,9 +116,9 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     LayerActs& a = acts[l];
     float* normed = sized(p.normed, N * D);
     ops::rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
-    float* q = sized(a.q, N * qd);
-    float* k = sized(a.k, N * kvd);
-    float* v = sized(a.v, N * kvd);
+    float* q = sized(a.attn.q, N * qd);
+    float* k = sized(a.attn.k, N * kvd);
+    float* v = sized(a.attn.v, N * kvd);
     ops::linear_forward(normed, w(li.q), q, N, D, qd);
     ops::linear_forward(normed, w(li.k), k, N, D, kvd);
     ops::linear_forward(normed, w(li.v), v, N, D, kvd);
@@ -138,7 +130,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
       std::copy(v + t * kvd, v + (t + 1) * kvd, cache.v[l] + at);
     }
     if (poll) poll();
-    float* attn = sized(a.attn, N * qd);
+    float* attn = sized(a.attn.attn, N * qd);
     paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
     if (poll) poll();
     float* h = sized(p.h, N * D);
@@ -235,6 +227,11 @@ Status check_chunk(const config::ModelConfig& c, const PagedKvCache& cache,
 
 Result<CachedPass> Transformer::begin_cached(std::span<const CachedChunk> chunks,
                                              const PagedKvCache& cache) {
+  if (impl_->tp.active()) {
+    return FailedPrecondition("serving needs the whole model on one rank, but this one holds a "
+                              "tensor-parallel slice (tp " + std::to_string(impl_->tp.size) +
+                              "); load the checkpoint into a model without tp");
+  }
   if (chunks.empty()) return InvalidArgument("forward_cached needs at least one chunk");
   MS_RETURN_IF_ERROR(check_cache(impl_->cfg, cache));
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -275,6 +272,10 @@ Result<Tensor> Transformer::cached_logits(CachedPass& pass) {
 
 Status Transformer::run_experts(size_t layer, std::span<const int64_t> offsets, const float* x,
                                 float* y) {
+  if (impl_->tp.active()) {
+    return FailedPrecondition("run_experts needs whole experts, but this rank holds a "
+                              "tensor-parallel slice of their d_ff");
+  }
   const config::ModelConfig& c = impl_->cfg;
   const int64_t E = c.moe.num_experts;
   if (E == 0 || layer >= impl_->layers.size()) {

@@ -6,21 +6,30 @@
 // after RoPE, the attention output and its log-sum-exp, the post-attention residual, the FFN's
 // gate/up projections (and for MoE the router probabilities, routing, weights and expert
 // outputs). Normed inputs and SwiGLU products are recomputed in the backward instead.
+// parallel.recompute keeps less: selective drops the attention internals, full everything but
+// the block input (LayerActs). With tensor parallelism the residual stream and norms hold this
+// rank's rows (all N, or N/tp with sequence parallelism) and the projections its heads and
+// d_ff slice (TpState).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <span>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "config/run_config.h"
+#include "core/status.h"
 #include "model/inference.h"
 #include "model/transformer.h"
 #include "ops/attention.h"
 #include "ops/moe.h"
 #include "ops/rope.h"
+#include "parallel/tp_layout.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
@@ -54,15 +63,25 @@ struct MoeActs {
   MlpActs shared;              // (N, shared_d_ff)
 };
 
-struct LayerActs {
-  std::vector<float> x;        // (N, D) block input
-  std::vector<float> rstd1;    // (N)
+// Attention internals: what selective recomputation recomputes in the backward. With tensor
+// parallelism H and KV are this rank's heads.
+struct AttnActs {
   std::vector<float> q, k, v;  // (N, H*hd), (N, KV*hd), (N, KV*hd) after RoPE
   std::vector<float> attn;     // (N, H*hd) attention output before o_proj
   std::vector<float> lse;      // (B, H, T)
-  std::vector<float> h;        // (N, D) residual after attention (sequential block only)
-  std::vector<float> rstd2;    // (N)
-  MlpActs mlp;
+};
+
+// What one layer's forward keeps for its backward. Nr is the rows of the residual stream held
+// here: N, or N/tp with sequence parallelism; projections and attention always see all N rows.
+// x is kept per layer whatever parallel.recompute says; the rest lives in one shared working
+// slot under full recomputation, and `attn` under selective recomputation too.
+struct LayerActs {
+  std::vector<float> x;        // (Nr, D) block input
+  std::vector<float> rstd1;    // (Nr)
+  AttnActs attn;
+  std::vector<float> h;        // (Nr, D) residual after attention (sequential block only)
+  std::vector<float> rstd2;    // (Nr)
+  MlpActs mlp;                 // (N, d_ff/tp)
   MoeActs moe;
 };
 
@@ -70,12 +89,46 @@ struct LayerActs {
 struct Scratch {
   std::vector<float> normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
   std::vector<float> permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
-  std::vector<float> ffn_out, residual_grad;
+  std::vector<float> ffn_out, residual_grad, residual_partial;
+  // Tensor parallelism: the gathered (N, D) input of a column-parallel group, the (N, D)
+  // partial sums of a row-parallel projection before their reduction, the gathered output
+  // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
+  std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
+};
+
+// One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
+// or an input gradient dx += dy W. x null means the rows a gather just delivered.
+struct RowGemm {
+  const float* x = nullptr;  // (N, in), or (N, out) for an input gradient
+  const float* w = nullptr;  // (out, in)
+  int64_t in = 0, out = 0;
+  bool input_grad = false;
+  float* y = nullptr;  // gather only: the destination, (N, out) or (N, in) for an input gradient
 };
 
 struct Dims {
   int64_t B = 0, T = 0, N = 0;
+  int64_t Nr = 0;  // rows of the residual stream on this rank: N, or N / tp with SP
+};
+
+// This rank's part of a tensor-parallel model (tp = 1: everything, and no communication).
+struct TpState {
+  comm::Communicator* comm = nullptr;  // null when tp = 1
+  int size = 1, rank = 0;
+  bool sequence_parallel = false;      // only with size > 1
+  int64_t heads = 0, kv_heads = 0;     // local query and key/value heads
+  int64_t d_ff = 0, shared_d_ff = 0;   // local hidden widths (every expert's, the shared one's)
+  parallel::VocabShard vocab;
+  int64_t vocab_rows = 0;              // real vocabulary rows held (embedding, lm_head)
+  bool active() const { return size > 1; }
+  // The first failed collective; the rest of the pass is skipped and it is returned.
+  Status error;
+  // Chunking of the overlapped collectives and where their time is counted and traced.
+  parallel::TpOverlap overlap;
+  parallel::TpCommStats stats;
+  // Runs a blocking tp collective (or an op made of them), counted as fully exposed.
+  Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
 // One token of a cached pass: its absolute position and its sequence's block table.
@@ -112,8 +165,14 @@ struct Transformer::Impl {
   std::vector<LayerIndex> layers;
   ops::RopeTable rope;
 
+  TpState tp;
+  config::Recompute recompute = config::Recompute::kNone;
   std::vector<LayerActs> acts;
-  std::vector<float> final_x, final_rstd, final_normed, logits, token_loss;
+  LayerActs work;  // the working slot of recomputed layers (parallel.recompute)
+  // final_normed is (Nr, D); final_input its gathered (N, D) form (the same buffer's data
+  // without tp), which the lm_head reads.
+  std::vector<float> final_x, final_rstd, final_normed, final_gathered, logits, token_loss;
+  const float* final_input = nullptr;
   Scratch scratch;
   MlpActs scratch_experts;  // gate/up of experts run for serving (no backward follows)
 
@@ -123,9 +182,38 @@ struct Transformer::Impl {
   float* g(size_t i) { return params[i].grad.data<float>(); }
   ops::AttentionShape attention_shape(const Dims& d) const;
 
-  // Forward over the whole stack into `logits` (N, V); returns the summed aux loss of all MoE
-  // layers. The backward needs `acts` as the forward left them.
+  // The activations of layer l's internals (everything but x) and of its attention: per layer,
+  // or the shared working slot when parallel.recompute recomputes them.
+  LayerActs& layer_acts(size_t l);
+  AttnActs& attn_acts(size_t l);
+
+  // Tensor-parallel communication (model/tp_comm.cc), each the identity without tp. The
+  // GEMMs at the edge of a collective are handed to it as RowGemms, so that under
+  // parallel.tp_overlap it runs them chunk by chunk while the next chunk moves.
+  //
+  // The (N, width) form of the rows (Nr, width): all-gathered with SP (into buf), `local`
+  // itself otherwise. Each gemm (x null: the gathered rows) is applied to every row into its y.
+  const float* gather_rows(const float* local, int64_t width, const Dims& d,
+                           std::vector<float>& buf, std::initializer_list<RowGemm> gemms = {});
+  // out (Nr, width) =, or += with accumulate, this rank's rows of the sum over tp of
+  // addend (N, width; may be null) + every gemm's rows (all-reduce, or reduce-scatter with SP).
+  // addend may alias out.
+  void reduce_rows(std::initializer_list<RowGemm> gemms, const float* addend, float* out,
+                   int64_t width, const Dims& d, bool accumulate);
+  // The norm-weight gradient of this micro-batch, summed over tp under SP (each rank saw its
+  // rows), added into parameter `param`'s gradient. `grad` is scratch of d_model floats.
+  void reduce_norm_grad(size_t param, std::vector<float>& grad);
+  // The gradient buffer a norm's backward accumulates into: the parameter's own gradient, or
+  // a zeroed scratch buffer that reduce_norm_grad sums over tp.
+  float* norm_grad_buffer(size_t param);
+  // All-reduce SUM over tp in place (no-op without tp).
+  void allreduce_tp(float* data, int64_t count);
+
+  // Forward over the whole stack into `logits` (N, V / tp); returns the summed aux loss of
+  // all MoE layers. The backward needs `acts` as the forward left them.
   double forward(const int32_t* inputs, const Dims& d);
+  // The cross-entropy of the forward's logits against `targets` (transformer.cc).
+  Status loss(const int32_t* targets, const Dims& d, float grad_scale, bool write_grad);
   // Backpropagates dlogits (already in `logits`) through the stack, accumulating into grads.
   void backward(const int32_t* inputs, const Dims& d, float aux_grad, const BackwardHooks* hooks);
   // Inference over chunks already validated (model/inference.cc), in stages: begin_pass embeds
@@ -150,20 +238,29 @@ struct Transformer::Impl {
                    int64_t rows, bool accumulate);
 
  private:
-  void attention_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
-                         const Dims& d);
-  void attention_backward(LayerActs& a, const LayerIndex& li, const float* normed,
-                          const float* dout, float* dnormed, const Dims& d);
-  double ffn_forward(LayerActs& a, const LayerIndex& li, const float* normed, float* out,
-                     const Dims& d);
-  void ffn_backward(LayerActs& a, const LayerIndex& li, const float* normed, const float* dout,
-                    float* dnormed, float aux_grad, const Dims& d);
+  // Rotary embeddings on q, k and the attention itself (a.q, a.k, a.v -> a.attn, a.lse).
+  void attention_core(AttnActs& a, const Dims& d);
+  // The projections of the layer's column-parallel group reading the normed input: q, k, v
+  // (into at) and, for a dense FFN that reads the same input, gate and up (into mlp).
+  RowGemm q_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  RowGemm k_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  RowGemm v_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
+  // Backward halves of the layer (model/layers.cc): each turns d(output) into the partial
+  // input gradient its reduction sums, accumulating the weight gradients.
+  // input: the gathered normed input (N, D); dout: the gathered d(layer output) (N, D).
+  void attention_backward(AttnActs& at, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
+  void dense_ffn_backward(MlpActs& acts, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
   void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
                     const float* dout, float* dx, int64_t rows);
   double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);
   void moe_backward(MoeActs& m, const LayerIndex& li, const float* x, const float* dout,
                     float* dx, float aux_grad, int64_t n);
   double layer_forward(size_t l, const float* x_in, float* x_out, const Dims& d);
+  // The embedding lookup into acts[0].x and, in the backward, its gradient from dres.
+  void embed_forward(const int32_t* inputs, const Dims& d);
+  void embed_backward(const int32_t* inputs, const float* dres, const Dims& d);
   void layer_backward(size_t l, float* dres, float aux_grad, const Dims& d);
   void notify_layer(size_t l, const BackwardHooks* hooks) const;
 };

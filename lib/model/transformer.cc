@@ -3,6 +3,7 @@
 // model/compute.cc.
 #include "model/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <new>
 #include <numeric>
@@ -13,6 +14,8 @@
 #include "core/philox.h"
 #include "model/model_impl.h"
 #include "ops/cross_entropy.h"
+#include "parallel/tp_shards.h"
+#include "parallel/vocab_parallel.h"
 
 namespace ms::model {
 namespace {
@@ -90,94 +93,130 @@ namespace {
 
 enum class Init { kNormal, kOutputProjection, kOnes };
 
-// Adds one replicated parameter initialized from Philox keyed by (seed, name, element index).
-size_t add_parameter(std::vector<Parameter>& params, std::string name,
-                     std::vector<int64_t> shape, Init init, uint64_t seed, int64_t n_layers) {
-  Tensor value = Tensor::empty(DType::kF32, shape);
+// Fills `value`, the slice `shard` of a global tensor, with the global tensor's values there:
+// Philox keyed by (seed, name, global element index), so every layout initializes the same
+// model. A box is filled one contiguous run of its last dimension at a time.
+void fill_shard(Tensor& value, const comm::ShardSpec& shard, uint64_t seed, uint64_t stream,
+                float std) {
+  std::span<float> out = value.span<float>();
+  const std::vector<int64_t>& global = shard.global_shape();
+  if (global.size() != 2 || shard.is_replicated()) {
+    fill_normal(out, seed, stream, 0, 0.0f, std);
+    return;
+  }
+  const int64_t rows = shard.lengths()[0], cols = shard.lengths()[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t first = (shard.offsets()[0] + r) * global[1] + shard.offsets()[1];
+    fill_normal(out.subspan(static_cast<size_t>(r * cols), static_cast<size_t>(cols)), seed,
+                stream, static_cast<uint64_t>(first), 0.0f, std);
+  }
+}
+
+// Adds one parameter, this tp rank's slice of it (parallel/tp_shards.h), initialized from
+// Philox keyed by (seed, name, global element index).
+Result<size_t> add_parameter(std::vector<Parameter>& params, std::string name,
+                             std::vector<int64_t> shape, Init init, uint64_t seed,
+                             int64_t n_layers, int tp, int tp_rank) {
+  MS_ASSIGN_OR_RETURN(comm::ShardSpec shard, parallel::tp_shard(name, shape, tp, tp_rank));
+  Tensor value = Tensor::empty(DType::kF32, shard.lengths());
   if (init == Init::kOnes) {
     value.fill(1.0f);
   } else {
     const double scale = init == Init::kOutputProjection ? 1.0 / std::sqrt(2.0 * n_layers) : 1.0;
-    fill_normal(value.span<float>(), seed, stream_id(name), 0, 0.0f,
-                static_cast<float>(0.02 * scale));
+    fill_shard(value, shard, seed, stream_id(name), static_cast<float>(0.02 * scale));
   }
-  Tensor grad = Tensor::zeros(DType::kF32, shape);
-  comm::ShardSpec shard = comm::ShardSpec::replicated(shape);
+  Tensor grad = Tensor::zeros(DType::kF32, shard.lengths());
   params.push_back(Parameter{std::move(name), std::move(shape), std::move(shard),
                              std::move(value), std::move(grad), init != Init::kOnes});
   return params.size() - 1;
 }
 
+// The parameter table under construction: where the parameters go and the layout they are
+// sliced for.
+struct Builder {
+  std::vector<Parameter>& params;
+  uint64_t seed = 0;
+  int64_t n_layers = 1;
+  int tp = 1, tp_rank = 0;
+  Status status;
+  std::vector<ParameterSpec>* specs = nullptr;  // set: list names and shapes, allocate nothing
+
+  // Adds a parameter (see add_parameter); after a failure, adds nothing and returns kNoParam.
+  size_t add(std::string name, std::vector<int64_t> shape, Init init) {
+    if (specs != nullptr) {
+      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes});
+      return specs->size() - 1;
+    }
+    if (!status.ok()) return kNoParam;
+    Result<size_t> index =
+        add_parameter(params, std::move(name), std::move(shape), init, seed, n_layers, tp, tp_rank);
+    if (!index.ok()) {
+      status = index.status();
+      return kNoParam;
+    }
+    return *index;
+  }
+};
+
 // The parameters of one SwiGLU feed-forward, under `prefix` with the given names.
-MlpIndex add_mlp(std::vector<Parameter>& p, const std::string& prefix, const char* gate,
-                 const char* up, const char* down, int64_t d, int64_t f, uint64_t seed,
-                 int64_t layers) {
+MlpIndex add_mlp(Builder& b, const std::string& prefix, const char* gate, const char* up,
+                 const char* down, int64_t d, int64_t f) {
   MlpIndex m;
-  m.gate = add_parameter(p, prefix + gate + ".weight", {f, d}, Init::kNormal, seed, layers);
-  m.up = add_parameter(p, prefix + up + ".weight", {f, d}, Init::kNormal, seed, layers);
-  m.down = add_parameter(p, prefix + down + ".weight", {d, f}, Init::kOutputProjection, seed,
-                         layers);
+  m.gate = b.add(prefix + gate + ".weight", {f, d}, Init::kNormal);
+  m.up = b.add(prefix + up + ".weight", {f, d}, Init::kNormal);
+  m.down = b.add(prefix + down + ".weight", {d, f}, Init::kOutputProjection);
   return m;
 }
 
-void add_attention(std::vector<Parameter>& p, LayerIndex& li, const std::string& prefix,
-                   const ModelConfig& c, uint64_t seed) {
-  const int64_t hd = c.d_model / c.n_heads, L = c.n_layers;
+void add_attention(Builder& b, LayerIndex& li, const std::string& prefix, const ModelConfig& c) {
+  const int64_t hd = c.d_model / c.n_heads;
   const std::string a = prefix + "self_attn.";
-  li.attn_norm = add_parameter(p, prefix + "input_layernorm.weight", {c.d_model}, Init::kOnes,
-                               seed, L);
-  li.q = add_parameter(p, a + "q_proj.weight", {c.n_heads * hd, c.d_model}, Init::kNormal, seed,
-                       L);
-  li.k = add_parameter(p, a + "k_proj.weight", {c.n_kv_heads * hd, c.d_model}, Init::kNormal,
-                       seed, L);
-  li.v = add_parameter(p, a + "v_proj.weight", {c.n_kv_heads * hd, c.d_model}, Init::kNormal,
-                       seed, L);
-  li.o = add_parameter(p, a + "o_proj.weight", {c.d_model, c.n_heads * hd},
-                       Init::kOutputProjection, seed, L);
+  li.attn_norm = b.add(prefix + "input_layernorm.weight", {c.d_model}, Init::kOnes);
+  li.q = b.add(a + "q_proj.weight", {c.n_heads * hd, c.d_model}, Init::kNormal);
+  li.k = b.add(a + "k_proj.weight", {c.n_kv_heads * hd, c.d_model}, Init::kNormal);
+  li.v = b.add(a + "v_proj.weight", {c.n_kv_heads * hd, c.d_model}, Init::kNormal);
+  li.o = b.add(a + "o_proj.weight", {c.d_model, c.n_heads * hd}, Init::kOutputProjection);
 }
 
-void add_ffn(std::vector<Parameter>& p, LayerIndex& li, const std::string& prefix,
-             const ModelConfig& c, uint64_t seed) {
-  const int64_t D = c.d_model, L = c.n_layers;
+void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelConfig& c) {
+  const int64_t D = c.d_model;
   if (!c.parallel_block) {
-    li.ffn_norm = add_parameter(p, prefix + "post_attention_layernorm.weight", {D}, Init::kOnes,
-                                seed, L);
+    li.ffn_norm = b.add(prefix + "post_attention_layernorm.weight", {D}, Init::kOnes);
   }
   if (c.moe.num_experts == 0) {
-    li.mlp = add_mlp(p, prefix + "mlp.", "gate_proj", "up_proj", "down_proj", D, c.d_ff, seed, L);
+    li.mlp = add_mlp(b, prefix + "mlp.", "gate_proj", "up_proj", "down_proj", D, c.d_ff);
     return;
   }
   const std::string moe = prefix + "block_sparse_moe.";
-  li.router = add_parameter(p, moe + "gate.weight", {c.moe.num_experts, D}, Init::kNormal, seed,
-                            L);
+  li.router = b.add(moe + "gate.weight", {c.moe.num_experts, D}, Init::kNormal);
   for (int64_t e = 0; e < c.moe.num_experts; ++e) {
-    li.experts.push_back(add_mlp(p, moe + "experts." + std::to_string(e) + ".", "w1", "w3", "w2",
-                                 D, c.d_ff, seed, L));
+    li.experts.push_back(
+        add_mlp(b, moe + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", D, c.d_ff));
   }
   if (c.moe.shared_expert_d_ff > 0) {
-    li.shared = add_mlp(p, prefix + "mlp.shared_expert.", "gate_proj", "up_proj", "down_proj", D,
-                        c.moe.shared_expert_d_ff, seed, L);
+    li.shared = add_mlp(b, prefix + "mlp.shared_expert.", "gate_proj", "up_proj", "down_proj", D,
+                        c.moe.shared_expert_d_ff);
   }
 }
 
-void build_parameters(Transformer::Impl& m, uint64_t seed) {
+Status build_parameters(Transformer::Impl& m, uint64_t seed,
+                        std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
-  auto& p = m.params;
-  m.embed = add_parameter(p, "model.embed_tokens.weight", {c.vocab_size, c.d_model},
-                          Init::kNormal, seed, c.n_layers);
+  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, Status::OK(), specs};
+  m.embed = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
   m.layers.resize(c.n_layers);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string prefix = "model.layers." + std::to_string(l) + ".";
-    m.layers[l].first_param = p.size();
-    add_attention(p, m.layers[l], prefix, c, seed);
-    add_ffn(p, m.layers[l], prefix, c, seed);
-    m.layers[l].end_param = p.size();
+    m.layers[l].first_param = m.params.size();
+    add_attention(b, m.layers[l], prefix, c);
+    add_ffn(b, m.layers[l], prefix, c);
+    m.layers[l].end_param = m.params.size();
   }
-  m.final_norm = add_parameter(p, "model.norm.weight", {c.d_model}, Init::kOnes, seed,
-                               c.n_layers);
-  m.lm_head = c.tie_embeddings ? m.embed
-                               : add_parameter(p, "lm_head.weight", {c.vocab_size, c.d_model},
-                                               Init::kNormal, seed, c.n_layers);
+  m.final_norm = b.add("model.norm.weight", {c.d_model}, Init::kOnes);
+  m.lm_head = c.tie_embeddings
+                  ? m.embed
+                  : b.add("lm_head.weight", {c.vocab_size, c.d_model}, Init::kNormal);
+  return b.status;
 }
 
 Status validate_tokens(const int32_t* ids, int64_t n, int64_t vocab, const char* what) {
@@ -193,6 +232,15 @@ Status validate_tokens(const int32_t* ids, int64_t n, int64_t vocab, const char*
 }
 
 }  // namespace
+
+Result<std::vector<ParameterSpec>> parameter_specs(const ModelConfig& config) {
+  MS_RETURN_IF_ERROR(validate_model_config(config));
+  Transformer::Impl impl;
+  impl.cfg = config;
+  std::vector<ParameterSpec> specs;
+  MS_RETURN_IF_ERROR(build_parameters(impl, 0, &specs));
+  return specs;
+}
 
 Transformer::Transformer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Transformer::~Transformer() = default;
@@ -213,13 +261,47 @@ Status cannot_allocate(const ModelConfig& c) {
 
 }  // namespace
 
+namespace {
+
+// This rank's share of the model under `parallel` (everything without tp).
+Result<TpState> tp_state(const ModelConfig& c, const ModelParallel& parallel) {
+  TpState tp;
+  if (parallel.tp != nullptr && parallel.tp->size() > 1) {
+    tp.comm = parallel.tp;
+    tp.size = parallel.tp->size();
+    tp.rank = parallel.tp->rank();
+    tp.sequence_parallel = parallel.sequence_parallel;
+  }
+  MS_RETURN_IF_ERROR(parallel::check_tp_model(
+      {c.n_heads, c.n_kv_heads, c.d_ff, c.moe.shared_expert_d_ff}, tp.size));
+  tp.heads = c.n_heads / tp.size;
+  tp.kv_heads = c.n_kv_heads / tp.size;
+  tp.d_ff = c.d_ff / tp.size;
+  tp.shared_d_ff = c.moe.shared_expert_d_ff / tp.size;
+  MS_ASSIGN_OR_RETURN(tp.vocab, parallel::vocab_shard(c.vocab_size, tp.size, tp.rank));
+  tp.vocab_rows = std::max<int64_t>(0, tp.vocab.real_end() - tp.vocab.begin);
+  return tp;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& config,
-                                                         uint64_t seed) {
+                                                         uint64_t seed,
+                                                         const ModelParallel& parallel) {
   MS_RETURN_IF_ERROR(validate_model_config(config));
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
+  impl->recompute = parallel.recompute;
+  if (parallel.overlap_chunks < 1) {
+    return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
+                           std::to_string(parallel.overlap_chunks));
+  }
+  impl->tp.overlap.chunks = parallel.overlap_chunks;
+  impl->tp.overlap.stats = &impl->tp.stats;
+  impl->tp.overlap.on_comm = parallel.on_comm;
   try {
-    build_parameters(*impl, seed);
+    MS_RETURN_IF_ERROR(build_parameters(*impl, seed));
     impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
                                       config.rope_theta);
     impl->acts.resize(config.n_layers);
@@ -248,8 +330,8 @@ void Transformer::zero_grads() {
 
 namespace {
 
-Result<Dims> check_batch(const ModelConfig& c, const int32_t* inputs, const int32_t* targets,
-                         int64_t B, int64_t T) {
+Result<Dims> check_batch(const ModelConfig& c, const TpState& tp, const int32_t* inputs,
+                         const int32_t* targets, int64_t B, int64_t T) {
   if (B < 1) return InvalidArgument("batch size " + std::to_string(B) + " must be at least 1");
   if (T < 1 || T > c.max_seq_len) {
     return InvalidArgument("sequence length " + std::to_string(T) + " must be between 1 and " +
@@ -257,7 +339,13 @@ Result<Dims> check_batch(const ModelConfig& c, const int32_t* inputs, const int3
   }
   MS_RETURN_IF_ERROR(validate_tokens(inputs, B * T, c.vocab_size, "input"));
   if (targets != nullptr) MS_RETURN_IF_ERROR(validate_tokens(targets, B * T, c.vocab_size, "target"));
-  return Dims{B, T, B * T};
+  if (tp.sequence_parallel && (B * T) % tp.size != 0) {
+    return InvalidArgument("sequence parallelism splits the micro-batch's " +
+                           std::to_string(B * T) + " tokens (batch " + std::to_string(B) +
+                           " x sequence " + std::to_string(T) + ") evenly, so tp (" +
+                           std::to_string(tp.size) + ") must divide them");
+  }
+  return Dims{B, T, B * T, tp.sequence_parallel ? B * T / tp.size : B * T};
 }
 
 // Mean loss over the tokens, summed in double in token order.
@@ -268,39 +356,70 @@ double mean_loss(const std::vector<float>& token_loss, int64_t n) {
 
 }  // namespace
 
+// The token losses into m.token_loss and, when grad_scale is not 0, d(grad_scale * mean loss)
+// / d(logits) into m.logits: over the local vocabulary columns under tp (never gathered).
+Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad_scale,
+                               bool write_grad) {
+  token_loss.resize(static_cast<size_t>(d.N));
+  const float scale = grad_scale / static_cast<float>(d.N);
+  if (!tp.active()) {
+    ops::softmax_cross_entropy(logits.data(), targets, token_loss.data(), d.N, cfg.vocab_size,
+                               scale, write_grad);
+    return Status::OK();
+  }
+  MS_RETURN_IF_ERROR(tp.error);
+  // Two all-reduces of (N)-sized vectors (row max, then the sums); counted as one here.
+  tp.error = tp.blocking("allreduce", static_cast<uint64_t>(3 * d.N) * sizeof(float), [&] {
+    return parallel::vocab_parallel_cross_entropy(*tp.comm, tp.vocab, logits.data(),
+                                                  tp.vocab_rows, targets, token_loss.data(), d.N,
+                                                  scale, write_grad);
+  });
+  return tp.error;
+}
+
 Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int32_t* targets,
                                                 int64_t B, int64_t T, float grad_scale,
                                                 const BackwardHooks* hooks) {
-  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, inputs, targets, B, T));
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, targets, B, T));
   Impl& m = *impl_;
   const double aux_sum = m.forward(inputs, d);
-  m.token_loss.resize(d.N);
-  ops::softmax_cross_entropy(m.logits.data(), targets, m.token_loss.data(), d.N,
-                             m.cfg.vocab_size, grad_scale / static_cast<float>(d.N), true);
+  MS_RETURN_IF_ERROR(m.loss(targets, d, grad_scale, true));
   const double layers = static_cast<double>(m.cfg.n_layers);
   const float aux_grad = static_cast<float>(grad_scale * m.cfg.moe.aux_loss_coef / layers);
   m.backward(inputs, d, aux_grad, hooks);
+  MS_RETURN_IF_ERROR(m.tp.error);
   return LossStats{mean_loss(m.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
 
 Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t* targets,
                                             int64_t B, int64_t T) {
-  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, inputs, targets, B, T));
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, targets, B, T));
   Impl& m = *impl_;
   const double aux_sum = m.forward(inputs, d);
-  m.token_loss.resize(d.N);
-  ops::softmax_cross_entropy(m.logits.data(), targets, m.token_loss.data(), d.N,
-                             m.cfg.vocab_size, 0.0f, false);
+  MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
   const double layers = static_cast<double>(m.cfg.n_layers);
   return LossStats{mean_loss(m.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
 
 Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int64_t T) {
-  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, inputs, nullptr, B, T));
+  if (impl_->tp.active()) {
+    return FailedPrecondition("forward_logits needs the whole vocabulary on one rank, but this "
+                              "one holds a tensor-parallel slice");
+  }
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
   impl_->forward(inputs, d);
   Tensor out = Tensor::empty(DType::kF32, {B, T, impl_->cfg.vocab_size});
   std::copy(impl_->logits.begin(), impl_->logits.begin() + out.numel(), out.data<float>());
   return out;
+}
+
+int Transformer::tp_size() const { return impl_->tp.size; }
+int Transformer::tp_rank() const { return impl_->tp.rank; }
+
+parallel::TpCommStats Transformer::take_tp_comm_stats() {
+  const parallel::TpCommStats stats = impl_->tp.stats;
+  impl_->tp.stats = {};
+  return stats;
 }
 
 namespace {
@@ -345,6 +464,39 @@ double Transformer::flops_per_token(int64_t seq_len) const {
   const double attention = 12.0 * static_cast<double>(c.n_layers * c.d_model) *
                            mean_visible_keys(seq_len, c.sliding_window);
   return 6.0 * static_cast<double>(active_matmul_params(c)) + attention;
+}
+
+}  // namespace ms::model
+
+namespace ms::model {
+
+// Counted in floats from the buffer shapes of model_impl.h: per layer what the forward keeps
+// (the input always; the rest unless recomputed), one working slot for recomputed layers, the
+// scratch buffers a layer's backward has in use at once, and the output layer's.
+int64_t Transformer::activation_bytes(int64_t B, int64_t T) const {
+  const Impl& m = *impl_;
+  const ModelConfig& c = m.cfg;
+  const TpState& tp = m.tp;
+  const int64_t N = B * T, Nr = tp.sequence_parallel ? N / tp.size : N, D = c.d_model;
+  const int64_t hd = c.d_model / c.n_heads, qkv = (2 * tp.heads + 2 * tp.kv_heads) * hd;
+  const int64_t E = c.moe.num_experts, k = c.moe.top_k;
+  const int64_t attn = N * qkv + B * tp.heads * T;
+  int64_t ffn = 2 * N * tp.d_ff, ffn_scratch = 4 * N * tp.d_ff;
+  if (E > 0) {
+    ffn = N * E + N * k + 2 * N * k * tp.d_ff + N * k * D + 2 * N * tp.shared_d_ff;
+    ffn_scratch = 4 * N * k * tp.d_ff + 3 * N * k * D + 2 * N * E;
+  }
+  const int64_t rest = Nr + (c.parallel_block ? 0 : Nr * D + Nr) + ffn;
+  const bool full = m.recompute == config::Recompute::kFull;
+  const bool none = m.recompute == config::Recompute::kNone;
+  const int64_t kept = Nr * D + (full ? 0 : rest) + (none ? attn : 0);
+  const int64_t working = (full ? rest : 0) + (none ? 0 : attn);
+  const int64_t gathered = tp.sequence_parallel ? 2 * N * D : 0;
+  const int64_t partial = tp.active() ? 2 * N * D : 0;
+  const int64_t scratch = 2 * Nr * D + N * D + gathered + partial + ffn_scratch + N * qkv;
+  const int64_t output = N * tp.vocab_rows + 2 * Nr * D + (tp.sequence_parallel ? N * D : 0) + N;
+  return static_cast<int64_t>(sizeof(float)) *
+         (c.n_layers * kept + working + scratch + output);
 }
 
 }  // namespace ms::model

@@ -7,8 +7,9 @@
 // is an option.
 //
 // Every parameter is a global tensor named as in Hugging Face Llama/Mixtral checkpoints
-// (Qwen2-MoE names for the shared expert) with a ShardSpec saying which slice this rank holds;
-// today every rank holds the whole tensor. Work is done on whole micro-batches: every matmul
+// (Qwen2-MoE names for the shared expert) with a ShardSpec saying which slice this rank holds:
+// the whole tensor, or with tensor parallelism (ModelParallel) the slice parallel/tp_shards.h
+// assigns to this tp rank, initialized with exactly the values the whole tensor has there. Work is done on whole micro-batches: every matmul
 // multiplies all B*T tokens at once through OpenBLAS, and attention is tiled so no (T x T)
 // matrix per head is ever stored. Results are bitwise reproducible run after run: no reduction
 // depends on thread timing.
@@ -22,16 +23,19 @@
 #include <string>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "comm/shard_spec.h"
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "model/inference.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
 // One parameter: a global tensor of which this rank holds the slice described by `shard`
-// (today tp = pp = ep = 1, so the whole tensor).
+// (the whole tensor without tensor parallelism; shard.is_replicated() also marks the tensors
+// every tp rank holds whole: norm weights and the MoE router).
 struct Parameter {
   std::string name;                   // e.g. "model.layers.0.self_attn.q_proj.weight"
   std::vector<int64_t> global_shape;  // Linear weights are (out_features, in_features)
@@ -57,6 +61,28 @@ struct BackwardHooks {
   std::function<void()> poll;
 };
 
+// How the model is split across ranks; the default is one process holding everything.
+//
+// Tensor parallelism (Megatron's placement, docs/parallel.md): q, k, v and gate/up (every
+// expert's too) are column-parallel, o and down row-parallel, the embedding and lm_head split
+// over the vocabulary padded to a multiple of tp (the vocabulary-parallel cross-entropy never
+// gathers the logits), norms and the router replicated. Every tp rank gets the same
+// micro-batch and the same loss. All methods below are then collective over `tp`: every rank
+// calls them with the same arguments. With sequence parallelism the residual stream between
+// blocks holds this rank's N/tp rows (tp must divide B*T).
+struct ModelParallel {
+  comm::Communicator* tp = nullptr;  // the tensor-parallel group; null or size 1: none
+  bool sequence_parallel = true;     // with tp > 1
+  config::Recompute recompute = config::Recompute::kNone;
+  // With tp > 1: each tp all-gather, reduce-scatter and all-reduce at a GEMM is split into this
+  // many row chunks, the GEMM of one chunk running while the next moves (parallel/tp_overlap.h);
+  // 1 issues each as one collective. The results do not depend on it beyond fp32 reduction
+  // order; a given value is bitwise reproducible.
+  int overlap_chunks = 1;
+  // Every tp collective as it completes: op, bytes, issue and completion (wall seconds).
+  std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
+};
+
 class Transformer {
  public:
   // Validates `config` (head counts and divisibility, even head size, MoE top_k <= experts,
@@ -64,8 +90,11 @@ class Transformer {
   // initializes every parameter from Philox keyed by (seed, stream_id(name), global element
   // index): normal(0, 0.02) for matrices and embeddings, with output projections (o_proj,
   // down_proj, w2) scaled by 1/sqrt(2 * n_layers); ones for norm weights. Gradients start at 0.
+  // With tp > 1 the layout rule (parallel/tp_layout.h's check_tp_model: tp divides the heads,
+  // the key/value heads, d_ff and the shared expert's d_ff) is checked first, naming the key.
   static Result<std::unique_ptr<Transformer>> create(const config::ModelConfig& config,
-                                                     uint64_t seed);
+                                                     uint64_t seed,
+                                                     const ModelParallel& parallel = {});
 
   ~Transformer();
   Transformer(const Transformer&) = delete;
@@ -88,10 +117,22 @@ class Transformer {
   // The same loss without gradients (evaluation).
   Result<LossStats> forward_loss(const int32_t* inputs, const int32_t* targets, int64_t B,
                                  int64_t T);
-  // Logits (B, T, vocab_size) f32 (inference, golden tests).
+  // Logits (B, T, vocab_size) f32 (inference, golden tests). FailedPrecondition under tp.
   Result<Tensor> forward_logits(const int32_t* inputs, int64_t B, int64_t T);
 
-  // Inference (model/inference.cc): runs `chunks` (see model/inference.h) through the model,
+  // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
+  int tp_size() const;
+  int tp_rank() const;
+  // The tp communication since the last call (collectives, bytes, time in flight and time
+  // exposed), then reset to zero.
+  parallel::TpCommStats take_tp_comm_stats();
+  // Expected peak bytes of activations and working buffers this rank holds during a
+  // forward_backward of a (B, T) micro-batch, from the shapes (parallel.recompute and tp
+  // included): what ms-train prints at start.
+  int64_t activation_bytes(int64_t B, int64_t T) const;
+
+  // Inference (model/inference.cc) needs the whole model on one rank (FailedPrecondition under
+  // tp; load a tensor-parallel checkpoint into a single-process model to serve it). It runs `chunks` (see model/inference.h) through the model,
   // writing their keys and values into `cache`, and returns the logits of each chunk's last
   // token, (chunks.size(), vocab_size) f32. InvalidArgument for an empty chunk, a token outside
   // the vocabulary, positions past model.max_seq_len, a block table too short or naming a block
@@ -153,6 +194,15 @@ class Transformer {
   explicit Transformer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// The parameter table create() would build, in the same order, without allocating it: what
+// layout planners and `ms-train --dry-run` list.
+struct ParameterSpec {
+  std::string name;
+  std::vector<int64_t> global_shape;
+  bool is_norm = false;  // a norm weight (initialized to ones, no weight decay)
+};
+Result<std::vector<ParameterSpec>> parameter_specs(const config::ModelConfig& config);
 
 // The configuration rules create() applies, separately so tools can refuse a config before any
 // allocation. InvalidArgument naming the key (e.g. "model.n_kv_heads") and the rule.

@@ -53,11 +53,12 @@ void local_scatter_add(const VocabShard& shard, const int32_t* ids, const float*
 }
 
 // Max over the real columns of each local row; -inf on a rank holding only padding.
-std::vector<float> local_row_max(const VocabShard& shard, const float* logits, int64_t n) {
+std::vector<float> local_row_max(const VocabShard& shard, const float* logits, int64_t ld,
+                                 int64_t n) {
   const int64_t real = shard.real_end() - shard.begin;
   std::vector<float> max(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
   for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * shard.length;
+    const float* row = logits + i * ld;
     for (int64_t j = 0; j < real; ++j) max[i] = std::max(max[i], row[j]);
   }
   return max;
@@ -65,13 +66,13 @@ std::vector<float> local_row_max(const VocabShard& shard, const float* logits, i
 
 // pairs[2i] = sum of exp(logit - max[i]) over the real local columns; pairs[2i+1] = the target
 // logit when this rank holds the target, else 0 (so the SUM over tp is the target logit).
-std::vector<float> local_sums(const VocabShard& shard, const float* logits,
+std::vector<float> local_sums(const VocabShard& shard, const float* logits, int64_t ld,
                               const int32_t* targets, const std::vector<float>& max, int64_t n) {
   const int64_t real = shard.real_end() - shard.begin;
   std::vector<float> pairs(static_cast<size_t>(2 * n), 0.0f);
   ops::parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      const float* row = logits + i * shard.length;
+      const float* row = logits + i * ld;
       double sum = 0;
       for (int64_t j = 0; j < real; ++j) sum += std::exp(row[j] - max[i]);
       pairs[2 * i] = static_cast<float>(sum);
@@ -82,14 +83,15 @@ std::vector<float> local_sums(const VocabShard& shard, const float* logits,
 }
 
 // Overwrites row i's local columns with grad_scale * (softmax - onehot); padding gets zero.
-void write_local_grad(const VocabShard& shard, float* logits, const int32_t* targets,
-                      const std::vector<float>& lse, int64_t n, float grad_scale) {
+void write_local_grad(const VocabShard& shard, float* logits, int64_t ld,
+                      const int32_t* targets, const std::vector<float>& lse, int64_t n,
+                      float grad_scale) {
   const int64_t real = shard.real_end() - shard.begin;
   ops::parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
-      float* row = logits + i * shard.length;
+      float* row = logits + i * ld;
       for (int64_t j = 0; j < real; ++j) row[j] = grad_scale * std::exp(row[j] - lse[i]);
-      for (int64_t j = real; j < shard.length; ++j) row[j] = 0.0f;
+      for (int64_t j = real; j < ld; ++j) row[j] = 0.0f;
       if (shard.holds(targets[i])) row[targets[i] - shard.begin] -= grad_scale;
     }
   }, 4);
@@ -137,12 +139,26 @@ Status vocab_parallel_embedding_backward(comm::Communicator& tp, const VocabShar
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, const int32_t* targets, float* losses,
                                     int64_t n, float grad_scale, bool write_grad) {
+  return vocab_parallel_cross_entropy(tp, shard, logits, shard.length, targets, losses, n,
+                                      grad_scale, write_grad);
+}
+
+Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
+                                    float* logits, int64_t ld, const int32_t* targets,
+                                    float* losses, int64_t n, float grad_scale,
+                                    bool write_grad) {
   assert_matches(shard, tp);
   if (n < 0) return InvalidArgument("cross-entropy needs rows >= 0, got " + std::to_string(n));
-  std::vector<float> max = local_row_max(shard, logits, n);
+  const int64_t real = shard.real_end() - shard.begin;
+  if (ld < real || ld > shard.length) {
+    return InvalidArgument("cross-entropy logits row stride " + std::to_string(ld) +
+                           " must lie between the real columns held (" + std::to_string(real) +
+                           ") and the padded shard (" + std::to_string(shard.length) + ")");
+  }
+  std::vector<float> max = local_row_max(shard, logits, ld, n);
   MS_RETURN_IF_ERROR(tp.allreduce(max.data(), max.data(), max.size(), DType::kF32,
                                   comm::ReduceOp::kMax));
-  std::vector<float> pairs = local_sums(shard, logits, targets, max, n);
+  std::vector<float> pairs = local_sums(shard, logits, ld, targets, max, n);
   MS_RETURN_IF_ERROR(tp.allreduce(pairs.data(), pairs.data(), pairs.size(), DType::kF32,
                                   comm::ReduceOp::kSum));
   std::vector<float> lse(static_cast<size_t>(n));
@@ -151,7 +167,7 @@ Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& sh
     lse[i] = static_cast<float>(row_lse);
     losses[i] = static_cast<float>(row_lse - pairs[2 * i + 1]);
   }
-  if (write_grad) write_local_grad(shard, logits, targets, lse, n, grad_scale);
+  if (write_grad) write_local_grad(shard, logits, ld, targets, lse, n, grad_scale);
   return Status::OK();
 }
 

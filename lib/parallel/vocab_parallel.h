@@ -57,5 +57,12 @@ Status vocab_parallel_embedding_backward(comm::Communicator& tp, const VocabShar
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, const int32_t* targets, float* losses,
                                     int64_t n, float grad_scale, bool write_grad);
+// The same with the local logits' rows `ld` apart, real_end() - begin <= ld <= length: ld =
+// real_end() - begin holds no padded columns at all, as lib/model stores them (its output
+// layer holds the real rows only, parallel/tp_shards.h). Columns [real, ld) are padding.
+Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
+                                    float* logits, int64_t ld, const int32_t* targets,
+                                    float* losses, int64_t n, float grad_scale,
+                                    bool write_grad);
 
 }  // namespace ms::parallel

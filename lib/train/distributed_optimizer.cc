@@ -40,6 +40,7 @@ Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
       new DistributedOptimizer(dp, std::move(layout), std::move(options)));
   MS_RETURN_IF_ERROR(self->adopt(params));
   self->segments_ = self->optimizer_segments(params);
+  for (const TrainableParam& p : params) self->tp_replicated_.push_back(p.tp_replicated);
   const int64_t state_numel =
       self->options_.zero ? self->layout_.shard_numel() : self->layout_.total_numel();
   MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size()));
@@ -194,9 +195,37 @@ Status DistributedOptimizer::finish_reduction() {
   return Status::OK();
 }
 
+Status DistributedOptimizer::sum_over_tp(std::span<double> sums) const {
+  if (options_.tp == nullptr || options_.tp->size() == 1) return Status::OK();
+  if (options_.tp->rank() != 0) {
+    for (size_t p = 0; p < tp_replicated_.size(); ++p) {
+      if (tp_replicated_[p]) sums[2 * p] = sums[2 * p + 1] = 0.0;
+    }
+  }
+  return sum_in_rank_order(*options_.tp, sums);
+}
+
+// This rank's sum of squared gradients with tp rank > 0 leaving out the replicated tensors,
+// which tp rank 0 counts; in segment order, so the same on every run.
+double DistributedOptimizer::tp_grad_sum_of_squares() const {
+  const bool skip_replicated = options_.tp->rank() != 0;
+  const std::span<const float> grads = options_.zero ? std::span<const float>(grad_shard_)
+                                                     : std::span<const float>(grads_);
+  double sum = 0;
+  for (const OptimSegment& seg : segments_) {
+    if (skip_replicated && tp_replicated_[seg.param]) continue;
+    sum += sum_of_squares(grads.subspan(static_cast<size_t>(seg.offset),
+                                        static_cast<size_t>(seg.length)));
+  }
+  return sum;
+}
+
 Result<double> DistributedOptimizer::grad_norm() {
-  double sum_sq = options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
+  const bool tp = options_.tp != nullptr && options_.tp->size() > 1;
+  double sum_sq = tp ? tp_grad_sum_of_squares()
+                     : options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
   if (options_.zero) MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, std::span<double>(&sum_sq, 1)));
+  if (tp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.tp, std::span<double>(&sum_sq, 1)));
   return std::sqrt(sum_sq) / static_cast<double>(layout_.dp());
 }
 
@@ -204,11 +233,13 @@ Status DistributedOptimizer::apply(double lr, double clip_coefficient) {
   const OptimStep hyper{lr, clip_coefficient / static_cast<double>(layout_.dp())};
   if (!options_.zero) {
     return optimizer_->step(values_, grads_, segments_, hyper,
-                            [](std::span<double>) { return Status::OK(); });
+                            [this](std::span<double> sums) { return sum_over_tp(sums); });
   }
   MS_RETURN_IF_ERROR(optimizer_->step(
-      master_, grad_shard_, segments_, hyper,
-      [this](std::span<double> sums) { return sum_in_rank_order(dp_, sums); }));
+      master_, grad_shard_, segments_, hyper, [this](std::span<double> sums) {
+        MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, sums));
+        return sum_over_tp(sums);
+      }));
   return gather_parameters();
 }
 

@@ -43,6 +43,9 @@ struct TrainableParam {
   Tensor* value = nullptr;
   Tensor* grad = nullptr;
   bool weight_decay = true;
+  // With tensor parallelism: every tp rank holds this tensor whole (norms, the router), so it
+  // counts once in norms summed over tp; false for a tp slice.
+  bool tp_replicated = true;
 };
 
 // A finished collective, for traces: `op` is "allreduce", "reduce_scatter" or "allgather".
@@ -69,6 +72,10 @@ struct DistributedOptimizerOptions {
   bool overlap = true;   // start buckets during backward (else all after it)
   int64_t bucket_bytes = 4 << 20;
   std::function<void(const CommEvent&)> on_comm;  // optional trace sink
+  // The tensor-parallel group when the parameters are tp slices (null: none). The gradient
+  // norm and LAMB's per-parameter norms then sum the slices over tp, counting replicated
+  // tensors once; gradients are still reduced over dp only.
+  comm::Communicator* tp = nullptr;
 };
 
 class DistributedOptimizer {
@@ -95,7 +102,7 @@ class DistributedOptimizer {
   // gradient buffer (plain DP) or the shard (ZeRO) holds the sum over ranks.
   Status finish_reduction();
 
-  // Global L2 norm of the averaged gradient (sum / dp). Collective under ZeRO.
+  // Global L2 norm of the averaged gradient (sum / dp). Collective under ZeRO and over tp.
   Result<double> grad_norm();
   // Applies one optimizer update with learning rate `lr`, gradients scaled by
   // clip_coefficient / dp, then (ZeRO) all-gathers the parameters. Collective.
@@ -117,6 +124,10 @@ class DistributedOptimizer {
   Status adopt(std::vector<TrainableParam>& params);
   void init_zero_shard();
   std::vector<OptimSegment> optimizer_segments(const std::vector<TrainableParam>& params) const;
+  // Sums per-parameter partial sums (2 per parameter, as LAMB's reducer gets them) over tp:
+  // replicated parameters count once (tp rank 0's), slices add up. Deterministic.
+  Status sum_over_tp(std::span<double> per_param_pairs) const;
+  double tp_grad_sum_of_squares() const;
 
   struct InFlight;
   Status issue_ready_buckets();
@@ -135,6 +146,7 @@ class DistributedOptimizer {
   std::vector<float> grad_shard_;   // ZeRO: this rank's reduced gradient shard
   std::vector<ShardSegment> owned_;
   std::vector<OptimSegment> segments_;
+  std::vector<bool> tp_replicated_;  // per parameter
   std::vector<int64_t> bucket_pending_;  // gradients not yet final, per bucket
   std::vector<InFlight> in_flight_;
   size_t next_bucket_ = 0;

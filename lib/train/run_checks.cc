@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 namespace ms::train {
 namespace {
 
@@ -20,7 +22,6 @@ Status require_one(const char* key, int64_t value, const char* what) {
 }  // namespace
 
 Result<int> data_parallel_size(const config::RunConfig& config, int world_size) {
-  MS_RETURN_IF_ERROR(require_one("parallel.tp", config.parallel.tp, "tensor"));
   MS_RETURN_IF_ERROR(require_one("parallel.pp", config.parallel.pp, "pipeline"));
   MS_RETURN_IF_ERROR(require_one("parallel.ep", config.parallel.ep, "expert"));
   if (world_size < 1) return InvalidArgument("world size must be at least 1");
@@ -32,17 +33,34 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            std::to_string(loaders + 1) + " or more) or fewer loaders");
   }
   const int trainers = world_size - static_cast<int>(loaders);
-  const int64_t per_step = int64_t{trainers} * config.train.micro_batch;
+  const int64_t tp = config.parallel.tp;
+  if (tp < 1 || trainers % tp != 0) {
+    return InvalidArgument(key_value("parallel.tp", tp) + " must divide the " +
+                           std::to_string(trainers) + " trainer rank(s) (" +
+                           std::to_string(world_size) + " minus parallel.loaders " +
+                           std::to_string(loaders) + "): dp = trainers / tp; run with mpirun -np " +
+                           std::to_string(tp * std::max<int64_t>(1, trainers / tp) + loaders));
+  }
+  const int dp = trainers / static_cast<int>(tp);
+  const int64_t per_step = int64_t{dp} * config.train.micro_batch;
   if (config.train.global_batch % per_step != 0) {
     return InvalidArgument(key_value("train.global_batch", config.train.global_batch) +
                            " must be divisible by data-parallel size * train.micro_batch = " +
-                           std::to_string(trainers) + " * " +
+                           std::to_string(dp) + " * " +
                            std::to_string(config.train.micro_batch) + " = " +
                            std::to_string(per_step) + " (dp is the number of trainer ranks, " +
                            std::to_string(world_size) + " minus parallel.loaders " +
-                           std::to_string(loaders) + ")");
+                           std::to_string(loaders) +
+                           (tp > 1 ? ", divided by parallel.tp " + std::to_string(tp) : "") + ")");
   }
-  return trainers;
+  const int64_t tokens = config.train.micro_batch * config.train.seq_len;
+  if (tp > 1 && config.parallel.sequence_parallel && tokens % tp != 0) {
+    return InvalidArgument("parallel.sequence_parallel splits each micro-batch's tokens "
+                           "(train.micro_batch * train.seq_len = " + std::to_string(tokens) +
+                           ") evenly over " + key_value("parallel.tp", tp) +
+                           ", which must divide them; or set parallel.sequence_parallel=false");
+  }
+  return dp;
 }
 
 Status check_against_data(const config::RunConfig& config, const DataFacts& data) {

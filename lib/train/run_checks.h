@@ -12,10 +12,11 @@
 namespace ms::train {
 
 // The data-parallel size a job of `world_size` ranks runs with, after checking the layout this
-// trainer supports: parallel.tp, parallel.pp and parallel.ep must be 1 (tensor, pipeline and
-// expert parallelism are not in this trainer yet), world_size must be at least 1, the
-// parallel.loaders loader ranks must leave at least one trainer, and train.global_batch must be
-// divisible by dp * train.micro_batch with dp = world_size - parallel.loaders.
+// trainer supports: parallel.pp and parallel.ep must be 1 (pipeline and expert parallelism are
+// not in this trainer yet), world_size must be at least 1, the parallel.loaders loader ranks
+// must leave at least one trainer, parallel.tp must divide the trainers, train.global_batch
+// must be divisible by dp * train.micro_batch with dp = (world_size - parallel.loaders) / tp,
+// and with sequence parallelism tp must divide train.micro_batch * train.seq_len.
 // InvalidArgument naming the key otherwise.
 Result<int> data_parallel_size(const config::RunConfig& config, int world_size);
 

@@ -70,8 +70,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
   // No config key sets context parallelism yet, so cp = 1 explicitly.
-  const comm::MeshShape shape{
-      .pp = 1, .dp = s_->dp, .tp = 1, .ep = 1, .loaders = s_->loaders, .cp = 1};
+  const comm::MeshShape shape{.pp = 1,
+                              .dp = s_->dp,
+                              .tp = static_cast<int>(config_.parallel.tp),
+                              .ep = 1,
+                              .loaders = s_->loaders,
+                              .cp = 1};
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
   s_->mesh.emplace(std::move(mesh));
   // A loader rank holds no model; run() serves the trainers' batches. From here on the
@@ -98,7 +102,7 @@ Status Trainer::check_config() {
   s_->loaders = static_cast<int>(config_.parallel.loaders);
   if (s_->dp != config_.parallel.dp) {
     MS_LOG(Info) << "parallel.dp is " << config_.parallel.dp << " in the config; running with dp "
-                 << s_->dp << " (the number of trainer ranks)";
+                 << s_->dp << " (the trainer ranks / parallel.tp)";
     config_.parallel.dp = s_->dp;
   }
   MS_RETURN_IF_ERROR(check_plan_path(config_));
@@ -165,8 +169,18 @@ void Trainer::stop_loaders() {
 }
 
 Status Trainer::build_model() {
+  model::ModelParallel parallel{&s_->mesh->tp(), config_.parallel.sequence_parallel,
+                                config_.parallel.recompute,
+                                config_.parallel.tp_overlap
+                                    ? static_cast<int>(config_.parallel.tp_overlap_chunks)
+                                    : 1,
+                                {}};
+  parallel.on_comm = [this](const char* op, uint64_t bytes, double t0, double t1) {
+    if (s_->trace) s_->trace->comm(op, "tp", s_->tp_comm_seq++, bytes, t0, t1);
+  };
   MS_ASSIGN_OR_RETURN(s_->model, model::Transformer::create(
-                                     config_.model, static_cast<uint64_t>(config_.run.seed)));
+                                     config_.model, static_cast<uint64_t>(config_.run.seed),
+                                     parallel));
   s_->flops_per_token = s_->model->flops_per_token(config_.train.seq_len);
   char line[200];
   std::snprintf(line, sizeof(line), "model: %.3fM parameters (%.3fM active), %.3f MFLOPs/token",
@@ -174,10 +188,11 @@ Status Trainer::build_model() {
                 static_cast<double>(s_->model->active_parameter_count()) / 1e6,
                 s_->flops_per_token / 1e6);
   MS_LOG(Info) << line;
+  log_memory_plan();
   if (s_->resume_manifest) MS_RETURN_IF_ERROR(load_parameters());
   std::vector<TrainableParam> params;
   for (model::Parameter& p : s_->model->parameters()) {
-    params.push_back({p.name, &p.value, &p.grad, p.weight_decay});
+    params.push_back({p.name, &p.value, &p.grad, p.weight_decay, p.shard.is_replicated()});
   }
   DistributedOptimizerOptions options;
   options.zero = config_.parallel.zero == 1;
@@ -186,10 +201,36 @@ Status Trainer::build_model() {
   options.on_comm = [this](const CommEvent& e) {
     if (s_->trace) s_->trace->comm(e.op, "dp", e.seq, e.bytes, e.t0, e.t1);
   };
+  options.tp = &s_->mesh->tp();
   MS_ASSIGN_OR_RETURN(s_->dist, DistributedOptimizer::create(s_->mesh->dp(), std::move(params),
                                                              config_.optim, std::move(options)));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
   return s_->resume_manifest ? load_optimizer_state() : Status::OK();
+}
+
+void Trainer::log_memory_plan() const {
+  if (world_.rank() != 0) return;
+  int64_t local = 0;
+  for (const model::Parameter& p : s_->model->parameters()) local += p.value.numel();
+  const double mib = 1024.0 * 1024.0, weights = static_cast<double>(local) * 4.0 / mib;
+  // AdamW and LAMB keep two moments; ZeRO-1 adds the master copy of the rank's shard.
+  const bool zero = config_.parallel.zero == 1;
+  const double state = zero ? 3.0 * weights / s_->dp : 2.0 * weights;
+  const double acts = static_cast<double>(s_->model->activation_bytes(
+                          config_.train.micro_batch, config_.train.seq_len)) / mib;
+  const char* recompute = config_.parallel.recompute == config::Recompute::kFull        ? "full"
+                          : config_.parallel.recompute == config::Recompute::kSelective ? "selective"
+                                                                                        : "none";
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "memory per model rank (tp %d, dp %d, zero %d): weights %.1f MiB, gradients "
+                "%.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
+                "(micro-batch %lld x %lld, recompute %s, sequence parallel %s)",
+                s_->model->tp_size(), s_->dp, zero ? 1 : 0, weights, weights, state, acts,
+                static_cast<long long>(config_.train.micro_batch),
+                static_cast<long long>(config_.train.seq_len), recompute,
+                s_->model->tp_size() > 1 && config_.parallel.sequence_parallel ? "on" : "off");
+  MS_LOG(Info) << line;
 }
 
 Status Trainer::open_telemetry() {
@@ -201,7 +242,7 @@ Status Trainer::open_telemetry() {
 }
 
 // The trace (opened with the clock offset to rank 0) and the MFU yardstick: the sgemm rates
-// of all dp ranks added up. Collective.
+// of all model ranks (dp x tp) added up. Collective.
 Status Trainer::measure_yardsticks() {
   Status local = Status::OK();
   if (config_.telemetry.trace) {
@@ -219,7 +260,7 @@ Status Trainer::measure_yardsticks() {
     MS_LOG(Info) << "sgemm rate of rank 0: " << peak_gflops << " GFLOP/s (the MFU yardstick)";
   }
   double total = peak_gflops * 1e9;
-  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->dp(), std::span<double>(&total, 1)));
+  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->model(), std::span<double>(&total, 1)));
   s_->peak_flops = total;
   return Status::OK();
 }
@@ -246,12 +287,14 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
+    summary.tp_comm.add(s_->model->take_tp_comm_stats());
     summary.data_wait_s += result.phases.data_s;
     summary.step_time_s += result.step_s;
     MS_RETURN_IF_ERROR(record_step(step, result));
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
+      s_->model->take_tp_comm_stats();  // evaluation's tp collectives are not a step's
       summary.eval_losses.push_back(eval_loss);
       MS_LOG(Info) << "eval step " << step << " | val_loss " << eval_loss;
     }
@@ -471,6 +514,25 @@ Status Trainer::finish(TrainSummary& summary) {
                   static_cast<long long>(c.collectives / summary.steps_done),
                   static_cast<double>(c.bytes) / summary.steps_done / (1024.0 * 1024.0),
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
+    MS_LOG(Info) << line;
+  }
+  // "Up to": a chunk's completion is only seen when the model polls between GEMMs, so the
+  // time in flight includes compute the transfer may not have used.
+  const parallel::TpCommStats& t = summary.tp_comm;
+  if (s_->model->tp_size() > 1 && summary.steps_done > 0 && t.collectives > 0) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const std::string mode =
+        config_.parallel.tp_overlap
+            ? "parallel.tp_overlap in " + std::to_string(config_.parallel.tp_overlap_chunks) +
+                  " chunks"
+            : "parallel.tp_overlap off";
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "tensor-parallel communication: %.0f collectives, %.1f MiB per step; up to "
+                  "%.0f%% hidden behind compute (waited %.3fs of %.3fs in flight; %s)",
+                  static_cast<double>(t.collectives) / steps,
+                  static_cast<double>(t.bytes) / steps / (1024.0 * 1024.0),
+                  t.hidden_fraction() * 100.0, t.exposed_s, t.active_s, mode.c_str());
     MS_LOG(Info) << line;
   }
   MS_RETURN_IF_ERROR(log_data_wait(summary));

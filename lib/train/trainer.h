@@ -41,6 +41,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "data/loader.h"
+#include "parallel/tp_overlap.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::train {
@@ -52,6 +53,7 @@ struct TrainSummary {
   std::vector<double> eval_losses;  // every validation loss, in order
   int64_t skipped_updates = 0;      // updates the spike guard skipped
   CommStats comm;                   // gradient reductions summed over all steps
+  parallel::TpCommStats tp_comm;    // tensor-parallel collectives summed over all steps
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
@@ -90,6 +92,9 @@ class Trainer {
   Status check_config();
   Status open_data();
   Status build_model();
+  // Logs (rank 0) what one model rank holds: weights, gradients and optimizer state of its
+  // tp slice (the state divided over dp under ZeRO-1) and the expected peak activations.
+  void log_memory_plan() const;
   Status open_telemetry();
   Status measure_yardsticks();
   struct StepResult;

@@ -48,7 +48,8 @@ Status Trainer::find_resume_checkpoint() {
   MS_ASSIGN_OR_RETURN(ckpt::Manifest manifest, ckpt::Manifest::read(s_->resume_dir));
   s_->resume_manifest = std::move(manifest);
   MS_LOG(Info) << "resuming from " << s_->resume_dir << " (step " << s_->resume_manifest->step
-               << ", saved with dp " << s_->resume_manifest->layout.dp << ", zero "
+               << ", saved with dp " << s_->resume_manifest->layout.dp << ", tp "
+               << s_->resume_manifest->layout.tp << ", zero "
                << s_->resume_manifest->layout.zero << ")";
   return Status::OK();
 }
@@ -114,13 +115,23 @@ Status Trainer::restore_state() {
 Status Trainer::save_checkpoint(int64_t step) {
   if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
   std::vector<model::Parameter>& params = s_->model->parameters();
+  // Who writes what: a tensor every rank holds whole is deduplicated by the Checkpointer; a tp
+  // slice is held alike by the ranks of a dp group, so dp rank 0 lists it; a ZeRO range is
+  // the rank's own, but of a tensor replicated over tp only tp rank 0 lists it.
+  const comm::MeshCoord& coord = s_->mesh->coord();
+  const auto lists_whole = [&](const model::Parameter& p) {
+    return p.shard.is_replicated() || coord.dp == 0;
+  };
   std::vector<ckpt::SaveTensor> tensors;
   for (const model::Parameter& p : params) {
-    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+    if (lists_whole(p) && p.shard.numel() > 0) {
+      tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+    }
   }
   Optimizer& optimizer = s_->dist->optimizer();
   for (const ShardSegment& segment : s_->dist->owned_segments()) {
     const model::Parameter& p = params[segment.param];
+    if (s_->dist->zero() ? p.shard.is_replicated() && coord.tp != 0 : !lists_whole(p)) continue;
     MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
     const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
     for (size_t i = 0; i < 2; ++i) {
@@ -133,7 +144,8 @@ Status Trainer::save_checkpoint(int64_t step) {
   ckpt::SaveRequest request;
   request.checkpoints_dir = checkpoints_dir(config_);
   request.step = step;
-  request.layout = {trainers().size(), s_->dp, 1, 1, 1, static_cast<int>(config_.parallel.zero)};
+  request.layout = {trainers().size(), s_->dp, s_->model->tp_size(), 1, 1,
+                    static_cast<int>(config_.parallel.zero)};
   request.config_yaml = config::dump_yaml(config_);
   request.state = {{"step", step},
                    {"optimizer_updates", optimizer.updates()},

@@ -36,6 +36,7 @@ struct Trainer::State {
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;
   std::unique_ptr<telemetry::TraceWriter> trace;
+  uint64_t tp_comm_seq = 0;  // numbers the tp collectives in the trace
   double flops_per_token = 0;
   double peak_flops = 0;  // summed over the dp ranks
   TrainSummary summary;

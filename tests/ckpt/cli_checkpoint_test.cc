@@ -178,7 +178,8 @@ TEST_F(CliCheckpointTest, ReshardToFourRanksWithZeroKeepsEveryValue) {
 
 TEST_F(CliCheckpointTest, ReshardTargetsAreParsedStrictly) {
   EXPECT_EQ(parse_reshard_target("dp=8").value().dp, 8);
-  EXPECT_NE(parse_reshard_target("tp=2").status().message().find("tp"), std::string::npos);
+  EXPECT_EQ(parse_reshard_target("tp=2").value().tp, 2);
+  EXPECT_NE(parse_reshard_target("pp=2").status().message().find("pp"), std::string::npos);
   EXPECT_NE(parse_reshard_target("dq=2").status().message().find("unknown key 'dq'"),
             std::string::npos);
   EXPECT_FALSE(parse_reshard_target("dp=x").ok());

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The batch scripts of scripts/slurm/ submitted to a real Slurm with `sbatch --wait`, on tiny
-# configs: the dataset job's datasets verify; a training job requeued mid-run with `scontrol
-# requeue` resumes from its checkpoint and logs the losses of an uninterrupted run, bit for bit,
-# ending with the same weights; the reshard job's output diffs clean against its input; the
+# configs: the dataset job's datasets verify; training jobs interrupted mid-run (`scontrol
+# requeue`, or the time-limit warning) resume from their checkpoint and log the losses of an
+# uninterrupted run bit for bit, ending with the same weights, data-parallel and
+# tensor-parallel over the tasks; the reshard job's output diffs clean against its input; the
 # export job's model matches the checkpoint; the check job exits 0. The check job and one
 # training job run with mpirun inside the allocation (the scripts' fallback), the others with
 # srun --mpi=pmix where the cluster offers it.
@@ -65,13 +66,16 @@ passed=$((passed + 1))
 
 # Rank 0 sleeps 150 ms a step (train.debug_slow_*, no effect on the numbers), so an interruption
 # sent after step 5 lands well before the last step.
+# LAYOUT adds --set keys of the parallel layout; REF names the uninterrupted run of that layout.
 STEPS=30
+LAYOUT=
+REF=ref
 train_args() {  # train_args <run dir>
   echo --config "$SRC/configs/tiny-cpu.yaml" "${TINY_MODEL[@]}" --set model.max_seq_len=16 \
     --set train.seq_len=16 --set train.steps=$STEPS --set train.global_batch=4 \
     --set train.micro_batch=2 --set train.eval_every=0 --set train.log_every=1 \
     --set checkpoint.every=5 --set checkpoint.keep=3 --set run.dir="$1" \
-    --set train.debug_slow_rank=0 --set train.debug_slow_ms=150
+    --set train.debug_slow_rank=0 --set train.debug_slow_ms=150 ${LAYOUT:+$LAYOUT}
 }
 # step -> loss from rank 0's telemetry; a step logged twice (redone after a resume) keeps its
 # last value.
@@ -91,9 +95,9 @@ submit ref --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args runs/ref) |
 # `--signal=B:USR1@T` sends ahead of the time limit; the script requeues itself); [launcher]
 # forces srun or mpirun (launch.sh). A requeued job waits for a begin time Slurm sets about two
 # minutes ahead; StartTime=now lets it run again sooner. Checks that it resumed mid-run and
-# that its losses and final weights are the uninterrupted run's.
+# that its losses and final weights are those of the uninterrupted run $REF.
 interrupted() {
-  local name=$1 how=$2 job='' state resumed
+  local name=$1 how=$2 job='' resumed
   # shellcheck disable=SC2046
   MS_LAUNCHER=${3:-} submit "$name" --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args "runs/$name") &
   local waiter=$!
@@ -128,9 +132,9 @@ interrupted() {
     grep -q "requeueing job" "$name.out" || fail "$name: the job did not requeue itself"
   fi
   losses "runs/$name" > "$name.losses"
-  diff ref.losses "$name.losses" > /dev/null ||
-    { diff ref.losses "$name.losses" | head; fail "$name: losses differ from the uninterrupted run's"; }
-  "$BIN/ms-ckpt" diff runs/ref/checkpoints "runs/$name/checkpoints" > "$name-diff.txt" ||
+  diff "$REF.losses" "$name.losses" > /dev/null ||
+    { diff "$REF.losses" "$name.losses" | head; fail "$name: losses differ from the uninterrupted run's"; }
+  "$BIN/ms-ckpt" diff "runs/$REF/checkpoints" "runs/$name/checkpoints" > "$name-diff.txt" ||
     { cat "$name-diff.txt"; fail "$name: final weights differ from the uninterrupted run's"; }
   echo "$name: resumed at step $resumed, $STEPS losses and the final weights equal the uninterrupted run's"
   passed=$((passed + 1))
@@ -141,8 +145,19 @@ interrupted requeued requeue
 interrupted warned warn
 interrupted warned-mpirun warn mpirun
 
-submit reshard --ntasks=2 "$SRC/scripts/slurm/reshard.sbatch" runs/requeued/checkpoints \
-  dp=4,zero=1 resharded || { show reshard; fail "reshard job"; }
+# The two tasks as one tensor-parallel model (tp=2, dp=1): its own uninterrupted run, then one
+# requeued mid-run.
+LAYOUT="--set parallel.tp=2 --set model.n_kv_heads=2"
+REF=ref-tp2
+# shellcheck disable=SC2046
+submit ref-tp2 --ntasks=2 "$SRC/scripts/slurm/train.sbatch" $(train_args runs/ref-tp2) ||
+  { show ref-tp2; fail "uninterrupted tp=2 training job"; }
+losses runs/ref-tp2 > ref-tp2.losses
+[ "$(wc -l < ref-tp2.losses)" -eq "$STEPS" ] || fail "the uninterrupted tp=2 run logged $(wc -l < ref-tp2.losses) steps"
+interrupted requeued-tp2 requeue
+
+submit reshard --ntasks=2 "$SRC/scripts/slurm/reshard.sbatch" runs/requeued-tp2/checkpoints \
+  tp=1,dp=4,zero=1 resharded || { show reshard; fail "reshard job"; }
 grep -q "reshard job done" reshard.out || { show reshard; fail "reshard job did not finish"; }
 passed=$((passed + 1))
 

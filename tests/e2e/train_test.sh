@@ -80,6 +80,6 @@ refused() {  # refused <ranks> <expected text> <extra args...>: exit 1, names it
 refused 1 "train.seq_len" --set train.seq_len=16
 refused 1 "model.vocab_size" --set model.vocab_size=1000
 refused 2 "train.global_batch" --set parallel.dp=1 --set train.global_batch=6
-refused 1 "parallel.tp (2) must be 1" --set parallel.tp=2 --set model.n_kv_heads=2
+refused 1 "parallel.tp (2) must divide the 1 trainer" --set parallel.tp=2 --set model.n_kv_heads=2
 refused 1 "data.plan" --set data.plan="$work/none.plan"
 echo "ms-train end to end: 9 passed, 0 failed"

@@ -54,11 +54,33 @@ TEST(RunChecks, LoadersMustLeaveATrainer) {
   expect_message(data_parallel_size(c, 1).status(), "parallel.loaders (1) must leave");
 }
 
-TEST(RunChecks, OnlyDataParallelismForNow) {
+TEST(RunChecks, TensorParallelismDividesTheTrainers) {
   config::RunConfig c = base();
   c.parallel.tp = 2;
-  expect_message(data_parallel_size(c, 2).status(), "parallel.tp (2) must be 1");
-  c = base();
+  Result<int> dp = data_parallel_size(c, 4);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(*dp, 2);
+  expect_message(data_parallel_size(c, 3).status(), "parallel.tp (2) must divide the 3 trainer");
+  c.parallel.loaders = 1;
+  dp = data_parallel_size(c, 5);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(*dp, 2);
+}
+
+TEST(RunChecks, SequenceParallelismSplitsTheMicroBatchTokens) {
+  config::RunConfig c = base();
+  c.parallel.tp = 4;
+  c.train.micro_batch = 1;
+  c.train.global_batch = 2;
+  c.train.seq_len = 6;
+  expect_message(data_parallel_size(c, 8).status(),
+                 "parallel.sequence_parallel splits each micro-batch's tokens");
+  c.parallel.sequence_parallel = false;
+  EXPECT_TRUE(data_parallel_size(c, 8).ok());
+}
+
+TEST(RunChecks, NoPipelineOrExpertParallelismYet) {
+  config::RunConfig c = base();
   c.parallel.pp = 2;
   expect_message(data_parallel_size(c, 2).status(), "parallel.pp (2) must be 1");
   c = base();

@@ -136,7 +136,7 @@ TEST_F(TrainerTest, RefusesBadInputBeforeAnyCompute) {
   c.train.global_batch = 3 * world_->size();
   expect_refused(train(*world_, c), rank, "train.global_batch");
   c = tiny_config("bad", 1);
-  c.parallel.tp = 2;
+  c.parallel.tp = world_->size() + 1;  // does not divide the ranks
   expect_refused(train(*world_, c), rank, "parallel.tp");
   c = tiny_config("bad", 1);
   c.data.plan = dir_ + "/missing.plan";

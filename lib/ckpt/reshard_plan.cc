@@ -1,0 +1,190 @@
+// The offline reshard's plan (see reshard_plan.h): target keys, every tp rank's box of every
+// tensor, and which target rank writes each piece.
+#include "ckpt/reshard_plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <utility>
+
+namespace ms::ckpt {
+namespace {
+
+Result<int> parse_count(std::string_view key, std::string_view value) {
+  int v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
+    return InvalidArgument("--to " + std::string(key) + "=" + std::string(value) +
+                           ": expected a non-negative whole number");
+  }
+  return v;
+}
+
+Status apply_target_key(std::string_view key, int value, ReshardTarget& t) {
+  if (key == "dp" || key == "tp") {
+    if (value < 1) return InvalidArgument("--to " + std::string(key) + " must be at least 1");
+    (key == "dp" ? t.dp : t.tp) = value;
+  } else if (key == "zero") {
+    if (value > 1) return InvalidArgument("--to zero must be 0 or 1");
+    t.zero = value;
+  } else if (key == "pp" || key == "ep") {
+    if (value != 1) {
+      return InvalidArgument("--to " + std::string(key) + "=" + std::to_string(value) +
+                             ": the offline reshard does not place tensors along " +
+                             std::string(key) + " yet; only tp, dp and zero can be changed");
+    }
+  } else {
+    return InvalidArgument("--to: unknown key '" + std::string(key) +
+                           "' (expected tp, dp, zero, pp, ep)");
+  }
+  return Status::OK();
+}
+
+std::vector<Box> bounded(const Box& box, DType dtype, uint64_t max_bytes) {
+  const int64_t max_elements =
+      std::max<int64_t>(1, static_cast<int64_t>(max_bytes / dtype_size(dtype)));
+  return split_box(box, max_elements);
+}
+
+Box whole_box(const TensorRecord& t) {
+  return Box{std::vector<int64_t>(t.global_shape.size(), 0), t.global_shape};
+}
+
+// One distinct box of a tensor and the tp ranks whose slice it is (all of them when the
+// tensor is replicated over tp).
+struct BoxGroup {
+  Box box;
+  std::vector<int> tp_ranks;
+};
+
+Result<Box> tp_box(const TensorRecord& t, const ReshardTarget& target,
+                   const TpPlacement& placement, int tp_rank) {
+  const std::string where = "--to tp=" + std::to_string(target.tp) + ": tensor \"" + t.name + "\"";
+  if (!placement) {
+    if (target.tp == 1) return whole_box(t);
+    return InvalidArgument(where + ": no tensor-parallel placement rule was given");
+  }
+  Result<comm::ShardSpec> spec = placement(t.name, t.global_shape, target.tp, tp_rank);
+  if (!spec.ok()) return spec.status().with_context(where);
+  if (spec->global_shape() != t.global_shape || !spec->is_whole_box()) {
+    return InvalidArgument(where + ": the placement rule gave " + spec->to_string() +
+                           ", not a box of the tensor");
+  }
+  return Box{spec->offsets(), spec->lengths()};
+}
+
+// The tensor's distinct non-empty tp boxes, in order of their first tp rank. Empty boxes are
+// left out because a manifest stores none (every shard holds at least one element): a tensor
+// with no elements has no shards, as the Checkpointer saves it.
+Result<std::vector<BoxGroup>> box_groups(const TensorRecord& t, const ReshardTarget& target,
+                                         const TpPlacement& placement) {
+  std::vector<BoxGroup> groups;
+  for (int r = 0; r < target.tp; ++r) {
+    MS_ASSIGN_OR_RETURN(Box box, tp_box(t, target, placement, r));
+    if (box.numel() == 0) continue;
+    auto same = std::find_if(groups.begin(), groups.end(),
+                             [&](const BoxGroup& g) { return g.box == box; });
+    if (same != groups.end()) {
+      same->tp_ranks.push_back(r);
+    } else {
+      groups.push_back({std::move(box), {r}});
+    }
+  }
+  return groups;
+}
+
+// Bytes each target rank writes so far; each piece goes to its least-loaded holder (the
+// lowest rank on a tie), which spreads replicated tensors over the replicas.
+class WriterLoad {
+ public:
+  explicit WriterLoad(int world) : bytes_(static_cast<size_t>(world), 0) {}
+
+  void place(size_t tensor, const Box& box, const std::vector<int>& holders, DType dtype,
+             uint64_t max_bytes, std::vector<PlannedShard>& out) {
+    for (Box& piece : bounded(box, dtype, max_bytes)) {
+      const int r = *std::min_element(holders.begin(), holders.end(), [&](int a, int b) {
+        return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+      });
+      bytes_[static_cast<size_t>(r)] += static_cast<uint64_t>(piece.numel()) * dtype_size(dtype);
+      out.push_back({tensor, r, std::move(piece)});
+    }
+  }
+
+ private:
+  std::vector<uint64_t> bytes_;
+};
+
+// Target ranks dp_rank * tp + tp_rank for the given dp ranks and tp ranks, ascending.
+std::vector<int> holders_of(const std::vector<int>& dp_ranks, const std::vector<int>& tp_ranks,
+                            int tp) {
+  std::vector<int> out;
+  for (int d : dp_ranks) {
+    for (int r : tp_ranks) out.push_back(d * tp + r);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Optimizer state under ZeRO: dp rank d owns the flat range [d*N/dp, (d+1)*N/dp) of the box,
+// decomposed into regular boxes; its tp replicas (when the box is shared over tp) share it.
+void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
+                      const ReshardTarget& target, uint64_t max_bytes, WriterLoad& load,
+                      std::vector<PlannedShard>& out) {
+  const comm::ShardSpec spec =
+      comm::ShardSpec::box(t.global_shape, g.box.offsets, g.box.lengths).value();
+  const int64_t n = g.box.numel();
+  for (int d = 0; d < target.dp; ++d) {
+    const int64_t begin = n * d / target.dp, end = n * (d + 1) / target.dp;
+    if (begin == end) continue;
+    const std::vector<int> holders = holders_of({d}, g.tp_ranks, target.tp);
+    for (const LocalBox& lb : spec_boxes(spec.with_flat_range(begin, end).value())) {
+      load.place(index, lb.box, holders, t.dtype, max_bytes, out);
+    }
+  }
+}
+
+}  // namespace
+
+Result<ReshardTarget> parse_reshard_target(std::string_view text) {
+  ReshardTarget t;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1, got '" +
+                             std::string(item) + "'");
+    }
+    MS_ASSIGN_OR_RETURN(int value, parse_count(item.substr(0, eq), item.substr(eq + 1)));
+    MS_RETURN_IF_ERROR(apply_target_key(item.substr(0, eq), value, t));
+    start = comma + 1;
+  }
+  return t;
+}
+
+Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardTarget& target,
+                                               const TpPlacement& placement,
+                                               uint64_t max_shard_bytes) {
+  std::vector<PlannedShard> plan;
+  WriterLoad load(target.world());
+  std::vector<int> all_dp(static_cast<size_t>(target.dp));
+  for (int d = 0; d < target.dp; ++d) all_dp[static_cast<size_t>(d)] = d;
+  for (size_t i = 0; i < m.tensors.size(); ++i) {
+    const TensorRecord& t = m.tensors[i];
+    MS_ASSIGN_OR_RETURN(const std::vector<BoxGroup> groups, box_groups(t, target, placement));
+    const bool zero_sharded = target.zero == 1 && t.name.starts_with("optimizer.") &&
+                              !t.global_shape.empty();
+    for (const BoxGroup& g : groups) {
+      if (zero_sharded && g.box.numel() >= target.dp) {
+        plan_flat_ranges(t, i, g, target, max_shard_bytes, load, plan);
+      } else {
+        load.place(i, g.box, holders_of(all_dp, g.tp_ranks, target.tp), t.dtype,
+                   max_shard_bytes, plan);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace ms::ckpt

@@ -1,0 +1,301 @@
+// The Transformer's layers and the whole stack, forward and backward, over a micro-batch of
+// N = B*T tokens: per block the pre-norm, the attention (projections, rotary embeddings, the
+// tiled kernel of ops/attention.h, the output projection) and the FFN (model/compute.cc), with
+// the residual-stream gradient updated in place layer by layer.
+//
+// With tensor parallelism the same code runs on this rank's heads and d_ff slice (TpState).
+// The tp collectives sit at the edges of the column-parallel group reading a normed input and
+// of the row-parallel projection after it (model/tp_comm.cc), and the GEMMs on either side of
+// each are handed to the collective as RowGemms so that parallel.tp_overlap can run them one
+// chunk of rows at a time while the next chunk moves. The parallel block's attention and FFN
+// share one gather and one reduction in each direction. Without tp those steps cost nothing.
+#include <algorithm>
+
+#include "model/buffers.h"
+#include "model/model_impl.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+
+namespace ms::model {
+namespace {
+
+// y = x W^T over all rows (x null: the gathered rows).
+RowGemm forward_gemm(const float* x, const float* w, int64_t in, int64_t out, float* y) {
+  return RowGemm{x, w, in, out, false, y};
+}
+
+// dx += dy W over all rows (dy null: the gathered rows).
+RowGemm input_grad_gemm(const float* dy, const float* w, int64_t in, int64_t out, float* dx) {
+  return RowGemm{dy, w, in, out, true, dx};
+}
+
+}  // namespace
+
+LayerActs& Transformer::Impl::layer_acts(size_t l) {
+  return recompute == config::Recompute::kFull ? work : acts[l];
+}
+
+AttnActs& Transformer::Impl::attn_acts(size_t l) {
+  return recompute == config::Recompute::kNone ? acts[l].attn : work.attn;
+}
+
+RowGemm Transformer::Impl::q_gemm(const LayerIndex& li, AttnActs& at, const Dims& d) {
+  const int64_t qd = tp.heads * head_dim();
+  return forward_gemm(nullptr, w(li.q), cfg.d_model, qd, sized(at.q, d.N * qd));
+}
+
+RowGemm Transformer::Impl::k_gemm(const LayerIndex& li, AttnActs& at, const Dims& d) {
+  const int64_t kvd = tp.kv_heads * head_dim();
+  return forward_gemm(nullptr, w(li.k), cfg.d_model, kvd, sized(at.k, d.N * kvd));
+}
+
+RowGemm Transformer::Impl::v_gemm(const LayerIndex& li, AttnActs& at, const Dims& d) {
+  const int64_t kvd = tp.kv_heads * head_dim();
+  return forward_gemm(nullptr, w(li.v), cfg.d_model, kvd, sized(at.v, d.N * kvd));
+}
+
+void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
+  ops::rope_forward(a.q.data(), rope, d.B, d.T, tp.heads);
+  ops::rope_forward(a.k.data(), rope, d.B, d.T, tp.kv_heads);
+  ops::attention_forward(attention_shape(d), a.q.data(), a.k.data(), a.v.data(),
+                         sized(a.attn, d.N * tp.heads * head_dim()),
+                         sized(a.lse, d.B * tp.heads * d.T));
+}
+
+// Block l from x_in: (Nr, D) into x_out: (Nr, D). Sequential (pre-norm Llama):
+//   h = x + attn(norm1(x)),  out = h + ffn(norm2(h));
+// parallel block (MegaScale): out = x + (attn(norm1(x)) + ffn(norm1(x))).
+double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_out,
+                                        const Dims& d) {
+  const int64_t D = cfg.d_model, nd = d.Nr * D, F = tp.d_ff, qd = tp.heads * head_dim();
+  const float eps = static_cast<float>(cfg.norm_eps);
+  LayerActs& a = layer_acts(l);
+  AttnActs& at = attn_acts(l);
+  const LayerIndex& li = layers[l];
+  const bool moe = is_moe();
+  float* normed = sized(scratch.normed, nd);
+  ops::rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.Nr), d.Nr, D, eps);
+  if (cfg.parallel_block) {
+    const float* input =
+        moe ? gather_rows(normed, D, d, scratch.gathered, {q_gemm(li, at, d), k_gemm(li, at, d),
+                                                           v_gemm(li, at, d)})
+            : gather_rows(normed, D, d, scratch.gathered,
+                          {q_gemm(li, at, d), k_gemm(li, at, d), v_gemm(li, at, d),
+                           forward_gemm(nullptr, w(li.mlp.gate), D, F, sized(a.mlp.gate, d.N * F)),
+                           forward_gemm(nullptr, w(li.mlp.up), D, F, sized(a.mlp.up, d.N * F))});
+    attention_core(at, d);
+    const RowGemm o = forward_gemm(at.attn.data(), w(li.o), qd, D, nullptr);
+    double aux = 0;
+    if (moe) {
+      aux = moe_forward(a.moe, li, input, sized(scratch.ffn_out, d.N * D), d.N);
+      reduce_rows({o}, scratch.ffn_out.data(), x_out, D, d, false);
+    } else {
+      float* act = sized(scratch.act, d.N * F);
+      ops::swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
+      reduce_rows({o, forward_gemm(act, w(li.mlp.down), F, D, nullptr)}, nullptr, x_out, D, d,
+                  false);
+    }
+    add_into(x_out, x_in, nd);
+    return aux;
+  }
+  gather_rows(normed, D, d, scratch.gathered,
+              {q_gemm(li, at, d), k_gemm(li, at, d), v_gemm(li, at, d)});
+  attention_core(at, d);
+  float* h = sized(a.h, nd);
+  reduce_rows({forward_gemm(at.attn.data(), w(li.o), qd, D, nullptr)}, nullptr, h, D, d, false);
+  add_into(h, x_in, nd);
+  ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.Nr), d.Nr, D, eps);
+  double aux = 0;
+  if (moe) {
+    const float* input = gather_rows(normed, D, d, scratch.gathered);
+    aux = moe_forward(a.moe, li, input, sized(scratch.ffn_out, d.N * D), d.N);
+    reduce_rows({}, scratch.ffn_out.data(), x_out, D, d, false);
+  } else {
+    gather_rows(normed, D, d, scratch.gathered,
+                {forward_gemm(nullptr, w(li.mlp.gate), D, F, sized(a.mlp.gate, d.N * F)),
+                 forward_gemm(nullptr, w(li.mlp.up), D, F, sized(a.mlp.up, d.N * F))});
+    float* act = sized(scratch.act, d.N * F);
+    ops::swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
+    reduce_rows({forward_gemm(act, w(li.mlp.down), F, D, nullptr)}, nullptr, x_out, D, d, false);
+  }
+  add_into(x_out, h, nd);
+  return aux;
+}
+
+// With scratch.dattn holding d(attention output) (N, H*hd): the weight gradients of o, q, k,
+// v and, in scratch.dq/dk/dv, the gradients the input-gradient GEMMs of the reduction read.
+// input: the gathered normed input (N, D).
+void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
+                                           const float* input, const float* dout,
+                                           const Dims& d) {
+  const int64_t D = cfg.d_model, qd = tp.heads * head_dim(), kvd = tp.kv_heads * head_dim();
+  Scratch& s = scratch;
+  ops::linear_backward(at.attn.data(), nullptr, dout, nullptr, g(li.o), d.N, qd, D);
+  float* dq = zeroed(s.dq, d.N * qd);
+  float* dk = zeroed(s.dk, d.N * kvd);
+  float* dv = zeroed(s.dv, d.N * kvd);
+  ops::attention_backward(attention_shape(d), at.q.data(), at.k.data(), at.v.data(),
+                          at.attn.data(), at.lse.data(), s.dattn.data(), dq, dk, dv);
+  ops::rope_backward(dq, rope, d.B, d.T, tp.heads);
+  ops::rope_backward(dk, rope, d.B, d.T, tp.kv_heads);
+  ops::linear_backward(input, nullptr, dq, nullptr, g(li.q), d.N, D, qd);
+  ops::linear_backward(input, nullptr, dk, nullptr, g(li.k), d.N, D, kvd);
+  ops::linear_backward(input, nullptr, dv, nullptr, g(li.v), d.N, D, kvd);
+}
+
+// With scratch.dact holding d(SwiGLU product) (N, F): the weight gradients of down, gate and
+// up, and in scratch.dgate/dup what the input-gradient GEMMs of the reduction read.
+void Transformer::Impl::dense_ffn_backward(MlpActs& acts, const LayerIndex& li,
+                                           const float* input, const float* dout,
+                                           const Dims& d) {
+  const int64_t D = cfg.d_model, F = tp.d_ff;
+  Scratch& s = scratch;
+  float* act = sized(s.act, d.N * F);
+  ops::swiglu_forward(acts.gate.data(), acts.up.data(), act, d.N * F);
+  ops::linear_backward(act, nullptr, dout, nullptr, g(li.mlp.down), d.N, F, D);
+  float* dgate = zeroed(s.dgate, d.N * F);
+  float* dup = zeroed(s.dup, d.N * F);
+  ops::swiglu_backward(acts.gate.data(), acts.up.data(), s.dact.data(), dgate, dup, d.N * F);
+  ops::linear_backward(input, nullptr, dgate, nullptr, g(li.mlp.gate), d.N, D, F);
+  ops::linear_backward(input, nullptr, dup, nullptr, g(li.mlp.up), d.N, D, F);
+}
+
+// dres: (Nr, D) holds d(objective)/d(block output) and is turned, in place, into the gradient
+// with respect to the block input. Normed inputs are recomputed from the saved rstd inputs
+// (and gathered again under SP, so only the (Nr, D) shard is kept); under recomputation the
+// layer's forward runs again first (full), or its attention internals (selective).
+void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, const Dims& d) {
+  const int64_t D = cfg.d_model, nd = d.Nr * D, F = tp.d_ff;
+  const int64_t qd = tp.heads * head_dim(), kvd = tp.kv_heads * head_dim();
+  const float eps = static_cast<float>(cfg.norm_eps);
+  const LayerIndex& li = layers[l];
+  const bool moe = is_moe();
+  if (recompute == config::Recompute::kFull) {
+    layer_forward(l, acts[l].x.data(), sized(scratch.reduced, nd), d);
+  }
+  LayerActs& a = layer_acts(l);
+  AttnActs& at = attn_acts(l);
+  Scratch& s = scratch;
+  float* normed = sized(s.normed, nd);
+  float* dnormed = sized(s.dnormed, nd);
+  if (!cfg.parallel_block) {
+    ops::rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.Nr, D, eps);
+    const float* input = gather_rows(normed, D, d, s.gathered);
+    if (moe) {
+      const float* dout = gather_rows(dres, D, d, s.dgathered);
+      float* dinput = zeroed(s.residual_partial, d.N * D);
+      moe_backward(a.moe, li, input, dout, dinput, aux_grad, d.N);
+      reduce_rows({}, dinput, dnormed, D, d, false);
+    } else {
+      const float* dout =
+          gather_rows(dres, D, d, s.dgathered,
+                      {input_grad_gemm(nullptr, w(li.mlp.down), F, D, zeroed(s.dact, d.N * F))});
+      dense_ffn_backward(a.mlp, li, input, dout, d);
+      reduce_rows({input_grad_gemm(s.dgate.data(), w(li.mlp.gate), D, F, nullptr),
+                   input_grad_gemm(s.dup.data(), w(li.mlp.up), D, F, nullptr)},
+                  nullptr, dnormed, D, d, false);
+    }
+    ops::rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dnormed, dres,
+                          norm_grad_buffer(li.ffn_norm), d.Nr, D);
+    reduce_norm_grad(li.ffn_norm, s.norm_grad);
+  }
+  ops::rmsnorm_forward(acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D, eps);
+  const bool selective = recompute == config::Recompute::kSelective;
+  const float* input =
+      selective ? gather_rows(normed, D, d, s.gathered,
+                              {q_gemm(li, at, d), k_gemm(li, at, d), v_gemm(li, at, d)})
+                : gather_rows(normed, D, d, s.gathered);
+  if (selective) attention_core(at, d);
+  const RowGemm do_x = input_grad_gemm(nullptr, w(li.o), qd, D, zeroed(s.dattn, d.N * qd));
+  const bool dense_block = cfg.parallel_block && !moe;
+  const float* dout =
+      dense_block
+          ? gather_rows(dres, D, d, s.dgathered,
+                        {do_x, input_grad_gemm(nullptr, w(li.mlp.down), F, D,
+                                               zeroed(s.dact, d.N * F))})
+          : gather_rows(dres, D, d, s.dgathered, {do_x});
+  const float* ffn_dinput = nullptr;
+  if (cfg.parallel_block && moe) {
+    float* dinput = zeroed(s.residual_partial, d.N * D);
+    moe_backward(a.moe, li, input, dout, dinput, aux_grad, d.N);
+    ffn_dinput = dinput;
+  } else if (dense_block) {
+    dense_ffn_backward(a.mlp, li, input, dout, d);
+  }
+  attention_backward(at, li, input, dout, d);
+  // After attention_backward, which sizes the gradients these read.
+  const RowGemm dq_x = input_grad_gemm(s.dq.data(), w(li.q), D, qd, nullptr);
+  const RowGemm dk_x = input_grad_gemm(s.dk.data(), w(li.k), D, kvd, nullptr);
+  const RowGemm dv_x = input_grad_gemm(s.dv.data(), w(li.v), D, kvd, nullptr);
+  if (dense_block) {
+    reduce_rows({dq_x, dk_x, dv_x, input_grad_gemm(s.dgate.data(), w(li.mlp.gate), D, F, nullptr),
+                 input_grad_gemm(s.dup.data(), w(li.mlp.up), D, F, nullptr)},
+                nullptr, dnormed, D, d, false);
+  } else {
+    reduce_rows({dq_x, dk_x, dv_x}, ffn_dinput, dnormed, D, d, false);
+  }
+  ops::rmsnorm_backward(acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
+                        norm_grad_buffer(li.attn_norm), d.Nr, D);
+  reduce_norm_grad(li.attn_norm, s.norm_grad);
+}
+
+double Transformer::Impl::forward(const int32_t* inputs, const Dims& d) {
+  const int64_t D = cfg.d_model, nd = d.Nr * D;
+  embed_forward(inputs, d);
+  double aux = 0;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    float* x_out = l + 1 < layers.size() ? sized(acts[l + 1].x, nd) : sized(final_x, nd);
+    aux += layer_forward(l, acts[l].x.data(), x_out, d);
+  }
+  ops::rmsnorm_forward(final_x.data(), w(final_norm), sized(final_normed, nd),
+                       sized(final_rstd, d.Nr), d.Nr, D, static_cast<float>(cfg.norm_eps));
+  float* out = sized(logits, d.N * tp.vocab_rows);
+  if (tp.vocab_rows > 0) {
+    final_input = gather_rows(final_normed.data(), D, d, final_gathered,
+                              {forward_gemm(nullptr, w(lm_head), D, tp.vocab_rows, out)});
+  } else {
+    final_input = gather_rows(final_normed.data(), D, d, final_gathered);
+  }
+  return aux;
+}
+
+void Transformer::Impl::notify_layer(size_t l, const BackwardHooks* hooks) const {
+  if (hooks == nullptr) return;
+  if (hooks->on_grad_ready) {
+    for (size_t i = layers[l].end_param; i > layers[l].first_param; --i) hooks->on_grad_ready(i - 1);
+  }
+  if (hooks->poll) hooks->poll();
+}
+
+void Transformer::Impl::backward(const int32_t* inputs, const Dims& d, float aux_grad,
+                                 const BackwardHooks* hooks) {
+  const int64_t D = cfg.d_model, nd = d.Nr * D;
+  float* dres = zeroed(scratch.residual_grad, nd);
+  float* dnormed = sized(scratch.dnormed, nd);
+  if (tp.vocab_rows > 0) {
+    ops::linear_backward(final_input, nullptr, logits.data(), nullptr, g(lm_head), d.N, D,
+                         tp.vocab_rows);
+    reduce_rows({input_grad_gemm(logits.data(), w(lm_head), D, tp.vocab_rows, nullptr)}, nullptr,
+                dnormed, D, d, false);
+  } else {
+    reduce_rows({}, nullptr, dnormed, D, d, false);
+  }
+  ops::rmsnorm_backward(final_x.data(), w(final_norm), final_rstd.data(), dnormed, dres,
+                        norm_grad_buffer(final_norm), d.Nr, D);
+  reduce_norm_grad(final_norm, scratch.norm_grad);
+  const bool notify = hooks != nullptr && hooks->on_grad_ready;
+  if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);
+  if (notify) hooks->on_grad_ready(final_norm);
+  if (hooks != nullptr && hooks->poll) hooks->poll();
+  for (size_t l = layers.size(); l-- > 0;) {
+    layer_backward(l, dres, aux_grad, d);
+    notify_layer(l, hooks);
+  }
+  embed_backward(inputs, dres, d);
+  if (notify) hooks->on_grad_ready(embed);
+}
+
+}  // namespace ms::model

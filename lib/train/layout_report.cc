@@ -1,0 +1,97 @@
+// The dry-run layout report (layout_report.h).
+#include "train/layout_report.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "comm/mesh.h"
+#include "model/transformer.h"
+#include "parallel/tp_layout.h"
+#include "parallel/tp_shards.h"
+#include "train/run_checks.h"
+
+namespace ms::train {
+namespace {
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::string box_string(const comm::ShardSpec& spec) {
+  if (spec.numel() == 0) return "(nothing: padding only)";
+  std::string s = "[";
+  for (int d = 0; d < spec.rank(); ++d) {
+    const int64_t begin = spec.offsets()[static_cast<size_t>(d)];
+    s += (d ? ", " : "") + std::to_string(begin) + ":" +
+         std::to_string(begin + spec.lengths()[static_cast<size_t>(d)]);
+  }
+  return s + "]";
+}
+
+const char* recompute_name(config::Recompute r) {
+  return r == config::Recompute::kFull ? "full" : r == config::Recompute::kSelective ? "selective"
+                                                                                     : "none";
+}
+
+}  // namespace
+
+Result<std::string> describe_layout(const config::RunConfig& config, int world_size) {
+  MS_ASSIGN_OR_RETURN(const int dp, data_parallel_size(config, world_size));
+  const int tp = static_cast<int>(config.parallel.tp);
+  const config::ModelConfig& m = config.model;
+  MS_RETURN_IF_ERROR(parallel::check_tp_model(
+      {m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, tp));
+  const comm::MeshShape shape{.pp = 1, .dp = dp, .tp = tp, .ep = 1,
+                              .loaders = static_cast<int>(config.parallel.loaders), .cp = 1};
+  MS_ASSIGN_OR_RETURN(const comm::MeshLayout mesh, comm::MeshLayout::create(shape, world_size));
+  MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs, model::parameter_specs(m));
+
+  std::ostringstream out;
+  out << "# layout on " << world_size << " rank(s): dp " << dp << " x tp " << tp;
+  if (shape.loaders > 0) out << " + " << shape.loaders << " loader rank(s)";
+  out << "\n# rank = dp_rank * tp + tp_rank (tp varies fastest); loader ranks come last\n";
+  for (int r = 0; r < world_size; ++r) {
+    const comm::MeshCoord c = mesh.coord(r);
+    if (c.loader) {
+      out << "rank " << r << ": loader\n";
+    } else {
+      out << "rank " << r << ": dp " << c.dp << ", tp " << c.tp << "\n";
+    }
+  }
+  const bool sp = tp > 1 && config.parallel.sequence_parallel;
+  out << "# sequence parallel " << (sp ? "on" : "off") << ", tp overlap "
+      << (tp > 1 && config.parallel.tp_overlap ? "on" : "off") << ", recompute "
+      << recompute_name(config.parallel.recompute) << ", zero " << config.parallel.zero << "\n";
+  if (tp > 1) {
+    out << "# the vocabulary (" << m.vocab_size << ") is split as if padded to "
+        << parallel::padded_vocab(m.vocab_size, tp) << "; padded ids are not stored\n";
+  }
+  out << "# tensor [global shape] split: slice of tp rank 0 | 1 | ... (every dp rank holds its "
+         "tp rank's slice";
+  out << (config.parallel.zero == 1 ? "; ZeRO-1 splits its optimizer state over dp)\n" : ")\n");
+  int64_t local_elements = 0;
+  for (const model::ParameterSpec& p : specs) {
+    const parallel::TpSplit split = parallel::tp_split_of(p.name);
+    out << p.name << " " << shape_string(p.global_shape) << " "
+        << (tp == 1 ? "whole" : parallel::tp_split_name(split)) << ":";
+    for (int r = 0; r < tp; ++r) {
+      MS_ASSIGN_OR_RETURN(const comm::ShardSpec s, parallel::tp_shard(p.name, p.global_shape, tp, r));
+      if (r == 0) local_elements += s.numel();
+      out << (r ? " |" : "") << " " << box_string(s);
+    }
+    out << "\n";
+  }
+  const double mib = 1024.0 * 1024.0, weights = static_cast<double>(local_elements) * 4.0 / mib;
+  const double state = config.parallel.zero == 1 ? 3.0 * weights / dp : 2.0 * weights;
+  char line[240];
+  std::snprintf(line, sizeof(line),
+                "# per model rank (tp rank 0): weights %.1f MiB, gradients %.1f MiB, optimizer "
+                "state %.1f MiB\n",
+                weights, weights, state);
+  out << line;
+  return out.str();
+}
+
+}  // namespace ms::train
