@@ -1,11 +1,14 @@
 // `ms-diagnose check`: node health check run under mpirun (a single process works too). Measures
 // every rank's sgemm rate (and cuBLAS rate where a GPU exists) and STREAM triad bandwidth, runs
 // nccl-tests-style collective benchmarks with exact verification, a pairwise point-to-point
-// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found.
+// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found. Under
+// Slurm a machine is named by its Slurm node name (diag/nodes.h), and --suspects-file writes the
+// suspect nodes as the comma list `sbatch --exclude` takes.
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +17,7 @@
 #include "core/logging.h"
 #include "diag/check.h"
 #include "diag/check_report.h"
+#include "diag/nodes.h"
 
 namespace ms::diagnose_cmd {
 namespace {
@@ -25,6 +29,7 @@ struct CheckCli {
   diag::HealthOptions health;
   std::vector<std::string> collectives;
   std::string group_by = "host";
+  std::string suspects_file;
   bool json = false;
 };
 
@@ -43,10 +48,25 @@ Status resolve_options(CheckCli& cli) {
   return Status::OK();
 }
 
+// The suspect nodes, one comma list and a newline (just the newline when healthy), so a batch
+// script can pass them to `sbatch --exclude`.
+Status write_suspects_file(const std::string& path, const diag::CheckVerdict& verdict) {
+  std::ofstream out(path, std::ios::trunc);
+  out << diag::node_list(verdict.suspect_nodes) << "\n";
+  out.close();
+  if (!out) return IOError("cannot write the suspect list to " + path + " (--suspects-file)");
+  return Status::OK();
+}
+
 Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
   MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli), "reading the options"));
-  MS_ASSIGN_OR_RETURN(diag::CheckResults results, diag::run_check(world, log::host(), cli.check));
+  MS_ASSIGN_OR_RETURN(
+      diag::CheckResults results,
+      diag::run_check(world, diag::machine_name_from_env(log::host()), cli.check));
   const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
+  if (world.rank() == 0 && !cli.suspects_file.empty()) {
+    MS_RETURN_IF_ERROR(write_suspects_file(cli.suspects_file, verdict));
+  }
   if (world.rank() == 0) {
     if (cli.json) {
       std::cout << diag::check_report_json(results, cli.check, cli.health, verdict).dump(2)
@@ -111,6 +131,9 @@ void add_verdict_options(CLI::App* sub, CheckCli& cli) {
                   "Testing aid: pretend this rank is slower (its timings are multiplied)");
   sub->add_option("--inject-factor", cli.check.injection.factor,
                   "Testing aid: slowdown factor of --inject-slow-rank")->capture_default_str();
+  sub->add_option("--suspects-file", cli.suspects_file,
+                  "Also write the suspect machines (Slurm node names under Slurm) to this file as "
+                  "one comma list for `sbatch --exclude`; an empty line when healthy");
   cli::add_json_flag(sub, &cli.json);
 }
 

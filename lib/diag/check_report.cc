@@ -85,6 +85,10 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
     out += "  " + m.machine + " (ranks " + ranks + "): " + (m.suspect ? "SUSPECT" : "healthy") +
            "\n" + format_findings(m);
   }
+  if (!verdict.suspect_nodes.empty()) {
+    const std::string list = node_list(verdict.suspect_nodes);
+    out += "# Suspect nodes: " + list + "  (sbatch --exclude=" + list + ")\n";
+  }
   if (verdict.health.machines.size() < kMinPeers) {
     out += "# note: fewer than 3 machines, so none can be singled out as an outlier\n";
   }
@@ -147,6 +151,7 @@ CheckVerdict judge_check(const CheckResults& results, const HealthOptions& optio
   CheckVerdict verdict;
   verdict.health = assess_health(results.ranks, options);
   verdict.slow_links = find_slow_links(results.p2p, options);
+  verdict.suspect_nodes = suspect_nodes(verdict.health, results.ranks);
   for (const auto& rows : results.collectives) {
     for (const CollectiveResult& r : rows) verdict.wrong += r.wrong();
   }
@@ -182,6 +187,7 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   doc["min_degradation"] = health_options.min_degradation;
   doc["group_by"] = telemetry::group_by_name(health_options.group_by);
   doc["machines"] = machines_json(verdict);
+  doc["suspect_nodes"] = verdict.suspect_nodes;
   doc["wrong"] = verdict.wrong;
   doc["healthy"] = verdict.healthy();
   return doc;

@@ -9,6 +9,7 @@
 
 #include "diag/check.h"
 #include "diag/health.h"
+#include "diag/nodes.h"
 
 namespace ms::diag {
 
@@ -16,6 +17,8 @@ struct CheckVerdict {
   HealthReport health;
   std::vector<SlowLink> slow_links;
   uint64_t wrong = 0;  // wrong elements over every collective and size
+  // The machines of the suspects, each once, in rank order (nodes.h): for sbatch --exclude.
+  std::vector<std::string> suspect_nodes;
   // Healthy: no suspect machine and every collective result exact.
   bool healthy() const { return !health.any_suspect() && wrong == 0; }
 };
