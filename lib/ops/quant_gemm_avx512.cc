@@ -13,6 +13,7 @@ struct Avx512Path {
   static V zero() { return _mm512_setzero_ps(); }
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V splat(float v) { return _mm512_set1_ps(v); }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
   static V bf16(const uint8_t* p) {
@@ -23,18 +24,15 @@ struct Avx512Path {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
   }
-  // Eight bytes hold columns c .. c + 15: the low word's nibbles fill lanes 0-7, the high
-  // word's lanes 8-15, each lane shifting its word by 4 * (lane % 8).
+  // Eight bytes hold columns c .. c + 15: their low and high nibbles, interleaved byte by
+  // byte, are the codes in column order.
   static V i4(const uint8_t* row, int64_t c) {
-    int32_t words[2];
-    std::memcpy(words, row + c / 2, 8);
-    const __m512i spread = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_set1_epi32(words[0])), _mm256_set1_epi32(words[1]), 1);
-    const __m512i shifts =
-        _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    const __m512i nibbles =
-        _mm512_and_si512(_mm512_srlv_epi32(spread, shifts), _mm512_set1_epi32(15));
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(nibbles, _mm512_set1_epi32(8)));
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2));
+    const __m128i mask = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, mask);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, _mm512_set1_epi32(8)));
   }
 };
 

@@ -32,49 +32,76 @@ constexpr int kTokenBlock = 4;
 constexpr int64_t kRowTile = 16;
 
 // Path P: using V; static constexpr int W; V zero(); V load(const float*);
-// V fmadd(V a, V b, V c) = a * b + c; V splat(float); float sum(V);
+// V fmadd(V a, V b, V c) = a * b + c; V add(V, V); V splat(float); float sum(V);
 // V bf16(const uint8_t*), i8(const uint8_t*): W weights decoded to f32 from their first byte;
 // V i4(const uint8_t* row, int64_t c): the int4 codes of columns [c, c + W) of a packed row
 // (c a multiple of W), without their scale.
 template <class P, int T>
 struct Dot {
   using V = typename P::V;
+  // Independent accumulators per row of x, so FMA latency does not bound one chain; the same
+  // for every T, so a row's bits do not depend on how many rows come with it.
+  static constexpr int K = 2;
 
-  // Dot products of T rows of x (stride ld) with one row of W in format F, whose W-wide body is
-  // `body` columns; the rest is summed one column at a time. Decode gives weights at a column.
+  // acc[k][t] += x[t, c] * w[c] over columns [begin, end) (a multiple of W apart), vector j
+  // going to accumulator j % K.
+  template <class Decode>
+  static void accumulate(const float* x, int64_t ld, int64_t begin, int64_t end, Decode decode,
+                         V (&acc)[K][T]) {
+    int64_t c = begin;
+    for (; c + K * P::W <= end; c += K * P::W) {
+      for (int k = 0; k < K; ++k) {
+        const V wv = decode.vec(c + k * P::W);
+        for (int t = 0; t < T; ++t) {
+          acc[k][t] = P::fmadd(P::load(x + t * ld + c + k * P::W), wv, acc[k][t]);
+        }
+      }
+    }
+    for (int k = 0; c < end; c += P::W, ++k) {
+      const V wv = decode.vec(c);
+      for (int t = 0; t < T; ++t) acc[k][t] = P::fmadd(P::load(x + t * ld + c), wv, acc[k][t]);
+    }
+  }
+
+  static void zero(V (&acc)[K][T]) {
+    for (int k = 0; k < K; ++k) {
+      for (int t = 0; t < T; ++t) acc[k][t] = P::zero();
+    }
+  }
+  // The K accumulators of row t added into one vector, in a fixed order.
+  static V combine(const V (&acc)[K][T], int t) {
+    V v = acc[0][t];
+    for (int k = 1; k < K; ++k) v = P::add(v, acc[k][t]);
+    return v;
+  }
+
+  // Dot products of T rows of x (stride ld) with one row of W of `cols` columns: the W-wide
+  // body through accumulate, the rest one column at a time. decode gives the row's weights.
   template <class Decode>
   static void run(const float* x, int64_t ld, int64_t cols, Decode decode, float* out) {
-    V acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = P::zero();
+    V acc[K][T];
+    zero(acc);
     const int64_t body = cols - cols % P::W;
-    for (int64_t c = 0; c < body; c += P::W) {
-      const V wv = decode.vec(c);
-      for (int t = 0; t < T; ++t) acc[t] = P::fmadd(P::load(x + t * ld + c), wv, acc[t]);
-    }
+    accumulate(x, ld, 0, body, decode, acc);
     for (int t = 0; t < T; ++t) {
-      float s = P::sum(acc[t]);
+      float s = P::sum(combine(acc, t));
       for (int64_t c = body; c < cols; ++c) s += x[t * ld + c] * decode.one(c);
       out[t] = s;
     }
   }
 
   // int4: each group's partial sums are scaled once and added to the row's sums.
-  static void run_int4(const float* x, int64_t ld, const QuantView& w, int64_t r, float* out) {
-    const uint8_t* bytes = w.values + r * (w.cols / 2);
-    const int64_t groups = w.cols / w.group_size;
-    const float* scales = w.scales + r * groups;
+  template <class Decode>
+  static void run_int4(const float* x, int64_t ld, const QuantView& w, Decode decode,
+                       const float* scales, float* out) {
     V acc[T];
     for (int t = 0; t < T; ++t) acc[t] = P::zero();
-    for (int64_t g = 0; g < groups; ++g) {
-      V part[T];
-      for (int t = 0; t < T; ++t) part[t] = P::zero();
-      const int64_t start = g * w.group_size;
-      for (int64_t c = start; c < start + w.group_size; c += P::W) {
-        const V wv = P::i4(bytes, c);
-        for (int t = 0; t < T; ++t) part[t] = P::fmadd(P::load(x + t * ld + c), wv, part[t]);
-      }
+    for (int64_t g = 0; g < w.cols / w.group_size; ++g) {
+      V part[K][T];
+      zero(part);
+      accumulate(x, ld, g * w.group_size, (g + 1) * w.group_size, decode, part);
       const V s = P::splat(scales[g]);
-      for (int t = 0; t < T; ++t) acc[t] = P::fmadd(part[t], s, acc[t]);
+      for (int t = 0; t < T; ++t) acc[t] = P::fmadd(combine(part, t), s, acc[t]);
     }
     for (int t = 0; t < T; ++t) out[t] = P::sum(acc[t]);
   }
@@ -100,6 +127,11 @@ struct Bf16Decode {
   }
 };
 template <class P>
+struct I4Decode {
+  const uint8_t* row;
+  typename P::V vec(int64_t c) const { return P::i4(row, c); }
+};
+template <class P>
 struct I8Decode {
   const uint8_t* row;
   typename P::V vec(int64_t c) const { return P::i8(row + c); }
@@ -122,9 +154,12 @@ void dot_rows(const float* x, const QuantView& w, int64_t r, float* y) {
       Dot<P, T>::run(x, k, k, I8Decode<P>{w.values + r * k}, out);
       for (int t = 0; t < T; ++t) out[t] *= w.scales[r];
       break;
-    case WeightFormat::kInt4:
-      Dot<P, T>::run_int4(x, k, w, r, out);
+    case WeightFormat::kInt4: {
+      const int64_t groups = k / w.group_size;
+      Dot<P, T>::run_int4(x, k, w, I4Decode<P>{w.values + r * (k / 2)}, w.scales + r * groups,
+                          out);
       break;
+    }
   }
   for (int t = 0; t < T; ++t) y[t * w.rows + r] = out[t];
 }

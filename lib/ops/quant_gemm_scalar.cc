@@ -11,6 +11,7 @@ struct ScalarPath {
   static V zero() { return 0.0f; }
   static V load(const float* p) { return *p; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
+  static V add(V a, V b) { return a + b; }
   static V splat(float v) { return v; }
   static float sum(V v) { return v; }
   static V bf16(const uint8_t* p) {
