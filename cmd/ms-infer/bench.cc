@@ -56,6 +56,7 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
   options.batch_sizes = a.batch_sizes;
   options.block_size = a.serving.engine.block_size;
   options.stream_mib = a.stream_mib;
+  options.weight_bytes = infer::decode_weight_bytes(m);
   MS_ASSIGN_OR_RETURN(infer::SweepResult sweep, infer::run_batch_sweep(*m.model, options));
   std::fputs(infer::format_sweep(sweep, options).c_str(), stdout);
   return Status::OK();

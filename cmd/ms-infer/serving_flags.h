@@ -4,12 +4,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 #include "infer/serving.h"
+#include "ops/quant.h"
 
 namespace ms::infer_cmd {
 
-// Adds --max-batch, --kv-blocks, --block-size, --attention-ranks and --micro-batches, bound to
-// `o`, whose current values are the defaults shown.
+// Adds --max-batch, --kv-blocks, --block-size, --attention-ranks, --micro-batches, --weights
+// and --group-size, bound to `o`, whose current values are the defaults shown.
 inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--max-batch", o.engine.max_batch, "Sequences decoded together at most")
       ->capture_default_str();
@@ -22,6 +25,16 @@ inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
       ->capture_default_str();
   sub->add_option("--micro-batches", o.micro_batches,
                   "Micro-batches per step ping-ponging between attention and expert ranks")
+      ->capture_default_str();
+  sub->add_option_function<std::string>(
+         "--weights",
+         [&o](const std::string& name) { o.weights.format = *ops::parse_weight_format(name); },
+         "Format the linear weights are served in: f32 as loaded, bf16, int8 (a scale per "
+         "output channel) or int4 (a scale per --group-size inputs)")
+      ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}))
+      ->default_str(std::string(ops::weight_format_name(o.weights.format)));
+  sub->add_option("--group-size", o.weights.group_size, "Inputs per int4 scale: 32, 64 or 128")
+      ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
 }
 

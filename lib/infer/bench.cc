@@ -36,6 +36,12 @@ double decode_weight_bytes(const model::Transformer& model) {
   return 4.0 * (static_cast<double>(model.active_parameter_count()) - embedding);
 }
 
+double decode_weight_bytes(const LoadedModel& served) {
+  const ServingWeightStats& s = served.serving_weights;
+  return decode_weight_bytes(*served.model) - static_cast<double>(s.f32_bytes) +
+         static_cast<double>(s.quantized_bytes);
+}
+
 Result<std::string> format_throughput(const ServeResult& result) {
   const double seconds = result.seconds;
   double in_tokens = 0, out_tokens = 0;
@@ -100,7 +106,8 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
   SweepResult result;
   const size_t elements = static_cast<size_t>(options.stream_mib * 1024 * 1024) / sizeof(double);
   result.bandwidth_bytes_s = measure_stream_gbs(StreamKernel::kCopy, elements, 5) * 1e9;
-  result.weight_bytes = decode_weight_bytes(model);
+  result.weight_bytes =
+      options.weight_bytes > 0 ? options.weight_bytes : decode_weight_bytes(model);
   for (int64_t B : options.batch_sizes) {
     MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
                                                  options.block_size));

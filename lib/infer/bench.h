@@ -24,6 +24,9 @@ double percentile(std::vector<double> values, double p);
 // f32 weight bytes one decode step of one sequence reads: every matrix a token passes through
 // (the embedding contributes one row, so only a separate lm_head counts).
 double decode_weight_bytes(const model::Transformer& model);
+// The same with the linear weights `served` converted (serving_weights.h): their f32 bytes
+// replaced by their quantized bytes.
+double decode_weight_bytes(const LoadedModel& served);
 
 // Requests/s, tokens/s and time-to-first-token / time-per-output-token percentiles of a served
 // batch. InvalidArgument naming the request when one was refused.
@@ -34,6 +37,9 @@ struct SweepOptions {
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   int64_t block_size = 16;  // KV cache block size
   double stream_mib = 256;  // size of each array of the bandwidth-measuring copy
+  // Weight bytes one decode step reads; 0: decode_weight_bytes(model), the f32 count. Served
+  // with --weights, the caller passes decode_weight_bytes(served).
+  double weight_bytes = 0;
 };
 
 struct SweepRow {
@@ -43,7 +49,7 @@ struct SweepRow {
 
 struct SweepResult {
   double bandwidth_bytes_s = 0;  // STREAM copy, read + write counted
-  double weight_bytes = 0;       // per decode step (decode_weight_bytes)
+  double weight_bytes = 0;       // per decode step (SweepOptions::weight_bytes)
   std::vector<SweepRow> rows;    // one per batch size, in order
   double bound_steps_s() const { return bandwidth_bytes_s / weight_bytes; }
 };

@@ -13,6 +13,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "data/tokenizer.h"
+#include "infer/serving_weights.h"
 #include "model/transformer.h"
 
 namespace ms::infer {
@@ -20,6 +21,9 @@ namespace ms::infer {
 struct LoadedModel {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<data::Tokenizer> tokenizer;
+  // Set by load_for_serving when --weights converted the linear weights (serving_weights.h);
+  // their quantized bytes are held by the model's CachedLinear hook, not by parameters().
+  ServingWeightStats serving_weights;
 };
 
 // Which parameters (by index into model.parameters()) a rank loads; the others are released

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "comm/agree.h"
+#include "core/logging.h"
 #include "core/timer.h"
 
 namespace ms::infer {
@@ -91,10 +92,23 @@ RankReport report_from(const json& j) {
   return r;
 }
 
-int64_t held_bytes(const model::Transformer& m) {
-  int64_t bytes = 0;
-  for (const model::Parameter& p : m.parameters()) bytes += static_cast<int64_t>(p.value.nbytes());
+// Parameter values still held plus the quantized copies of the released ones.
+int64_t held_bytes(const LoadedModel& m) {
+  int64_t bytes = m.serving_weights.quantized_bytes;
+  for (const model::Parameter& p : m.model->parameters()) {
+    bytes += static_cast<int64_t>(p.value.nbytes());
+  }
   return bytes;
+}
+
+// Converts the loaded linear weights to the served format and logs what that holds.
+Status convert_weights(LoadedModel& loaded, const WeightOptions& options) {
+  MS_ASSIGN_OR_RETURN(loaded.serving_weights, quantize_for_serving(*loaded.model, options));
+  char held[64];
+  std::snprintf(held, sizeof(held), "%.2f MB", static_cast<double>(held_bytes(loaded)) / 1e6);
+  MS_LOG(Info) << "weights " << describe(options, loaded.serving_weights) << "; " << held
+               << " of weights held";
+  return Status::OK();
 }
 
 // This rank's share of the requests, served through the engine; its completions are returned
@@ -197,6 +211,7 @@ Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::st
   Result<LoadedModel> loaded =
       load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size()));
   Status local = loaded.status();
+  if (local.ok()) local = convert_weights(*loaded, options.weights);
   if (local.ok() && disaggregated(options)) {
     local = ServingLayout::create(comm.size(), options.attention_ranks,
                                   loaded->model->config().moe.num_experts)
@@ -212,7 +227,7 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
   const int rank = comm.rank();
   RankReport report;
   report.role = role_of(options, rank);
-  report.weight_bytes = held_bytes(*loaded.model);
+  report.weight_bytes = held_bytes(loaded);
   std::optional<ServingLayout> layout;
   if (disaggregated(options)) {
     MS_ASSIGN_OR_RETURN(layout, ServingLayout::create(comm.size(), options.attention_ranks,

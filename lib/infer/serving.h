@@ -16,6 +16,7 @@
 #include "infer/disaggregated.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
+#include "infer/serving_weights.h"
 
 namespace ms::infer {
 
@@ -23,6 +24,7 @@ struct ServeOptions {
   EngineOptions engine;
   int attention_ranks = 0;  // 0: colocated
   int micro_batches = 2;    // ping-pong micro-batches per step (disaggregated)
+  WeightOptions weights;    // the format the linear weights are served in
 };
 
 // One rank's part, as rank 0 receives it.
@@ -43,7 +45,8 @@ struct ServeResult {
 // The parameters this rank needs for `options` (every one when colocated).
 ParameterFilter serving_filter(const ServeOptions& options, int rank, int world);
 
-// Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter).
+// Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter)
+// and converts its linear weights to options.weights (quantize_for_serving, logged).
 // InvalidArgument for negative attention ranks, fewer than one micro-batch, or a layout the
 // model cannot be served with (ServingLayout::create). Collective over `comm`: a rank that
 // cannot load fails every rank with its error (comm::agree).

@@ -11,6 +11,7 @@
 
 #include "model/buffers.h"
 #include "model/model_impl.h"
+#include "ops/activation.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/parallel.h"
@@ -119,9 +120,9 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     float* q = sized(a.attn.q, N * qd);
     float* k = sized(a.attn.k, N * kvd);
     float* v = sized(a.attn.v, N * kvd);
-    ops::linear_forward(normed, w(li.q), q, N, D, qd);
-    ops::linear_forward(normed, w(li.k), k, N, D, kvd);
-    ops::linear_forward(normed, w(li.v), v, N, D, kvd);
+    cached_linear(li.q, normed, q, N, D, qd);
+    cached_linear(li.k, normed, k, N, D, kvd);
+    cached_linear(li.v, normed, v, N, D, kvd);
     for (int64_t t = 0; t < N; ++t) {
       rope_at(q + t * qd, rope, slots[t].pos, cfg.n_heads);
       rope_at(k + t * kvd, rope, slots[t].pos, cfg.n_kv_heads);
@@ -134,7 +135,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
     if (poll) poll();
     float* h = sized(p.h, N * D);
-    ops::linear_forward(attn, w(li.o), h, N, qd, D);
+    cached_linear(li.o, attn, h, N, qd, D);
     add_into(h, p.x.data(), N * D);
     if (!cfg.parallel_block) {
       ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
@@ -144,7 +145,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
       p.awaiting_experts = true;
       return;
     }
-    mlp_forward(li.mlp, cfg.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
+    cached_mlp(li.mlp, a.mlp, normed, sized(p.ffn_out, N * D), N);
     finish_layer(p);
   }
 }
@@ -175,7 +176,26 @@ void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
     std::copy_n(p.x.data() + p.last_rows[c] * D, D, last.data() + c * D);
   }
   ops::rmsnorm_forward(last.data(), w(final_norm), last_normed.data(), rstd.data(), C, D, eps);
-  ops::linear_forward(last_normed.data(), w(lm_head), logits, C, D, cfg.vocab_size);
+  cached_linear(lm_head, last_normed.data(), logits, C, D, cfg.vocab_size);
+}
+
+void Transformer::Impl::cached_linear(size_t param, const float* x, float* y, int64_t n,
+                                      int64_t in, int64_t out) {
+  if (cached_linear_hook && cached_linear_hook(param, x, y, n)) return;
+  ops::linear_forward(x, w(param), y, n, in, out);
+}
+
+// mlp_forward's dense, non-accumulating case with every GEMM through cached_linear.
+void Transformer::Impl::cached_mlp(const MlpIndex& m, MlpActs& acts, const float* x, float* out,
+                                   int64_t rows) {
+  const int64_t D = cfg.d_model, F = cfg.d_ff;
+  float* gate = sized(acts.gate, rows * F);
+  float* up = sized(acts.up, rows * F);
+  cached_linear(m.gate, x, gate, rows, D, F);
+  cached_linear(m.up, x, up, rows, D, F);
+  float* act = sized(scratch.act, rows * F);
+  ops::swiglu_forward(gate, up, act, rows * F);
+  cached_linear(m.down, act, out, rows, F, D);
 }
 
 namespace {
@@ -308,6 +328,20 @@ int64_t Transformer::release_for_serving(const std::function<bool(size_t param_i
     }
   }
   return held;
+}
+
+std::vector<size_t> Transformer::cached_linear_parameters() const {
+  std::vector<size_t> out;
+  for (const LayerIndex& li : impl_->layers) {
+    out.insert(out.end(), {li.q, li.k, li.v, li.o});
+    if (li.mlp.gate != kNoParam) out.insert(out.end(), {li.mlp.gate, li.mlp.up, li.mlp.down});
+  }
+  if (impl_->lm_head != impl_->embed) out.push_back(impl_->lm_head);
+  return out;
+}
+
+void Transformer::set_cached_linear(CachedLinear linear) {
+  impl_->cached_linear_hook = std::move(linear);
 }
 
 bool Transformer::holds_expert(size_t layer, int64_t expert) const {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -33,6 +34,14 @@ struct CachedChunk {
   int64_t start = 0;
   std::span<const int32_t> blocks;
 };
+
+// A replacement for the f32 weights of the cached forward's linear layers, installed by the
+// serving side (lib/infer/serving_weights.h keeps quantized copies): computes
+// y: (n, out) = x: (n, in) @ W^T for parameters()[param_index] and returns true, or returns
+// false to leave that layer to its f32 weight. Called only for Transformer::
+// cached_linear_parameters(), possibly from several passes in turn but never concurrently.
+using CachedLinear =
+    std::function<bool(size_t param_index, const float* x, float* y, int64_t n)>;
 
 // One forward_cached pass split at each MoE layer's experts (Transformer::begin_cached), so the
 // experts can run on other ranks while this rank works on another pass (disaggregated serving,

@@ -236,6 +236,12 @@ struct Transformer::Impl {
 
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);
+  // The cached forward's linear layers (model/inference.cc): through cached_linear_hook when
+  // it answers for `param`, else the f32 weight; and the dense FFN built on them.
+  void cached_linear(size_t param, const float* x, float* y, int64_t n, int64_t in,
+                     int64_t out);
+  void cached_mlp(const MlpIndex& m, MlpActs& acts, const float* x, float* out, int64_t rows);
+  CachedLinear cached_linear_hook;
 
  private:
   // Rotary embeddings on q, k and the attention itself (a.q, a.k, a.v -> a.attn, a.lse).

@@ -165,6 +165,13 @@ class Transformer {
   // empty tensor; the stages above that need it must not be called. Returns the bytes of
   // values still held.
   int64_t release_for_serving(const std::function<bool(size_t param_index)>& keep);
+  // The parameters the cached forward multiplies through a CachedLinear when one is set: q, k,
+  // v and o of every layer, gate/up/down of dense FFNs, and an untied lm_head (the embedding,
+  // norms, routers and experts always use their f32 values). Serving may release the f32
+  // values of those the hook answers for.
+  std::vector<size_t> cached_linear_parameters() const;
+  // Installs (or, with an empty function, removes) the cached forward's linear hook.
+  void set_cached_linear(CachedLinear linear);
   // The MoE layer and routed expert parameters()[param_index] belongs to, if any (the shared
   // expert and the router are not routed experts).
   struct ExpertRef {

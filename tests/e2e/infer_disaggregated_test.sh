@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Disaggregated MoE serving from the shell: on a tiny random MoE model, `mpirun -np 4 ms-infer
-# generate --attention-ranks 2` writes the same greedy tokens as one process (and as 4 colocated
-# replicas); `ms-infer bench` under mpirun prints the throughput line, the latency percentiles
-# and each rank's role; `ms-infer plan` prints plans and its best choice; layouts that cannot
-# serve are refused with the reason.
+# generate --attention-ranks 2` writes the same greedy tokens as one process (also with
+# --weights int4, and as 4 colocated replicas); `ms-infer bench` under mpirun prints the
+# throughput line, the latency percentiles and each rank's role; `ms-infer plan` prints plans
+# and its best choice; layouts that cannot serve are refused with the reason.
 # Usage: infer_disaggregated_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model binary>
 set -euo pipefail
 MPIRUN=$1
@@ -37,6 +37,15 @@ run 4 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.json
   fail "disaggregated tokens differ from one process"
 grep -q 'serving: 4 ranks, 2 attention + 2 expert ranks' "$work/disagg.err" || fail "no layout line"
 grep -q 'rank 3 experts' "$work/disagg.err" || fail "no expert rank report"
+# With int4 attention and lm_head weights on the attention ranks, too.
+"$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
+  -o "$work/one4.jsonl" --no-progress --weights int4 --group-size 32 2> /dev/null
+run 4 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
+  -o "$work/disagg4.jsonl" --attention-ranks 2 --micro-batches 2 --max-batch 2 --no-progress \
+  --weights int4 --group-size 32 2> "$work/disagg4.err" ||
+  fail "disaggregated int4 generate: $(cat "$work/disagg4.err")"
+[ "$(tokens "$work/one4.jsonl")" = "$(tokens "$work/disagg4.jsonl")" ] ||
+  fail "disaggregated int4 tokens differ from one process"
 run 3 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
   -o "$work/colo.jsonl" --no-progress 2> /dev/null
 [ "$(tokens "$work/one.jsonl")" = "$(tokens "$work/colo.jsonl")" ] ||

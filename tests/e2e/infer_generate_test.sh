@@ -3,7 +3,8 @@
 # (config.json, model.safetensors, GPT-2 tokenizer.json), then `ms-infer generate` on a prompts
 # file with greedy and sampled requests, a malformed line and an over-long prompt; the quick
 # stdin mode; and `ms-infer bench`. Checks output order and fields, per-line errors, that greedy
-# output does not depend on --max-batch, and that a config missing a key is refused by name.
+# output does not depend on --max-batch, that --weights converts the weights (logged, counted
+# by bench, refused by tensor name), and that a config missing a key is refused by name.
 # Usage: infer_generate_test.sh <bin dir> <source dir> <make_tiny_model binary>
 set -euo pipefail
 BIN=$1
@@ -65,6 +66,24 @@ grep -Eq '^Throughput: [0-9.]+ requests/s, [0-9.]+ total tokens/s, [0-9.]+ outpu
   "$work/bench.txt" || fail "bench throughput line: $(cat "$work/bench.txt")"
 grep -q 'TPOT ms: p50' "$work/bench.txt" || fail "bench percentiles"
 grep -Eq '^\| +8 \| +4 \| +2 \|' "$work/bench.txt" || fail "bench sweep row"
+
+# Converted weights: the log names the format and the bytes held, bench counts the converted
+# bytes per decode step, and a group size the model's width does not divide is refused by name.
+"$BIN/ms-infer" generate --model "$work/model" --prompt "To be" --max-tokens 3 --weights int4 \
+  --group-size 32 > /dev/null 2> "$work/q4.txt" || fail "int4 generate: $(cat "$work/q4.txt")"
+grep -Eq 'weights int4 \(group 32\): [0-9]+ linear weights, [0-9.]+ MB as f32 -> [0-9.]+ MB; [0-9.]+ MB of weights held' \
+  "$work/q4.txt" || fail "no int4 weights line: $(cat "$work/q4.txt")"
+"$BIN/ms-infer" bench --model "$work/model" --num-prompts 2 --input-len 8 --output-len 3 \
+  --batch-sizes 1 --stream-mib 8 --weights int8 > "$work/bench8.txt" 2> /dev/null
+f32_bytes=$(grep -o 'weight bytes per decode step: [0-9.]*' "$work/bench.txt" | grep -o '[0-9.]*$')
+int8_bytes=$(grep -o 'weight bytes per decode step: [0-9.]*' "$work/bench8.txt" | grep -o '[0-9.]*$')
+python3 -c "import sys; sys.exit(0 if float('$int8_bytes') < 0.5 * float('$f32_bytes') else 1)" ||
+  fail "int8 decode bytes $int8_bytes not below half of f32's $f32_bytes"
+if "$BIN/ms-infer" generate --model "$work/model" --prompt hi --weights int4 --group-size 64 \
+  2> "$work/q64.txt"; then
+  fail "int4 groups of 64 were accepted for a width of 32"
+fi
+grep -q 'q_proj.weight.*group size 64' "$work/q64.txt" || fail "$(cat "$work/q64.txt")"
 
 sed -i 's/"num_hidden_layers"/"layers"/' "$work/model/config.json"
 if "$BIN/ms-infer" generate --model "$work/model" --prompt hi 2> "$work/err2.txt"; then

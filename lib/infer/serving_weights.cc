@@ -1,0 +1,81 @@
+// The quantized copies are built first and the f32 values released only once all succeed, so a
+// refusal leaves the model as it was. The hook looks a parameter up in a table indexed like
+// model.parameters().
+#include "infer/serving_weights.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "ops/quant_gemm.h"
+
+namespace ms::infer {
+namespace {
+
+// Indexed by parameter; a matrix with no values answers nothing (f32 path).
+using QuantTable = std::vector<ops::QuantizedMatrix>;
+
+bool held(const model::Parameter& p) { return p.value.raw_data() != nullptr; }
+
+}  // namespace
+
+Status check_weight_options(const WeightOptions& options) {
+  if (options.format != ops::WeightFormat::kInt4) return Status::OK();
+  const auto& sizes = ops::kInt4GroupSizes;
+  if (std::find(std::begin(sizes), std::end(sizes), options.group_size) == std::end(sizes)) {
+    return InvalidArgument("--group-size " + std::to_string(options.group_size) +
+                           " is not supported for int4; use 32, 64 or 128");
+  }
+  return Status::OK();
+}
+
+Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
+                                                const WeightOptions& options) {
+  MS_RETURN_IF_ERROR(check_weight_options(options));
+  ServingWeightStats stats;
+  if (options.format == ops::WeightFormat::kF32) return stats;
+  std::vector<model::Parameter>& params = model.parameters();
+  auto table = std::make_shared<QuantTable>(params.size());
+  std::vector<size_t> converted;
+  for (size_t i : model.cached_linear_parameters()) {
+    const model::Parameter& p = params[i];
+    if (!held(p)) continue;
+    const int64_t rows = p.value.shape()[0], cols = p.value.shape()[1];
+    Result<ops::QuantizedMatrix> q = ops::quantize_weights(p.value.data<float>(), rows, cols,
+                                                           options.format, options.group_size);
+    if (!q.ok()) return q.status().with_context("tensor " + p.name);
+    stats.f32_bytes += static_cast<int64_t>(p.value.nbytes());
+    stats.quantized_bytes += q->bytes();
+    (*table)[i] = std::move(q).value();
+    converted.push_back(i);
+  }
+  std::sort(converted.begin(), converted.end());
+  model.release_for_serving([&](size_t i) {
+    return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
+  });
+  model.set_cached_linear([table](size_t i, const float* x, float* y, int64_t n) {
+    const ops::QuantizedMatrix& q = (*table)[i];
+    if (q.values.empty()) return false;
+    ops::quantized_linear(x, q.view(), y, n);
+    return true;
+  });
+  stats.matrices = static_cast<int64_t>(converted.size());
+  return stats;
+}
+
+std::string describe(const WeightOptions& options, const ServingWeightStats& stats) {
+  std::string name(ops::weight_format_name(options.format));
+  if (options.format == ops::WeightFormat::kInt4) {
+    name += " (group " + std::to_string(options.group_size) + ")";
+  }
+  if (options.format == ops::WeightFormat::kF32) return name;
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s: %lld linear weights, %.2f MB as f32 -> %.2f MB",
+                name.c_str(), static_cast<long long>(stats.matrices),
+                static_cast<double>(stats.f32_bytes) / 1e6,
+                static_cast<double>(stats.quantized_bytes) / 1e6);
+  return text;
+}
+
+}  // namespace ms::infer

@@ -1,0 +1,43 @@
+// Serving with weights in another format than the f32 the model trains with (ms-infer
+// --weights f32|bf16|int8|int4, docs/infer.md): after loading, every linear weight the cached
+// forward multiplies by (model::Transformer::cached_linear_parameters) is quantized
+// (ops/quant.h), its f32 value released, and the model's CachedLinear hook set to the fused
+// kernels of ops/quant_gemm.h. The quantized copies live with the hook, which the model owns;
+// training code never sees them. f32 leaves the model as loaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "model/transformer.h"
+#include "ops/quant.h"
+
+namespace ms::infer {
+
+struct WeightOptions {
+  ops::WeightFormat format = ops::WeightFormat::kF32;
+  int64_t group_size = ops::kDefaultInt4GroupSize;  // int4 only
+};
+
+// What quantize_for_serving did, for the log and the rank report.
+struct ServingWeightStats {
+  int64_t matrices = 0;        // linear weights converted
+  int64_t f32_bytes = 0;       // their bytes as f32
+  int64_t quantized_bytes = 0;  // their bytes now (values and scales)
+};
+
+// InvalidArgument naming the option when the group size is not one int4 accepts (checked for
+// int4 only, so a default stays valid for the other formats).
+Status check_weight_options(const WeightOptions& options);
+
+// Converts the model's cached-forward linear weights that this rank holds (released ones are
+// skipped) and installs the hook; nothing when options.format is f32. Errors name the tensor
+// (a shape the group size does not divide, a non-finite weight); the model is unchanged then.
+Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
+                                                const WeightOptions& options);
+
+// "int4 (group 64): 98 linear weights, 12.58 MB as f32 -> 1.77 MB" (or "f32").
+std::string describe(const WeightOptions& options, const ServingWeightStats& stats);
+
+}  // namespace ms::infer

@@ -1,0 +1,39 @@
+// y = x W^T with W in a serving weight format (ops/quant.h), dequantization fused into the inner
+// loop: a block of W is decoded in registers and used at once for up to four rows of x, so W is
+// read once per block of rows and never expanded to f32 in memory. GEMV is the n = 1 case.
+//
+// Three code paths compute the same thing: a scalar twin (the reference every other path is
+// tested against), AVX2+FMA and AVX-512F, the widest the CPU supports being picked at run time
+// (__builtin_cpu_supports). Work is split over output channels with ops::parallel_for; each
+// output is computed by one task in a fixed order, so results do not depend on the thread count,
+// and a row of x gives the same bits whether it comes alone (GEMV) or with others (GEMM).
+// The CUDA twins in kernels/quant_gemm.cuh take the same arguments on device pointers.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "ops/quant.h"
+
+namespace ms::ops {
+
+enum class CpuPath : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// "scalar", "avx2", "avx512".
+std::string_view cpu_path_name(CpuPath path);
+// Whether the path was compiled in and this CPU can run it (kScalar always).
+bool cpu_path_supported(CpuPath path);
+// The widest supported path; MS_QUANT_PATH=scalar|avx2|avx512 in the environment lowers it.
+CpuPath best_cpu_path();
+
+// x: (n, w.cols) f32, w: (w.rows, w.cols) quantized -> y: (n, w.rows) = x @ W^T, overwritten.
+// n may be 0. y must not overlap x or w. The path must be supported (asserted).
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path);
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n);
+
+// x: (w.cols) -> y: (w.rows) = W x.
+inline void quantized_gemv(const float* x, const QuantView& w, float* y) {
+  quantized_linear(x, w, y, 1);
+}
+
+}  // namespace ms::ops

@@ -1,0 +1,88 @@
+// The quantized linear (ops/quant_gemm.h) against the memory-bandwidth bound: for each weight
+// format and every code path this CPU supports, GEMV (n = 1, a decode step) over a weight matrix
+// larger than the caches, reported as weight bytes read per second and as a fraction of the
+// STREAM copy bandwidth measured in the same run; and GEMM (n = --gemm-rows, a prefill) in
+// GFLOP/s. Threads: MS_NUM_THREADS (else OPENBLAS_NUM_THREADS, else all). Prints Markdown.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/memory_bandwidth.h"
+#include "core/timer.h"
+#include "ops/parallel.h"
+#include "ops/quant_gemm.h"
+
+namespace {
+
+using ms::ops::CpuPath;
+using ms::ops::WeightFormat;
+
+// Best of `reps` timed calls, after one warm-up call.
+double best_seconds(int reps, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const ms::Stopwatch clock;
+    fn();
+    best = std::min(best, clock.elapsed_s());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("GEMV/GEMM with quantized weights against the memory-bandwidth bound");
+  int64_t rows = 4096, cols = 4096, gemm_rows = 64;
+  int reps = 10;
+  app.add_option("--rows", rows, "Output channels")->capture_default_str();
+  app.add_option("--cols", cols, "Input channels (a multiple of 128)")->capture_default_str();
+  app.add_option("--gemm-rows", gemm_rows, "Rows of x in the GEMM")->capture_default_str();
+  app.add_option("--reps", reps, "Timed repetitions (the best is kept)")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> w(static_cast<size_t>(rows * cols)), x(static_cast<size_t>(gemm_rows * cols));
+  for (float& v : w) v = dist(rng);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y(static_cast<size_t>(gemm_rows * rows));
+  const double copy_gbs = ms::measure_stream_gbs(ms::StreamKernel::kCopy, size_t{1} << 25, 5);
+  std::printf("# %lld x %lld weights, %d threads; STREAM copy %.2f GB/s\n\n",
+              static_cast<long long>(rows), static_cast<long long>(cols), ms::ops::num_threads(),
+              copy_gbs);
+  std::printf("| format | path | weight MB | GEMV ms | GEMV GB/s | of copy bw | GEMM n=%lld GFLOP/s |\n",
+              static_cast<long long>(gemm_rows));
+  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  const std::pair<WeightFormat, int64_t> formats[] = {{WeightFormat::kF32, 0},
+                                                      {WeightFormat::kBF16, 0},
+                                                      {WeightFormat::kInt8, 0},
+                                                      {WeightFormat::kInt4, 64}};
+  for (const auto& [format, group] : formats) {
+    ms::Result<ms::ops::QuantizedMatrix> q =
+        ms::ops::quantize_weights(w.data(), rows, cols, format, group ? group : 64);
+    if (!q.ok()) {
+      std::fprintf(stderr, "%s\n", q.status().message().c_str());
+      return 1;
+    }
+    const ms::ops::QuantView view = q->view();
+    const double mb = static_cast<double>(q->bytes()) / 1e6;
+    for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+      if (!ms::ops::cpu_path_supported(path)) continue;
+      const double gemv = best_seconds(
+          reps, [&] { ms::ops::quantized_linear(x.data(), view, y.data(), 1, path); });
+      const double gemm = best_seconds(
+          std::max(1, reps / 4),
+          [&] { ms::ops::quantized_linear(x.data(), view, y.data(), gemm_rows, path); });
+      const double gbs = mb / 1e3 / gemv;
+      std::printf("| %s | %s | %.1f | %.3f | %.2f | %.0f%% | %.1f |\n",
+                  std::string(ms::ops::weight_format_name(format)).c_str(),
+                  std::string(ms::ops::cpu_path_name(path)).c_str(), mb, gemv * 1e3, gbs,
+                  100.0 * gbs / copy_gbs,
+                  2.0 * static_cast<double>(gemm_rows * rows * cols) / gemm / 1e9);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+// kernels::quantized_linear against its CPU twin, ops::quantized_linear on the scalar path, for
+// every weight format on GEMV and GEMM shapes with tails; y on the device sits between guard
+// bands. Without a GPU every case skips with the reason from device_count(); the argument
+// checks run everywhere since they answer before anything reaches a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <ostream>
+#include <random>
+
+#include "kernels/device.h"
+#include "kernels/quant_gemm.cuh"
+#include "ops/quant_gemm.h"
+#include "tests/ops/guarded.h"
+
+namespace ms::kernels {
+namespace {
+
+struct QuantTwinCase {
+  const char* name;
+  ops::WeightFormat format;
+  int64_t group;
+  int64_t n, rows, cols;
+};
+void PrintTo(const QuantTwinCase& c, std::ostream* os) { *os << c.name; }
+
+const QuantTwinCase kCases[] = {
+    {"f32_gemm", ops::WeightFormat::kF32, 0, 5, 37, 100},
+    {"bf16_gemv", ops::WeightFormat::kBF16, 0, 1, 50, 200},
+    {"int8_gemv", ops::WeightFormat::kInt8, 0, 1, 65, 257},
+    {"int8_gemm", ops::WeightFormat::kInt8, 0, 9, 40, 133},
+    {"int4_g32_gemm", ops::WeightFormat::kInt4, 32, 5, 24, 160},
+    {"int4_g64_gemv", ops::WeightFormat::kInt4, 64, 1, 300, 512},
+    {"int4_g128_gemm", ops::WeightFormat::kInt4, 128, 11, 9, 256},
+};
+
+// Largest |gpu - cpu| relative to sum_k |x_k w_k|: both sum in fp32, in different orders.
+constexpr double kTolerance = 4e-6;
+
+bool succeeded(const Status& s) {
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return s.ok();
+}
+
+template <typename T>
+DeviceBuffer upload(const T* data, size_t count) {
+  Result<DeviceBuffer> buffer = DeviceBuffer::allocate(count * sizeof(T));
+  if (!succeeded(buffer.status())) return {};
+  if (!succeeded(copy_to_device(buffer->data(), data, count * sizeof(T)))) return {};
+  return std::move(buffer).value();
+}
+
+class KernelQuantTest : public ::testing::TestWithParam<QuantTwinCase> {
+ protected:
+  void SetUp() override {
+    const Result<int> count = device_count();
+    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();
+  }
+};
+
+TEST_P(KernelQuantTest, MatchesTheCpuTwin) {
+  const QuantTwinCase& c = GetParam();
+  std::mt19937_64 rng(31);
+  const auto x = test::random_floats(static_cast<size_t>(c.n * c.cols), rng, -1, 1);
+  const auto w = test::random_floats(static_cast<size_t>(c.rows * c.cols), rng, -1, 1);
+  Result<ops::QuantizedMatrix> q = ops::quantize_weights(w.data(), c.rows, c.cols, c.format,
+                                                         c.group);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  std::vector<float> expected(static_cast<size_t>(c.n * c.rows));
+  ops::quantized_linear(x.data(), q->view(), expected.data(), c.n, ops::CpuPath::kScalar);
+
+  const DeviceBuffer dx = upload(x.data(), x.size());
+  const DeviceBuffer dv = upload(q->values.data(), q->values.size());
+  const DeviceBuffer ds = upload(q->scales.data(), q->scales.size());
+  ops::QuantView dw = q->view();
+  dw.values = dv.as<uint8_t>();
+  dw.scales = ds.as<float>();
+  test::Guarded<float> y(expected.size());
+  Result<DeviceBuffer> dy = DeviceBuffer::allocate(y.storage_bytes());
+  ASSERT_TRUE(succeeded(dy.status()));
+  ASSERT_TRUE(succeeded(copy_to_device(dy->data(), y.storage(), y.storage_bytes())));
+  ASSERT_TRUE(succeeded(kernels::quantized_linear(dx.as<float>(), dw,
+                                         dy->as<float>() + test::kGuardElements, c.n)));
+  ASSERT_TRUE(succeeded(synchronize(nullptr)));
+  ASSERT_TRUE(succeeded(copy_to_host(y.storage(), dy->data(), y.storage_bytes())));
+  EXPECT_TRUE(y.guards_intact()) << "wrote outside y";
+
+  std::vector<float> deq(w.size());
+  ops::dequantize_weights(q->view(), deq.data());
+  for (int64_t t = 0; t < c.n; ++t) {
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double scale = 1e-30;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        scale += std::fabs(double{x[t * c.cols + k]} * deq[r * c.cols + k]);
+      }
+      const size_t i = static_cast<size_t>(t * c.rows + r);
+      ASSERT_LE(std::fabs(y[i] - expected[i]) / scale, kTolerance) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelQuantTest, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(KernelQuantArgsTest, RefusesABadGroupSizeAndNullBuffersByName) {
+  ops::QuantView w{ops::WeightFormat::kInt4, 4, 96, 48, nullptr, nullptr};
+  Status s = kernels::quantized_linear(nullptr, w, nullptr, 1);
+  EXPECT_NE(s.message().find("group size 48"), std::string::npos) << s.message();
+  w.group_size = 32;
+  s = kernels::quantized_linear(nullptr, w, nullptr, 1);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("x"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace ms::kernels
