@@ -110,6 +110,9 @@ struct SaveRequest {
   int64_t keep = 0;               // keep the newest N complete checkpoints; 0 keeps all
   std::string codec = "raw";      // "raw" or "zstd"
   uint64_t max_shard_bytes = 64ull << 20;  // boxes are split along rows beyond this
+  // Cap on this rank's data-file write rate in MB/s (10^6 bytes); 0: as fast as it goes. An
+  // asynchronous writer also runs at a lower CPU and I/O priority than training.
+  double max_write_mbps = 0;
 };
 
 // What a committed save cost; the same on every rank except bytes_written.

@@ -167,6 +167,10 @@ void add_io_keys(Schema<Cfg>& s) {
         "`auto` (the checkpoint run.dir/checkpoints/latest names, or else the newest complete "
         "one; none: start fresh), `none`, or a checkpoint path.",
         &Cfg::checkpoint, &C::resume).non_empty();
+  s.add("checkpoint.max_write_mbps",
+        "Cap on each rank's checkpoint write rate in MB/s, so an asynchronous save slows "
+        "training less while it writes; 0 writes as fast as the disk allows.",
+        &Cfg::checkpoint, &C::max_write_mbps).at_least(0.0);
   s.add("telemetry.every_s", "Seconds between host telemetry records.", &Cfg::telemetry,
         &TelemetryConfig::every_s).above(0.0);
   s.add("telemetry.trace", "Write per-rank traces of compute and collectives to run.dir/trace.",

@@ -122,6 +122,7 @@ struct CheckpointConfig {
   bool async = true;
   int64_t keep = 3;     // 0: keep all
   std::string resume = "auto";  // "auto", "none" or a checkpoint path
+  double max_write_mbps = 0;    // 0: unpaced
   bool operator==(const CheckpointConfig&) const = default;
 };
 

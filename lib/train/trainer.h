@@ -59,6 +59,10 @@ struct TrainSummary {
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
   double data_wait_s = 0;  // this rank's time waiting for micro-batches (the data_s phases)
   double step_time_s = 0;  // this rank's time in its training steps
+  // Steps that ran while an asynchronous save was writing, and the others (the run's first
+  // step, a warm-up, in neither), with their summed times: the slowdown a save causes.
+  int64_t steps_while_saving = 0, steps_not_saving = 0;
+  double time_while_saving_s = 0, time_not_saving_s = 0;
 };
 
 class Trainer {

@@ -158,6 +158,7 @@ Status Trainer::save_checkpoint(int64_t step) {
                                     {"skipped", guard.skipped}}}};
   request.tokenizer_path = s_->train_loader->tokenizer_path();
   request.async = config_.checkpoint.async;
+  request.max_write_mbps = config_.checkpoint.max_write_mbps;
   request.keep = config_.checkpoint.keep;
   s_->last_saved_step = step;
   Status saved = s_->checkpointer->save(tensors, std::move(request));
