@@ -14,7 +14,6 @@
 #include "model/model_impl.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
-#include "parallel/tp_linear.h"
 #include "parallel/vocab_parallel.h"
 
 namespace ms::model {

@@ -30,12 +30,12 @@ std::string box_string(const comm::ShardSpec& spec) {
   return s + "]";
 }
 
-const char* recompute_name(config::Recompute r) {
-  return r == config::Recompute::kFull ? "full" : r == config::Recompute::kSelective ? "selective"
-                                                                                     : "none";
-}
-
 }  // namespace
+
+RankMemoryPlan rank_memory_plan(int64_t local_elements, int dp, bool zero) {
+  const double weights = static_cast<double>(local_elements) * 4.0 / (1024.0 * 1024.0);
+  return {weights, weights, zero ? 3.0 * weights / dp : 2.0 * weights};
+}
 
 Result<std::string> describe_layout(const config::RunConfig& config, int world_size) {
   MS_ASSIGN_OR_RETURN(const int dp, data_parallel_size(config, world_size));
@@ -63,7 +63,7 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
   const bool sp = tp > 1 && config.parallel.sequence_parallel;
   out << "# sequence parallel " << (sp ? "on" : "off") << ", tp overlap "
       << (tp > 1 && config.parallel.tp_overlap ? "on" : "off") << ", recompute "
-      << recompute_name(config.parallel.recompute) << ", zero " << config.parallel.zero << "\n";
+      << config::enum_to_name(config.parallel.recompute) << ", zero " << config.parallel.zero << "\n";
   if (tp > 1) {
     out << "# the vocabulary (" << m.vocab_size << ") is split as if padded to "
         << parallel::padded_vocab(m.vocab_size, tp) << "; padded ids are not stored\n";
@@ -83,13 +83,12 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
     }
     out << "\n";
   }
-  const double mib = 1024.0 * 1024.0, weights = static_cast<double>(local_elements) * 4.0 / mib;
-  const double state = config.parallel.zero == 1 ? 3.0 * weights / dp : 2.0 * weights;
+  const RankMemoryPlan mem = rank_memory_plan(local_elements, dp, config.parallel.zero == 1);
   char line[240];
   std::snprintf(line, sizeof(line),
                 "# per model rank (tp rank 0): weights %.1f MiB, gradients %.1f MiB, optimizer "
                 "state %.1f MiB\n",
-                weights, weights, state);
+                mem.weights_mib, mem.gradients_mib, mem.optimizer_mib);
   out << line;
   return out.str();
 }

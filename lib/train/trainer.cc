@@ -20,6 +20,7 @@
 #include "ops/sgemm_rate.h"
 #include "telemetry/writer.h"
 #include "train/grad_clip.h"
+#include "train/layout_report.h"
 #include "train/rank_sum.h"
 #include "train/run_checks.h"
 #include "train/run_dir.h"
@@ -240,23 +241,19 @@ void Trainer::log_memory_plan() const {
   if (world_.rank() != 0) return;
   int64_t local = 0;
   for (const model::Parameter& p : s_->model->parameters()) local += p.value.numel();
-  const double mib = 1024.0 * 1024.0, weights = static_cast<double>(local) * 4.0 / mib;
-  // AdamW and LAMB keep two moments; ZeRO-1 adds the master copy of the rank's shard.
-  const bool zero = config_.parallel.zero == 1;
-  const double state = zero ? 3.0 * weights / s_->dp : 2.0 * weights;
+  const RankMemoryPlan mem = rank_memory_plan(local, s_->dp, config_.parallel.zero == 1);
   const double acts = static_cast<double>(s_->model->activation_bytes(
-                          config_.train.micro_batch, config_.train.seq_len)) / mib;
-  const char* recompute = config_.parallel.recompute == config::Recompute::kFull        ? "full"
-                          : config_.parallel.recompute == config::Recompute::kSelective ? "selective"
-                                                                                        : "none";
+                          config_.train.micro_batch, config_.train.seq_len)) / (1024.0 * 1024.0);
   char line[320];
   std::snprintf(line, sizeof(line),
                 "memory per model rank (tp %d, dp %d, zero %d): weights %.1f MiB, gradients "
                 "%.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
                 "(micro-batch %lld x %lld, recompute %s, sequence parallel %s)",
-                s_->model->tp_size(), s_->dp, zero ? 1 : 0, weights, weights, state, acts,
+                s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
+                mem.weights_mib, mem.gradients_mib, mem.optimizer_mib, acts,
                 static_cast<long long>(config_.train.micro_batch),
-                static_cast<long long>(config_.train.seq_len), recompute,
+                static_cast<long long>(config_.train.seq_len),
+                std::string(config::enum_to_name(config_.parallel.recompute)).c_str(),
                 s_->model->tp_size() > 1 && config_.parallel.sequence_parallel ? "on" : "off");
   MS_LOG(Info) << line;
 }

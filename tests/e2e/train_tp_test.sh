@@ -7,7 +7,8 @@
 # and gradient norms (telemetry, full precision) within 1e-5 relative of the one-rank run at
 # every step; the same layout twice is bitwise identical; a run saved at one layout and resumed
 # at another continues within 1e-5 of the uninterrupted run; a layout the model cannot split is
-# refused before any step, naming the key; --dry-run prints which rank holds which slice.
+# refused before any step, naming the key; a rank failing mid-run ends every rank with its
+# message; --dry-run prints which rank holds which slice.
 # Usage: train_tp_test.sh <mpirun> <bin dir> <source dir>
 set -euo pipefail
 MPIRUN=$1
@@ -139,6 +140,18 @@ out=$("$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" --config "$SRC/configs/tin
 [ "$status" -eq 1 ] || { echo "$out"; fail "tp 4 over 2 key/value heads: exit $status"; }
 grep -q "model.n_kv_heads" <<<"$out" || { echo "$out"; fail "refusal does not name model.n_kv_heads"; }
 ! grep -q "step 1/" <<<"$out" || fail "a step ran despite the refused layout"
+passed=$((passed + 1))
+
+# One rank failing mid-run (an exception in a tp 2 x dp 2 step) ends every rank with its
+# message within seconds; nobody is left in a tp collective.
+status=0
+start=$(date +%s)
+out=$(MS_TEST_FAIL_RANK=3:throw timeout 60 "$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" \
+  --config "$SRC/configs/tiny-dense.yaml" "${base[@]}" --set run.dir="$work/fail" \
+  --set parallel.tp=2 2>&1) || status=$?
+[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { echo "$out"; fail "a failing rank: exit $status"; }
+[ $(($(date +%s) - start)) -lt 30 ] || fail "ranks took too long to stop after rank 3 failed"
+grep -q "rank 3: " <<<"$out" || { echo "$out"; fail "the failing rank's message is not shown"; }
 passed=$((passed + 1))
 
 # --dry-run prints the layout for the ranks asked for.
