@@ -73,6 +73,19 @@ void add_parallel_keys(Schema<Cfg>& s) {
   s.add("parallel.dp", "Data-parallel size.", &Cfg::parallel, &P::dp).at_least(1);
   s.add("parallel.tp", "Tensor-parallel size.", &Cfg::parallel, &P::tp).at_least(1);
   s.add("parallel.pp", "Pipeline-parallel size (stages).", &Cfg::parallel, &P::pp).at_least(1);
+  s.add("parallel.vpp",
+        "Virtual pipeline stages per pp rank for the interleaved schedule: each rank holds this "
+        "many model chunks (stage s = chunk * pp + rank); 1 for 1f1b and zero-bubble.",
+        &Cfg::parallel, &P::vpp).at_least(1);
+  s.add("parallel.schedule",
+        "Pipeline schedule with parallel.pp above 1: 1f1b; interleaved (1F1B over parallel.vpp "
+        "chunks per rank, Megatron's order); zero-bubble (ZB-H1: the backward split into the "
+        "input-gradient and the weight-gradient pass, the latter deferred into the bubbles).",
+        &Cfg::parallel, &P::schedule).one_of({"1f1b", "interleaved", "zero-bubble"});
+  s.add("parallel.pp_layers",
+        "Layers of each virtual stage in stage order, e.g. [3, 5]; they must add up to "
+        "model.n_layers. Empty: model.n_layers / (pp * vpp) each.",
+        &Cfg::parallel, &P::pp_layers).at_least(1);
   s.add("parallel.ep", "Expert-parallel size, carved out of dp.", &Cfg::parallel, &P::ep)
       .at_least(1);
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",

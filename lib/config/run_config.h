@@ -61,6 +61,9 @@ struct ParallelConfig {
   int64_t dp = 1;
   int64_t tp = 1;
   int64_t pp = 1;
+  int64_t vpp = 1;                   // virtual pipeline stages (model chunks) per pp rank
+  std::string schedule = "1f1b";     // 1f1b | interleaved | zero-bubble
+  std::vector<int64_t> pp_layers;    // layers per virtual stage; empty: an even split
   int64_t ep = 1;
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model

@@ -54,12 +54,15 @@ void Transformer::Impl::mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpA
   float* act = sized(s.act, rows * d_ff);
   ops::swiglu_forward(acts.gate.data(), acts.up.data(), act, rows * d_ff);
   float* dact = zeroed(s.dact, rows * d_ff);
-  ops::linear_backward(act, w(m.down), dout, dact, g(m.down), rows, d_ff, D);
+  ops::linear_backward(act, w(m.down), dout, dact, nullptr, rows, d_ff, D);
+  weight_grad(m.down, act, dout, rows, d_ff, D);
   float* dgate = zeroed(s.dgate, rows * d_ff);
   float* dup = zeroed(s.dup, rows * d_ff);
   ops::swiglu_backward(acts.gate.data(), acts.up.data(), dact, dgate, dup, rows * d_ff);
-  ops::linear_backward(x, w(m.gate), dgate, dx, g(m.gate), rows, D, d_ff);
-  ops::linear_backward(x, w(m.up), dup, dx, g(m.up), rows, D, d_ff);
+  ops::linear_backward(x, w(m.gate), dgate, dx, nullptr, rows, D, d_ff);
+  ops::linear_backward(x, w(m.up), dup, dx, nullptr, rows, D, d_ff);
+  weight_grad(m.gate, x, dgate, rows, D, d_ff);
+  weight_grad(m.up, x, dup, rows, D, d_ff);
 }
 
 }  // namespace ms::model

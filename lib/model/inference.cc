@@ -114,7 +114,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
   for (; p.layer < layers.size(); ++p.layer) {
     const size_t l = p.layer;
     const LayerIndex& li = layers[l];
-    LayerActs& a = acts[l];
+    LayerActs& a = pass.acts[l];
     float* normed = sized(p.normed, N * D);
     ops::rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
     float* q = sized(a.attn.q, N * qd);
@@ -251,6 +251,10 @@ Result<CachedPass> Transformer::begin_cached(std::span<const CachedChunk> chunks
     return FailedPrecondition("serving needs the whole model on one rank, but this one holds a "
                               "tensor-parallel slice (tp " + std::to_string(impl_->tp.size) +
                               "); load the checkpoint into a model without tp");
+  }
+  if (!impl_->chunk.first || !impl_->chunk.last) {
+    return FailedPrecondition("serving needs the whole model on one rank, but this one holds a "
+                              "pipeline stage; load the checkpoint into a model without pp");
   }
   if (chunks.empty()) return InvalidArgument("forward_cached needs at least one chunk");
   MS_RETURN_IF_ERROR(check_cache(impl_->cfg, cache));

@@ -35,11 +35,11 @@ RowGemm input_grad_gemm(const float* dy, const float* w, int64_t in, int64_t out
 }  // namespace
 
 LayerActs& Transformer::Impl::layer_acts(size_t l) {
-  return recompute == config::Recompute::kFull ? work : acts[l];
+  return recompute == config::Recompute::kFull ? work : pass.acts[l];
 }
 
 AttnActs& Transformer::Impl::attn_acts(size_t l) {
-  return recompute == config::Recompute::kNone ? acts[l].attn : work.attn;
+  return recompute == config::Recompute::kNone ? pass.acts[l].attn : work.attn;
 }
 
 RowGemm Transformer::Impl::q_gemm(const LayerIndex& li, AttnActs& at, const Dims& d) {
@@ -133,7 +133,7 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
                                            const Dims& d) {
   const int64_t D = cfg.d_model, qd = tp.heads * head_dim(), kvd = tp.kv_heads * head_dim();
   Scratch& s = scratch;
-  ops::linear_backward(at.attn.data(), nullptr, dout, nullptr, g(li.o), d.N, qd, D);
+  weight_grad(li.o, at.attn.data(), dout, d.N, qd, D);
   float* dq = zeroed(s.dq, d.N * qd);
   float* dk = zeroed(s.dk, d.N * kvd);
   float* dv = zeroed(s.dv, d.N * kvd);
@@ -141,9 +141,9 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
                           at.attn.data(), at.lse.data(), s.dattn.data(), dq, dk, dv);
   ops::rope_backward(dq, rope, d.B, d.T, tp.heads);
   ops::rope_backward(dk, rope, d.B, d.T, tp.kv_heads);
-  ops::linear_backward(input, nullptr, dq, nullptr, g(li.q), d.N, D, qd);
-  ops::linear_backward(input, nullptr, dk, nullptr, g(li.k), d.N, D, kvd);
-  ops::linear_backward(input, nullptr, dv, nullptr, g(li.v), d.N, D, kvd);
+  weight_grad(li.q, input, dq, d.N, D, qd);
+  weight_grad(li.k, input, dk, d.N, D, kvd);
+  weight_grad(li.v, input, dv, d.N, D, kvd);
 }
 
 // With scratch.dact holding d(SwiGLU product) (N, F): the weight gradients of down, gate and
@@ -155,12 +155,12 @@ void Transformer::Impl::dense_ffn_backward(MlpActs& acts, const LayerIndex& li,
   Scratch& s = scratch;
   float* act = sized(s.act, d.N * F);
   ops::swiglu_forward(acts.gate.data(), acts.up.data(), act, d.N * F);
-  ops::linear_backward(act, nullptr, dout, nullptr, g(li.mlp.down), d.N, F, D);
+  weight_grad(li.mlp.down, act, dout, d.N, F, D);
   float* dgate = zeroed(s.dgate, d.N * F);
   float* dup = zeroed(s.dup, d.N * F);
   ops::swiglu_backward(acts.gate.data(), acts.up.data(), s.dact.data(), dgate, dup, d.N * F);
-  ops::linear_backward(input, nullptr, dgate, nullptr, g(li.mlp.gate), d.N, D, F);
-  ops::linear_backward(input, nullptr, dup, nullptr, g(li.mlp.up), d.N, D, F);
+  weight_grad(li.mlp.gate, input, dgate, d.N, D, F);
+  weight_grad(li.mlp.up, input, dup, d.N, D, F);
 }
 
 // dres: (Nr, D) holds d(objective)/d(block output) and is turned, in place, into the gradient
@@ -174,7 +174,7 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
   const LayerIndex& li = layers[l];
   const bool moe = is_moe();
   if (recompute == config::Recompute::kFull) {
-    layer_forward(l, acts[l].x.data(), sized(scratch.reduced, nd), d);
+    layer_forward(l, pass.acts[l].x.data(), sized(scratch.reduced, nd), d);
   }
   LayerActs& a = layer_acts(l);
   AttnActs& at = attn_acts(l);
@@ -202,7 +202,7 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
                           norm_grad_buffer(li.ffn_norm), d.Nr, D);
     reduce_norm_grad(li.ffn_norm, s.norm_grad);
   }
-  ops::rmsnorm_forward(acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D, eps);
+  ops::rmsnorm_forward(pass.acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D, eps);
   const bool selective = recompute == config::Recompute::kSelective;
   const float* input =
       selective ? gather_rows(normed, D, d, s.gathered,
@@ -237,27 +237,50 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
   } else {
     reduce_rows({dq_x, dk_x, dv_x}, ffn_dinput, dnormed, D, d, false);
   }
-  ops::rmsnorm_backward(acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
+  ops::rmsnorm_backward(pass.acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
                         norm_grad_buffer(li.attn_norm), d.Nr, D);
   reduce_norm_grad(li.attn_norm, s.norm_grad);
 }
 
-double Transformer::Impl::forward(const int32_t* inputs, const Dims& d) {
+void Transformer::Impl::weight_grad(size_t param, const float* x, const float* dy, int64_t n,
+                                    int64_t in, int64_t out) {
+  if (defer_into == nullptr) {
+    ops::linear_backward(x, nullptr, dy, nullptr, g(param), n, in, out);
+    return;
+  }
+  DeferredGemm& gemm = defer_into->emplace_back();
+  gemm.param = param;
+  gemm.x.assign(x, x + n * in);
+  gemm.dy.assign(dy, dy + n * out);
+  gemm.n = n;
+  gemm.in = in;
+  gemm.out = out;
+}
+
+double Transformer::Impl::forward(const int32_t* inputs, const float* x_in, const Dims& d) {
   const int64_t D = cfg.d_model, nd = d.Nr * D;
-  embed_forward(inputs, d);
+  pass.acts.resize(layers.size());
+  pass.d = d;
+  if (chunk.first) {
+    embed_forward(inputs, d);
+  } else {
+    std::copy(x_in, x_in + nd, sized(pass.acts[0].x, nd));
+  }
   double aux = 0;
   for (size_t l = 0; l < layers.size(); ++l) {
-    float* x_out = l + 1 < layers.size() ? sized(acts[l + 1].x, nd) : sized(final_x, nd);
-    aux += layer_forward(l, acts[l].x.data(), x_out, d);
+    float* x_out = l + 1 < layers.size() ? sized(pass.acts[l + 1].x, nd) : sized(pass.final_x, nd);
+    aux += layer_forward(l, pass.acts[l].x.data(), x_out, d);
   }
-  ops::rmsnorm_forward(final_x.data(), w(final_norm), sized(final_normed, nd),
-                       sized(final_rstd, d.Nr), d.Nr, D, static_cast<float>(cfg.norm_eps));
-  float* out = sized(logits, d.N * tp.vocab_rows);
+  if (!chunk.last) return aux;
+  PassActs& p = pass;
+  ops::rmsnorm_forward(p.final_x.data(), w(final_norm), sized(p.final_normed, nd),
+                       sized(p.final_rstd, d.Nr), d.Nr, D, static_cast<float>(cfg.norm_eps));
+  float* out = sized(p.logits, d.N * tp.vocab_rows);
   if (tp.vocab_rows > 0) {
-    final_input = gather_rows(final_normed.data(), D, d, final_gathered,
-                              {forward_gemm(nullptr, w(lm_head), D, tp.vocab_rows, out)});
+    p.final_input = gather_rows(p.final_normed.data(), D, d, p.final_gathered,
+                                {forward_gemm(nullptr, w(lm_head), D, tp.vocab_rows, out)});
   } else {
-    final_input = gather_rows(final_normed.data(), D, d, final_gathered);
+    p.final_input = gather_rows(p.final_normed.data(), D, d, p.final_gathered);
   }
   return aux;
 }
@@ -270,32 +293,41 @@ void Transformer::Impl::notify_layer(size_t l, const BackwardHooks* hooks) const
   if (hooks->poll) hooks->poll();
 }
 
-void Transformer::Impl::backward(const int32_t* inputs, const Dims& d, float aux_grad,
+void Transformer::Impl::backward(const float* dout, float* din, const Dims& d,
                                  const BackwardHooks* hooks) {
   const int64_t D = cfg.d_model, nd = d.Nr * D;
-  float* dres = zeroed(scratch.residual_grad, nd);
-  float* dnormed = sized(scratch.dnormed, nd);
-  if (tp.vocab_rows > 0) {
-    ops::linear_backward(final_input, nullptr, logits.data(), nullptr, g(lm_head), d.N, D,
-                         tp.vocab_rows);
-    reduce_rows({input_grad_gemm(logits.data(), w(lm_head), D, tp.vocab_rows, nullptr)}, nullptr,
-                dnormed, D, d, false);
-  } else {
-    reduce_rows({}, nullptr, dnormed, D, d, false);
-  }
-  ops::rmsnorm_backward(final_x.data(), w(final_norm), final_rstd.data(), dnormed, dres,
-                        norm_grad_buffer(final_norm), d.Nr, D);
-  reduce_norm_grad(final_norm, scratch.norm_grad);
+  PassActs& p = pass;
+  float* dres = sized(scratch.residual_grad, nd);
   const bool notify = hooks != nullptr && hooks->on_grad_ready;
-  if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);
-  if (notify) hooks->on_grad_ready(final_norm);
-  if (hooks != nullptr && hooks->poll) hooks->poll();
+  if (chunk.last) {
+    std::fill(dres, dres + nd, 0.0f);
+    float* dnormed = sized(scratch.dnormed, nd);
+    if (tp.vocab_rows > 0) {
+      weight_grad(lm_head, p.final_input, p.logits.data(), d.N, D, tp.vocab_rows);
+      reduce_rows({input_grad_gemm(p.logits.data(), w(lm_head), D, tp.vocab_rows, nullptr)},
+                  nullptr, dnormed, D, d, false);
+    } else {
+      reduce_rows({}, nullptr, dnormed, D, d, false);
+    }
+    ops::rmsnorm_backward(p.final_x.data(), w(final_norm), p.final_rstd.data(), dnormed, dres,
+                          norm_grad_buffer(final_norm), d.Nr, D);
+    reduce_norm_grad(final_norm, scratch.norm_grad);
+    if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);
+    if (notify) hooks->on_grad_ready(final_norm);
+    if (hooks != nullptr && hooks->poll) hooks->poll();
+  } else {
+    std::copy(dout, dout + nd, dres);
+  }
   for (size_t l = layers.size(); l-- > 0;) {
-    layer_backward(l, dres, aux_grad, d);
+    layer_backward(l, dres, p.aux_grad, d);
     notify_layer(l, hooks);
   }
-  embed_backward(inputs, dres, d);
-  if (notify) hooks->on_grad_ready(embed);
+  if (chunk.first) {
+    embed_backward(p.inputs.data(), dres, d);
+    if (notify) hooks->on_grad_ready(embed);
+  } else {
+    std::copy(dres, dres + nd, din);
+  }
 }
 
 }  // namespace ms::model

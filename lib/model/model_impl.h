@@ -17,6 +17,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -131,6 +132,28 @@ struct TpState {
   Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
+// A weight-gradient GEMM dW += dy^T x held back for the zero-bubble schedule's W pass, with
+// copies of its operands (the scratch buffers they came from are reused by the next layer).
+struct DeferredGemm {
+  size_t param = kNoParam;
+  std::vector<float> x, dy;  // (n, in), (n, out)
+  int64_t n = 0, in = 0, out = 0;
+};
+
+// Everything one micro-batch's forward keeps for its backward: per layer (LayerActs), the
+// output layer's inputs and the logits, which hold d(loss)/d(logits) once the loss ran. With
+// pipeline parallelism several micro-batches are in flight on a stage, each with its own.
+struct PassActs {
+  std::vector<LayerActs> acts;
+  // final_normed is (Nr, D); final_input its gathered (N, D) form (the same buffer's data
+  // without tp), which the lm_head reads.
+  std::vector<float> final_x, final_rstd, final_normed, final_gathered, logits, token_loss;
+  const float* final_input = nullptr;
+  Dims d;
+  std::vector<int32_t> inputs;  // the first stage's token ids, for the embedding's gradient
+  float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
+};
+
 // One token of a cached pass: its absolute position and its sequence's block table.
 struct TokenSlot {
   int64_t pos = 0;
@@ -166,13 +189,21 @@ struct Transformer::Impl {
   ops::RopeTable rope;
 
   TpState tp;
+  // Pipeline parallelism: this chunk's layers are model layers [chunk.first_layer,
+  // chunk.first_layer + layers.size()); the embedding is held by the first stage, the final
+  // norm, lm_head and loss by the last (with tied embeddings, its own copy of the embedding as
+  // lm_head). Both without pipeline parallelism.
+  PipelineChunk chunk;  // layers resolved to the count held
   config::Recompute recompute = config::Recompute::kNone;
-  std::vector<LayerActs> acts;
+  PassActs pass;   // the micro-batch being computed
   LayerActs work;  // the working slot of recomputed layers (parallel.recompute)
-  // final_normed is (Nr, D); final_input its gathered (N, D) form (the same buffer's data
-  // without tp), which the lm_head reads.
-  std::vector<float> final_x, final_rstd, final_normed, final_gathered, logits, token_loss;
-  const float* final_input = nullptr;
+  // Pipeline stages: the passes of micro-batches between their forward and backward, by
+  // micro-batch; spare ones keep their buffers for reuse, so steady state allocates nothing.
+  std::map<int, PassActs> in_flight;
+  std::vector<PassActs> spare_passes;
+  // Zero-bubble: the weight-gradient GEMMs of micro-batches whose W pass has not run yet.
+  std::map<int, std::vector<DeferredGemm>> pending_weight;
+  std::vector<DeferredGemm>* defer_into = nullptr;  // set during a backward that defers
   Scratch scratch;
   MlpActs scratch_experts;  // gate/up of experts run for serving (no backward follows)
 
@@ -209,13 +240,20 @@ struct Transformer::Impl {
   // All-reduce SUM over tp in place (no-op without tp).
   void allreduce_tp(float* data, int64_t count);
 
-  // Forward over the whole stack into `logits` (N, V / tp); returns the summed aux loss of
-  // all MoE layers. The backward needs `acts` as the forward left them.
-  double forward(const int32_t* inputs, const Dims& d);
+  // Forward over this chunk's layers into pass.final_x and, on the last stage, into
+  // pass.logits (N, V / tp); returns the summed aux loss of its MoE layers. The first stage
+  // embeds `inputs`; another reads x_in (Nr, D). The backward needs `pass` as it is left.
+  double forward(const int32_t* inputs, const float* x_in, const Dims& d);
+  // The weight gradient dW += dy^T x of parameter `param` (x: (n, in), dy: (n, out)), or
+  // queued with copies of both when a zero-bubble backward defers it (defer_into).
+  void weight_grad(size_t param, const float* x, const float* dy, int64_t n, int64_t in,
+                   int64_t out);
   // The cross-entropy of the forward's logits against `targets` (transformer.cc).
   Status loss(const int32_t* targets, const Dims& d, float grad_scale, bool write_grad);
-  // Backpropagates dlogits (already in `logits`) through the stack, accumulating into grads.
-  void backward(const int32_t* inputs, const Dims& d, float aux_grad, const BackwardHooks* hooks);
+  // Backpropagates through this chunk, accumulating into grads: from dlogits (already in
+  // pass.logits) on the last stage, else from dout (Nr, D), the gradient of its output. The
+  // first stage ends in the embedding's gradient; another writes d(input) into din (Nr, D).
+  void backward(const float* dout, float* din, const Dims& d, const BackwardHooks* hooks);
   // Inference over chunks already validated (model/inference.cc), in stages: begin_pass embeds
   // the tokens; pass_to_experts runs layers until a MoE layer's tokens are dispatched to experts
   // (or to the end); pass_apply_experts finishes that layer from the experts' outputs (N*k, D);

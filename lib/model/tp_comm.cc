@@ -155,7 +155,7 @@ void Transformer::Impl::allreduce_tp(float* data, int64_t count) {
 
 void Transformer::Impl::embed_forward(const int32_t* inputs, const Dims& d) {
   const int64_t D = cfg.d_model;
-  float* x = sized(acts[0].x, d.Nr * D);
+  float* x = sized(pass.acts[0].x, d.Nr * D);
   if (!tp.active()) {
     ops::embedding_forward(inputs, w(embed), x, d.N, D);
     return;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -14,6 +15,7 @@
 #include "core/philox.h"
 #include "model/model_impl.h"
 #include "ops/cross_entropy.h"
+#include "ops/linear.h"
 #include "parallel/tp_shards.h"
 #include "parallel/vocab_parallel.h"
 
@@ -203,19 +205,29 @@ Status build_parameters(Transformer::Impl& m, uint64_t seed,
                         std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
   Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, Status::OK(), specs};
-  m.embed = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
-  m.layers.resize(c.n_layers);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const std::string prefix = "model.layers." + std::to_string(l) + ".";
-    m.layers[l].first_param = m.params.size();
-    add_attention(b, m.layers[l], prefix, c);
-    add_ffn(b, m.layers[l], prefix, c);
-    m.layers[l].end_param = m.params.size();
+  const PipelineChunk& chunk = m.chunk;
+  if (chunk.first) {
+    m.embed = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
   }
+  m.layers.resize(static_cast<size_t>(chunk.layers));
+  for (int64_t i = 0; i < chunk.layers; ++i) {
+    const std::string prefix = "model.layers." + std::to_string(chunk.first_layer + i) + ".";
+    LayerIndex& li = m.layers[static_cast<size_t>(i)];
+    li.first_param = m.params.size();
+    add_attention(b, li, prefix, c);
+    add_ffn(b, li, prefix, c);
+    li.end_param = m.params.size();
+  }
+  if (!chunk.last) return b.status;
   m.final_norm = b.add("model.norm.weight", {c.d_model}, Init::kOnes);
-  m.lm_head = c.tie_embeddings
-                  ? m.embed
-                  : b.add("lm_head.weight", {c.vocab_size, c.d_model}, Init::kNormal);
+  if (c.tie_embeddings && chunk.first) {
+    m.lm_head = m.embed;
+  } else if (c.tie_embeddings) {
+    // The last stage's copy of the tied embedding: initialized like the first stage's.
+    m.lm_head = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
+  } else {
+    m.lm_head = b.add("lm_head.weight", {c.vocab_size, c.d_model}, Init::kNormal);
+  }
   return b.status;
 }
 
@@ -237,6 +249,7 @@ Result<std::vector<ParameterSpec>> parameter_specs(const ModelConfig& config) {
   MS_RETURN_IF_ERROR(validate_model_config(config));
   Transformer::Impl impl;
   impl.cfg = config;
+  impl.chunk.layers = config.n_layers;
   std::vector<ParameterSpec> specs;
   MS_RETURN_IF_ERROR(build_parameters(impl, 0, &specs));
   return specs;
@@ -283,6 +296,17 @@ Result<TpState> tp_state(const ModelConfig& c, const ModelParallel& parallel) {
   return tp;
 }
 
+// The chunk with its layer count resolved; InvalidArgument for layers outside the model.
+Result<PipelineChunk> resolve_chunk(const ModelConfig& c, PipelineChunk chunk) {
+  if (chunk.layers < 0) chunk.layers = c.n_layers - chunk.first_layer;
+  if (chunk.first_layer < 0 || chunk.layers < 1 || chunk.first_layer + chunk.layers > c.n_layers) {
+    return InvalidArgument("a pipeline chunk of layers [" + std::to_string(chunk.first_layer) +
+                           ", " + std::to_string(chunk.first_layer + chunk.layers) +
+                           ") does not lie within " + key_value("model.n_layers", c.n_layers));
+  }
+  return chunk;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& config,
@@ -292,6 +316,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
   MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
+  MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
@@ -304,7 +329,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
     MS_RETURN_IF_ERROR(build_parameters(*impl, seed));
     impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
                                       config.rope_theta);
-    impl->acts.resize(config.n_layers);
+    impl->pass.acts.resize(impl->layers.size());
   } catch (const std::bad_alloc&) {
     return cannot_allocate(config);
   } catch (const std::length_error&) {
@@ -332,12 +357,16 @@ namespace {
 
 Result<Dims> check_batch(const ModelConfig& c, const TpState& tp, const int32_t* inputs,
                          const int32_t* targets, int64_t B, int64_t T) {
+  if (B > 0 && T > 0 && B > std::numeric_limits<int64_t>::max() / T) {
+    return InvalidArgument("batch size " + std::to_string(B) + " x sequence length " +
+                           std::to_string(T) + " overflows");
+  }
   if (B < 1) return InvalidArgument("batch size " + std::to_string(B) + " must be at least 1");
   if (T < 1 || T > c.max_seq_len) {
     return InvalidArgument("sequence length " + std::to_string(T) + " must be between 1 and " +
                            key_value("model.max_seq_len", c.max_seq_len));
   }
-  MS_RETURN_IF_ERROR(validate_tokens(inputs, B * T, c.vocab_size, "input"));
+  if (inputs != nullptr) MS_RETURN_IF_ERROR(validate_tokens(inputs, B * T, c.vocab_size, "input"));
   if (targets != nullptr) MS_RETURN_IF_ERROR(validate_tokens(targets, B * T, c.vocab_size, "target"));
   if (tp.sequence_parallel && (B * T) % tp.size != 0) {
     return InvalidArgument("sequence parallelism splits the micro-batch's " +
@@ -356,10 +385,12 @@ double mean_loss(const std::vector<float>& token_loss, int64_t n) {
 
 }  // namespace
 
-// The token losses into m.token_loss and, when grad_scale is not 0, d(grad_scale * mean loss)
-// / d(logits) into m.logits: over the local vocabulary columns under tp (never gathered).
+// The token losses into m.pass.token_loss and, when grad_scale is not 0, d(grad_scale * mean loss)
+// / d(logits) into m.pass.logits: over the local vocabulary columns under tp (never gathered).
 Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad_scale,
                                bool write_grad) {
+  std::vector<float>& token_loss = pass.token_loss;
+  std::vector<float>& logits = pass.logits;
   token_loss.resize(static_cast<size_t>(d.N));
   const float scale = grad_scale / static_cast<float>(d.N);
   if (!tp.active()) {
@@ -377,28 +408,41 @@ Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad
   return tp.error;
 }
 
+namespace {
+
+Status need_whole_model(const PipelineChunk& chunk, const char* what) {
+  if (chunk.first && chunk.last) return Status::OK();
+  return FailedPrecondition(std::string(what) + " needs the whole model, but this chunk holds "
+                            "one pipeline stage; use stage_forward and stage_backward");
+}
+
+}  // namespace
+
 Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int32_t* targets,
                                                 int64_t B, int64_t T, float grad_scale,
                                                 const BackwardHooks* hooks) {
+  MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_backward"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, targets, B, T));
   Impl& m = *impl_;
-  const double aux_sum = m.forward(inputs, d);
+  m.pass.inputs.assign(inputs, inputs + d.N);
+  const double aux_sum = m.forward(inputs, nullptr, d);
   MS_RETURN_IF_ERROR(m.loss(targets, d, grad_scale, true));
   const double layers = static_cast<double>(m.cfg.n_layers);
-  const float aux_grad = static_cast<float>(grad_scale * m.cfg.moe.aux_loss_coef / layers);
-  m.backward(inputs, d, aux_grad, hooks);
+  m.pass.aux_grad = static_cast<float>(grad_scale * m.cfg.moe.aux_loss_coef / layers);
+  m.backward(nullptr, nullptr, d, hooks);
   MS_RETURN_IF_ERROR(m.tp.error);
-  return LossStats{mean_loss(m.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
 
 Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t* targets,
                                             int64_t B, int64_t T) {
+  MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_loss"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, targets, B, T));
   Impl& m = *impl_;
-  const double aux_sum = m.forward(inputs, d);
+  const double aux_sum = m.forward(inputs, nullptr, d);
   MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
   const double layers = static_cast<double>(m.cfg.n_layers);
-  return LossStats{mean_loss(m.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
 
 Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int64_t T) {
@@ -406,11 +450,115 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
     return FailedPrecondition("forward_logits needs the whole vocabulary on one rank, but this "
                               "one holds a tensor-parallel slice");
   }
+  MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_logits"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
-  impl_->forward(inputs, d);
+  impl_->forward(inputs, nullptr, d);
   Tensor out = Tensor::empty(DType::kF32, {B, T, impl_->cfg.vocab_size});
-  std::copy(impl_->logits.begin(), impl_->logits.begin() + out.numel(), out.data<float>());
+  std::copy(impl_->pass.logits.begin(), impl_->pass.logits.begin() + out.numel(),
+            out.data<float>());
   return out;
+}
+
+const PipelineChunk& Transformer::chunk() const { return impl_->chunk; }
+
+int64_t Transformer::stage_activation_elements(int64_t B, int64_t T) const {
+  const int64_t N = B * T;
+  return (impl_->tp.sequence_parallel ? N / impl_->tp.size : N) * impl_->cfg.d_model;
+}
+
+namespace {
+
+Status check_span(size_t have, int64_t want, const char* what, int mb) {
+  if (static_cast<int64_t>(have) == want) return Status::OK();
+  return InvalidArgument(std::string(what) + " of micro-batch " + std::to_string(mb) + " has " +
+                         std::to_string(have) + " floats; this stage expects " +
+                         std::to_string(want));
+}
+
+}  // namespace
+
+Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
+                                             std::span<const float> input,
+                                             std::span<float> output) {
+  Impl& m = *impl_;
+  const PipelineChunk& c = m.chunk;
+  if (m.in_flight.count(mb) != 0 || m.pending_weight.count(mb) != 0) {
+    return InvalidArgument("micro-batch " + std::to_string(mb) + " is already in flight");
+  }
+  if ((c.first && batch.inputs == nullptr) || (c.last && batch.targets == nullptr)) {
+    return InvalidArgument("the first pipeline stage needs the inputs and the last the targets");
+  }
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(m.cfg, m.tp, c.first ? batch.inputs : nullptr,
+                                                c.last ? batch.targets : nullptr, batch.B,
+                                                batch.T));
+  const int64_t elements = d.Nr * m.cfg.d_model;
+  if (!c.first) MS_RETURN_IF_ERROR(check_span(input.size(), elements, "the input", mb));
+  if (!c.last) MS_RETURN_IF_ERROR(check_span(output.size(), elements, "the output", mb));
+  if (c.first) m.pass.inputs.assign(batch.inputs, batch.inputs + d.N);
+  const double layers = static_cast<double>(m.cfg.n_layers);
+  m.pass.aux_grad = static_cast<float>(batch.grad_scale * m.cfg.moe.aux_loss_coef / layers);
+  const double aux_sum = m.forward(batch.inputs, c.first ? nullptr : input.data(), d);
+  LossStats stats{0.0, m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  if (c.last) {
+    MS_RETURN_IF_ERROR(m.loss(batch.targets, d, batch.grad_scale, batch.backward));
+    stats.loss = mean_loss(m.pass.token_loss, d.N);
+  } else {
+    std::copy(m.pass.final_x.begin(), m.pass.final_x.begin() + elements, output.begin());
+  }
+  MS_RETURN_IF_ERROR(m.tp.error);
+  if (!batch.backward) return stats;
+  // The pass moves aside with its buffers until its backward; a spare one takes its place.
+  m.in_flight[mb] = std::move(m.pass);
+  if (m.spare_passes.empty()) {
+    m.pass = PassActs{};
+  } else {
+    m.pass = std::move(m.spare_passes.back());
+    m.spare_passes.pop_back();
+  }
+  return stats;
+}
+
+Status Transformer::stage_backward(int mb, std::span<const float> grad_out,
+                                   std::span<float> grad_in, bool defer_weight_grads,
+                                   const BackwardHooks* hooks) {
+  Impl& m = *impl_;
+  auto it = m.in_flight.find(mb);
+  if (it == m.in_flight.end()) {
+    return FailedPrecondition("stage_backward of micro-batch " + std::to_string(mb) +
+                              ", which has no forward in flight on this stage");
+  }
+  const Dims d = it->second.d;
+  const int64_t elements = d.Nr * m.cfg.d_model;
+  if (!m.chunk.last) MS_RETURN_IF_ERROR(check_span(grad_out.size(), elements, "the gradient", mb));
+  if (!m.chunk.first) {
+    MS_RETURN_IF_ERROR(check_span(grad_in.size(), elements, "the input gradient", mb));
+  }
+  std::swap(m.pass, it->second);
+  std::vector<DeferredGemm> deferred;
+  m.defer_into = defer_weight_grads ? &deferred : nullptr;
+  m.backward(grad_out.data(), grad_in.data(), d, hooks);
+  m.defer_into = nullptr;
+  // Back to a spare pass; mb's buffers are kept for the next micro-batch.
+  std::swap(m.pass, it->second);
+  m.spare_passes.push_back(std::move(it->second));
+  m.in_flight.erase(it);
+  if (defer_weight_grads) m.pending_weight[mb] = std::move(deferred);
+  return m.tp.error;
+}
+
+Status Transformer::stage_backward_weight(int mb) {
+  Impl& m = *impl_;
+  auto it = m.pending_weight.find(mb);
+  if (it == m.pending_weight.end()) {
+    return FailedPrecondition("stage_backward_weight of micro-batch " + std::to_string(mb) +
+                              ", whose weight gradients were not deferred on this stage");
+  }
+  for (const DeferredGemm& gemm : it->second) {
+    ops::linear_backward(gemm.x.data(), nullptr, gemm.dy.data(), nullptr, m.g(gemm.param),
+                         gemm.n, gemm.in, gemm.out);
+  }
+  m.pending_weight.erase(it);
+  return Status::OK();
 }
 
 int Transformer::tp_size() const { return impl_->tp.size; }
@@ -496,7 +644,8 @@ int64_t Transformer::activation_bytes(int64_t B, int64_t T) const {
   const int64_t scratch = 2 * Nr * D + N * D + gathered + partial + ffn_scratch + N * qkv;
   const int64_t output = N * tp.vocab_rows + 2 * Nr * D + (tp.sequence_parallel ? N * D : 0) + N;
   return static_cast<int64_t>(sizeof(float)) *
-         (c.n_layers * kept + working + scratch + output);
+         (static_cast<int64_t>(m.layers.size()) * kept + working + scratch +
+          (m.chunk.last ? output : 0));
 }
 
 }  // namespace ms::model

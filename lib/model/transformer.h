@@ -61,6 +61,19 @@ struct BackwardHooks {
   std::function<void()> poll;
 };
 
+// Pipeline parallelism (docs/parallel.md): the contiguous layers one model chunk holds. The
+// first stage also holds the embedding, the last the final norm, the lm_head and the loss;
+// with tied embeddings a last stage that is not also the first holds its own copy of
+// model.embed_tokens.weight as its lm_head, whose gradient the trainer sums with the first
+// stage's (the embedding group). Parameters keep their global names (model.layers.<global
+// index>...). The default is the whole model.
+struct PipelineChunk {
+  int64_t first_layer = 0;
+  int64_t layers = -1;  // -1: to the last layer
+  bool first = true;    // virtual stage 0
+  bool last = true;     // the last virtual stage
+};
+
 // How the model is split across ranks; the default is one process holding everything.
 //
 // Tensor parallelism (Megatron's placement, docs/parallel.md): q, k, v and gate/up (every
@@ -81,6 +94,17 @@ struct ModelParallel {
   int overlap_chunks = 1;
   // Every tp collective as it completes: op, bytes, issue and completion (wall seconds).
   std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
+  PipelineChunk chunk;
+};
+
+// One micro-batch as a pipeline stage sees it (stage_forward).
+struct StageBatch {
+  const int32_t* inputs = nullptr;   // (B, T) token ids: read by the first stage
+  const int32_t* targets = nullptr;  // (B, T) targets: read by the last stage
+  int64_t B = 0, T = 0;
+  float grad_scale = 1;  // as forward_backward's (1 / micro-batches per step)
+  // false: evaluation, no gradients; the micro-batch is not kept for a backward.
+  bool backward = true;
 };
 
 class Transformer {
@@ -117,6 +141,34 @@ class Transformer {
   // The same loss without gradients (evaluation).
   Result<LossStats> forward_loss(const int32_t* inputs, const int32_t* targets, int64_t B,
                                  int64_t T);
+  // Pipeline stages. forward_backward and forward_loss above need the whole model (first and
+  // last stage in one chunk); a chunk of a pipeline runs its micro-batches in two halves, with
+  // several micro-batches in flight between them (each keeps its own activations).
+  //
+  // stage_forward runs micro-batch `mb` through this chunk: the first stage embeds
+  // batch.inputs, another reads `input` (stage_activation_elements floats: this rank's (Nr, D)
+  // rows of the previous stage's output). A last stage computes the loss against
+  // batch.targets and d(grad_scale * loss)/d(logits), and returns the loss; another writes
+  // its output into `output` (the same size). LossStats::aux_loss is this chunk's MoE layers'
+  // aux losses summed and divided by the model's n_layers, so the chunks' values add up to
+  // forward_backward's. InvalidArgument for bad sizes, token ids, a wrongly sized span, or a
+  // micro-batch already in flight.
+  Result<LossStats> stage_forward(int mb, const StageBatch& batch, std::span<const float> input,
+                                  std::span<float> output);
+  // The backward of micro-batch `mb` (after its stage_forward): from the gradient of this
+  // chunk's output `grad_out` (empty on the last stage), accumulating the weight gradients
+  // and, unless this is the first stage, writing the gradient of its input into `grad_in`.
+  // With defer_weight_grads (the zero-bubble schedule's B pass) the weight-gradient GEMMs of
+  // the linear layers are queued instead and stage_backward_weight(mb) runs them (norm,
+  // router, embedding and routed-expert weight gradients are computed here either way).
+  // FailedPrecondition when `mb` is not in flight.
+  Status stage_backward(int mb, std::span<const float> grad_out, std::span<float> grad_in,
+                        bool defer_weight_grads = false, const BackwardHooks* hooks = nullptr);
+  Status stage_backward_weight(int mb);
+  // The floats of one micro-batch's activation between stages: (Nr, D).
+  int64_t stage_activation_elements(int64_t B, int64_t T) const;
+  const PipelineChunk& chunk() const;
+
   // Logits (B, T, vocab_size) f32 (inference, golden tests). FailedPrecondition under tp.
   Result<Tensor> forward_logits(const int32_t* inputs, int64_t B, int64_t T);
 

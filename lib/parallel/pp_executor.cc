@@ -87,12 +87,30 @@ Status run_pp_schedule(comm::Communicator& pp, const PpScheduleShape& shape,
     return Status::OK();
   };
 
+  Status progress_error;
+  if (options.progress != nullptr) {
+    *options.progress = [&] {
+      for (auto& [tag, r] : posted) {
+        if (!progress_error.ok()) return;
+        if (!r.request.done()) progress_error = r.request.test().status();
+      }
+      if (progress_error.ok()) progress_error = reap_sends();
+    };
+  }
+  struct ResetProgress {
+    std::function<void()>* progress;
+    ~ResetProgress() {
+      if (progress != nullptr) *progress = nullptr;
+    }
+  } reset_progress{options.progress};
+
   // What the last compute produced, for the send that follows it in the list.
   std::map<int, std::unique_ptr<std::vector<float>>> outgoing;  // by send tag
   std::map<int, std::vector<float>> received;                   // by tag, until consumed
   const std::vector<float> none;
   for (size_t i = 0; i < actions.size(); ++i) {
     const PpAction& a = actions[i];
+    MS_RETURN_IF_ERROR(progress_error);
     MS_RETURN_IF_ERROR(post_ahead(i));
     MS_RETURN_IF_ERROR(reap_sends());
     const int s = a.chunk * shape.pp + rank;
@@ -106,7 +124,9 @@ Status run_pp_schedule(comm::Communicator& pp, const PpScheduleShape& shape,
         }
         const double t0 = wall_time_s();
         MS_RETURN_IF_ERROR(it->second.request.wait());
-        if (options.stats) options.stats->recv_wait_s += wall_time_s() - t0;
+        const double t1 = wall_time_s();
+        if (options.stats) options.stats->recv_wait_s += t1 - t0;
+        if (options.on_p2p) options.on_p2p("recv", tag, n * sizeof(float), t0, t1);
         received[tag] = std::move(it->second.buffer);
         posted.erase(it);
         break;
@@ -126,6 +146,10 @@ Status run_pp_schedule(comm::Communicator& pp, const PpScheduleShape& shape,
         if (options.stats) {
           ++options.stats->messages_sent;
           options.stats->bytes_sent += n * sizeof(float);
+        }
+        if (options.on_p2p) {
+          const double t = wall_time_s();
+          options.on_p2p("send", tag_of(a), n * sizeof(float), t, t);
         }
         sends.push_back(std::move(send));
         break;
@@ -167,7 +191,7 @@ Status run_pp_schedule(comm::Communicator& pp, const PpScheduleShape& shape,
     }
   }
   for (PendingSend& send : sends) MS_RETURN_IF_ERROR(send.request.wait());
-  return Status::OK();
+  return progress_error;
 }
 
 }  // namespace ms::parallel

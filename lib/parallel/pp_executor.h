@@ -46,6 +46,14 @@ struct PpExecutorOptions {
   int64_t message_elements = 0;
   int recv_window = 4;  // receives posted ahead of need (at least 1)
   PpP2pStats* stats = nullptr;
+  // Every transfer, for traces: op "send" (t0 = t1 = when it was posted; a send is never
+  // waited for) or "recv" (t0 when this rank started waiting for it, t1 when the wait
+  // returned), the message tag (the same at both ends) and its bytes.
+  std::function<void(const char* op, int tag, uint64_t bytes, double t0, double t1)> on_p2p;
+  // Set by run_pp_schedule while it runs (and reset after) to a function that tests the
+  // transfers in flight: call it between compute chunks (BackwardHooks::poll) so that MPI,
+  // which progresses nonblocking transfers only inside its calls, moves them meanwhile.
+  std::function<void()>* progress = nullptr;
 };
 
 // InvalidArgument for a bad shape (check_pp_schedule), a group whose size is not shape.pp, a

@@ -351,4 +351,15 @@ Result<std::string> describe_pp_schedule(const PpScheduleShape& shape) {
   return out;
 }
 
+int pp_peak_in_flight(const PpScheduleShape& shape, int rank) {
+  Result<std::vector<PpAction>> actions = pp_schedule(shape, rank);
+  if (!actions.ok()) return 0;
+  int now = 0, peak = 0;
+  for (const PpAction& a : *actions) {
+    if (a.op == PpOp::kForward) peak = std::max(peak, ++now);
+    if (a.op == PpOp::kBackward || a.op == PpOp::kBackwardInput) --now;
+  }
+  return peak;
+}
+
 }  // namespace ms::parallel

@@ -102,6 +102,11 @@ Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
                                  const std::vector<std::vector<PpAction>>& ranks,
                                  const PpCosts& costs = {});
 
+// The most micro-batches rank `rank` holds between a forward and its backward (B or Bi) at
+// once, over all its chunks: how many micro-batches' activations it keeps (1f1b: pp - rank).
+// 0 for a shape check_pp_schedule refuses.
+int pp_peak_in_flight(const PpScheduleShape& shape, int rank);
+
 // The schedule as text for `ms-train --dry-run`: one line per rank, compute actions as F3, B3
 // (or Bi3 and W3), with the chunk as F3.1 when vpp > 1, and the theoretical bubble.
 Result<std::string> describe_pp_schedule(const PpScheduleShape& shape);

@@ -40,7 +40,10 @@ Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
       new DistributedOptimizer(dp, std::move(layout), std::move(options)));
   MS_RETURN_IF_ERROR(self->adopt(params));
   self->segments_ = self->optimizer_segments(params);
-  for (const TrainableParam& p : params) self->tp_replicated_.push_back(p.tp_replicated);
+  for (const TrainableParam& p : params) {
+    self->tp_replicated_.push_back(p.tp_replicated);
+    self->norm_counted_.push_back(p.norm_counted);
+  }
   const int64_t state_numel =
       self->options_.zero ? self->layout_.shard_numel() : self->layout_.total_numel();
   MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size()));
@@ -205,15 +208,17 @@ Status DistributedOptimizer::sum_over_tp(std::span<double> sums) const {
   return sum_in_rank_order(*options_.tp, sums);
 }
 
-// This rank's sum of squared gradients with tp rank > 0 leaving out the replicated tensors,
-// which tp rank 0 counts; in segment order, so the same on every run.
-double DistributedOptimizer::tp_grad_sum_of_squares() const {
-  const bool skip_replicated = options_.tp->rank() != 0;
+// This rank's share of the squared gradient norm: with tp rank > 0 leaving out the replicated
+// tensors, which tp rank 0 counts, and leaving out a pipeline stage's tied-embedding copy; in
+// segment order, so the same on every run.
+double DistributedOptimizer::partial_grad_sum_of_squares() const {
+  const bool skip_replicated = options_.tp != nullptr && options_.tp->rank() != 0;
   const std::span<const float> grads = options_.zero ? std::span<const float>(grad_shard_)
                                                      : std::span<const float>(grads_);
   double sum = 0;
   for (const OptimSegment& seg : segments_) {
     if (skip_replicated && tp_replicated_[seg.param]) continue;
+    if (!norm_counted_[seg.param]) continue;
     sum += sum_of_squares(grads.subspan(static_cast<size_t>(seg.offset),
                                         static_cast<size_t>(seg.length)));
   }
@@ -222,10 +227,12 @@ double DistributedOptimizer::tp_grad_sum_of_squares() const {
 
 Result<double> DistributedOptimizer::grad_norm() {
   const bool tp = options_.tp != nullptr && options_.tp->size() > 1;
-  double sum_sq = tp ? tp_grad_sum_of_squares()
-                     : options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
+  const bool pp = options_.pp != nullptr && options_.pp->size() > 1;
+  double sum_sq = tp || pp ? partial_grad_sum_of_squares()
+                  : options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
   if (options_.zero) MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, std::span<double>(&sum_sq, 1)));
   if (tp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.tp, std::span<double>(&sum_sq, 1)));
+  if (pp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.pp, std::span<double>(&sum_sq, 1)));
   return std::sqrt(sum_sq) / static_cast<double>(layout_.dp());
 }
 

@@ -46,6 +46,10 @@ struct TrainableParam {
   // With tensor parallelism: every tp rank holds this tensor whole (norms, the router), so it
   // counts once in norms summed over tp; false for a tp slice.
   bool tp_replicated = true;
+  // With pipeline parallelism: false for the last stage's copy of a tied embedding, which the
+  // first stage's copy already counts in the gradient norm (both hold the same gradient once
+  // the embedding group summed them).
+  bool norm_counted = true;
 };
 
 // A finished collective, for traces: `op` is "allreduce", "reduce_scatter" or "allgather".
@@ -76,6 +80,9 @@ struct DistributedOptimizerOptions {
   // norm and LAMB's per-parameter norms then sum the slices over tp, counting replicated
   // tensors once; gradients are still reduced over dp only.
   comm::Communicator* tp = nullptr;
+  // The pipeline group when each rank holds some stages' parameters (null: none): the gradient
+  // norm then sums over pp too.
+  comm::Communicator* pp = nullptr;
 };
 
 class DistributedOptimizer {
@@ -127,7 +134,7 @@ class DistributedOptimizer {
   // Sums per-parameter partial sums (2 per parameter, as LAMB's reducer gets them) over tp:
   // replicated parameters count once (tp rank 0's), slices add up. Deterministic.
   Status sum_over_tp(std::span<double> per_param_pairs) const;
-  double tp_grad_sum_of_squares() const;
+  double partial_grad_sum_of_squares() const;
 
   struct InFlight;
   Status issue_ready_buckets();
@@ -147,6 +154,7 @@ class DistributedOptimizer {
   std::vector<ShardSegment> owned_;
   std::vector<OptimSegment> segments_;
   std::vector<bool> tp_replicated_;  // per parameter
+  std::vector<bool> norm_counted_;   // per parameter
   std::vector<int64_t> bucket_pending_;  // gradients not yet final, per bucket
   std::vector<InFlight> in_flight_;
   size_t next_bucket_ = 0;

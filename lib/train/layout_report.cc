@@ -6,6 +6,7 @@
 
 #include "comm/mesh.h"
 #include "model/transformer.h"
+#include "parallel/pp_schedule.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_shards.h"
 #include "train/run_checks.h"
@@ -30,6 +31,30 @@ std::string box_string(const comm::ShardSpec& spec) {
   return s + "]";
 }
 
+// Which layers each virtual stage holds, and the schedule with its theoretical bubble.
+std::string describe_stages(const PipelineLayout& pipeline, bool tied) {
+  const parallel::PpScheduleShape& shape = pipeline.schedule;
+  const size_t stages = pipeline.stages.size();
+  std::ostringstream out;
+  out << "# pipeline: " << stages << " virtual stage(s), stage s on pp rank s % pp as its chunk "
+         "s / pp\n";
+  for (size_t s = 0; s < stages; ++s) {
+    const parallel::StageLayers& l = pipeline.stages[s];
+    out << "stage " << s << " (pp rank " << s % static_cast<size_t>(shape.pp) << ", chunk "
+        << s / static_cast<size_t>(shape.pp) << "): layers " << l.first << ".."
+        << l.first + l.count - 1;
+    if (s == 0) out << " + the embedding";
+    if (s + 1 == stages) {
+      out << " + the final norm, " << (tied ? "the tied embedding's copy as lm_head" : "lm_head")
+          << " and the loss";
+    }
+    out << "\n";
+  }
+  Result<std::string> schedule = parallel::describe_pp_schedule(shape);
+  if (schedule.ok()) out << *schedule;
+  return out.str();
+}
+
 }  // namespace
 
 RankMemoryPlan rank_memory_plan(int64_t local_elements, int dp, bool zero) {
@@ -43,23 +68,31 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
   const config::ModelConfig& m = config.model;
   MS_RETURN_IF_ERROR(parallel::check_tp_model(
       {m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, tp));
-  const comm::MeshShape shape{.pp = 1, .dp = dp, .tp = tp, .ep = 1,
+  MS_ASSIGN_OR_RETURN(const PipelineLayout pipeline, check_pipeline(config, dp));
+  const int pp = pipeline.schedule.pp;
+  const comm::MeshShape shape{.pp = pp, .dp = dp, .tp = tp, .ep = 1,
                               .loaders = static_cast<int>(config.parallel.loaders), .cp = 1};
   MS_ASSIGN_OR_RETURN(const comm::MeshLayout mesh, comm::MeshLayout::create(shape, world_size));
   MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs, model::parameter_specs(m));
 
   std::ostringstream out;
-  out << "# layout on " << world_size << " rank(s): dp " << dp << " x tp " << tp;
+  out << "# layout on " << world_size << " rank(s): ";
+  if (pp > 1) out << "pp " << pp << " x ";
+  out << "dp " << dp << " x tp " << tp;
   if (shape.loaders > 0) out << " + " << shape.loaders << " loader rank(s)";
-  out << "\n# rank = dp_rank * tp + tp_rank (tp varies fastest); loader ranks come last\n";
+  out << (pp > 1 ? "\n# rank = (pp_rank * dp + dp_rank) * tp + tp_rank"
+                 : "\n# rank = dp_rank * tp + tp_rank")
+      << " (tp varies fastest); loader ranks come last\n";
   for (int r = 0; r < world_size; ++r) {
     const comm::MeshCoord c = mesh.coord(r);
     if (c.loader) {
       out << "rank " << r << ": loader\n";
     } else {
-      out << "rank " << r << ": dp " << c.dp << ", tp " << c.tp << "\n";
+      out << "rank " << r << ": " << (pp > 1 ? "pp " + std::to_string(c.pp) + ", " : "") << "dp "
+          << c.dp << ", tp " << c.tp << "\n";
     }
   }
+  if (pp > 1) out << describe_stages(pipeline, config.model.tie_embeddings);
   const bool sp = tp > 1 && config.parallel.sequence_parallel;
   out << "# sequence parallel " << (sp ? "on" : "off") << ", tp overlap "
       << (tp > 1 && config.parallel.tp_overlap ? "on" : "off") << ", recompute "

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <string>
 
 namespace ms::train {
 namespace {
@@ -22,7 +23,6 @@ Status require_one(const char* key, int64_t value, const char* what) {
 }  // namespace
 
 Result<int> data_parallel_size(const config::RunConfig& config, int world_size) {
-  MS_RETURN_IF_ERROR(require_one("parallel.pp", config.parallel.pp, "pipeline"));
   MS_RETURN_IF_ERROR(require_one("parallel.ep", config.parallel.ep, "expert"));
   if (world_size < 1) return InvalidArgument("world size must be at least 1");
   const int64_t loaders = config.parallel.loaders;
@@ -33,15 +33,20 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            std::to_string(loaders + 1) + " or more) or fewer loaders");
   }
   const int trainers = world_size - static_cast<int>(loaders);
-  const int64_t tp = config.parallel.tp;
-  if (tp < 1 || trainers % tp != 0) {
-    return InvalidArgument(key_value("parallel.tp", tp) + " must divide the " +
-                           std::to_string(trainers) + " trainer rank(s) (" +
-                           std::to_string(world_size) + " minus parallel.loaders " +
-                           std::to_string(loaders) + "): dp = trainers / tp; run with mpirun -np " +
-                           std::to_string(tp * std::max<int64_t>(1, trainers / tp) + loaders));
+  const int64_t tp = config.parallel.tp, pp = config.parallel.pp;
+  if (tp < 1 || pp < 1 || trainers % (tp * pp) != 0) {
+    const std::string model = pp > 1 ? "parallel.pp * parallel.tp = " + std::to_string(pp) +
+                                           " * " + std::to_string(tp)
+                                     : key_value("parallel.tp", tp);
+    const int64_t group = std::max<int64_t>(1, tp * pp);
+    return InvalidArgument(model + " must divide the " + std::to_string(trainers) +
+                           " trainer rank(s) (" + std::to_string(world_size) +
+                           " minus parallel.loaders " + std::to_string(loaders) +
+                           "): dp = trainers / " + (pp > 1 ? "(pp * tp)" : "tp") +
+                           "; run with mpirun -np " +
+                           std::to_string(group * std::max<int64_t>(1, trainers / group) + loaders));
   }
-  const int dp = trainers / static_cast<int>(tp);
+  const int dp = trainers / static_cast<int>(tp * pp);
   const int64_t per_step = int64_t{dp} * config.train.micro_batch;
   if (config.train.global_batch % per_step != 0) {
     return InvalidArgument(key_value("train.global_batch", config.train.global_batch) +
@@ -51,7 +56,10 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            std::to_string(per_step) + " (dp is the number of trainer ranks, " +
                            std::to_string(world_size) + " minus parallel.loaders " +
                            std::to_string(loaders) +
-                           (tp > 1 ? ", divided by parallel.tp " + std::to_string(tp) : "") + ")");
+                           (tp * pp > 1 ? ", divided by parallel.pp * parallel.tp " +
+                                              std::to_string(pp * tp)
+                                        : "") +
+                           ")");
   }
   const int64_t tokens = config.train.micro_batch * config.train.seq_len;
   if (tp > 1 && config.parallel.sequence_parallel && tokens % tp != 0) {
@@ -60,7 +68,36 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            ") evenly over " + key_value("parallel.tp", tp) +
                            ", which must divide them; or set parallel.sequence_parallel=false");
   }
+  MS_RETURN_IF_ERROR(check_pipeline(config, dp).status());
   return dp;
+}
+
+Result<PipelineLayout> check_pipeline(const config::RunConfig& config, int dp) {
+  const config::ParallelConfig& p = config.parallel;
+  PipelineLayout layout;
+  MS_ASSIGN_OR_RETURN(const parallel::PpScheduleKind kind,
+                      parallel::parse_pp_schedule(p.schedule));
+  const int64_t per_step = int64_t{dp} * config.train.micro_batch;
+  const int64_t micro_batches = per_step > 0 ? config.train.global_batch / per_step : 0;
+  layout.schedule = {static_cast<int>(p.pp), static_cast<int>(p.vpp),
+                     static_cast<int>(micro_batches), kind};
+  if (p.pp == 1 && p.vpp == 1 && p.pp_layers.empty()) {
+    layout.schedule.kind = parallel::PpScheduleKind::k1F1B;
+    layout.stages = {{0, config.model.n_layers}};
+    return layout;
+  }
+  Status shape = parallel::check_pp_schedule(layout.schedule);
+  if (!shape.ok()) {
+    return InvalidArgument("parallel.schedule " + p.schedule + " with parallel.pp " +
+                           std::to_string(p.pp) + ", parallel.vpp " + std::to_string(p.vpp) +
+                           " and " + std::to_string(micro_batches) +
+                           " micro-batches per step (train.global_batch / (dp * "
+                           "train.micro_batch)): " + shape.message());
+  }
+  MS_ASSIGN_OR_RETURN(layout.stages,
+                      parallel::pp_stage_layers(config.model.n_layers, static_cast<int>(p.pp),
+                                                static_cast<int>(p.vpp), p.pp_layers));
+  return layout;
 }
 
 Status check_against_data(const config::RunConfig& config, const DataFacts& data) {

@@ -72,7 +72,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
   // No config key sets context parallelism yet, so cp = 1 explicitly.
-  const comm::MeshShape shape{.pp = 1,
+  const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
                               .tp = static_cast<int>(config_.parallel.tp),
                               .ep = 1,
@@ -95,7 +95,33 @@ Status Trainer::build() {
   if (local.ok()) local = build_model();
   if (local.ok()) local = open_telemetry();
   MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "starting up"));
-  return measure_yardsticks();
+  MS_RETURN_IF_ERROR(measure_yardsticks());
+  return build_pipeline();
+}
+
+// The pipeline step's executor over this rank's chunks (with parallel.pp > 1).
+Status Trainer::build_pipeline() {
+  const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
+  if (shape.pp == 1) return Status::OK();
+  std::vector<model::Transformer*> chunks;
+  for (const auto& chunk : s_->chunks) chunks.push_back(chunk.get());
+  MS_ASSIGN_OR_RETURN(s_->pipeline_step,
+                      PipelineStep::create(s_->mesh->pp(), shape, std::move(chunks),
+                                           s_->trace.get()));
+  if (config_.train.debug_slow_rank == world_.rank()) {
+    s_->pipeline_step->set_forward_delay(config_.train.debug_slow_ms / 1e3 / shape.micro_batches);
+  }
+  if (world_.rank() == 0) {
+    Result<double> bubble = parallel::pp_theoretical_bubble(shape);
+    char line[240];
+    std::snprintf(line, sizeof(line),
+                  "pipeline: pp %d, vpp %d, schedule %s, %d micro-batches per step; theoretical "
+                  "bubble %.1f%%",
+                  shape.pp, shape.vpp, std::string(parallel::pp_schedule_name(shape.kind)).c_str(),
+                  shape.micro_batches, bubble.ok() ? *bubble * 100.0 : 0.0);
+    MS_LOG(Info) << line;
+  }
+  return Status::OK();
 }
 
 // The checks that need no data: layout against the world size, the plan path, the model.
@@ -104,9 +130,10 @@ Status Trainer::check_config() {
   s_->loaders = static_cast<int>(config_.parallel.loaders);
   if (s_->dp != config_.parallel.dp) {
     MS_LOG(Info) << "parallel.dp is " << config_.parallel.dp << " in the config; running with dp "
-                 << s_->dp << " (the trainer ranks / parallel.tp)";
+                 << s_->dp << " (the trainer ranks / (parallel.pp * parallel.tp))";
     config_.parallel.dp = s_->dp;
   }
+  MS_ASSIGN_OR_RETURN(s_->pipeline, check_pipeline(config_, s_->dp));
   MS_RETURN_IF_ERROR(check_plan_path(config_));
   return model::validate_model_config(config_.model);
 }
@@ -197,31 +224,39 @@ void Trainer::stop_loaders() {
   if (!finished.ok()) MS_LOG(Error) << "releasing the loader rank: " << finished.to_string();
 }
 
+// This rank's model chunks: the whole model, or with pipeline parallelism the virtual stages
+// chunk * pp + pp rank (check_pipeline's layers).
 Status Trainer::build_model() {
   model::ModelParallel parallel{&s_->mesh->tp(), config_.parallel.sequence_parallel,
                                 config_.parallel.recompute,
                                 config_.parallel.tp_overlap
                                     ? static_cast<int>(config_.parallel.tp_overlap_chunks)
                                     : 1,
-                                {}};
+                                {}, {}};
   parallel.on_comm = [this](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, "tp", s_->tp_comm_seq++, bytes, t0, t1);
   };
-  MS_ASSIGN_OR_RETURN(s_->model, model::Transformer::create(
-                                     config_.model, static_cast<uint64_t>(config_.run.seed),
-                                     parallel));
+  const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
+  const int stages = shape.pp * shape.vpp;
+  for (int c = 0; c < shape.vpp; ++c) {
+    const int stage = c * shape.pp + s_->mesh->coord().pp;
+    const parallel::StageLayers& layers = s_->pipeline.stages[static_cast<size_t>(stage)];
+    parallel.chunk = {layers.first, layers.count, stage == 0, stage == stages - 1};
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> chunk,
+                        model::Transformer::create(config_.model,
+                                                   static_cast<uint64_t>(config_.run.seed),
+                                                   parallel));
+    s_->chunks.push_back(std::move(chunk));
+  }
+  s_->model = s_->chunks.front().get();
   s_->flops_per_token = s_->model->flops_per_token(config_.train.seq_len);
-  char line[200];
-  std::snprintf(line, sizeof(line), "model: %.3fM parameters (%.3fM active), %.3f MFLOPs/token",
-                static_cast<double>(s_->model->parameter_count()) / 1e6,
-                static_cast<double>(s_->model->active_parameter_count()) / 1e6,
-                s_->flops_per_token / 1e6);
-  MS_LOG(Info) << line;
+  log_model_size();
   log_memory_plan();
   if (s_->resume_manifest) MS_RETURN_IF_ERROR(load_parameters());
   std::vector<TrainableParam> params;
-  for (model::Parameter& p : s_->model->parameters()) {
-    params.push_back({p.name, &p.value, &p.grad, p.weight_decay, p.shard.is_replicated()});
+  for (model::Parameter* p : all_parameters()) {
+    params.push_back({p->name, &p->value, &p->grad, p->weight_decay, p->shard.is_replicated(),
+                      !is_tied_copy(*p)});
   }
   DistributedOptimizerOptions options;
   options.zero = config_.parallel.zero == 1;
@@ -231,28 +266,74 @@ Status Trainer::build_model() {
     if (s_->trace) s_->trace->comm(e.op, "dp", e.seq, e.bytes, e.t0, e.t1);
   };
   options.tp = &s_->mesh->tp();
+  if (shape.pp > 1) options.pp = &s_->mesh->pp();
   MS_ASSIGN_OR_RETURN(s_->dist, DistributedOptimizer::create(s_->mesh->dp(), std::move(params),
                                                              config_.optim, std::move(options)));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
   return s_->resume_manifest ? load_optimizer_state() : Status::OK();
 }
 
+std::vector<model::Parameter*> Trainer::all_parameters() const {
+  std::vector<model::Parameter*> out;
+  for (const auto& chunk : s_->chunks) {
+    for (model::Parameter& p : chunk->parameters()) out.push_back(&p);
+  }
+  return out;
+}
+
+// The last stage's copy of a tied embedding (its lm_head), when another stage holds the
+// embedding itself: checkpoints and the gradient norm count the first stage's copy only.
+bool Trainer::is_tied_copy(const model::Parameter& p) const {
+  return config_.model.tie_embeddings && !s_->model->chunk().first &&
+         p.name == "model.embed_tokens.weight";
+}
+
+// The whole model's size (every stage's parameters, from the parameter table).
+void Trainer::log_model_size() const {
+  int64_t total = s_->model->parameter_count(), active = s_->model->active_parameter_count();
+  if (s_->pipeline.schedule.pp > 1) {
+    const config::ModelConfig& c = config_.model;
+    Result<std::vector<model::ParameterSpec>> specs = model::parameter_specs(c);
+    total = 0;
+    if (specs.ok()) {
+      for (const model::ParameterSpec& spec : *specs) {
+        int64_t n = 1;
+        for (int64_t d : spec.global_shape) n *= d;
+        total += n;
+      }
+    }
+    const int64_t idle = c.moe.num_experts > 0 ? c.moe.num_experts - c.moe.top_k : 0;
+    active = total - c.n_layers * idle * 3 * c.d_model * c.d_ff;
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line), "model: %.3fM parameters (%.3fM active), %.3f MFLOPs/token",
+                static_cast<double>(total) / 1e6, static_cast<double>(active) / 1e6,
+                s_->flops_per_token / 1e6);
+  MS_LOG(Info) << line;
+}
+
 void Trainer::log_memory_plan() const {
   if (world_.rank() != 0) return;
   int64_t local = 0;
-  for (const model::Parameter& p : s_->model->parameters()) local += p.value.numel();
+  int64_t activation_bytes = 0;
+  for (const auto& chunk : s_->chunks) {
+    for (const model::Parameter& p : chunk->parameters()) local += p.value.numel();
+    activation_bytes += chunk->activation_bytes(config_.train.micro_batch, config_.train.seq_len);
+  }
   const RankMemoryPlan mem = rank_memory_plan(local, s_->dp, config_.parallel.zero == 1);
-  const double acts = static_cast<double>(s_->model->activation_bytes(
-                          config_.train.micro_batch, config_.train.seq_len)) / (1024.0 * 1024.0);
-  char line[320];
+  const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
+  // Pipeline rank 0 holds the most micro-batches in flight (1F1B: pp of them).
+  const int in_flight = shape.pp > 1 ? pp_peak_in_flight(shape, 0) : 1;
+  const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
+  char line[400];
   std::snprintf(line, sizeof(line),
-                "memory per model rank (tp %d, dp %d, zero %d): weights %.1f MiB, gradients "
-                "%.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
-                "(micro-batch %lld x %lld, recompute %s, sequence parallel %s)",
-                s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
+                "memory per model rank (pp %d, tp %d, dp %d, zero %d): weights %.1f MiB, "
+                "gradients %.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
+                "(micro-batch %lld x %lld, %d in flight, recompute %s, sequence parallel %s)",
+                shape.pp, s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
                 mem.weights_mib, mem.gradients_mib, mem.optimizer_mib, acts,
                 static_cast<long long>(config_.train.micro_batch),
-                static_cast<long long>(config_.train.seq_len),
+                static_cast<long long>(config_.train.seq_len), in_flight,
                 std::string(config::enum_to_name(config_.parallel.recompute)).c_str(),
                 s_->model->tp_size() > 1 && config_.parallel.sequence_parallel ? "on" : "off");
   MS_LOG(Info) << line;
@@ -317,14 +398,15 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
-    summary.tp_comm.add(s_->model->take_tp_comm_stats());
+    for (const auto& chunk : s_->chunks) summary.tp_comm.add(chunk->take_tp_comm_stats());
     summary.data_wait_s += result.phases.data_s;
     summary.step_time_s += result.step_s;
     MS_RETURN_IF_ERROR(record_step(step, result));
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
-      s_->model->take_tp_comm_stats();  // evaluation's tp collectives are not a step's
+      // Evaluation's tp collectives are not a step's.
+      for (const auto& chunk : s_->chunks) chunk->take_tp_comm_stats();
       summary.eval_losses.push_back(eval_loss);
       MS_LOG(Info) << "eval step " << step << " | val_loss " << eval_loss;
     }
@@ -369,11 +451,36 @@ Result<Trainer::StepResult> Trainer::train_step(int64_t step) {
 }
 
 Status Trainer::accumulate_gradients(int64_t step, StepResult& result) {
+  if (s_->pipeline_step) return run_pipeline(step, result);
   for (int mb = 0; mb < s_->micro_batches; ++mb) {
     MS_RETURN_IF_ERROR(run_micro_batch(step, mb, result));
   }
   result.local_loss /= s_->micro_batches;
   result.local_aux /= s_->micro_batches;
+  return Status::OK();
+}
+
+// The step's micro-batches through this rank's pipeline stages (pipeline_step.h). Every pp
+// rank reads the same micro-batches (its dp rank's); the gradients are reduced over dp after
+// the pipeline drained, since the tied embedding's copies must be summed first.
+Status Trainer::run_pipeline(int64_t step, StepResult& result) {
+  std::vector<data::MicroBatch> batches;
+  {
+    ScopedTimer data_time(result.phases.data_s);
+    for (int mb = 0; mb < s_->micro_batches; ++mb) {
+      MS_ASSIGN_OR_RETURN(data::MicroBatch batch, s_->train_loader->next());
+      batches.push_back(std::move(batch));
+    }
+  }
+  MS_ASSIGN_OR_RETURN(const PipelineStepResult r, s_->pipeline_step->run(step, batches));
+  result.local_loss = r.loss;
+  result.local_aux = r.aux;
+  result.phases.fwd_s += r.fwd_s;
+  result.phases.bwd_s += r.bwd_s;
+  result.phases.comm_wait_s += r.p2p.recv_wait_s;
+  s_->pp_stats.messages_sent += r.p2p.messages_sent;
+  s_->pp_stats.bytes_sent += r.p2p.bytes_sent;
+  s_->pp_stats.recv_wait_s += r.p2p.recv_wait_s;
   return Status::OK();
 }
 
@@ -465,7 +572,16 @@ Result<double> Trainer::evaluate() {
   loader.reset();
   const int64_t micro_batches = config_.train.eval_batches * loader.micro_batches_per_step();
   double local = 0;
-  for (int64_t i = 0; i < micro_batches; ++i) {
+  if (s_->pipeline_step) {
+    std::vector<data::MicroBatch> batches;
+    for (int64_t i = 0; i < micro_batches; ++i) {
+      MS_ASSIGN_OR_RETURN(data::MicroBatch batch, loader.next());
+      batches.push_back(std::move(batch));
+    }
+    MS_ASSIGN_OR_RETURN(local, s_->pipeline_step->evaluate(batches));
+    local *= static_cast<double>(micro_batches);
+  }
+  for (int64_t i = 0; s_->pipeline_step == nullptr && i < micro_batches; ++i) {
     MS_ASSIGN_OR_RETURN(const data::MicroBatch batch, loader.next());
     MS_ASSIGN_OR_RETURN(const model::LossStats stats,
                         s_->model->forward_loss(batch.inputs.data(), batch.targets.data(),
@@ -563,6 +679,17 @@ Status Trainer::finish(TrainSummary& summary) {
                   static_cast<double>(t.collectives) / steps,
                   static_cast<double>(t.bytes) / steps / (1024.0 * 1024.0),
                   t.hidden_fraction() * 100.0, t.exposed_s, t.active_s, mode.c_str());
+    MS_LOG(Info) << line;
+  }
+  if (s_->pipeline_step && summary.steps_done > s_->start_step) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const parallel::PpP2pStats& p = s_->pp_stats;
+    char line[300];
+    std::snprintf(line, sizeof(line),
+                  "pipeline point-to-point: %.0f messages, %.1f MiB sent per step by this rank; "
+                  "%.3fs of the run blocked in receives (rank 0)",
+                  static_cast<double>(p.messages_sent) / steps,
+                  static_cast<double>(p.bytes_sent) / steps / (1024.0 * 1024.0), p.recv_wait_s);
     MS_LOG(Info) << line;
   }
   MS_RETURN_IF_ERROR(log_data_wait(summary));

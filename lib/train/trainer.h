@@ -1,10 +1,16 @@
-// Trainer: the loop behind `ms-train`. One process per rank, world = dp (tensor and pipeline
-// parallelism come later). Each step every rank reads its micro-batches from the plan's loader,
-// runs forward and backward on each (gradient accumulation), while the DistributedOptimizer
-// reduces gradient buckets over the dp group as backward produces them; then the ranks agree
-// on the step's loss, the global gradient norm, whether the spike guard skips the update, and
-// apply it (AdamW or LAMB, plain or ZeRO-1). Every step is logged (rank 0), recorded in the
-// per-rank telemetry and traced; the validation loss is evaluated every train.eval_every steps.
+// Trainer: the loop behind `ms-train`. One process per rank, world = pp x dp x tp trainer
+// ranks (comm/mesh.h) plus any loader ranks. Each step every rank reads its micro-batches from
+// the plan's loader, runs forward and backward on each (gradient accumulation), while the
+// DistributedOptimizer reduces gradient buckets over the dp group as backward produces them;
+// then the ranks agree on the step's loss, the global gradient norm, whether the spike guard
+// skips the update, and apply it (AdamW or LAMB, plain or ZeRO-1). Every step is logged (rank
+// 0), recorded in the per-rank telemetry and traced; the validation loss is evaluated every
+// train.eval_every steps.
+//
+// Pipeline parallelism (parallel.pp > 1): each rank holds parallel.vpp model chunks and runs
+// the step's micro-batches through them in its schedule's order (train/pipeline_step.h); the
+// gradients are reduced over dp once the pipeline has drained, and the gradient norm sums
+// over the stages.
 //
 // Loader ranks (parallel.loaders = K): the last K world ranks hold no model; create() only
 // checks the config and joins the Mesh there, and run() serves the trainers' micro-batches
@@ -41,6 +47,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "data/loader.h"
+#include "model/transformer.h"
 #include "parallel/tp_overlap.h"
 #include "train/distributed_optimizer.h"
 
@@ -96,6 +103,10 @@ class Trainer {
   Status check_config();
   Status open_data();
   Status build_model();
+  Status build_pipeline();
+  std::vector<model::Parameter*> all_parameters() const;
+  bool is_tied_copy(const model::Parameter& p) const;
+  void log_model_size() const;
   // Logs (rank 0) what one model rank holds: weights, gradients and optimizer state of its
   // tp slice (the state divided over dp under ZeRO-1) and the expected peak activations.
   void log_memory_plan() const;
@@ -105,6 +116,7 @@ class Trainer {
   Result<StepResult> train_step(int64_t step);
   Status accumulate_gradients(int64_t step, StepResult& result);
   Status run_micro_batch(int64_t step, int micro_index, StepResult& result);
+  Status run_pipeline(int64_t step, StepResult& result);
   Status reduce_loss(int64_t step, StepResult& result);
   Status update(int64_t step, StepResult& result);
   Result<double> evaluate();

@@ -8,6 +8,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/logging.h"
+#include "model/transformer.h"
 #include "io/env.h"
 #include "train/flat_layout.h"
 #include "train/schedule.h"
@@ -49,22 +50,28 @@ Status Trainer::find_resume_checkpoint() {
   s_->resume_manifest = std::move(manifest);
   MS_LOG(Info) << "resuming from " << s_->resume_dir << " (step " << s_->resume_manifest->step
                << ", saved with dp " << s_->resume_manifest->layout.dp << ", tp "
-               << s_->resume_manifest->layout.tp << ", zero "
+               << s_->resume_manifest->layout.tp << ", pp " << s_->resume_manifest->layout.pp
+               << ", zero "
                << s_->resume_manifest->layout.zero << ")";
   return Status::OK();
 }
 
 // The weights, before the distributed optimizer adopts them (so a ZeRO master copy starts from
-// the loaded values). Every tensor the model and optimizer need must be there, and no other.
+// the loaded values). Every tensor of the whole model and its optimizer state must be there,
+// and no other, whichever part of it this rank holds (a pipeline stage loads its own).
 Status Trainer::load_parameters() {
+  MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs,
+                      model::parameter_specs(config_.model));
   std::vector<ckpt::ExpectedTensor> expected;
-  std::vector<ckpt::LoadTensor> load;
-  for (model::Parameter& p : s_->model->parameters()) {
-    expected.push_back({p.name, DType::kF32, p.global_shape});
+  for (const model::ParameterSpec& spec : specs) {
+    expected.push_back({spec.name, DType::kF32, spec.global_shape});
     for (const char* prefix : kMomentPrefixes) {
-      expected.push_back({prefix + p.name, DType::kF32, p.global_shape});
+      expected.push_back({prefix + spec.name, DType::kF32, spec.global_shape});
     }
-    load.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+  }
+  std::vector<ckpt::LoadTensor> load;
+  for (model::Parameter* p : all_parameters()) {
+    load.push_back({p->name, DType::kF32, p->shard, p->value.raw_data()});
   }
   const ckpt::Manifest& m = *s_->resume_manifest;
   MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(s_->resume_dir));
@@ -74,11 +81,11 @@ Status Trainer::load_parameters() {
 // This rank's part of the optimizer moments (its ZeRO segments, or everything), then the
 // non-tensor state.
 Status Trainer::load_optimizer_state() {
-  std::vector<model::Parameter>& params = s_->model->parameters();
+  const std::vector<model::Parameter*> params = all_parameters();
   Optimizer& optimizer = s_->dist->optimizer();
   std::vector<ckpt::LoadTensor> load;
   for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = params[segment.param];
+    const model::Parameter& p = *params[segment.param];
     MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
     float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
     for (size_t i = 0; i < 2; ++i) {
@@ -114,29 +121,38 @@ Status Trainer::restore_state() {
 // failed save is logged on every rank and training continues.
 Status Trainer::save_checkpoint(int64_t step) {
   if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
-  std::vector<model::Parameter>& params = s_->model->parameters();
+  const std::vector<model::Parameter*> params = all_parameters();
   // Who writes what: a tensor every rank holds whole is deduplicated by the Checkpointer; a tp
   // slice is held alike by the ranks of a dp group, so dp rank 0 lists it; a ZeRO range is
-  // the rank's own, but of a tensor replicated over tp only tp rank 0 lists it.
+  // the rank's own, but of a tensor replicated over tp only tp rank 0 lists it. With pipeline
+  // parallelism a stage's whole tensors (norms, the router) are held by its ranks only, so
+  // its (dp 0, tp 0) rank lists them as its own, and the last stage's copy of a tied
+  // embedding is left to the first stage.
   const comm::MeshCoord& coord = s_->mesh->coord();
+  const bool pipeline = s_->pipeline.schedule.pp > 1;
   const auto lists_whole = [&](const model::Parameter& p) {
-    return p.shard.is_replicated() || coord.dp == 0;
+    if (is_tied_copy(p)) return false;
+    if (p.shard.is_replicated()) return !pipeline || (coord.dp == 0 && coord.tp == 0);
+    return coord.dp == 0;
   };
   std::vector<ckpt::SaveTensor> tensors;
-  for (const model::Parameter& p : params) {
-    if (lists_whole(p) && p.shard.numel() > 0) {
-      tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+  for (const model::Parameter* p : params) {
+    if (lists_whole(*p) && p->shard.numel() > 0) {
+      tensors.push_back({p->name, DType::kF32, p->shard, p->value.raw_data(),
+                         pipeline && p->shard.is_replicated()});
     }
   }
   Optimizer& optimizer = s_->dist->optimizer();
   for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = params[segment.param];
+    const model::Parameter& p = *params[segment.param];
+    if (is_tied_copy(p)) continue;
     if (s_->dist->zero() ? p.shard.is_replicated() && coord.tp != 0 : !lists_whole(p)) continue;
     MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
     const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
+    const bool own = s_->dist->zero() || (pipeline && p.shard.is_replicated());
     for (size_t i = 0; i < 2; ++i) {
       tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                         moments[i] + segment.shard_offset, s_->dist->zero()});
+                         moments[i] + segment.shard_offset, own});
     }
   }
   const SpikeGuardState guard = s_->guard->state();
@@ -144,7 +160,8 @@ Status Trainer::save_checkpoint(int64_t step) {
   ckpt::SaveRequest request;
   request.checkpoints_dir = checkpoints_dir(config_);
   request.step = step;
-  request.layout = {trainers().size(), s_->dp, s_->model->tp_size(), 1, 1,
+  request.layout = {trainers().size(), s_->dp, s_->model->tp_size(),
+                    s_->pipeline.schedule.pp, 1,
                     static_cast<int>(config_.parallel.zero)};
   request.config_yaml = config::dump_yaml(config_);
   request.state = {{"step", step},

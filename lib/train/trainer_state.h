@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ckpt/checkpoint.h"
 #include "comm/mesh.h"
@@ -14,6 +15,8 @@
 #include "model/transformer.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
+#include "train/pipeline_step.h"
+#include "train/run_checks.h"
 #include "train/spike_guard.h"
 #include "train/trainer.h"
 
@@ -31,7 +34,13 @@ struct Trainer::State {
   std::unique_ptr<data::BatchSource> eval_loader;
   // train_loader as a loader-rank client (null with local loading), for its stop reports.
   const data::DisaggregatedLoaderClient* train_client = nullptr;
-  std::unique_ptr<model::Transformer> model;
+  // This rank's model chunks: one, or parallel.vpp with pipeline parallelism (chunk c is
+  // virtual stage c * pp + pp rank). `model` is chunks[0].
+  std::vector<std::unique_ptr<model::Transformer>> chunks;
+  model::Transformer* model = nullptr;
+  PipelineLayout pipeline;
+  std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
+  parallel::PpP2pStats pp_stats;                // summed over the run's steps
   std::unique_ptr<DistributedOptimizer> dist;
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;

@@ -6,8 +6,11 @@
 // message must arrive (stats), with one or many receives posted ahead.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <map>
 #include <memory>
+#include <string>
 
 #include "comm/mpi_communicator.h"
 #include "parallel/pp_executor.h"
@@ -126,8 +129,20 @@ TEST(PpExecutor, EverySchedulesGradientsEqualTheSingleProcessChain) {
           toy.stages = P * vpp;
           toy.zero_bubble = kind == PpScheduleKind::kZeroBubble;
           PpP2pStats stats;
-          const Status st = run_pp_schedule(pp, shape, *actions, toy.callbacks(),
-                                            {kElems, window, &stats});
+          // The trace hook sees every send and receive; progress is callable while it runs.
+          int64_t traced_sends = 0, traced_recvs = 0;
+          std::function<void()> progress;
+          PpExecutorOptions options{kElems, window, &stats, {}, &progress};
+          options.on_p2p = [&](const char* op, int, uint64_t bytes, double t0, double t1) {
+            EXPECT_EQ(bytes, kElems * sizeof(float));
+            EXPECT_LE(t0, t1);
+            (std::string(op) == "send" ? traced_sends : traced_recvs) += 1;
+            if (progress) progress();
+          };
+          const Status st = run_pp_schedule(pp, shape, *actions, toy.callbacks(), options);
+          EXPECT_FALSE(progress) << "the progress hook outlived the run";
+          EXPECT_EQ(traced_sends, stats.messages_sent);
+          EXPECT_EQ(traced_recvs, stats.messages_sent);
           ASSERT_TRUE(st.ok()) << pp_schedule_name(kind) << " vpp " << vpp << " m " << m << ": "
                                << st.to_string();
           const Grads want = reference(P * vpp, m);
@@ -161,7 +176,7 @@ TEST(PpExecutor, RefusesAGroupOfTheWrongSize) {
   auto world = comm::MpiCommunicator::world();
   ASSERT_TRUE(world.ok());
   const PpScheduleShape shape{(*world)->size() + 1, 1, 4, PpScheduleKind::k1F1B};
-  const Status st = run_pp_schedule(**world, shape, {}, {}, {kElems, 2, nullptr});
+  const Status st = run_pp_schedule(**world, shape, {}, {}, {kElems, 2, nullptr, {}, nullptr});
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("pipeline group"), std::string::npos) << st.message();
 }
