@@ -82,7 +82,8 @@ void infer_shape(const std::vector<std::vector<telemetry::TraceEvent>>& traces,
   }
   out.pipelines = static_cast<int>(ranks_per_pipeline.size());
   for (const auto& [p, n] : ranks_per_pipeline) out.pp = std::max(out.pp, n);
-  out.vpp = std::max(1, (max_stage + 1) / std::max(1, out.pp));
+  const int64_t stages = static_cast<int64_t>(max_stage) + 1;  // a corrupt stage may be INT_MAX
+  out.vpp = static_cast<int>(std::max<int64_t>(1, stages / std::max(1, out.pp)));
   out.schedule = split_backward ? "zero-bubble" : out.vpp > 1 ? "interleaved" : "1f1b";
 }
 

@@ -1,7 +1,7 @@
 // The dependency-graph replay behind the straggler what-if analysis (Lin et al., "Understanding
 // Stragglers in Large Model Training Using What-if Analysis", OSDI 2025). A trace becomes a
 // program: per rank, its operations in program order, each with the idle gap before it and its
-// duration. Replaying the program recomputes every start and end time from three dependencies:
+// duration. Replaying the program recomputes every start and end time from these dependencies:
 //   - program order: an operation starts `gap_s` after the previous one on its rank ends;
 //   - collectives: the operations sharing (group, seq) on different ranks complete together,
 //     `duration_s` (the transfer time) after the last participant arrives;
