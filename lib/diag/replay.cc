@@ -84,13 +84,12 @@ std::string p2p_key(const std::string& group, uint64_t seq, uint64_t occurrence)
   return collective_key(group, seq) + "#" + std::to_string(occurrence);
 }
 
-Status p2p_peer_error(const P2pPair& p, const std::string& what) {
-  const bool has_send = p.send.rank >= 0;
-  const P2pEnd& known = has_send ? p.send : p.recv;
-  return Corruption("trace pipeline " + std::string(has_send ? "send" : "recv") + " of group " +
-                    p.group + " seq " + std::to_string(p.seq) + " (occurrence " +
-                    std::to_string(p.occurrence) + " on rank " + std::to_string(known.rank) +
-                    ") " + what + " (are some rank files missing or from another run?)");
+// "trace pipeline recv of group pp.dp0 seq 5 (occurrence 1 on rank 2) has no matching send".
+Status p2p_peer_error(const P2pPair& p, const std::string& op, int rank, const std::string& what) {
+  return Corruption("trace pipeline " + op + " of group " + p.group + " seq " +
+                    std::to_string(p.seq) + " (occurrence " + std::to_string(p.occurrence) +
+                    " on rank " + std::to_string(rank) + ") " + what +
+                    " (are some rank files missing or from another run?)");
 }
 
 // Pairs every pipeline send with its recv; Corruption naming group and seq for an unpaired or
@@ -108,14 +107,15 @@ Result<std::map<std::string, P2pPair>> p2p_pairs(
       p.seq = e.seq;
       p.occurrence = occurrences[r][i];
       P2pEnd& end = e.op == "send" ? p.send : p.recv;
-      if (end.rank >= 0) return p2p_peer_error(p, "appears twice (also on rank " + std::to_string(r) + ")");
+      if (end.rank >= 0) {
+        return p2p_peer_error(p, e.op, end.rank, "appears again on rank " + std::to_string(r));
+      }
       end = P2pEnd{static_cast<int>(r), e.t0, e.t1, e.bytes};
     }
   }
   for (const auto& [key, p] : pairs) {
-    if (p.send.rank < 0 || p.recv.rank < 0) {
-      return p2p_peer_error(p, p.send.rank < 0 ? "has no matching send" : "has no matching recv");
-    }
+    if (p.send.rank < 0) return p2p_peer_error(p, "recv", p.recv.rank, "has no matching send");
+    if (p.recv.rank < 0) return p2p_peer_error(p, "send", p.send.rank, "has no matching recv");
   }
   return pairs;
 }

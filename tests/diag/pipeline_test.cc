@@ -240,6 +240,52 @@ TEST(PipelineReplayTest, ReplayOfTheMeasuredProgramReproducesTheMakespan) {
   }
 }
 
+telemetry::TraceEvent p2p(int rank, const char* op, uint64_t seq, double t0, double t1) {
+  Item it{op[0] == 's' ? Item::kSend : Item::kRecv, op, -1, -1, 0, "pp", seq, 0};
+  return event_of(rank, it, t0, t1);
+}
+
+telemetry::TraceEvent fwd(int rank, int mb, double t0, double t1) {
+  return event_of(rank, Item{Item::kCompute, "fwd", rank, mb, 0, "", 0, 0}, t0, t1);
+}
+
+// The transfer-time rule on a hand-made trace. Message 0 is posted at 0.0, rank 1 starts
+// waiting at 0.5 and gets it at 1.0: the transfer is 1.0 (t1 - send post), not 0.5. Message 1,
+// posted at 2.0, is already there when rank 1 asks at 5.0: it gets the waited median, 1.0.
+TEST(PipelineReplayTest, TransferTimesComeFromThePostAndTheWaitedRecvs) {
+  const Traces traces = {
+      {p2p(0, "send", 0, 0.0, 0.0), fwd(0, 1, 0.0, 2.0), p2p(0, "send", 1, 2.0, 2.0)},
+      {p2p(1, "recv", 0, 0.5, 1.0), fwd(1, 0, 1.0, 5.0), p2p(1, "recv", 1, 5.0, 5.0),
+       fwd(1, 1, 5.0, 6.0)}};
+  Result<ReplayProgram> program = build_program(traces);
+  ASSERT_TRUE(program.ok()) << program.status().to_string();
+  EXPECT_DOUBLE_EQ((*program)[1][0].duration_s, 1.0);
+  EXPECT_DOUBLE_EQ((*program)[1][2].duration_s, 1.0);
+  Result<ReplayTimes> times = replay(*program, 0.0);
+  ASSERT_TRUE(times.ok());
+  EXPECT_DOUBLE_EQ(times->makespan(), 6.0);
+  // What if rank 1's first forward took 1.0: it asks for message 1 at 2.0, the moment it is
+  // posted, and waits out the transfer. Rank 0 never waited for anyone.
+  (*program)[1][1].duration_s = 1.0;
+  times = replay(*program, 0.0);
+  ASSERT_TRUE(times.ok());
+  EXPECT_DOUBLE_EQ(times->end[1][2], 3.0);
+  EXPECT_DOUBLE_EQ(times->makespan(), 4.0);
+  EXPECT_DOUBLE_EQ(times->end[0][2], 2.0);
+}
+
+TEST(PipelineReplayTest, ASendSeenTwiceIsCorruption) {
+  const Traces traces = {{p2p(0, "send", 0, 0.0, 0.0)},
+                         {p2p(1, "send", 0, 0.0, 0.0), p2p(1, "recv", 0, 0.0, 1.0)}};
+  Result<ReplayProgram> program = build_program(traces);
+  ASSERT_FALSE(program.ok());
+  EXPECT_EQ(program.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(program.status().message().find("send of group pp seq 0 (occurrence 0 on rank 0) "
+                                            "appears again on rank 1"),
+            std::string::npos)
+      << program.status().message();
+}
+
 TEST(PipelineReplayTest, SendsCostTheSenderNothingAndRecvsCarryTheTransfer) {
   const Traces traces = run_job(uneven_job({4, PpScheduleKind::k1F1B}));
   Result<ReplayProgram> program = build_program(traces);
