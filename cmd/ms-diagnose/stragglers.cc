@@ -1,6 +1,7 @@
 // `ms-diagnose stragglers <trace dir>`: what-if analysis of a job's per-rank traces (Lin et
 // al., OSDI 2025; lib/diag/straggler.h): slowdown against an idealized replay, and how much of
-// the waste each worker, stage and op type accounts for, with a per-worker heatmap.
+// the waste each worker, stage and op type accounts for, with a per-worker heatmap; on
+// pipeline-parallel traces also the measured pipeline bubble beside the schedule's theoretical one.
 // Exit 3 when the slowdown reaches --min-slowdown, else 0.
 #include "cmd/common/registry.h"
 
@@ -51,6 +52,7 @@ std::string summary_text(const diag::StragglerReport& r) {
   out += what_if_lines("workers (fix only this rank)", r.workers, 8);
   out += what_if_lines("stages", r.stages, 8);
   out += what_if_lines("op types", r.ops, 8);
+  out += diag::pipeline_bubble_text(r.pipeline);
   return out;
 }
 

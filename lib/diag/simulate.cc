@@ -342,12 +342,12 @@ class PipelineProgramBuilder {
   void forward(int64_t step, int mb) {
     if (stage_ > 0) comm("recv", pipe_group(stage_), spec_.activation_bytes, transfer_s());
     compute("fwd", mb, step, spec_.fwd_s);
-    if (stage_ < spec_.pp - 1) comm("send", pipe_group(stage_ + 1), spec_.activation_bytes, transfer_s());
+    if (stage_ < spec_.pp - 1) comm("send", pipe_group(stage_ + 1), spec_.activation_bytes, 0.0);
   }
   void backward(int64_t step, int mb) {
     if (stage_ < spec_.pp - 1) comm("recv", pipe_group(stage_ + 1), spec_.activation_bytes, transfer_s());
     compute("bwd", mb, step, spec_.bwd_s);
-    if (stage_ > 0) comm("send", pipe_group(stage_), spec_.activation_bytes, transfer_s());
+    if (stage_ > 0) comm("send", pipe_group(stage_), spec_.activation_bytes, 0.0);
   }
   double jittered(double base) {
     return base * std::max(0.5, 1 + spec_.jitter * noise_.normal(draw_++));

@@ -86,8 +86,9 @@ struct TraceSimSpec {
 
 // Per-rank traces of a GPipe schedule on a pp x dp mesh (rank = pp_rank * dp + dp_rank): per
 // micro-batch recv / fwd / send down the pipeline, then recv / bwd / send back up, then an
-// allreduce of gradients over each stage's dp group and an optimizer step. Compute of
-// `slow_rank` takes `slow_factor` times longer. Times are on rank 0's clock. Groups are named
+// allreduce of gradients over each stage's dp group and an optimizer step. Sends are
+// nonblocking, as the trainer's (t0 = t1 = the post time; the recv waits for the transfer,
+// replay.h). Compute of `slow_rank` takes `slow_factor` times longer. Times are on rank 0's clock. Groups are named
 // "pp.<a>-<b>.dp<d>" and "dp.pp<p>". InvalidArgument for an impossible spec.
 Result<std::vector<std::vector<telemetry::TraceEvent>>> simulate_traces(const TraceSimSpec& spec);
 

@@ -48,10 +48,10 @@ IdealDurations ideal_durations(const ReplayProgram& program) {
 // ops and for every collective that has a selected participant.
 ReplayProgram idealized(const ReplayProgram& program, const IdealDurations& ideal,
                         const Select& select) {
-  std::set<std::pair<std::string, uint64_t>> collectives;
+  std::set<std::string> collectives;
   for (const auto& ops : program) {
     for (const ReplayOp& op : ops) {
-      if (op.is_comm && select(op)) collectives.emplace(op.group, op.seq);
+      if (op.is_comm && select(op)) collectives.insert(comm_key(op));
     }
   }
   ReplayProgram out = program;
@@ -59,7 +59,7 @@ ReplayProgram idealized(const ReplayProgram& program, const IdealDurations& idea
     for (ReplayOp& op : ops) {
       const std::string group = ideal_group(op);
       if (select(op)) op.gap_s = ideal.gap.at(group);
-      const bool fix = op.is_comm ? collectives.count({op.group, op.seq}) > 0 : select(op);
+      const bool fix = op.is_comm ? collectives.count(comm_key(op)) > 0 : select(op);
       if (fix) op.duration_s = ideal.duration.at(group);
     }
   }
@@ -138,6 +138,7 @@ Result<StragglerReport> analyze_stragglers(
   report.ranks = static_cast<int>(program.size());
   report.steps = subsets.steps;
   report.measured_s = measured_makespan(traces);
+  report.pipeline = measure_pipeline_bubble(traces);
   MS_ASSIGN_OR_RETURN(ReplayTimes actual, replay(program, 0.0));
   MS_ASSIGN_OR_RETURN(ReplayTimes best, replay(idealized(program, ideal, [](const ReplayOp&) { return true; }), 0.0));
   report.actual_s = actual.makespan();
@@ -206,6 +207,7 @@ nlohmann::ordered_json straggler_report_json(const StragglerReport& report) {
   j["stages"] = what_if_json(report.stages);
   j["ops"] = what_if_json(report.ops);
   j["heatmap"] = report.heatmap;
+  j["pipeline"] = pipeline_bubble_json(report.pipeline);
   return j;
 }
 

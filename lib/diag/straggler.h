@@ -9,7 +9,9 @@
 // Slowdown S = T_actual / T_ideal; waste = T_actual - T_ideal. The share of a subset is
 // (T_actual - T_fix_subset) / (T_actual - T_ideal): the part of the waste that fixing only that
 // subset would recover. Shares of different subsets may overlap, so they need not sum to 1.
-// A collective is idealized for a subset when any of its participants belongs to it.
+// A collective is idealized for a subset when any of its participants belongs to it, and so is a
+// pipeline send/recv pair (its transfer time, held by the recv).
+// Pipeline-parallel traces also get their measured and theoretical bubble (pipeline_bubble.h).
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "diag/pipeline_bubble.h"
 #include "diag/replay.h"
 #include "telemetry/schema.h"
 
@@ -39,6 +42,7 @@ struct StragglerReport {
   // heatmap[rank][i]: duration of steps[i] as replayed / its duration with only that rank fixed
   // (1 = the rank costs that step nothing).
   std::vector<std::vector<double>> heatmap;
+  PipelineBubble pipeline;  // present only for traces with pipeline sends/recvs
   double replay_error() const { return measured_s > 0 ? actual_s / measured_s - 1 : 0; }
 };
 

@@ -42,19 +42,22 @@ telemetry::TraceEvent comm(int rank, const char* op, const char* group, uint64_t
 }
 
 TEST(ReplayTest, ReproducesAHandMadeTraceExactly) {
-  // Rank 0 computes then sends; rank 1 posts its recv early, waits, then computes.
+  // Rank 0 computes then posts a nonblocking send; rank 1 starts waiting early, the message
+  // lands 0.5 s after the post, then rank 1 computes.
   const std::vector<std::vector<telemetry::TraceEvent>> traces = {
-      {compute(0, "fwd", 0, 0, 0.0, 1.0), comm(0, "send", "pp.0-1", 0, 1.0, 1.5)},
+      {compute(0, "fwd", 0, 0, 0.0, 1.0), comm(0, "send", "pp.0-1", 0, 1.0, 1.0)},
       {comm(1, "recv", "pp.0-1", 0, 0.2, 1.5), compute(1, "fwd", 1, 0, 1.5, 2.5)}};
   Result<ReplayProgram> program = build_program(traces);
   ASSERT_TRUE(program.ok());
   EXPECT_DOUBLE_EQ((*program)[1][0].gap_s, 0.2);
-  EXPECT_DOUBLE_EQ((*program)[1][0].duration_s, 0.5);  // transfer after the last arrival
+  EXPECT_DOUBLE_EQ((*program)[0][1].duration_s, 0.0);  // the sender does not wait
+  EXPECT_DOUBLE_EQ((*program)[1][0].duration_s, 0.5);  // the transfer: recv t1 - send post
   EXPECT_EQ((*program)[1][0].step, 0);                  // from the compute after it
   Result<ReplayTimes> times = replay(*program, 0.0);
   ASSERT_TRUE(times.ok());
   EXPECT_DOUBLE_EQ(times->makespan(), 2.5);
   EXPECT_DOUBLE_EQ(times->end[1][0], 1.5);
+  EXPECT_DOUBLE_EQ(times->end[0][1], 1.0);
   EXPECT_DOUBLE_EQ(measured_makespan(traces), 2.5);
 }
 
