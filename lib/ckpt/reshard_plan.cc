@@ -232,7 +232,8 @@ Result<ReshardTarget> parse_reshard_target(std::string_view text) {
     const std::string_view item = text.substr(start, comma - start);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1, got '" +
+      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1 (pp_layers "
+                             "joins its counts with '+', e.g. pp_layers=4+2), got '" +
                              std::string(item) + "'");
     }
     MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
