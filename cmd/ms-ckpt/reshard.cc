@@ -1,8 +1,9 @@
-// `ms-ckpt reshard <ckpt> --to tp=2,dp=2,zero=1 --output DIR`: rewrites a checkpoint's shards as
-// the target layout saves them, streaming one bounded box at a time; under mpirun the output
-// files are divided among the processes (lib/ckpt/reshard_offline.h). The tensor-parallel
-// slices follow the trainer's rule by tensor name, parallel::tp_shard, passed in from here
-// because lib/ckpt does not depend on lib/parallel.
+// `ms-ckpt reshard <ckpt> --to tp=2,dp=2,zero=1 --output DIR` (or pp=2,vpp=2,dp=2, ...):
+// rewrites a checkpoint's shards as the target layout saves them, streaming one bounded box at a
+// time; under mpirun the output files are divided among the processes
+// (lib/ckpt/reshard_offline.h). The tensor-parallel slices and the pipeline ranks follow the
+// trainer's rules by tensor name, parallel::tp_shard and parallel::pp_ranks_holding, passed in
+// from here because lib/ckpt does not depend on lib/parallel.
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
@@ -13,6 +14,7 @@
 #include "comm/agree.h"
 #include "comm/mpi_communicator.h"
 #include "data/progress.h"
+#include "parallel/pp_placement.h"
 #include "parallel/tp_shards.h"
 
 namespace ms::ckpt_cmd {
@@ -34,6 +36,7 @@ Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget&
   options.output_dir = args.output;
   options.target = target;
   options.tp_placement = parallel::tp_shard;
+  options.pp_placement = parallel::pp_ranks_holding;
   options.max_shard_bytes = args.max_shard_bytes;
   data::Progress progress("reshard " + step_dir, 0);
   options.progress = [&](uint64_t done, uint64_t) { progress.update(done); };
@@ -41,8 +44,8 @@ Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget&
                       ckpt::reshard_checkpoint(step_dir, options, world, io::default_env()));
   progress.finish();
   if (world.rank() == 0) {
-    std::printf("resharded %s to tp=%d,dp=%d,zero=%d as %s (%d writer process(es))\n",
-                step_dir.c_str(), target.tp, target.dp, target.zero, out.c_str(), world.size());
+    std::printf("resharded %s to %s as %s (%d writer process(es))\n", step_dir.c_str(),
+                ckpt::reshard_target_string(target).c_str(), out.c_str(), world.size());
   }
   return 0;
 }
@@ -57,14 +60,17 @@ void add_reshard_command(cli::Tool& tool) {
   auto args = std::make_shared<ReshardArgs>();
   CLI::App* sub = tool.add_subcommand(
       "reshard",
-      "Rewrite a checkpoint's shards for another layout (tp, dp, zero); parallel under mpirun",
+      "Rewrite a checkpoint's shards for another layout (tp, dp, zero, pp, vpp, pp_layers); "
+      "parallel under mpirun",
       [args] { return run_reshard(*args); });
   sub->add_option("checkpoint", args->checkpoint,
                   "Step directory, checkpoints/ directory or latest file")->required();
   sub->add_option("--to", args->to,
-                  "Target layout as key=value items: tp, dp (default 1), zero (0 or 1, default "
-                  "0), e.g. tp=2,dp=2,zero=1; tp slices follow the trainer's rule by tensor "
-                  "name (docs/parallel.md); pp and ep must be 1")->required();
+                  "Target layout as key=value items: tp, dp, pp, vpp (default 1), zero (0 or 1, "
+                  "default 0), pp_layers (layers per virtual stage joined by '+', e.g. 4+2; "
+                  "default an even cut), e.g. tp=2,dp=2,zero=1 or pp=2,vpp=2,dp=2; tp slices "
+                  "and pipeline stages follow the trainer's rules by tensor name "
+                  "(docs/parallel.md); ep must be 1")->required();
   sub->add_option("--output,-o", args->output, "checkpoints/ directory to write into")->required();
   sub->add_option("--max-shard-bytes", args->max_shard_bytes, "Largest box written as one shard")
       ->check(CLI::PositiveNumber)->capture_default_str();

@@ -1,11 +1,13 @@
 // The offline reshard's plan (see reshard_plan.h): target keys, every tp rank's box of every
-// tensor, and which target rank writes each piece.
+// tensor, the pipeline ranks holding it, and which target rank writes each piece.
 #include "ckpt/reshard_plan.h"
 
 #include <algorithm>
 #include <charconv>
 #include <string>
 #include <utility>
+
+#include "config/run_config.h"
 
 namespace ms::ckpt {
 namespace {
@@ -20,24 +22,52 @@ Result<int> parse_count(std::string_view key, std::string_view value) {
   return v;
 }
 
+// "4+2" -> {4, 2}: layers per virtual stage. Whether they fit is pp_stage_layers' to say.
+Result<std::vector<int64_t>> parse_layer_counts(std::string_view value) {
+  std::vector<int64_t> counts;
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t plus = std::min(value.find('+', start), value.size());
+    const std::string_view item = value.substr(start, plus - start);
+    if (item.empty()) {
+      return InvalidArgument("--to pp_layers=" + std::string(value) +
+                             ": expected layer counts per virtual stage separated by '+', "
+                             "e.g. pp_layers=4+2");
+    }
+    MS_ASSIGN_OR_RETURN(int count, parse_count("pp_layers", item));
+    counts.push_back(count);
+    start = plus + 1;
+  }
+  return counts;
+}
+
 Status apply_target_key(std::string_view key, int value, ReshardTarget& t) {
-  if (key == "dp" || key == "tp") {
+  if (key == "dp" || key == "tp" || key == "pp" || key == "vpp") {
     if (value < 1) return InvalidArgument("--to " + std::string(key) + " must be at least 1");
-    (key == "dp" ? t.dp : t.tp) = value;
+    (key == "dp" ? t.dp : key == "tp" ? t.tp : key == "pp" ? t.pp : t.vpp) = value;
   } else if (key == "zero") {
     if (value > 1) return InvalidArgument("--to zero must be 0 or 1");
     t.zero = value;
-  } else if (key == "pp" || key == "ep") {
+  } else if (key == "ep") {
     if (value != 1) {
-      return InvalidArgument("--to " + std::string(key) + "=" + std::to_string(value) +
-                             ": the offline reshard does not place tensors along " +
-                             std::string(key) + " yet; only tp, dp and zero can be changed");
+      return InvalidArgument("--to ep=" + std::to_string(value) +
+                             ": the offline reshard does not place experts yet; only tp, dp, "
+                             "zero, pp, vpp and pp_layers can be changed");
     }
   } else {
     return InvalidArgument("--to: unknown key '" + std::string(key) +
-                           "' (expected tp, dp, zero, pp, ep)");
+                           "' (expected tp, dp, zero, pp, vpp, pp_layers, ep)");
   }
   return Status::OK();
+}
+
+Status apply_target_item(std::string_view key, std::string_view value, ReshardTarget& t) {
+  if (key == "pp_layers") {
+    MS_ASSIGN_OR_RETURN(t.pp_layers, parse_layer_counts(value));
+    return Status::OK();
+  }
+  MS_ASSIGN_OR_RETURN(int v, parse_count(key, value));
+  return apply_target_key(key, v, t);
 }
 
 std::vector<Box> bounded(const Box& box, DType dtype, uint64_t max_bytes) {
@@ -114,29 +144,78 @@ class WriterLoad {
   std::vector<uint64_t> bytes_;
 };
 
-// Target ranks dp_rank * tp + tp_rank for the given dp ranks and tp ranks, ascending.
-std::vector<int> holders_of(const std::vector<int>& dp_ranks, const std::vector<int>& tp_ranks,
-                            int tp) {
+// Target ranks (pp_rank * dp + dp_rank) * tp + tp_rank for the given pipeline, dp and tp
+// ranks, ascending.
+std::vector<int> holders_of(const std::vector<int>& pp_ranks, const std::vector<int>& dp_ranks,
+                            const std::vector<int>& tp_ranks, const ReshardTarget& target) {
   std::vector<int> out;
-  for (int d : dp_ranks) {
-    for (int r : tp_ranks) out.push_back(d * tp + r);
+  for (int p : pp_ranks) {
+    for (int d : dp_ranks) {
+      for (int r : tp_ranks) out.push_back((p * target.dp + d) * target.tp + r);
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
+// What the pipeline rule needs to know of the model, from the manifest's run config.
+struct PipelineModel {
+  int64_t n_layers = 0;
+  bool tie_embeddings = false;
+};
+
+std::string pipeline_where(const ReshardTarget& target) {
+  return "--to " + reshard_target_string(target);
+}
+
+Result<PipelineModel> pipeline_model(const Manifest& m, const ReshardTarget& target,
+                                     const PpPlacement& pp_placement) {
+  const std::string where = pipeline_where(target);
+  if (!pp_placement) return InvalidArgument(where + ": no pipeline placement rule was given");
+  if (m.config_yaml.empty()) {
+    return InvalidArgument(where + ": the checkpoint records no run config, so its "
+                           "model.n_layers (needed to cut pipeline stages) is unknown");
+  }
+  Result<config::RunConfig> rc =
+      config::run_config_from_yaml_text(m.config_yaml, "manifest.json config");
+  if (!rc.ok()) return rc.status().with_context(where);
+  return PipelineModel{rc->model.n_layers, rc->model.tie_embeddings};
+}
+
+// The pipeline ranks holding tensor `t`: {0} unless the target is pipelined. The rule's errors
+// name the tensor, or are about the cut as a whole.
+Result<std::vector<int>> pipeline_holders(const TensorRecord& t, const ReshardTarget& target,
+                                          const PpPlacement& pp_placement,
+                                          const PipelineModel& model) {
+  if (!target.pipelined()) return std::vector<int>{0};
+  const std::string where =
+      pipeline_where(target) + " (model.n_layers " + std::to_string(model.n_layers) + ")";
+  Result<std::vector<int>> ranks = pp_placement(t.name, model.n_layers, model.tie_embeddings,
+                                                target.pp, target.vpp, target.pp_layers);
+  if (!ranks.ok()) return ranks.status().with_context(where);
+  const bool in_range = std::all_of(ranks->begin(), ranks->end(),
+                                    [&](int p) { return p >= 0 && p < target.pp; });
+  if (ranks->empty() || !in_range) {
+    return InvalidArgument(where + ": tensor \"" + t.name + "\": the pipeline placement rule "
+                           "gave no ranks, or ranks outside [0, " + std::to_string(target.pp) +
+                           ")");
+  }
+  return ranks;
+}
+
 // Optimizer state under ZeRO: dp rank d owns the flat range [d*N/dp, (d+1)*N/dp) of the box,
-// decomposed into regular boxes; its tp replicas (when the box is shared over tp) share it.
+// decomposed into regular boxes; its tp replicas (when the box is shared over tp) and its
+// peers on the other holding pipeline ranks (a tied embedding) share it.
 void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
-                      const ReshardTarget& target, uint64_t max_bytes, WriterLoad& load,
-                      std::vector<PlannedShard>& out) {
+                      const std::vector<int>& pp_holders, const ReshardTarget& target,
+                      uint64_t max_bytes, WriterLoad& load, std::vector<PlannedShard>& out) {
   const comm::ShardSpec spec =
       comm::ShardSpec::box(t.global_shape, g.box.offsets, g.box.lengths).value();
   const int64_t n = g.box.numel();
   for (int d = 0; d < target.dp; ++d) {
     const int64_t begin = n * d / target.dp, end = n * (d + 1) / target.dp;
     if (begin == end) continue;
-    const std::vector<int> holders = holders_of({d}, g.tp_ranks, target.tp);
+    const std::vector<int> holders = holders_of(pp_holders, {d}, g.tp_ranks, target);
     for (const LocalBox& lb : spec_boxes(spec.with_flat_range(begin, end).value())) {
       load.place(index, lb.box, holders, t.dtype, max_bytes, out);
     }
@@ -153,33 +232,56 @@ Result<ReshardTarget> parse_reshard_target(std::string_view text) {
     const std::string_view item = text.substr(start, comma - start);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1, got '" +
+      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1 (pp_layers "
+                             "joins its counts with '+', e.g. pp_layers=4+2), got '" +
                              std::string(item) + "'");
     }
-    MS_ASSIGN_OR_RETURN(int value, parse_count(item.substr(0, eq), item.substr(eq + 1)));
-    MS_RETURN_IF_ERROR(apply_target_key(item.substr(0, eq), value, t));
+    MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
     start = comma + 1;
   }
   return t;
 }
 
+std::string reshard_target_string(const ReshardTarget& t) {
+  std::string s;
+  if (t.pipelined()) {
+    s = "pp=" + std::to_string(t.pp) + ",vpp=" + std::to_string(t.vpp) + ",";
+    if (!t.pp_layers.empty()) {
+      s += "pp_layers=";
+      for (size_t i = 0; i < t.pp_layers.size(); ++i) {
+        s += (i ? "+" : "") + std::to_string(t.pp_layers[i]);
+      }
+      s += ",";
+    }
+  }
+  return s + "tp=" + std::to_string(t.tp) + ",dp=" + std::to_string(t.dp) +
+         ",zero=" + std::to_string(t.zero);
+}
+
 Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardTarget& target,
                                                const TpPlacement& placement,
+                                               const PpPlacement& pp_placement,
                                                uint64_t max_shard_bytes) {
+  PipelineModel model;
+  if (target.pipelined()) {
+    MS_ASSIGN_OR_RETURN(model, pipeline_model(m, target, pp_placement));
+  }
   std::vector<PlannedShard> plan;
   WriterLoad load(target.world());
   std::vector<int> all_dp(static_cast<size_t>(target.dp));
   for (int d = 0; d < target.dp; ++d) all_dp[static_cast<size_t>(d)] = d;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const TensorRecord& t = m.tensors[i];
+    MS_ASSIGN_OR_RETURN(const std::vector<int> pp_holders,
+                        pipeline_holders(t, target, pp_placement, model));
     MS_ASSIGN_OR_RETURN(const std::vector<BoxGroup> groups, box_groups(t, target, placement));
     const bool zero_sharded = target.zero == 1 && t.name.starts_with("optimizer.") &&
                               !t.global_shape.empty();
     for (const BoxGroup& g : groups) {
       if (zero_sharded && g.box.numel() >= target.dp) {
-        plan_flat_ranges(t, i, g, target, max_shard_bytes, load, plan);
+        plan_flat_ranges(t, i, g, pp_holders, target, max_shard_bytes, load, plan);
       } else {
-        load.place(i, g.box, holders_of(all_dp, g.tp_ranks, target.tp), t.dtype,
+        load.place(i, g.box, holders_of(pp_holders, all_dp, g.tp_ranks, target), t.dtype,
                    max_shard_bytes, plan);
       }
     }

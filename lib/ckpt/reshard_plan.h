@@ -1,15 +1,17 @@
-// The plan of an offline reshard (`ms-ckpt reshard --to tp=2,dp=2,zero=1`): which boxes of
-// which tensors each rank of the target layout writes. Pure arithmetic on a manifest, so every
-// process computes the same plan and tests can check it without files.
+// The plan of an offline reshard (`ms-ckpt reshard --to tp=2,dp=2,zero=1`, `--to pp=2,tp=2`):
+// which boxes of which tensors each rank of the target layout writes. Pure arithmetic on a
+// manifest, so every process computes the same plan and tests can check it without files.
 //
-// Target ranks follow the Mesh (comm/mesh.h): rank = dp_rank * tp + tp_rank, tp fastest. The
-// tensor-parallel slice of a tensor comes from a placement rule the caller passes in
-// (parallel::tp_shard in ms-ckpt): lib/ckpt sits beside lib/parallel and does not link it, so
-// the rule by tensor name has exactly one home.
+// Target ranks follow the Mesh (comm/mesh.h): rank = (pp_rank * dp + dp_rank) * tp + tp_rank,
+// tp fastest. The tensor-parallel slice of a tensor and the pipeline ranks holding it come from
+// placement rules the caller passes in (parallel::tp_shard and parallel::pp_ranks_holding in
+// ms-ckpt): lib/ckpt sits beside lib/parallel and does not link it, so each rule by tensor name
+// has exactly one home.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -24,19 +26,39 @@ struct ReshardTarget {
   int dp = 1;
   int tp = 1;
   int zero = 0;  // 1: optimizer state ("optimizer.*") is split into flat ranges across dp
-  int world() const { return dp * tp; }
+  int pp = 1;    // pipeline ranks
+  int vpp = 1;   // virtual stages (chunks) per pipeline rank
+  std::vector<int64_t> pp_layers;  // layers per virtual stage; empty: an even cut
+  int world() const { return pp * dp * tp; }
+  // Whether tensors are placed on pipeline stages at all (any key other than the defaults).
+  bool pipelined() const { return pp > 1 || vpp > 1 || !pp_layers.empty(); }
 };
 
-// "tp=2,dp=2,zero=1" -> target; keys may come in any order and default to dp=1, tp=1, zero=0.
-// pp and ep other than 1 are refused (the offline reshard does not place pipeline stages or
-// experts yet); unknown keys and bad numbers are InvalidArgument naming them.
+// "tp=2,dp=2,zero=1", "pp=2,vpp=2,dp=2", "pp=2,pp_layers=4+2" -> target; keys may come in any
+// order and default to dp=1, tp=1, zero=0, pp=1, vpp=1 and an even layer cut. pp_layers lists
+// the layers of each virtual stage separated by '+' (a ',' would end the item); whether they fit
+// the model is checked by the plan, which knows n_layers. ep other than 1 is refused (the
+// offline reshard does not place experts yet); unknown keys and bad numbers are
+// InvalidArgument naming them.
 Result<ReshardTarget> parse_reshard_target(std::string_view text);
+
+// The target as --to text, e.g. "pp=2,vpp=1,pp_layers=4+2,tp=2,dp=1,zero=0" (pp keys only when
+// pipelined()).
+std::string reshard_target_string(const ReshardTarget& target);
 
 // The slice tp rank `rank` of `tp` holds of tensor `name` with global shape `shape`: a whole
 // box (ShardSpec::box or replicated), possibly empty. An error (tp does not divide a split
 // dimension) refuses the reshard.
 using TpPlacement = std::function<Result<comm::ShardSpec>(
     std::string_view name, const std::vector<int64_t>& shape, int tp, int rank)>;
+
+// The pipeline ranks (each in [0, pp), ascending) holding tensor `name` of a model with
+// n_layers layers (tie_embeddings: the last stage also holds model.embed_tokens.weight), cut
+// into pp * vpp virtual stages by `pp_layers` (empty: evenly). An error (an unknown name, a
+// layer out of range, a cut that does not fit) refuses the reshard.
+using PpPlacement = std::function<Result<std::vector<int>>(
+    std::string_view name, int64_t n_layers, bool tie_embeddings, int pp, int vpp,
+    const std::vector<int64_t>& pp_layers)>;
 
 // One output shard: box `box` of tensor `tensor` (index into Manifest::tensors), written by
 // target rank `target_rank` into its data file.
@@ -47,16 +69,21 @@ struct PlannedShard {
 };
 
 // The shards the target layout saves. For each tensor, `placement` gives every tp rank's box
-// (with target.tp == 1 and no placement, the whole tensor). A box held by several target ranks
-// (a replicated tensor, or any tp box: the dp ranks all hold it) is written once, by the holder
-// with the fewest bytes so far (so writes are balanced). Optimizer state under zero=1 is, per
-// tp box, each dp rank's flat range of that box [r*N/dp, (r+1)*N/dp) decomposed into regular
-// boxes; a box with fewer elements than dp is written once instead. Empty boxes (a tp rank
-// holding only vocabulary padding) are skipped. Boxes are split to at most max_shard_bytes
-// where a row allows. Deterministic. InvalidArgument naming the tensor when the placement
-// refuses it, or when target.tp > 1 and no placement is given.
+// (with target.tp == 1 and no placement, the whole tensor) and, when target.pipelined(),
+// `pp_placement` the pipeline ranks holding it (otherwise pipeline rank 0), with n_layers and
+// tie_embeddings read from the manifest's config_yaml (its `model:` section). A box is held by
+// every dp rank of every holding pipeline rank, for each tp rank whose box it is; a box held by
+// several target ranks is written once, by the holder with the fewest bytes so far (so writes
+// are balanced). Optimizer state under zero=1 is, per tp box, each dp rank's flat range of
+// that box [r*N/dp, (r+1)*N/dp) decomposed into regular boxes, held by dp rank r of each
+// holding pipeline rank; a box with fewer elements than dp is written once instead. Empty
+// boxes (a tp rank holding only vocabulary padding) are skipped. Boxes are split to at most
+// max_shard_bytes where a row allows. Deterministic. InvalidArgument naming the tensor when a
+// placement refuses it, when target.tp > 1 or target.pipelined() and the rule is not given,
+// or when a pipelined target meets a manifest without a readable run config.
 Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardTarget& target,
                                                const TpPlacement& placement,
+                                               const PpPlacement& pp_placement,
                                                uint64_t max_shard_bytes);
 
 }  // namespace ms::ckpt

@@ -1,7 +1,9 @@
 // The ms-ckpt command library on checkpoints written by the real save path on 2 ranks (one
 // tensor split between them, the rest replicated): verify passes an intact checkpoint and names
 // the file, tensor and offset of a flipped byte; diff reports exact max abs/rel differences on
-// crafted tensors; export of a checkpoint to safetensors diffs equal against it.
+// crafted tensors; export of a checkpoint to safetensors diffs equal against it; a reshard to
+// pp=2,tp=2 puts each stage's tensors in its ranks' files and, resharded back to dp=1, diffs
+// equal against the original.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,8 @@
 #include "ckpt/verify.h"
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
+#include "parallel/pp_placement.h"
+#include "parallel/tp_shards.h"
 #include "tests/ckpt/tiny_checkpoint.h"
 
 namespace ms::ckpt {
@@ -176,10 +180,85 @@ TEST_F(CliCheckpointTest, ReshardToFourRanksWithZeroKeepsEveryValue) {
   for (const TensorDiff& t : *d) EXPECT_TRUE(t.equal) << t.name;
 }
 
+// Every tensor of a and b is equal (and b has the same tensors).
+void expect_same_tensors(const std::string& a, const std::string& b) {
+  Result<OpenedCatalog> ca = open_tensor_catalog(a, io::default_env());
+  Result<OpenedCatalog> cb = open_tensor_catalog(b, io::default_env());
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  Result<std::vector<TensorDiff>> d = diff_catalogs(ca->catalog, cb->catalog, {});
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->size(), ca->manifest->tensors.size());
+  int differ = 0;
+  for (const TensorDiff& t : *d) differ += t.equal ? 0 : 1;
+  EXPECT_EQ(differ, 0);
+}
+
+// The files (data_file_name of a target rank) holding tensor `name`.
+std::set<std::string> files_of(const Manifest& m, const std::string& name) {
+  std::set<std::string> out;
+  for (const ShardRecord& s : m.find(name)->shards) out.insert(s.file);
+  return out;
+}
+
+// pp=2,tp=2 on a 2-layer model: target ranks 0, 1 are stage 0 (embedding, layer 0), ranks 2, 3
+// stage 1 (layer 1, norm, lm_head and its moment).
+TEST_F(CliCheckpointTest, ReshardToPipelineStagesAndBackKeepsEveryValue) {
+  model_ = tiny_model(2);
+  const std::string step = save("a", 4, tiny_values(0, model_));
+  ReshardOptions options;
+  options.output_dir = dir_ + "/pp";
+  options.target = *parse_reshard_target("pp=2,tp=2");
+  options.tp_placement = parallel::tp_shard;
+  options.pp_placement = parallel::pp_ranks_holding;
+  options.max_shard_bytes = 128;
+  Result<std::string> pp = reshard_checkpoint(step, options, *world_, io::default_env());
+  ASSERT_TRUE(pp.ok()) << pp.status().to_string();
+  ReshardOptions back = options;
+  back.output_dir = dir_ + "/back";
+  back.target = *parse_reshard_target("dp=1");
+  Result<std::string> single = reshard_checkpoint(*pp, back, *world_, io::default_env());
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  if (world_->rank() != 0) return;
+  Result<Manifest> m = Manifest::read(*pp);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->layout, (Layout{4, 1, 2, 2, 1, 0}));
+  const std::set<std::string> stage0 = {data_file_name(0), data_file_name(1)};
+  const std::set<std::string> stage1 = {data_file_name(2), data_file_name(3)};
+  EXPECT_EQ(files_of(*m, "model.embed_tokens.weight"), stage0);
+  EXPECT_EQ(files_of(*m, "model.layers.0.self_attn.q_proj.weight"), stage0);
+  EXPECT_EQ(files_of(*m, "model.layers.1.self_attn.q_proj.weight"), stage1);
+  EXPECT_EQ(files_of(*m, "lm_head.weight"), stage1);
+  EXPECT_EQ(files_of(*m, "optimizer.exp_avg.lm_head.weight"), stage1);
+  EXPECT_EQ(files_of(*m, "model.norm.weight").size(), 1u);
+  EXPECT_TRUE(stage1.contains(*files_of(*m, "model.norm.weight").begin()));
+  Result<VerifyReport> v = verify_checkpoint(*pp, io::default_env());
+  ASSERT_TRUE(v.ok() && v->ok());
+  expect_same_tensors(step, *pp);
+  expect_same_tensors(step, *single);
+  EXPECT_EQ(Manifest::read(*single)->layout, (Layout{1, 1, 1, 1, 1, 0}));
+}
+
+// The tiny model's one layer cannot make two stages: refused with pp_stage_layers' reason
+// before anything is written.
+TEST_F(CliCheckpointTest, ReshardToMoreStagesThanLayersIsRefused) {
+  const std::string step = save("a", 2, tiny_values(0));
+  ReshardOptions options;
+  options.output_dir = dir_ + "/pp";
+  options.target = *parse_reshard_target("pp=2");
+  options.pp_placement = parallel::pp_ranks_holding;
+  Result<std::string> out = reshard_checkpoint(step, options, *world_, io::default_env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("does not split evenly"), std::string::npos)
+      << out.status().message();
+  EXPECT_FALSE(fs::exists(dir_ + "/pp/" + step_dir_name(2)));
+}
+
 TEST_F(CliCheckpointTest, ReshardTargetsAreParsedStrictly) {
   EXPECT_EQ(parse_reshard_target("dp=8").value().dp, 8);
   EXPECT_EQ(parse_reshard_target("tp=2").value().tp, 2);
-  EXPECT_NE(parse_reshard_target("pp=2").status().message().find("pp"), std::string::npos);
+  EXPECT_EQ(parse_reshard_target("pp=2").value().pp, 2);
+  EXPECT_NE(parse_reshard_target("ep=2").status().message().find("ep"), std::string::npos);
   EXPECT_NE(parse_reshard_target("dq=2").status().message().find("unknown key 'dq'"),
             std::string::npos);
   EXPECT_FALSE(parse_reshard_target("dp=x").ok());

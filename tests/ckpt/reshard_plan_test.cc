@@ -43,8 +43,18 @@ Manifest llama_like() {
   return m;
 }
 
+// A layout without pipeline stages.
+ReshardTarget layout(int dp, int tp, int zero) {
+  ReshardTarget t;
+  t.dp = dp;
+  t.tp = tp;
+  t.zero = zero;
+  return t;
+}
+
 const std::vector<ReshardTarget> kTargets = {
-    {1, 1, 0}, {1, 2, 0}, {2, 1, 0}, {2, 2, 1}, {1, 4, 0}, {1, 2, 1}, {3, 2, 1}, {2, 4, 1}};
+    layout(1, 1, 0), layout(1, 2, 0), layout(2, 1, 0), layout(2, 2, 1),
+    layout(1, 4, 0), layout(1, 2, 1), layout(3, 2, 1), layout(2, 4, 1)};
 
 std::string layout_name(const ReshardTarget& t) {
   return "tp=" + std::to_string(t.tp) + ",dp=" + std::to_string(t.dp) +
@@ -70,7 +80,7 @@ TEST(ReshardPlanTest, BoxesTileEveryTensorAndLieInTheWritersTpSlice) {
   const Manifest m = llama_like();
   for (const ReshardTarget& target : kTargets) {
     SCOPED_TRACE(layout_name(target));
-    Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, 40);
+    Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, nullptr, 40);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     std::map<size_t, std::vector<Box>> boxes;
     for (const PlannedShard& s : *plan) {
@@ -97,8 +107,8 @@ TEST(ReshardPlanTest, BoxesTileEveryTensorAndLieInTheWritersTpSlice) {
 // range [d*N/dp, (d+1)*N/dp) of r's tp box, in order.
 TEST(ReshardPlanTest, ZeroRangesAreFlatRangesOfTheTpBoxes) {
   const Manifest m = llama_like();
-  const ReshardTarget target{2, 2, 1};
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, 1 << 20);
+  const ReshardTarget target = layout(2, 2, 1);
+  Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const size_t o_proj = 8;  // optimizer.exp_avg...o_proj: columns split, 4 x 4 per tp rank
   ASSERT_EQ(m.tensors[o_proj].name, "optimizer.exp_avg.model.layers.0.self_attn.o_proj.weight");
@@ -130,7 +140,8 @@ TEST(ReshardPlanTest, ReplicatedWritesAreBalancedOverTheHolders) {
   }
   m.tensors.push_back(tensor("model.layers.0.self_attn.q_proj.weight", {8, 4}));
   m.tensors.push_back(tensor("model.layers.1.self_attn.q_proj.weight", {8, 4}));
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, {2, 2, 0}, kRule, 1 << 20);
+  Result<std::vector<PlannedShard>> plan =
+      plan_reshard(m, layout(2, 2, 0), kRule, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok());
   std::vector<int64_t> bytes(4, 0);
   for (const PlannedShard& s : *plan) bytes[static_cast<size_t>(s.target_rank)] += s.box.numel();
@@ -143,7 +154,8 @@ TEST(ReshardPlanTest, ReplicatedWritesAreBalancedOverTheHolders) {
 
 TEST(ReshardPlanTest, ARankHoldingOnlyVocabularyPaddingWritesNothing) {
   const Manifest m = llama_like();
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, {1, 4, 0}, kRule, 1 << 20);
+  Result<std::vector<PlannedShard>> plan =
+      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok());
   for (const PlannedShard& s : *plan) {
     const std::string& name = m.tensors[s.tensor].name;
@@ -156,19 +168,21 @@ TEST(ReshardPlanTest, ARankHoldingOnlyVocabularyPaddingWritesNothing) {
 TEST(ReshardPlanTest, ATensorTpCannotSplitIsRefusedByName) {
   Manifest m = llama_like();
   m.tensors.push_back(tensor("model.layers.1.mlp.up_proj.weight", {6, 4}));
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, {1, 4, 0}, kRule, 1 << 20);
+  Result<std::vector<PlannedShard>> plan =
+      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, 1 << 20);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
   const std::string& msg = plan.status().message();
   EXPECT_NE(msg.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tp=4"), std::string::npos) << msg;
-  EXPECT_TRUE(plan_reshard(m, {1, 2, 0}, kRule, 1 << 20).ok());
+  EXPECT_TRUE(plan_reshard(m, layout(1, 2, 0), kRule, nullptr, 1 << 20).ok());
 }
 
 TEST(ReshardPlanTest, TpNeedsAPlacementRule) {
   const Manifest m = llama_like();
-  EXPECT_TRUE(plan_reshard(m, {2, 1, 1}, nullptr, 1 << 20).ok());
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, {1, 2, 0}, nullptr, 1 << 20);
+  EXPECT_TRUE(plan_reshard(m, layout(2, 1, 1), nullptr, nullptr, 1 << 20).ok());
+  Result<std::vector<PlannedShard>> plan =
+      plan_reshard(m, layout(1, 2, 0), nullptr, nullptr, 1 << 20);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("placement"), std::string::npos);
 }
@@ -182,7 +196,7 @@ TEST(ReshardPlanTest, TargetsAreParsedStrictly) {
   EXPECT_EQ(t->world(), 6);
   EXPECT_EQ(parse_reshard_target("tp=4").value().dp, 1);
   EXPECT_TRUE(parse_reshard_target("pp=1,ep=1,tp=2").ok());
-  EXPECT_NE(parse_reshard_target("pp=2").status().message().find("pp"), std::string::npos);
+  EXPECT_FALSE(parse_reshard_target("pp=1,tp=2")->pipelined());
   EXPECT_NE(parse_reshard_target("ep=2").status().message().find("ep"), std::string::npos);
   EXPECT_FALSE(parse_reshard_target("tp=0").ok());
   EXPECT_NE(parse_reshard_target("cp=2").status().message().find("unknown key 'cp'"),

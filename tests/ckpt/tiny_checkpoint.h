@@ -19,11 +19,11 @@
 
 namespace ms::ckpt::test_support {
 
-inline config::ModelConfig tiny_model() {
+inline config::ModelConfig tiny_model(int64_t n_layers = 1) {
   config::ModelConfig c;
   c.vocab_size = 16;
   c.d_model = 8;
-  c.n_layers = 1;
+  c.n_layers = n_layers;
   c.n_heads = 2;
   c.n_kv_heads = 1;
   c.d_ff = 12;
@@ -31,12 +31,13 @@ inline config::ModelConfig tiny_model() {
   return c;
 }
 
-// Every parameter of tiny_model(), in hf_parameter_specs order, filled with
+// Every parameter of `model`, in hf_parameter_specs order, filled with
 // 0.01 * (7 t + i mod 13) + offset (t: the parameter's index, i: the element's).
-inline std::vector<Tensor> tiny_values(float offset) {
+inline std::vector<Tensor> tiny_values(float offset,
+                                       const config::ModelConfig& model = tiny_model()) {
   std::vector<Tensor> out;
   int t = 0;
-  for (const TensorInfo& info : hf_parameter_specs(tiny_model())) {
+  for (const TensorInfo& info : hf_parameter_specs(model)) {
     Tensor x = Tensor::empty(DType::kF32, info.shape);
     float* p = x.data<float>();
     for (int64_t i = 0; i < x.numel(); ++i) {
@@ -66,13 +67,13 @@ class TinyCheckpointTest : public ::testing::Test {
     if (world_->rank() == 0) std::filesystem::remove_all(dir_);
   }
 
-  // Saves `v` (one tensor per hf_parameter_specs(tiny_model()) entry) as step `step` under
+  // Saves `v` (one tensor per hf_parameter_specs(model_) entry) as step `step` under
   // dir_/name, the embedding split by rows across the ranks and the rest replicated, plus a
   // moment of lm_head as the trainer saves optimizer state; copies `tokenizer_path` in when it
   // is not empty. Returns the step directory.
   std::string save(const std::string& name, int64_t step, const std::vector<Tensor>& v,
                    const std::string& tokenizer_path = "") {
-    const std::vector<TensorInfo> specs = hf_parameter_specs(tiny_model());
+    const std::vector<TensorInfo> specs = hf_parameter_specs(model_);
     std::vector<SaveTensor> tensors;
     for (size_t i = 0; i < specs.size(); ++i) {
       comm::ShardSpec spec = comm::ShardSpec::replicated(specs[i].shape);
@@ -86,8 +87,8 @@ class TinyCheckpointTest : public ::testing::Test {
     tensors.push_back({"optimizer.exp_avg.lm_head.weight", DType::kF32,
                        comm::ShardSpec::replicated(specs.back().shape), v.back().data<float>()});
     config::RunConfig run;
-    run.model = tiny_model();
-    run.train.seq_len = tiny_model().max_seq_len;
+    run.model = model_;
+    run.train.seq_len = model_.max_seq_len;
     SaveRequest request;
     request.checkpoints_dir = dir_ + "/" + name;
     request.step = step;
@@ -103,6 +104,7 @@ class TinyCheckpointTest : public ::testing::Test {
 
   std::unique_ptr<comm::MpiCommunicator> world_;
   std::string dir_;
+  config::ModelConfig model_ = tiny_model();  // what save() saves; a test may deepen it
 };
 
 }  // namespace ms::ckpt::test_support
