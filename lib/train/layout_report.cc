@@ -1,11 +1,13 @@
 // The dry-run layout report (layout_report.h).
 #include "train/layout_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
 #include "comm/mesh.h"
 #include "model/transformer.h"
+#include "parallel/pp_placement.h"
 #include "parallel/pp_schedule.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_shards.h"
@@ -101,17 +103,28 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
     out << "# the vocabulary (" << m.vocab_size << ") is split as if padded to "
         << parallel::padded_vocab(m.vocab_size, tp) << "; padded ids are not stored\n";
   }
-  out << "# tensor [global shape] split: slice of tp rank 0 | 1 | ... (every dp rank holds its "
+  out << "# tensor [global shape] [stage(s) with pp] split: slice of tp rank 0 | 1 | ... (every dp rank holds its "
          "tp rank's slice";
   out << (config.parallel.zero == 1 ? "; ZeRO-1 splits its optimizer state over dp)\n" : ")\n");
   int64_t local_elements = 0;
+  const config::ParallelConfig& par = config.parallel;
   for (const model::ParameterSpec& p : specs) {
     const parallel::TpSplit split = parallel::tp_split_of(p.name);
-    out << p.name << " " << shape_string(p.global_shape) << " "
-        << (tp == 1 ? "whole" : parallel::tp_split_name(split)) << ":";
+    bool on_rank0 = true;  // held by pipeline rank 0, whose memory the summary gives
+    out << p.name << " " << shape_string(p.global_shape) << " ";
+    if (pp > 1) {
+      MS_ASSIGN_OR_RETURN(const std::vector<int> stages,
+                          parallel::pp_stages_holding(p.name, m.n_layers, m.tie_embeddings, pp,
+                                                      static_cast<int>(par.vpp), par.pp_layers));
+      out << "stage";
+      for (size_t i = 0; i < stages.size(); ++i) out << (i ? "," : " ") << stages[i];
+      out << " ";
+      on_rank0 = std::any_of(stages.begin(), stages.end(), [&](int s) { return s % pp == 0; });
+    }
+    out << (tp == 1 ? "whole" : parallel::tp_split_name(split)) << ":";
     for (int r = 0; r < tp; ++r) {
       MS_ASSIGN_OR_RETURN(const comm::ShardSpec s, parallel::tp_shard(p.name, p.global_shape, tp, r));
-      if (r == 0) local_elements += s.numel();
+      if (r == 0 && on_rank0) local_elements += s.numel();
       out << (r ? " |" : "") << " " << box_string(s);
     }
     out << "\n";
@@ -119,9 +132,10 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
   const RankMemoryPlan mem = rank_memory_plan(local_elements, dp, config.parallel.zero == 1);
   char line[240];
   std::snprintf(line, sizeof(line),
-                "# per model rank (tp rank 0): weights %.1f MiB, gradients %.1f MiB, optimizer "
+                "# per model rank (%s): weights %.1f MiB, gradients %.1f MiB, optimizer "
                 "state %.1f MiB\n",
-                mem.weights_mib, mem.gradients_mib, mem.optimizer_mib);
+                pp > 1 ? "pp rank 0, tp rank 0" : "tp rank 0", mem.weights_mib,
+                mem.gradients_mib, mem.optimizer_mib);
   out << line;
   return out.str();
 }

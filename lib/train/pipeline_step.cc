@@ -26,7 +26,8 @@ const char* const kEmbedding = "model.embed_tokens.weight";
 Result<std::unique_ptr<PipelineStep>> PipelineStep::create(comm::Communicator& pp,
                                                            const parallel::PpScheduleShape& shape,
                                                            std::vector<model::Transformer*> chunks,
-                                                           telemetry::TraceWriter* trace) {
+                                                           telemetry::TraceWriter* trace,
+                                                           std::string trace_group) {
   MS_RETURN_IF_ERROR(parallel::check_pp_schedule(shape));
   if (static_cast<int>(chunks.size()) != shape.vpp || pp.size() != shape.pp) {
     return InvalidArgument("a pipeline rank needs parallel.vpp (" + std::to_string(shape.vpp) +
@@ -35,6 +36,7 @@ Result<std::unique_ptr<PipelineStep>> PipelineStep::create(comm::Communicator& p
                            std::to_string(chunks.size()) + " and " + std::to_string(pp.size()));
   }
   std::unique_ptr<PipelineStep> step(new PipelineStep(pp, shape, std::move(chunks), trace));
+  step->trace_group_ = std::move(trace_group);
   MS_ASSIGN_OR_RETURN(step->actions_, parallel::pp_schedule(shape, pp.rank()));
   return step;
 }
@@ -108,11 +110,10 @@ Result<PipelineStepResult> PipelineStep::run(int64_t step,
   options.stats = &result.p2p;
   options.progress = &progress;
   if (trace_ != nullptr) {
-    const std::string group = pp_.name();
-    options.on_p2p = [this, step, group](const char* op, int tag, uint64_t bytes, double t0,
-                                         double t1) {
-      trace_->comm(op, group, static_cast<uint64_t>(step) * kTagsPerStep + static_cast<uint64_t>(tag),
-                   bytes, t0, t1);
+    options.on_p2p = [this, step](const char* op, int tag, uint64_t bytes, double t0,
+                                  double t1) {
+      const uint64_t seq = static_cast<uint64_t>(step) * kTagsPerStep + static_cast<uint64_t>(tag);
+      trace_->comm(op, trace_group_, seq, bytes, t0, t1);
     };
   }
   MS_RETURN_IF_ERROR(parallel::run_pp_schedule(pp_, shape_, actions_, callbacks, options));

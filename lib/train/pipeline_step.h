@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -38,12 +39,14 @@ struct PipelineStepResult {
 class PipelineStep {
  public:
   // chunks[c] is this rank's chunk c (virtual stage c * pp + rank); `pp` the pipeline group;
-  // `trace` may be null. InvalidArgument when the schedule does not fit (check_pp_schedule)
-  // or the chunks do not match it. Everything must outlive this object.
+  // `trace` may be null; its p2p events carry `trace_group`. InvalidArgument when the
+  // schedule does not fit (check_pp_schedule) or the chunks do not match it. Everything must
+  // outlive this object.
   static Result<std::unique_ptr<PipelineStep>> create(comm::Communicator& pp,
                                                       const parallel::PpScheduleShape& shape,
                                                       std::vector<model::Transformer*> chunks,
-                                                      telemetry::TraceWriter* trace);
+                                                      telemetry::TraceWriter* trace,
+                                                      std::string trace_group);
 
   // Runs the step's micro-batches (every pp rank passes the same ones: the first stage reads
   // their inputs, the last their targets), then sums the tied embedding's gradient over the
@@ -65,6 +68,7 @@ class PipelineStep {
   parallel::PpScheduleShape shape_;
   std::vector<model::Transformer*> chunks_;
   telemetry::TraceWriter* trace_;
+  std::string trace_group_;  // the name the pipeline group's transfers carry in the trace
   std::vector<parallel::PpAction> actions_;
   std::vector<float> tied_peer_;  // the other copy's gradient, received
   double forward_delay_s_ = 0;

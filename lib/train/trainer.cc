@@ -35,6 +35,15 @@ namespace {
 
 double seconds_between(double t0, double t1) { return std::max(0.0, t1 - t0); }
 
+// The name a group's collectives carry in the trace, where events pair up by (group, seq):
+// the axis ("dp", "tp", "pp") when one group spans every trainer, else the axis and the
+// group's lowest world rank ("dp.2"), so the dp groups of different stages stay apart
+// (ms-diagnose reads the kind up to the '.').
+std::string trace_group_name(const comm::Communicator& group, int trainers) {
+  if (group.size() == trainers) return group.name();
+  return group.name() + "." + std::to_string(group.world_ranks().front());
+}
+
 }  // namespace
 
 struct Trainer::StepResult {
@@ -107,7 +116,8 @@ Status Trainer::build_pipeline() {
   for (const auto& chunk : s_->chunks) chunks.push_back(chunk.get());
   MS_ASSIGN_OR_RETURN(s_->pipeline_step,
                       PipelineStep::create(s_->mesh->pp(), shape, std::move(chunks),
-                                           s_->trace.get()));
+                                           s_->trace.get(),
+                                           trace_group_name(s_->mesh->pp(), trainers().size())));
   if (config_.train.debug_slow_rank == world_.rank()) {
     s_->pipeline_step->set_forward_delay(config_.train.debug_slow_ms / 1e3 / shape.micro_batches);
   }
@@ -233,8 +243,9 @@ Status Trainer::build_model() {
                                     ? static_cast<int>(config_.parallel.tp_overlap_chunks)
                                     : 1,
                                 {}, {}};
-  parallel.on_comm = [this](const char* op, uint64_t bytes, double t0, double t1) {
-    if (s_->trace) s_->trace->comm(op, "tp", s_->tp_comm_seq++, bytes, t0, t1);
+  const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
+  parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
+    if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
   };
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   const int stages = shape.pp * shape.vpp;
@@ -262,8 +273,10 @@ Status Trainer::build_model() {
   options.zero = config_.parallel.zero == 1;
   options.overlap = config_.train.overlap_grad_reduce;
   options.bucket_bytes = static_cast<int64_t>(config_.train.bucket_mb * 1024 * 1024);
-  options.on_comm = [this](const CommEvent& e) {
-    if (s_->trace) s_->trace->comm(e.op, "dp", e.seq, e.bytes, e.t0, e.t1);
+  const std::string dp_group = trace_group_name(s_->mesh->dp(), trainers().size());
+  const bool dp_alone = s_->mesh->dp().size() == 1;  // its "collectives" move nothing
+  options.on_comm = [this, dp_group, dp_alone](const CommEvent& e) {
+    if (s_->trace && !dp_alone) s_->trace->comm(e.op, dp_group, e.seq, e.bytes, e.t0, e.t1);
   };
   options.tp = &s_->mesh->tp();
   if (shape.pp > 1) options.pp = &s_->mesh->pp();

@@ -127,6 +127,50 @@ for resume in "save-pp2 1 --set parallel.pp=1" \
   passed=$((passed + 1))
 done
 
+# Offline: the pp 2 checkpoint resharded onto pp=2,tp=2 and onto no pipeline holds the same
+# values (ms-ckpt diff); the resharded copy resumes; a pipeline checkpoint serves the tokens
+# its single-process reshard serves.
+ck="$BIN/ms-ckpt"
+"$ck" reshard "$work/save-pp2/checkpoints/step-00000002" --to pp=2,tp=2 --output "$work/rs-pp2tp2" \
+  > "$work/rs.txt" 2>&1 || { cat "$work/rs.txt"; fail "reshard to pp=2,tp=2"; }
+"$ck" reshard "$work/rs-pp2tp2/step-00000002" --to dp=1 --output "$work/rs-one" \
+  > "$work/rs.txt" 2>&1 || { cat "$work/rs.txt"; fail "reshard back to dp=1"; }
+for d in rs-pp2tp2 rs-one; do
+  "$ck" diff "$work/save-pp2/checkpoints/step-00000002" "$work/$d/step-00000002" > "$work/diff.txt" 2>&1 ||
+    { cat "$work/diff.txt"; fail "the $d reshard changed values"; }
+done
+train 4 "$work/resume-rs" --set checkpoint.resume="$work/rs-pp2tp2/step-00000002" \
+  --set parallel.pp=2 --set parallel.tp=2
+close "$work/resume-rs" "$work/save-pp2" 3
+cat > "$work/prompts.jsonl" <<'JSONL'
+{"id": "a", "prompt": "ROMEO: what light", "max_tokens": 6}
+JSONL
+for c in pp2:"$work/save-pp2/checkpoints/step-00000002" one:"$work/rs-one/step-00000002"; do
+  "$BIN/ms-infer" generate --checkpoint "${c#*:}" --prompts "$work/prompts.jsonl" \
+    -o "$work/gen_${c%%:*}.jsonl" --no-progress > /dev/null 2>&1 || fail "generate --checkpoint ${c%%:*}"
+done
+python3 - "$work/gen_pp2.jsonl" "$work/gen_one.jsonl" <<'PY' || fail "the pipeline checkpoint serves other tokens"
+import json, sys
+runs = [[(r["id"], r["tokens"], r["text"]) for r in map(json.loads, open(p))] for p in sys.argv[1:]]
+assert runs[0] and runs[0][0][1] and runs[0] == runs[1], runs
+PY
+passed=$((passed + 3))
+
+# ms-diagnose stragglers on a pp 4 run with one slowed stage: the replay of the pipeline trace
+# (nonblocking sends, p2p dependencies) reproduces the run, names the slowed rank first and
+# reports the measured bubble beside the schedule's.
+train 4 "$work/slow" --set parallel.pp=4 --set telemetry.trace=true --set train.steps=3 \
+  --set train.debug_slow_rank=2 --set train.debug_slow_ms=400
+status=0
+out=$("$BIN/ms-diagnose" stragglers "$work/slow/trace" 2>&1) || status=$?
+[ "$status" -eq 0 ] || [ "$status" -eq 3 ] || { echo "$out"; fail "stragglers exited $status"; }
+grep -A1 "^workers" <<<"$out" | grep -q "rank 2 " || { echo "$out"; fail "the slowed stage is not first"; }
+grep -qE "measured [0-9.]+ s, replayed [0-9.]+ s \((-|\+)?0\.0[0-9]%\)" <<<"$out" ||
+  { echo "$out"; fail "the replay does not reproduce the measured run"; }
+grep -qE "bubble: measured [0-9.]+ .*theoretical 0\.4286 \(1f1b schedule\)" <<<"$out" ||
+  { echo "$out"; fail "no measured bubble beside the theoretical one"; }
+passed=$((passed + 1))
+
 # Refused before any step, naming the key and the rule: 4 layers do not split over 3 stages,
 # an explicit split that drops a layer, interleaving without virtual stages.
 refused() {  # refused <ranks> <text the message must hold> [extra args...]
