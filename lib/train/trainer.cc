@@ -274,7 +274,9 @@ Status Trainer::build_model() {
   options.overlap = config_.train.overlap_grad_reduce;
   options.bucket_bytes = static_cast<int64_t>(config_.train.bucket_mb * 1024 * 1024);
   const std::string dp_group = trace_group_name(s_->mesh->dp(), trainers().size());
-  const bool dp_alone = s_->mesh->dp().size() == 1;  // its "collectives" move nothing
+  // A one-rank dp group beside other ranks (a pipeline stage, a tp group) is left out of the
+  // trace: its collectives move nothing and have no peer to pair with.
+  const bool dp_alone = s_->mesh->dp().size() == 1 && trainers().size() > 1;
   options.on_comm = [this, dp_group, dp_alone](const CommEvent& e) {
     if (s_->trace && !dp_alone) s_->trace->comm(e.op, dp_group, e.seq, e.bytes, e.t0, e.t1);
   };
@@ -337,13 +339,15 @@ void Trainer::log_memory_plan() const {
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   // Pipeline rank 0 holds the most micro-batches in flight (1F1B: pp of them).
   const int in_flight = shape.pp > 1 ? pp_peak_in_flight(shape, 0) : 1;
+  const std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
   const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
   char line[400];
   std::snprintf(line, sizeof(line),
-                "memory per model rank (pp %d, tp %d, dp %d, zero %d): weights %.1f MiB, "
+                "memory per model rank (%stp %d, dp %d, zero %d): weights %.1f MiB, "
                 "gradients %.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
                 "(micro-batch %lld x %lld, %d in flight, recompute %s, sequence parallel %s)",
-                shape.pp, s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
+                pp_part.c_str(),
+                s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
                 mem.weights_mib, mem.gradients_mib, mem.optimizer_mib, acts,
                 static_cast<long long>(config_.train.micro_batch),
                 static_cast<long long>(config_.train.seq_len), in_flight,

@@ -128,8 +128,8 @@ for resume in "save-pp2 1 --set parallel.pp=1" \
 done
 
 # Offline: the pp 2 checkpoint resharded onto pp=2,tp=2 and onto no pipeline holds the same
-# values (ms-ckpt diff); the resharded copy resumes; a pipeline checkpoint serves the tokens
-# its single-process reshard serves.
+# values (ms-ckpt diff); the resharded copy resumes; a pipeline checkpoint exports the same
+# safetensors and serves the tokens its single-process reshard does.
 ck="$BIN/ms-ckpt"
 "$ck" reshard "$work/save-pp2/checkpoints/step-00000002" --to pp=2,tp=2 --output "$work/rs-pp2tp2" \
   > "$work/rs.txt" 2>&1 || { cat "$work/rs.txt"; fail "reshard to pp=2,tp=2"; }
@@ -142,6 +142,11 @@ done
 train 4 "$work/resume-rs" --set checkpoint.resume="$work/rs-pp2tp2/step-00000002" \
   --set parallel.pp=2 --set parallel.tp=2
 close "$work/resume-rs" "$work/save-pp2" 3
+for c in pp2:"$work/save-pp2/checkpoints/step-00000002" one:"$work/rs-one/step-00000002"; do
+  "$ck" export "${c#*:}" --format safetensors -o "$work/hf_${c%%:*}" > /dev/null ||
+    fail "export of the ${c%%:*} checkpoint"
+done
+diff -r "$work/hf_pp2" "$work/hf_one" > /dev/null || fail "the pipeline export differs"
 cat > "$work/prompts.jsonl" <<'JSONL'
 {"id": "a", "prompt": "ROMEO: what light", "max_tokens": 6}
 JSONL
@@ -154,7 +159,7 @@ import json, sys
 runs = [[(r["id"], r["tokens"], r["text"]) for r in map(json.loads, open(p))] for p in sys.argv[1:]]
 assert runs[0] and runs[0][0][1] and runs[0] == runs[1], runs
 PY
-passed=$((passed + 3))
+passed=$((passed + 4))
 
 # ms-diagnose stragglers on a pp 4 run with one slowed stage: the replay of the pipeline trace
 # (nonblocking sends, p2p dependencies) reproduces the run, names the slowed rank first and

@@ -79,13 +79,42 @@ TEST(RunChecks, SequenceParallelismSplitsTheMicroBatchTokens) {
   EXPECT_TRUE(data_parallel_size(c, 8).ok());
 }
 
-TEST(RunChecks, NoPipelineOrExpertParallelismYet) {
+TEST(RunChecks, NoExpertParallelismYet) {
   config::RunConfig c = base();
-  c.parallel.pp = 2;
-  expect_message(data_parallel_size(c, 2).status(), "parallel.pp (2) must be 1");
-  c = base();
   c.parallel.ep = 2;
   expect_message(data_parallel_size(c, 2).status(), "parallel.ep (2) must be 1");
+}
+
+TEST(RunChecks, PipelineStagesComeOutOfTheRanks) {
+  config::RunConfig c = base();
+  c.model.n_layers = 4;
+  c.parallel.pp = 2;
+  Result<int> dp = data_parallel_size(c, 4);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(*dp, 2);
+  expect_message(data_parallel_size(c, 3).status(),
+                 "parallel.pp * parallel.tp = 2 * 1 must divide the 3 trainer rank(s)");
+  Result<PipelineLayout> layout = check_pipeline(c, 2);
+  ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+  EXPECT_EQ(layout->schedule.micro_batches, 2);  // 8 / (dp 2 x micro-batch 2)
+  ASSERT_EQ(layout->stages.size(), 2u);
+  EXPECT_EQ(layout->stages[1].first, 2);
+}
+
+TEST(RunChecks, PipelineSplitsAndSchedulesThatDoNotFitAreRefused) {
+  config::RunConfig c = base();
+  c.model.n_layers = 4;
+  c.parallel.pp = 3;
+  expect_message(data_parallel_size(c, 3).status(), "parallel.pp_layers");
+  c.parallel.pp = 2;
+  c.parallel.pp_layers = {3, 2};
+  expect_message(data_parallel_size(c, 2).status(), "parallel.pp_layers");
+  c.parallel.pp_layers = {};
+  c.parallel.schedule = "interleaved";
+  expect_message(data_parallel_size(c, 2).status(), "parallel.schedule interleaved");
+  c.parallel.vpp = 2;
+  c.train.global_batch = 6;  // 3 micro-batches: not a multiple of pp
+  expect_message(data_parallel_size(c, 2).status(), "3 micro-batches per step");
 }
 
 TEST(RunChecks, SequenceLengthMustMatchThePlan) {
