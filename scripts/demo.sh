@@ -4,7 +4,8 @@
 #   tokenizer.json shown loading unchanged) -> datasets from the bundled corpora -> a weighted
 #   mixture plan -> training on 2 ranks with telemetry, traces and checkpoints, its loss printed
 #   next to the data's unigram entropy -> the same losses with a dedicated data-loader rank ->
-#   the same losses with tensor parallelism (tp=2) -> reshard the checkpoint offline to
+#   the same losses with tensor parallelism (tp=2) and with pipeline parallelism (pp=2,
+#   zero-bubble) -> reshard the checkpoint offline to
 #   tp=2 x dp=2 -> export to
 #   Hugging Face safetensors -> generate text that reads like the corpus -> a MoE model served
 #   with attention and experts on separate ranks -> diagnosis (health check, straggler what-if
@@ -109,6 +110,18 @@ paste <(step_losses runs/demo-local | sed 's/.*"loss"://') \
   awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5 * $1) bad = 1 }
        END { printf "largest loss difference tp=2 vs dp=2 over 10 steps: %.2e\n", m; exit bad }' ||
   { echo "tp=2 losses differ from dp=2 beyond 1e-5"; exit 1; }
+
+step "pipeline parallelism: the same 10 steps in 2 stages (zero-bubble schedule) on 2 ranks"
+rm -rf runs/demo-pp
+"${MPIRUN[@]}" "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-pp --set parallel.pp=2 \
+  --set parallel.schedule=zero-bubble
+grep -o 'pipeline: pp .*' runs/demo-pp/log.txt
+grep -o 'pipeline point-to-point: .*' runs/demo-pp/log.txt
+paste <(step_losses runs/demo-local | sed 's/.*"loss"://') \
+      <(step_losses runs/demo-pp | sed 's/.*"loss"://') |
+  awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5 * $1) bad = 1 }
+       END { printf "largest loss difference pp=2 vs dp=2 over 10 steps: %.2e\n", m; exit bad }' ||
+  { echo "pp=2 losses differ from dp=2 beyond 1e-5"; exit 1; }
 
 step "the checkpoint: inspect, verify, reshard offline to tp=2 x dp=2 (ZeRO-1), compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"
