@@ -108,7 +108,8 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
 // others. acts keeps the gate/up projections for the backward.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                                         const int64_t* offsets, float* yp) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, F = tp.d_ff, rows = offsets[E];
+  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.d_ff;
+  const int64_t rows = offsets[E];
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
@@ -134,7 +135,16 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   const int64_t D = cfg.d_model, k = cfg.moe.top_k;
   moe_dispatch(m, li, x, scratch.permuted, n);
   float* yp = sized(m.expert_out, n * k * D);
-  experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
+  if (!ep.active()) {
+    experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
+  } else {
+    // The rows go to the ranks holding their experts and their outputs come back.
+    ep_plan(m);
+    ep_to_experts(m, scratch.permuted.data(), m.ep_input, D);
+    float* y = sized(scratch.ep_out, m.ep_offsets.back() * D);
+    experts_forward(li, m.experts, m.ep_input.data(), m.ep_offsets.data(), y);
+    ep_from_experts(m, y, yp, D);
+  }
   moe_combine(m, li, x, yp, out, m.shared, n);
   return ops::moe_aux_loss(m.probs.data(), m.routing);
 }
@@ -146,8 +156,8 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = tp.d_ff;
   Scratch& s = scratch;
   if (cfg.moe.shared_expert_d_ff > 0) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
-  const int64_t* offsets = m.routing.offsets.data();
   const ExpertWeights ew = expert_weights(*this, li);
+  const int64_t El = static_cast<int64_t>(li.experts.size());
   float* dyp = zeroed(s.dexpert_out, n * k * D);
   float* dweights = zeroed(s.dweights, n * k);
   ops::moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
@@ -155,18 +165,36 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
   // routing weights' gradients: summed here, the router's backward is the same on every rank.
   allreduce_tp(dweights, n * k);
-  float* act = sized(s.act, n * k * F);
-  ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, n * k * F);
-  float* dact = zeroed(s.dact, n * k * F);
-  ops::grouped_linear_backward(act, ew.down.data(), offsets, E, dyp, dact, ew.ddown.data(), F, D);
-  float* dgate = zeroed(s.dgate, n * k * F);
-  float* dup = zeroed(s.dup, n * k * F);
-  ops::swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, n * k * F);
-  float* xp = sized(s.permuted, n * k * D);
-  ops::moe_permute_forward(x, m.routing, xp, D);
-  float* dxp = zeroed(s.dpermuted, n * k * D);
-  ops::grouped_linear_backward(xp, ew.gate.data(), offsets, E, dgate, dxp, ew.dgate.data(), D, F);
-  ops::grouped_linear_backward(xp, ew.up.data(), offsets, E, dup, dxp, ew.dup.data(), D, F);
+  // The experts' rows: this rank's dispatch, or with ep the rows its experts received, whose
+  // output gradients travel the forward's way first.
+  const int64_t* offsets = ep.active() ? m.ep_offsets.data() : m.routing.offsets.data();
+  const int64_t rows = offsets[El];
+  const float* dy = dyp;
+  const float* xp = nullptr;
+  if (ep.active()) {
+    ep_to_experts(m, dyp, s.ep_grad, D);
+    dy = s.ep_grad.data();
+    xp = m.ep_input.data();
+  } else {
+    float* permuted = sized(s.permuted, n * k * D);
+    ops::moe_permute_forward(x, m.routing, permuted, D);
+    xp = permuted;
+  }
+  float* act = sized(s.act, rows * F);
+  ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
+  float* dact = zeroed(s.dact, rows * F);
+  ops::grouped_linear_backward(act, ew.down.data(), offsets, El, dy, dact, ew.ddown.data(), F, D);
+  float* dgate = zeroed(s.dgate, rows * F);
+  float* dup = zeroed(s.dup, rows * F);
+  ops::swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
+  float* dxp = zeroed(s.dpermuted, rows * D);
+  ops::grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
+  ops::grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
+  if (ep.active()) {
+    float* back = sized(s.ep_out, n * k * D);
+    ep_from_experts(m, dxp, back, D);
+    dxp = back;
+  }
   ops::moe_permute_backward(dxp, m.routing, dx, D);
   float* dprobs = zeroed(s.dprobs, n * E);
   ops::moe_route_backward(m.probs.data(), m.weights.data(), m.routing, dweights, dprobs);

@@ -59,9 +59,16 @@ struct MoeActs {
   std::vector<float> probs;    // (N, E)
   std::vector<float> weights;  // (N, k)
   ops::MoeRouting routing;
-  MlpActs experts;             // (N*k, d_ff), rows grouped by expert
-  std::vector<float> expert_out;  // (N*k, D)
+  MlpActs experts;             // (N*k, d_ff), rows grouped by expert; with ep the rows this
+                               // rank's experts received
+  std::vector<float> expert_out;  // (N*k, D) in dispatch order
   MlpActs shared;              // (N, shared_d_ff)
+  // Expert parallelism: how this micro-batch's rows were exchanged over the ep group
+  // (model/ep_comm.cc), kept for the backward's exchanges.
+  std::vector<size_t> ep_send_rows, ep_recv_rows;  // per ep peer
+  std::vector<int64_t> ep_recv_counts;  // [source peer][local expert] rows received
+  std::vector<int64_t> ep_offsets;      // local experts + 1: rows of each local expert
+  std::vector<float> ep_input;          // (received rows, D) grouped by local expert
 };
 
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
@@ -96,6 +103,7 @@ struct Scratch {
   // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
   std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
+  std::vector<float> ep_tmp, ep_out, ep_grad;  // expert parallelism: exchange buffers
 };
 
 // One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
@@ -154,6 +162,21 @@ struct PassActs {
   float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
 };
 
+// Expert parallelism: this rank's experts of every MoE layer and the ep group the routed rows
+// are exchanged over (model/ep_comm.cc). ep = 1: every expert, no communication.
+struct EpState {
+  comm::Communicator* comm = nullptr;  // null when ep = 1
+  int size = 1, rank = 0;
+  int64_t local_experts = 0;  // E / ep
+  int64_t first_expert = 0;   // rank * E / ep
+  bool active() const { return size > 1; }
+  Status error;               // the first failed exchange; later ones are skipped
+  // Since the last take_ep_comm_stats: exchanges, bytes sent and time in them.
+  int64_t exchanges = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
 // One token of a cached pass: its absolute position and its sequence's block table.
 struct TokenSlot {
   int64_t pos = 0;
@@ -189,6 +212,7 @@ struct Transformer::Impl {
   ops::RopeTable rope;
 
   TpState tp;
+  EpState ep;
   // Pipeline parallelism: this chunk's layers are model layers [chunk.first_layer,
   // chunk.first_layer + layers.size()); the embedding is held by the first stage, the final
   // norm, lm_head and loss by the last (with tied embeddings, its own copy of the embedding as
@@ -271,6 +295,14 @@ struct Transformer::Impl {
                        const int64_t* offsets, float* yp);
   void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
                    float* out, MlpActs& shared, int64_t n);
+  // Expert parallelism (model/ep_comm.cc). ep_plan exchanges the per-expert row counts of
+  // m.routing over the ep group; ep_to_experts sends rows in dispatch order (width floats
+  // each) to the ranks holding their experts and returns this rank's received rows grouped by
+  // local expert (m.ep_offsets); ep_from_experts sends such rows back into dispatch order.
+  void ep_plan(MoeActs& m);
+  void ep_to_experts(const MoeActs& m, const float* rows, std::vector<float>& out,
+                     int64_t width);
+  void ep_from_experts(const MoeActs& m, const float* rows, float* out, int64_t width);
 
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);

@@ -140,6 +140,7 @@ struct Builder {
   uint64_t seed = 0;
   int64_t n_layers = 1;
   int tp = 1, tp_rank = 0;
+  int64_t first_expert = 0, local_experts = -1;  // -1: every expert
   Status status;
   std::vector<ParameterSpec>* specs = nullptr;  // set: list names and shapes, allocate nothing
 
@@ -191,7 +192,9 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   }
   const std::string moe = prefix + "block_sparse_moe.";
   li.router = b.add(moe + "gate.weight", {c.moe.num_experts, D}, Init::kNormal);
-  for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+  const int64_t first = b.first_expert;
+  const int64_t count = b.local_experts < 0 ? c.moe.num_experts : b.local_experts;
+  for (int64_t e = first; e < first + count; ++e) {
     li.experts.push_back(
         add_mlp(b, moe + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", D, c.d_ff));
   }
@@ -204,7 +207,11 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
 Status build_parameters(Transformer::Impl& m, uint64_t seed,
                         std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
-  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, Status::OK(), specs};
+  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, 0, -1, Status::OK(), specs};
+  if (specs == nullptr && m.is_moe()) {
+    b.first_expert = m.ep.first_expert;
+    b.local_experts = m.ep.local_experts;
+  }
   const PipelineChunk& chunk = m.chunk;
   if (chunk.first) {
     m.embed = b.add("model.embed_tokens.weight", {c.vocab_size, c.d_model}, Init::kNormal);
@@ -296,6 +303,24 @@ Result<TpState> tp_state(const ModelConfig& c, const ModelParallel& parallel) {
   return tp;
 }
 
+// This rank's experts under expert parallelism over `ep` (every expert without it).
+Result<EpState> ep_state(const ModelConfig& c, comm::Communicator* group) {
+  EpState ep;
+  ep.local_experts = c.moe.num_experts;
+  if (group == nullptr || group->size() == 1) return ep;
+  if (c.moe.num_experts == 0 || c.moe.num_experts % group->size() != 0) {
+    return InvalidArgument(key_value("model.moe.num_experts", c.moe.num_experts) +
+                           " must be a positive multiple of parallel.ep (" +
+                           std::to_string(group->size()) + ")");
+  }
+  ep.comm = group;
+  ep.size = group->size();
+  ep.rank = group->rank();
+  ep.local_experts = c.moe.num_experts / ep.size;
+  ep.first_expert = ep.rank * ep.local_experts;
+  return ep;
+}
+
 // The chunk with its layer count resolved; InvalidArgument for layers outside the model.
 Result<PipelineChunk> resolve_chunk(const ModelConfig& c, PipelineChunk chunk) {
   if (chunk.layers < 0) chunk.layers = c.n_layers - chunk.first_layer;
@@ -317,6 +342,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   impl->cfg = config;
   MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
   MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
+  MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
@@ -431,6 +457,7 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   m.pass.aux_grad = static_cast<float>(grad_scale * m.cfg.moe.aux_loss_coef / layers);
   m.backward(nullptr, nullptr, d, hooks);
   MS_RETURN_IF_ERROR(m.tp.error);
+  MS_RETURN_IF_ERROR(m.ep.error);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
 
@@ -441,6 +468,7 @@ Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t
   Impl& m = *impl_;
   const double aux_sum = m.forward(inputs, nullptr, d);
   MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
+  MS_RETURN_IF_ERROR(m.ep.error);
   const double layers = static_cast<double>(m.cfg.n_layers);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
 }
@@ -506,6 +534,7 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
     std::copy(m.pass.final_x.begin(), m.pass.final_x.begin() + elements, output.begin());
   }
   MS_RETURN_IF_ERROR(m.tp.error);
+  MS_RETURN_IF_ERROR(m.ep.error);
   if (!batch.backward) return stats;
   // The pass moves aside with its buffers until its backward; a spare one takes its place.
   m.in_flight[mb] = std::move(m.pass);
@@ -543,7 +572,8 @@ Status Transformer::stage_backward(int mb, std::span<const float> grad_out,
   m.spare_passes.push_back(std::move(it->second));
   m.in_flight.erase(it);
   if (defer_weight_grads) m.pending_weight[mb] = std::move(deferred);
-  return m.tp.error;
+  MS_RETURN_IF_ERROR(m.tp.error);
+  return m.ep.error;
 }
 
 Status Transformer::stage_backward_weight(int mb) {
@@ -563,6 +593,15 @@ Status Transformer::stage_backward_weight(int mb) {
 
 int Transformer::tp_size() const { return impl_->tp.size; }
 int Transformer::tp_rank() const { return impl_->tp.rank; }
+
+Transformer::EpCommStats Transformer::take_ep_comm_stats() {
+  EpState& ep = impl_->ep;
+  const EpCommStats stats{ep.exchanges, ep.bytes, ep.seconds};
+  ep.exchanges = 0;
+  ep.bytes = 0;
+  ep.seconds = 0;
+  return stats;
+}
 
 parallel::TpCommStats Transformer::take_tp_comm_stats() {
   const parallel::TpCommStats stats = impl_->tp.stats;

@@ -95,6 +95,11 @@ struct ModelParallel {
   // Every tp collective as it completes: op, bytes, issue and completion (wall seconds).
   std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
   PipelineChunk chunk;
+  // Expert parallelism: the ep group (null or size 1: none). Its rank r holds experts
+  // [r E / ep, (r + 1) E / ep) of every MoE layer (model.moe.num_experts must be a multiple of
+  // ep), and each MoE layer exchanges the routed rows with the group by all-to-all; every rank
+  // keeps routing its own tokens. All methods are then collective over ep too.
+  comm::Communicator* ep = nullptr;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
@@ -175,6 +180,14 @@ class Transformer {
   // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
   int tp_size() const;
   int tp_rank() const;
+  // The expert-parallel all-to-alls since the last call (exchanges, bytes sent to other ranks,
+  // seconds in them), then reset to zero.
+  struct EpCommStats {
+    int64_t exchanges = 0;
+    uint64_t bytes = 0;
+    double seconds = 0;
+  };
+  EpCommStats take_ep_comm_stats();
   // The tp communication since the last call (collectives, bytes, time in flight and time
   // exposed), then reset to zero.
   parallel::TpCommStats take_tp_comm_stats();

@@ -225,19 +225,30 @@ double DistributedOptimizer::partial_grad_sum_of_squares() const {
   return sum;
 }
 
-Result<double> DistributedOptimizer::grad_norm() {
+Result<double> DistributedOptimizer::grad_sum_of_squares() {
   const bool tp = options_.tp != nullptr && options_.tp->size() > 1;
   const bool pp = options_.pp != nullptr && options_.pp->size() > 1;
+  const bool ep = options_.ep != nullptr && options_.ep->size() > 1;
   double sum_sq = tp || pp ? partial_grad_sum_of_squares()
                   : options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
   if (options_.zero) MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, std::span<double>(&sum_sq, 1)));
   if (tp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.tp, std::span<double>(&sum_sq, 1)));
   if (pp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.pp, std::span<double>(&sum_sq, 1)));
-  return std::sqrt(sum_sq) / static_cast<double>(layout_.dp());
+  if (ep) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.ep, std::span<double>(&sum_sq, 1)));
+  return sum_sq;
+}
+
+int DistributedOptimizer::average_over() const {
+  return options_.average_over > 0 ? options_.average_over : layout_.dp();
+}
+
+Result<double> DistributedOptimizer::grad_norm() {
+  MS_ASSIGN_OR_RETURN(const double sum_sq, grad_sum_of_squares());
+  return std::sqrt(sum_sq) / static_cast<double>(average_over());
 }
 
 Status DistributedOptimizer::apply(double lr, double clip_coefficient) {
-  const OptimStep hyper{lr, clip_coefficient / static_cast<double>(layout_.dp())};
+  const OptimStep hyper{lr, clip_coefficient / static_cast<double>(average_over())};
   if (!options_.zero) {
     return optimizer_->step(values_, grads_, segments_, hyper,
                             [this](std::span<double> sums) { return sum_over_tp(sums); });

@@ -83,6 +83,12 @@ struct DistributedOptimizerOptions {
   // The pipeline group when each rank holds some stages' parameters (null: none): the gradient
   // norm then sums over pp too.
   comm::Communicator* pp = nullptr;
+  // Expert parallelism, for the optimizer of the routed experts (reduced over their
+  // expert-data-parallel group, which is then `dp`): the ep group, whose ranks hold different
+  // experts, so the gradient norm sums over it too; and the data-parallel size the summed
+  // gradients are averaged over (every dp rank's tokens reach the experts). 0: dp's size.
+  comm::Communicator* ep = nullptr;
+  int average_over = 0;
 };
 
 class DistributedOptimizer {
@@ -111,6 +117,11 @@ class DistributedOptimizer {
 
   // Global L2 norm of the averaged gradient (sum / dp). Collective under ZeRO and over tp.
   Result<double> grad_norm();
+  // The squared norm of the summed gradient over every group that holds a part of it (before
+  // the division by dp): what grad_norm takes the root of, for combining two optimizers.
+  Result<double> grad_sum_of_squares();
+  // The data-parallel size gradients are averaged over.
+  int average_over() const;
   // Applies one optimizer update with learning rate `lr`, gradients scaled by
   // clip_coefficient / dp, then (ZeRO) all-gathers the parameters. Collective.
   Status apply(double lr, double clip_coefficient);

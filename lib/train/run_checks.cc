@@ -13,17 +13,9 @@ std::string key_value(const char* key, int64_t value) {
   return std::string(key) + " (" + std::to_string(value) + ")";
 }
 
-Status require_one(const char* key, int64_t value, const char* what) {
-  if (value == 1) return Status::OK();
-  return InvalidArgument(key_value(key, value) + " must be 1: " + what +
-                         " parallelism is not available in this trainer yet; run with " + key +
-                         "=1 and data parallelism only");
-}
-
 }  // namespace
 
 Result<int> data_parallel_size(const config::RunConfig& config, int world_size) {
-  MS_RETURN_IF_ERROR(require_one("parallel.ep", config.parallel.ep, "expert"));
   if (world_size < 1) return InvalidArgument("world size must be at least 1");
   const int64_t loaders = config.parallel.loaders;
   if (loaders < 0 || loaders >= world_size) {
@@ -67,6 +59,18 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            "(train.micro_batch * train.seq_len = " + std::to_string(tokens) +
                            ") evenly over " + key_value("parallel.tp", tp) +
                            ", which must divide them; or set parallel.sequence_parallel=false");
+  }
+  const int64_t ep = config.parallel.ep;
+  if (ep < 1 || dp % ep != 0) {
+    return InvalidArgument(key_value("parallel.ep", ep) + " must divide the data-parallel size " +
+                           std::to_string(dp) + " (expert parallelism is carved out of dp: the " +
+                           std::to_string(trainers) + " trainer rank(s) / (pp * tp))");
+  }
+  const int64_t experts = config.model.moe.num_experts;
+  if (ep > 1 && (experts == 0 || experts % ep != 0)) {
+    return InvalidArgument(key_value("model.moe.num_experts", experts) +
+                           " must be a positive multiple of " + key_value("parallel.ep", ep) +
+                           ": each ep rank holds the same number of experts");
   }
   MS_RETURN_IF_ERROR(check_pipeline(config, dp).status());
   return dp;

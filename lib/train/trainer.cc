@@ -84,7 +84,7 @@ Status Trainer::build() {
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
                               .tp = static_cast<int>(config_.parallel.tp),
-                              .ep = 1,
+                              .ep = static_cast<int>(config_.parallel.ep),
                               .loaders = s_->loaders,
                               .cp = 1};
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
@@ -242,7 +242,8 @@ Status Trainer::build_model() {
                                 config_.parallel.tp_overlap
                                     ? static_cast<int>(config_.parallel.tp_overlap_chunks)
                                     : 1,
-                                {}, {}};
+                                {}, {},
+                                config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
@@ -265,9 +266,14 @@ Status Trainer::build_model() {
   log_memory_plan();
   if (s_->resume_manifest) MS_RETURN_IF_ERROR(load_parameters());
   std::vector<TrainableParam> params;
-  for (model::Parameter* p : all_parameters()) {
-    params.push_back({p->name, &p->value, &p->grad, p->weight_decay, p->shard.is_replicated(),
-                      !is_tied_copy(*p)});
+  std::vector<bool> is_expert;
+  for (const auto& chunk : s_->chunks) {
+    for (size_t i = 0; i < chunk->parameters().size(); ++i) {
+      model::Parameter& p = chunk->parameters()[i];
+      params.push_back({p.name, &p.value, &p.grad, p.weight_decay, p.shard.is_replicated(),
+                        !is_tied_copy(p)});
+      is_expert.push_back(chunk->routed_expert(i).has_value());
+    }
   }
   DistributedOptimizerOptions options;
   options.zero = config_.parallel.zero == 1;
@@ -282,8 +288,11 @@ Status Trainer::build_model() {
   };
   options.tp = &s_->mesh->tp();
   if (shape.pp > 1) options.pp = &s_->mesh->pp();
-  MS_ASSIGN_OR_RETURN(s_->dist, DistributedOptimizer::create(s_->mesh->dp(), std::move(params),
-                                                             config_.optim, std::move(options)));
+  const bool ep = config_.parallel.ep > 1;
+  MS_ASSIGN_OR_RETURN(s_->dist,
+                      OptimizerSet::create(s_->mesh->dp(), ep ? &s_->mesh->edp() : nullptr,
+                                           ep ? &s_->mesh->ep() : nullptr, std::move(params),
+                                           is_expert, config_.optim, options));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
   return s_->resume_manifest ? load_optimizer_state() : Status::OK();
 }

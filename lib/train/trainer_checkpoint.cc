@@ -82,15 +82,17 @@ Status Trainer::load_parameters() {
 // non-tensor state.
 Status Trainer::load_optimizer_state() {
   const std::vector<model::Parameter*> params = all_parameters();
-  Optimizer& optimizer = s_->dist->optimizer();
   std::vector<ckpt::LoadTensor> load;
-  for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = *params[segment.param];
-    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
-    float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
-    for (size_t i = 0; i < 2; ++i) {
-      load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                      moments[i] + segment.shard_offset});
+  for (OptimizerSet::Part& part : s_->dist->parts()) {
+    Optimizer& optimizer = part.optimizer->optimizer();
+    for (const ShardSegment& segment : part.optimizer->owned_segments()) {
+      const model::Parameter& p = *params[part.params[segment.param]];
+      MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
+      float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
+      for (size_t i = 0; i < 2; ++i) {
+        load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
+                        moments[i] + segment.shard_offset});
+      }
     }
   }
   MS_RETURN_IF_ERROR(
@@ -102,7 +104,9 @@ Status Trainer::restore_state() {
   const nlohmann::json& state = s_->resume_manifest->state;
   try {
     s_->start_step = state.at("step").get<int64_t>();
-    s_->dist->optimizer().set_updates(state.at("optimizer_updates").get<int64_t>());
+    for (OptimizerSet::Part& part : s_->dist->parts()) {
+      part.optimizer->optimizer().set_updates(state.at("optimizer_updates").get<int64_t>());
+    }
     const nlohmann::json& guard = state.at("spike_guard");
     s_->guard->restore({guard.at("losses").get<std::vector<double>>(),
                         guard.at("grad_norms").get<std::vector<double>>(),
@@ -127,32 +131,47 @@ Status Trainer::save_checkpoint(int64_t step) {
   // the rank's own, but of a tensor replicated over tp only tp rank 0 lists it. With pipeline
   // parallelism a stage's whole tensors (norms, the router) are held by its ranks only, so
   // its (dp 0, tp 0) rank lists them as its own, and the last stage's copy of a tied
-  // embedding is left to the first stage.
+  // embedding is left to the first stage. A routed expert is held by its ep rank's
+  // expert-data-parallel group: edp rank 0 (and tp rank 0 for a whole tensor) lists it.
   const comm::MeshCoord& coord = s_->mesh->coord();
   const bool pipeline = s_->pipeline.schedule.pp > 1;
-  const auto lists_whole = [&](const model::Parameter& p) {
+  std::vector<bool> expert(params.size(), false);
+  for (const OptimizerSet::Part& part : s_->dist->parts()) {
+    for (size_t i : part.params) expert[i] = part.experts;
+  }
+  const auto lists_whole = [&](size_t i) {
+    const model::Parameter& p = *params[i];
     if (is_tied_copy(p)) return false;
+    if (expert[i]) return coord.edp == 0 && (!p.shard.is_replicated() || coord.tp == 0);
     if (p.shard.is_replicated()) return !pipeline || (coord.dp == 0 && coord.tp == 0);
     return coord.dp == 0;
   };
+  // Listed by one rank although its spec says whole: the Checkpointer must not deduplicate it.
+  const auto exclusive = [&](size_t i) {
+    return params[i]->shard.is_replicated() && (pipeline || expert[i]);
+  };
   std::vector<ckpt::SaveTensor> tensors;
-  for (const model::Parameter* p : params) {
-    if (lists_whole(*p) && p->shard.numel() > 0) {
-      tensors.push_back({p->name, DType::kF32, p->shard, p->value.raw_data(),
-                         pipeline && p->shard.is_replicated()});
+  for (size_t i = 0; i < params.size(); ++i) {
+    const model::Parameter* p = params[i];
+    if (lists_whole(i) && p->shard.numel() > 0) {
+      tensors.push_back({p->name, DType::kF32, p->shard, p->value.raw_data(), exclusive(i)});
     }
   }
-  Optimizer& optimizer = s_->dist->optimizer();
-  for (const ShardSegment& segment : s_->dist->owned_segments()) {
-    const model::Parameter& p = *params[segment.param];
-    if (is_tied_copy(p)) continue;
-    if (s_->dist->zero() ? p.shard.is_replicated() && coord.tp != 0 : !lists_whole(p)) continue;
-    MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
-    const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
-    const bool own = s_->dist->zero() || (pipeline && p.shard.is_replicated());
-    for (size_t i = 0; i < 2; ++i) {
-      tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                         moments[i] + segment.shard_offset, own});
+  for (OptimizerSet::Part& part : s_->dist->parts()) {
+    const DistributedOptimizer& dist = *part.optimizer;
+    Optimizer& optimizer = part.optimizer->optimizer();
+    for (const ShardSegment& segment : dist.owned_segments()) {
+      const size_t i = part.params[segment.param];
+      const model::Parameter& p = *params[i];
+      if (is_tied_copy(p)) continue;
+      if (dist.zero() ? p.shard.is_replicated() && coord.tp != 0 : !lists_whole(i)) continue;
+      MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
+      const float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
+      const bool own = dist.zero() || exclusive(i);
+      for (size_t m = 0; m < 2; ++m) {
+        tensors.push_back({kMomentPrefixes[m] + p.name, DType::kF32, spec,
+                           moments[m] + segment.shard_offset, own});
+      }
     }
   }
   const SpikeGuardState guard = s_->guard->state();
@@ -161,11 +180,11 @@ Status Trainer::save_checkpoint(int64_t step) {
   request.checkpoints_dir = checkpoints_dir(config_);
   request.step = step;
   request.layout = {trainers().size(), s_->dp, s_->model->tp_size(),
-                    s_->pipeline.schedule.pp, 1,
+                    s_->pipeline.schedule.pp, static_cast<int>(config_.parallel.ep),
                     static_cast<int>(config_.parallel.zero)};
   request.config_yaml = config::dump_yaml(config_);
   request.state = {{"step", step},
-                   {"optimizer_updates", optimizer.updates()},
+                   {"optimizer_updates", s_->dist->main().optimizer().updates()},
                    {"lr", learning_rate(config_.optim, step, config_.train.steps)},
                    {"seed", config_.run.seed},
                    {"loader", {{"plan_hash", loader.plan_hash},

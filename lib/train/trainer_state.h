@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
+#include "train/optimizer_set.h"
 #include "train/pipeline_step.h"
 #include "train/run_checks.h"
 #include "train/spike_guard.h"
@@ -41,7 +42,7 @@ struct Trainer::State {
   PipelineLayout pipeline;
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
-  std::unique_ptr<DistributedOptimizer> dist;
+  std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;
   std::unique_ptr<telemetry::TraceWriter> trace;

@@ -79,10 +79,20 @@ TEST(RunChecks, SequenceParallelismSplitsTheMicroBatchTokens) {
   EXPECT_TRUE(data_parallel_size(c, 8).ok());
 }
 
-TEST(RunChecks, NoExpertParallelismYet) {
+TEST(RunChecks, ExpertParallelismIsCarvedOutOfDataParallelism) {
   config::RunConfig c = base();
   c.parallel.ep = 2;
-  expect_message(data_parallel_size(c, 2).status(), "parallel.ep (2) must be 1");
+  expect_message(data_parallel_size(c, 2).status(), "model.moe.num_experts (0) must be a "
+                                                     "positive multiple of parallel.ep (2)");
+  c.model.moe.num_experts = 4;
+  Result<int> dp = data_parallel_size(c, 2);
+  ASSERT_TRUE(dp.ok()) << dp.status().to_string();
+  EXPECT_EQ(*dp, 2);
+  c.train.global_batch = 6;
+  c.parallel.ep = 3;
+  c.model.moe.num_experts = 3;
+  expect_message(data_parallel_size(c, 2).status(),
+                 "parallel.ep (3) must divide the data-parallel size 2");
 }
 
 TEST(RunChecks, PipelineStagesComeOutOfTheRanks) {

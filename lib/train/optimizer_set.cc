@@ -1,0 +1,81 @@
+// The trainer's distributed optimizers as one (optimizer_set.h).
+#include "train/optimizer_set.h"
+
+#include <cmath>
+#include <utility>
+
+namespace ms::train {
+
+Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
+    comm::Communicator& dp, comm::Communicator* edp, comm::Communicator* ep,
+    std::vector<TrainableParam> params, const std::vector<bool>& is_expert,
+    const config::OptimConfig& optim, const DistributedOptimizerOptions& options) {
+  auto set = std::make_unique<OptimizerSet>();
+  const bool split = edp != nullptr;
+  std::vector<TrainableParam> lists[2];
+  set->parts_.resize(split ? 2 : 1);
+  set->slot_.resize(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const size_t part = split && is_expert[i] ? 1 : 0;
+    set->slot_[i] = {part, lists[part].size()};
+    set->parts_[part].params.push_back(i);
+    lists[part].push_back(std::move(params[i]));
+  }
+  MS_ASSIGN_OR_RETURN(set->parts_[0].optimizer,
+                      DistributedOptimizer::create(dp, std::move(lists[0]), optim, options));
+  if (split) {
+    DistributedOptimizerOptions expert = options;
+    expert.ep = ep;
+    expert.average_over = dp.size();
+    set->parts_[1].experts = true;
+    MS_ASSIGN_OR_RETURN(set->parts_[1].optimizer,
+                        DistributedOptimizer::create(*edp, std::move(lists[1]), optim,
+                                                     std::move(expert)));
+  }
+  return set;
+}
+
+void OptimizerSet::begin_step() {
+  for (Part& p : parts_) p.optimizer->begin_step();
+}
+
+void OptimizerSet::arm() {
+  for (Part& p : parts_) p.optimizer->arm();
+}
+
+void OptimizerSet::on_grad_ready(size_t param) {
+  const auto [part, index] = slot_[param];
+  parts_[part].optimizer->on_grad_ready(index);
+}
+
+void OptimizerSet::poll() {
+  for (Part& p : parts_) p.optimizer->poll();
+}
+
+Status OptimizerSet::finish_reduction() {
+  for (Part& p : parts_) MS_RETURN_IF_ERROR(p.optimizer->finish_reduction());
+  return Status::OK();
+}
+
+Result<double> OptimizerSet::grad_norm() {
+  if (parts_.size() == 1) return parts_[0].optimizer->grad_norm();
+  double sum_sq = 0;
+  for (Part& p : parts_) {
+    MS_ASSIGN_OR_RETURN(const double part, p.optimizer->grad_sum_of_squares());
+    sum_sq += part;
+  }
+  return std::sqrt(sum_sq) / static_cast<double>(parts_[0].optimizer->average_over());
+}
+
+Status OptimizerSet::apply(double lr, double clip_coefficient) {
+  for (Part& p : parts_) MS_RETURN_IF_ERROR(p.optimizer->apply(lr, clip_coefficient));
+  return Status::OK();
+}
+
+CommStats OptimizerSet::step_stats() const {
+  CommStats total;
+  for (const Part& p : parts_) total.add(p.optimizer->step_stats());
+  return total;
+}
+
+}  // namespace ms::train
