@@ -66,6 +66,13 @@ void add_model_keys(Schema<Cfg>& s) {
   s.add("model.moe.shared_expert_d_ff", "Inner size of a shared expert every token passes "
         "through besides its routed ones; 0 for none.", &Cfg::model, &M::moe,
         &MoeConfig::shared_expert_d_ff).at_least(0);
+  s.add("model.moe.capacity_factor",
+        "Training only: each expert takes at most ceil(capacity_factor * n * top_k / "
+        "num_experts) of the n tokens a rank routes together (its micro-batch), the earliest "
+        "tokens first, and the rest of its assignments are dropped (counted in the log and the "
+        "telemetry). The count depends on the micro-batch only, so every expert-parallel "
+        "layout drops the same tokens. 0: dropless.",
+        &Cfg::model, &M::moe, &MoeConfig::capacity_factor).at_least(0.0);
 }
 
 void add_parallel_keys(Schema<Cfg>& s) {

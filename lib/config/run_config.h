@@ -37,6 +37,7 @@ struct MoeConfig {
   int64_t top_k = 2;
   double aux_loss_coef = 0.01;
   int64_t shared_expert_d_ff = 0;  // 0: no shared expert
+  double capacity_factor = 0;      // training: 0 dropless, else ceil(f * n * k / E) per expert
   bool operator==(const MoeConfig&) const = default;
 };
 

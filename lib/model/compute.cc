@@ -90,15 +90,30 @@ ExpertWeights expert_weights(Transformer::Impl& m, const LayerIndex& li) {
 
 }  // namespace
 
-// x: (n, D) -> the routing in m (router probabilities, renormalized top-k weights, grouping) and
-// xp: (n * k, D) the rows of x each expert receives, grouped by expert.
+void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting& r) {
+  if (recomputing) return;  // the layer's forward already counted
+  const size_t l = static_cast<size_t>(&li - layers.data());
+  load_routed.resize(layers.size());
+  load_dropped.resize(layers.size(), 0);
+  std::vector<int64_t>& counts = load_routed[l];
+  counts.resize(static_cast<size_t>(r.experts), 0);
+  for (int64_t e = 0; e < r.experts; ++e) counts[static_cast<size_t>(e)] += r.routed[static_cast<size_t>(e)];
+  load_dropped[l] += r.dropped;
+}
+
+// x: (n, D) -> the routing in m (router probabilities, renormalized top-k weights, grouping;
+// with `capacity`, model.moe.capacity_factor's drops) and xp: (rows, D) the rows of x each
+// expert receives, grouped by expert.
 void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x,
-                                     std::vector<float>& xp, int64_t n) {
+                                     std::vector<float>& xp, int64_t n, bool capacity) {
   const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k;
   float* logits = sized(scratch.router_logits, n * E);
   ops::linear_forward(x, w(li.router), logits, n, D, E);
   ops::softmax_forward(logits, sized(m.probs, n * E), n, E);
   m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
+  if (capacity) {
+    ops::moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
+  }
   ops::moe_permute_forward(x, m.routing, sized(xp, n * k * D), D);
 }
 
@@ -133,7 +148,8 @@ void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, cons
 double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const float* x,
                                       float* out, int64_t n) {
   const int64_t D = cfg.d_model, k = cfg.moe.top_k;
-  moe_dispatch(m, li, x, scratch.permuted, n);
+  moe_dispatch(m, li, x, scratch.permuted, n, true);
+  record_load(li, m.routing);
   float* yp = sized(m.expert_out, n * k * D);
   if (!ep.active()) {
     experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);

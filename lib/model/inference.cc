@@ -141,7 +141,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
       ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
     }
     if (is_moe()) {
-      moe_dispatch(p.moe, li, normed, p.dispatch, N);
+      moe_dispatch(p.moe, li, normed, p.dispatch, N, false);
       p.awaiting_experts = true;
       return;
     }

@@ -174,7 +174,9 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
   const LayerIndex& li = layers[l];
   const bool moe = is_moe();
   if (recompute == config::Recompute::kFull) {
+    recomputing = true;
     layer_forward(l, pass.acts[l].x.data(), sized(scratch.reduced, nd), d);
+    recomputing = false;
   }
   LayerActs& a = layer_acts(l);
   AttnActs& at = attn_acts(l);

@@ -213,6 +213,11 @@ struct Transformer::Impl {
 
   TpState tp;
   EpState ep;
+  // Routed load since the last take_moe_load: per local layer, assignments per expert and
+  // assignments dropped by the capacity.
+  std::vector<std::vector<int64_t>> load_routed;
+  std::vector<int64_t> load_dropped;
+  bool recomputing = false;  // inside parallel.recompute=full's second forward of a layer
   // Pipeline parallelism: this chunk's layers are model layers [chunk.first_layer,
   // chunk.first_layer + layers.size()); the embedding is held by the first stage, the final
   // norm, lm_head and loss by the last (with tied embeddings, its own copy of the embedding as
@@ -290,7 +295,10 @@ struct Transformer::Impl {
   void finish_layer(CachedPassState& p);
   // The MoE FFN split where the experts may run on another rank (model/compute.cc).
   void moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x, std::vector<float>& xp,
-                    int64_t n);
+                    int64_t n, bool capacity);
+  // Adds a training forward's routing of layer `li` to `load` (per-expert assignments chosen,
+  // assignments dropped).
+  void record_load(const LayerIndex& li, const ops::MoeRouting& routing);
   void experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                        const int64_t* offsets, float* yp);
   void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,

@@ -594,6 +594,13 @@ Status Transformer::stage_backward_weight(int mb) {
 int Transformer::tp_size() const { return impl_->tp.size; }
 int Transformer::tp_rank() const { return impl_->tp.rank; }
 
+Transformer::MoeLoad Transformer::take_moe_load() {
+  MoeLoad load{std::move(impl_->load_routed), std::move(impl_->load_dropped)};
+  impl_->load_routed.clear();
+  impl_->load_dropped.clear();
+  return load;
+}
+
 Transformer::EpCommStats Transformer::take_ep_comm_stats() {
   EpState& ep = impl_->ep;
   const EpCommStats stats{ep.exchanges, ep.bytes, ep.seconds};

@@ -188,6 +188,14 @@ class Transformer {
     double seconds = 0;
   };
   EpCommStats take_ep_comm_stats();
+  // The MoE routing of the forwards since the last call, then reset: per layer this chunk
+  // holds (model layer chunk().first_layer + i), the assignments the router chose per expert
+  // and the assignments model.moe.capacity_factor dropped. Empty for a dense model.
+  struct MoeLoad {
+    std::vector<std::vector<int64_t>> routed;  // [layer][expert]
+    std::vector<int64_t> dropped;              // [layer]
+  };
+  MoeLoad take_moe_load();
   // The tp communication since the last call (collectives, bytes, time in flight and time
   // exposed), then reset to zero.
   parallel::TpCommStats take_tp_comm_stats();

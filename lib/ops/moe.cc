@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 #include "ops/parallel.h"
 
@@ -22,16 +23,20 @@ void top_k_of_row(const float* p, int64_t e, int64_t k, int32_t* chosen) {
   }
 }
 
-// Groups the assignments by expert, tokens in order within each expert.
-void build_permutation(MoeRouting& r) {
+// Groups the kept assignments by expert (every one unless `keep` says otherwise), tokens in
+// order within each expert.
+void build_permutation(MoeRouting& r, const std::vector<bool>* keep = nullptr) {
   const int64_t assignments = r.tokens * r.top_k;
   r.offsets.assign(r.experts + 1, 0);
-  for (int32_t x : r.expert) ++r.offsets[x + 1];
+  for (int64_t a = 0; a < assignments; ++a) {
+    if (keep == nullptr || (*keep)[a]) ++r.offsets[r.expert[a] + 1];
+  }
   for (int64_t e = 0; e < r.experts; ++e) r.offsets[e + 1] += r.offsets[e];
   std::vector<int64_t> next(r.offsets.begin(), r.offsets.end() - 1);
-  r.row_of.resize(assignments);
-  r.token_of_row.resize(assignments);
+  r.row_of.assign(assignments, -1);
+  r.token_of_row.resize(r.offsets.back());
   for (int64_t a = 0; a < assignments; ++a) {
+    if (keep != nullptr && !(*keep)[a]) continue;
     const int64_t row = next[r.expert[a]]++;
     r.row_of[a] = row;
     r.token_of_row[row] = a / r.top_k;
@@ -56,8 +61,30 @@ MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, i
       for (int64_t s = 0; s < k; ++s) weights[i * k + s] = probs[i * e + chosen[s]] / sum;
     }
   }, 64);
+  r.routed.assign(e, 0);
+  for (int32_t x : r.expert) ++r.routed[x];
   build_permutation(r);
   return r;
+}
+
+void moe_apply_capacity(MoeRouting& r, int64_t capacity) {
+  if (capacity <= 0) return;
+  const int64_t assignments = r.tokens * r.top_k;
+  std::vector<bool> keep(assignments);
+  std::vector<int64_t> taken(r.experts, 0);
+  r.dropped = 0;
+  // Token order, then slot order: an earlier token keeps its place before a later one.
+  for (int64_t a = 0; a < assignments; ++a) {
+    keep[a] = taken[r.expert[a]]++ < capacity;
+    if (!keep[a]) ++r.dropped;
+  }
+  build_permutation(r, &keep);
+}
+
+int64_t moe_capacity(double factor, int64_t n, int64_t e, int64_t k) {
+  if (!(factor > 0) || e < 1) return 0;
+  const double c = std::ceil(factor * static_cast<double>(n * k) / static_cast<double>(e));
+  return std::max<int64_t>(1, static_cast<int64_t>(c));
 }
 
 void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
@@ -79,7 +106,7 @@ void moe_route_backward(const float* probs, const float* weights, const MoeRouti
 }
 
 void moe_permute_forward(const float* x, const MoeRouting& r, float* xp, int64_t d) {
-  parallel_for(r.tokens * r.top_k, [&](int64_t lo, int64_t hi) {
+  parallel_for(r.rows(), [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       std::copy(x + r.token_of_row[row] * d, x + (r.token_of_row[row] + 1) * d, xp + row * d);
     }
@@ -90,7 +117,9 @@ void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx, int6
   parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       for (int64_t s = 0; s < r.top_k; ++s) {
-        const float* src = dxp + r.row_of[i * r.top_k + s] * d;
+        const int64_t row = r.row_of[i * r.top_k + s];
+        if (row < 0) continue;
+        const float* src = dxp + row * d;
         for (int64_t c = 0; c < d; ++c) dx[i * d + c] += src[c];
       }
     }
@@ -103,8 +132,10 @@ void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouti
     for (int64_t i = lo; i < hi; ++i) {
       std::fill(y + i * d, y + (i + 1) * d, 0.0f);
       for (int64_t s = 0; s < r.top_k; ++s) {
+        const int64_t row = r.row_of[i * r.top_k + s];
+        if (row < 0) continue;
         const float w = weights[i * r.top_k + s];
-        const float* src = yp + r.row_of[i * r.top_k + s] * d;
+        const float* src = yp + row * d;
         for (int64_t c = 0; c < d; ++c) y[i * d + c] += w * src[c];
       }
     }
@@ -118,6 +149,7 @@ void moe_unpermute_backward(const float* yp, const float* weights, const MoeRout
       const float* g = dy + i * d;
       for (int64_t s = 0; s < r.top_k; ++s) {
         const int64_t row = r.row_of[i * r.top_k + s];
+        if (row < 0) continue;
         const float w = weights[i * r.top_k + s];
         float dot = 0;
         for (int64_t c = 0; c < d; ++c) {
@@ -134,7 +166,7 @@ double moe_aux_loss(const float* probs, const MoeRouting& r) {
   const double n = static_cast<double>(r.tokens);
   double loss = 0;
   for (int64_t e = 0; e < r.experts; ++e) {
-    const double f = static_cast<double>(r.offsets[e + 1] - r.offsets[e]) / (n * r.top_k);
+    const double f = static_cast<double>(r.routed[e]) / (n * r.top_k);
     double p_sum = 0;
     for (int64_t i = 0; i < r.tokens; ++i) p_sum += probs[i * r.experts + e];
     loss += f * (p_sum / n);
@@ -146,7 +178,7 @@ void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) {
   const double n = static_cast<double>(r.tokens);
   std::vector<float> grad(r.experts);
   for (int64_t e = 0; e < r.experts; ++e) {
-    const double f = static_cast<double>(r.offsets[e + 1] - r.offsets[e]) / (n * r.top_k);
+    const double f = static_cast<double>(r.routed[e]) / (n * r.top_k);
     grad[e] = static_cast<float>(daux * r.experts * f / n);
   }
   parallel_for(r.tokens, [&](int64_t lo, int64_t hi) {

@@ -16,17 +16,33 @@ namespace ms::ops {
 
 // The routing of n tokens to k of e experts, grouped by expert. Within an expert, tokens keep
 // their order, so the permutation (and every sum over it) is deterministic.
+//
+// With a capacity (moe_apply_capacity) an expert keeps at most that many of its assignments,
+// the earliest tokens first; a dropped (token, slot) has row_of -1 and contributes nothing
+// (the other slots' weights are not renormalized). The permuted rows are then the kept ones.
 struct MoeRouting {
   int64_t tokens = 0, experts = 0, top_k = 0;
   std::vector<int32_t> expert;        // (n, k) chosen experts, highest probability first
   std::vector<int64_t> offsets;       // (e + 1) first permuted row of each expert
-  std::vector<int64_t> row_of;        // (n, k) permuted row of each (token, slot)
-  std::vector<int64_t> token_of_row;  // (n * k) token of each permuted row
+  std::vector<int64_t> row_of;        // (n, k) permuted row of each (token, slot); -1: dropped
+  std::vector<int64_t> token_of_row;  // (kept rows) token of each permuted row
+  std::vector<int64_t> routed;        // (e) assignments chosen per expert, before any drop
+  int64_t dropped = 0;                // assignments dropped by a capacity
+  int64_t rows() const { return offsets.empty() ? 0 : offsets.back(); }
 };
 
 // probs: (n, e) router probabilities -> weights: (n, k) the chosen probabilities divided by
 // their sum, and the routing. Ties pick the lower expert index. Requires 1 <= k <= e.
 MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k);
+
+// Keeps at most `capacity` assignments per expert (the earliest tokens' first) and rebuilds the
+// permutation over the kept ones. capacity <= 0 keeps all (dropless).
+void moe_apply_capacity(MoeRouting& r, int64_t capacity);
+
+// The capacity of a capacity factor: ceil(factor * n * k / e) assignments per expert, from
+// the tokens routed together (this rank's micro-batch), so it does not depend on where the
+// experts run. factor <= 0: 0 (dropless).
+int64_t moe_capacity(double factor, int64_t n, int64_t e, int64_t k);
 
 // dweights: (n, k). Accumulates into dprobs: (n, e) the gradient through the renormalization
 // (the selection itself is piecewise constant): dp_j = (dw_j - sum_l dw_l w_l) / S for chosen j,
@@ -34,7 +50,7 @@ MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, i
 void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
                         const float* dweights, float* dprobs);
 
-// x: (n, d) -> xp: (n * k, d) with xp[row_of[i, s]] = x[i].
+// x: (n, d) -> xp: (rows, d) with xp[row_of[i, s]] = x[i] for every kept (token, slot).
 void moe_permute_forward(const float* x, const MoeRouting& r, float* xp, int64_t d);
 // dxp: (n * k, d). Accumulates dx[i] += sum_s dxp[row_of[i, s]] (slots in order).
 void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx, int64_t d);
@@ -47,7 +63,8 @@ void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouti
 void moe_unpermute_backward(const float* yp, const float* weights, const MoeRouting& r,
                             const float* dy, float* dyp, float* dweights, int64_t d);
 
-// probs: (n, e). The load-balancing loss above, summed in double.
+// probs: (n, e). The load-balancing loss above, summed in double; f_e counts the assignments
+// the router chose (`routed`), whether or not a capacity dropped them.
 double moe_aux_loss(const float* probs, const MoeRouting& r);
 // Accumulates daux * d aux / d probs into dprobs: (n, e).
 void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs);

@@ -56,6 +56,10 @@ struct Trainer::StepResult {
   double step_s = 0;
   bool skipped = false;
   telemetry::StepPhases phases;
+  // MoE: per model layer, the step's assignments per expert over every dp rank, and the
+  // assignments the capacity dropped (empty for a dense model).
+  std::vector<std::vector<int64_t>> expert_tokens;
+  std::vector<int64_t> dropped_tokens;
 };
 
 Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
@@ -424,15 +428,25 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
-    for (const auto& chunk : s_->chunks) summary.tp_comm.add(chunk->take_tp_comm_stats());
+    for (const auto& chunk : s_->chunks) {
+      summary.tp_comm.add(chunk->take_tp_comm_stats());
+      const model::Transformer::EpCommStats ep = chunk->take_ep_comm_stats();
+      s_->ep_stats.exchanges += ep.exchanges;
+      s_->ep_stats.bytes += ep.bytes;
+      s_->ep_stats.seconds += ep.seconds;
+    }
+    for (int64_t d : result.dropped_tokens) summary.dropped_tokens += d;
     summary.data_wait_s += result.phases.data_s;
     summary.step_time_s += result.step_s;
     MS_RETURN_IF_ERROR(record_step(step, result));
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
-      // Evaluation's tp collectives are not a step's.
-      for (const auto& chunk : s_->chunks) chunk->take_tp_comm_stats();
+      // Evaluation's tp collectives and routing are not a step's.
+      for (const auto& chunk : s_->chunks) {
+        chunk->take_tp_comm_stats();
+        chunk->take_moe_load();
+      }
       summary.eval_losses.push_back(eval_loss);
       MS_LOG(Info) << "eval step " << step << " | val_loss " << eval_loss;
     }
@@ -468,6 +482,7 @@ Result<Trainer::StepResult> Trainer::train_step(int64_t step) {
     MS_RETURN_IF_ERROR(s_->dist->finish_reduction());
   }
   MS_RETURN_IF_ERROR(reduce_loss(step, result));
+  MS_RETURN_IF_ERROR(reduce_moe_load(result));
   {
     ScopedTimer optim(result.phases.optim_s);
     MS_RETURN_IF_ERROR(update(step, result));
@@ -569,6 +584,40 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   return Status::OK();
 }
 
+// The step's MoE routing over the whole job: every chunk's layers at their model index, summed
+// over dp and the pipeline stages (tp ranks route alike, so not over tp). Collective.
+Status Trainer::reduce_moe_load(StepResult& result) {
+  const config::MoeConfig& moe = config_.model.moe;
+  if (moe.num_experts == 0) return Status::OK();
+  const size_t L = static_cast<size_t>(config_.model.n_layers);
+  const size_t E = static_cast<size_t>(moe.num_experts);
+  std::vector<int64_t> flat(L * E + L, 0);
+  for (const auto& chunk : s_->chunks) {
+    const model::Transformer::MoeLoad load = chunk->take_moe_load();
+    const size_t first = static_cast<size_t>(chunk->chunk().first_layer);
+    for (size_t l = 0; l < load.routed.size(); ++l) {
+      for (size_t e = 0; e < load.routed[l].size() && e < E; ++e) {
+        flat[(first + l) * E + e] += load.routed[l][e];
+      }
+      flat[L * E + first + l] += load.dropped[l];
+    }
+  }
+  MS_RETURN_IF_ERROR(s_->mesh->dp().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
+                                              comm::ReduceOp::kSum));
+  if (s_->pipeline.schedule.pp > 1) {
+    MS_RETURN_IF_ERROR(s_->mesh->pp().allreduce(flat.data(), flat.data(), flat.size(),
+                                                DType::kI64, comm::ReduceOp::kSum));
+  }
+  result.expert_tokens.assign(L, std::vector<int64_t>(E));
+  for (size_t l = 0; l < L; ++l) {
+    std::copy(flat.begin() + static_cast<std::ptrdiff_t>(l * E),
+              flat.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
+              result.expert_tokens[l].begin());
+  }
+  result.dropped_tokens.assign(flat.begin() + static_cast<std::ptrdiff_t>(L * E), flat.end());
+  return Status::OK();
+}
+
 // Gradient norm, spike guard and the optimizer update (skipped on a spike).
 Status Trainer::update(int64_t step, StepResult& result) {
   MS_ASSIGN_OR_RETURN(result.grad_norm, s_->dist->grad_norm());
@@ -632,6 +681,12 @@ void Trainer::log_step(int64_t step, const StepResult& r) const {
   if (config_.model.moe.num_experts > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
     n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | aux_loss %.4f",
                        r.aux_loss);
+  }
+  if (config_.model.moe.capacity_factor > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
+    int64_t dropped = 0;
+    for (int64_t d : r.dropped_tokens) dropped += d;
+    n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | dropped %lld",
+                       static_cast<long long>(dropped));
   }
   if (r.skipped && n > 0 && n < static_cast<int>(sizeof(line))) {
     std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | update skipped (spike)");
@@ -706,6 +761,23 @@ Status Trainer::finish(TrainSummary& summary) {
                   static_cast<double>(t.bytes) / steps / (1024.0 * 1024.0),
                   t.hidden_fraction() * 100.0, t.exposed_s, t.active_s, mode.c_str());
     MS_LOG(Info) << line;
+  }
+  if (config_.parallel.ep > 1 && summary.steps_done > s_->start_step) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const model::Transformer::EpCommStats& e = s_->ep_stats;
+    char line[300];
+    std::snprintf(line, sizeof(line),
+                  "expert-parallel all-to-all: %.0f exchanges, %.1f MiB sent to other ranks per "
+                  "step, %.3fs of the run in them (ep %lld; rank 0)",
+                  static_cast<double>(e.exchanges) / steps,
+                  static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0), e.seconds,
+                  static_cast<long long>(config_.parallel.ep));
+    MS_LOG(Info) << line;
+  }
+  if (config_.model.moe.capacity_factor > 0 && summary.steps_done > s_->start_step) {
+    MS_LOG(Info) << "model.moe.capacity_factor " << config_.model.moe.capacity_factor
+                 << " dropped " << summary.dropped_tokens
+                 << " expert assignment(s) over the run (every rank, every layer)";
   }
   if (s_->pipeline_step && summary.steps_done > s_->start_step) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);

@@ -64,6 +64,7 @@ struct TrainSummary {
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
+  int64_t dropped_tokens = 0;  // MoE assignments model.moe.capacity_factor dropped, all steps
   double data_wait_s = 0;  // this rank's time waiting for micro-batches (the data_s phases)
   double step_time_s = 0;  // this rank's time in its training steps
   // Steps that ran while an asynchronous save was writing, and the others (the run's first
@@ -118,6 +119,7 @@ class Trainer {
   Status run_micro_batch(int64_t step, int micro_index, StepResult& result);
   Status run_pipeline(int64_t step, StepResult& result);
   Status reduce_loss(int64_t step, StepResult& result);
+  Status reduce_moe_load(StepResult& result);
   Status update(int64_t step, StepResult& result);
   Result<double> evaluate();
   Result<bool> agree_to_stop();
