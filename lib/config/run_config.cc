@@ -95,6 +95,11 @@ void add_parallel_keys(Schema<Cfg>& s) {
         &Cfg::parallel, &P::pp_layers).at_least(1);
   s.add("parallel.ep", "Expert-parallel size, carved out of dp.", &Cfg::parallel, &P::ep)
       .at_least(1);
+  s.add("parallel.ep_comm_dtype",
+        "With parallel.ep above 1: the wire format of the expert all-to-alls (the routed rows "
+        "going to their experts and the outputs coming back, forward and backward). bf16 "
+        "halves the bytes; every exchanged row, the rank's own too, is rounded to bf16 "
+        "(nearest even) and back.", &Cfg::parallel, &P::ep_comm_dtype).one_of({"f32", "bf16"});
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
         &Cfg::parallel, &P::zero).at_least(0).at_most(1);
   s.add("parallel.loaders",

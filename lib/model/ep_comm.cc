@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/half.h"
 #include "core/timer.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
@@ -44,6 +45,21 @@ void transpose_blocks(const float* from, float* to, const std::vector<int64_t>& 
 }
 
 }  // namespace
+
+Status Transformer::Impl::ep_exchange(const float* send, const std::vector<size_t>& send_counts,
+                                      float* recv, const std::vector<size_t>& recv_counts) {
+  if (!ep.bf16) return ep.comm->alltoallv(send, send_counts, recv, recv_counts, DType::kF32);
+  size_t out = 0, in = 0;
+  for (size_t c : send_counts) out += c;
+  for (size_t c : recv_counts) in += c;
+  scratch.ep_wire_send.resize(out);
+  scratch.ep_wire_recv.resize(in);
+  for (size_t i = 0; i < out; ++i) scratch.ep_wire_send[i] = float_to_bf16(send[i]);
+  MS_RETURN_IF_ERROR(ep.comm->alltoallv(scratch.ep_wire_send.data(), send_counts,
+                                        scratch.ep_wire_recv.data(), recv_counts, DType::kBF16));
+  for (size_t i = 0; i < in; ++i) recv[i] = bf16_to_float(scratch.ep_wire_recv[i]);
+  return Status::OK();
+}
 
 void Transformer::Impl::ep_plan(MoeActs& m) {
   const int64_t El = ep.local_experts, P = ep.size;
@@ -83,13 +99,13 @@ void Transformer::Impl::ep_to_experts(const MoeActs& m, const float* rows,
   for (size_t j = 0; j < send.size(); ++j) {
     send[j] *= static_cast<size_t>(width);
     recv[j] *= static_cast<size_t>(width);
-    if (static_cast<int>(j) != ep.rank) bytes += send[j] * sizeof(float);
+    if (static_cast<int>(j) != ep.rank) bytes += send[j] * (ep.bf16 ? 2 : sizeof(float));
   }
   float* tmp = sized(scratch.ep_tmp, received * width);
   float* dest = sized(out, received * width);
   if (!ep.error.ok()) return;
   const double t0 = wall_time_s();
-  ep.error = ep.comm->alltoallv(rows, send, tmp, recv, DType::kF32);
+  ep.error = ep_exchange(rows, send, tmp, recv);
   ep.seconds += wall_time_s() - t0;
   ++ep.exchanges;
   ep.bytes += bytes;
@@ -104,13 +120,13 @@ void Transformer::Impl::ep_from_experts(const MoeActs& m, const float* rows, flo
   for (size_t j = 0; j < send.size(); ++j) {
     send[j] *= static_cast<size_t>(width);
     recv[j] *= static_cast<size_t>(width);
-    if (static_cast<int>(j) != ep.rank) bytes += send[j] * sizeof(float);
+    if (static_cast<int>(j) != ep.rank) bytes += send[j] * (ep.bf16 ? 2 : sizeof(float));
   }
   float* tmp = sized(scratch.ep_tmp, received * width);
   transpose_blocks(rows, tmp, m.ep_recv_counts, P, El, width, false);
   if (!ep.error.ok()) return;
   const double t0 = wall_time_s();
-  ep.error = ep.comm->alltoallv(tmp, send, out, recv, DType::kF32);
+  ep.error = ep_exchange(tmp, send, out, recv);
   ep.seconds += wall_time_s() - t0;
   ++ep.exchanges;
   ep.bytes += bytes;

@@ -104,6 +104,7 @@ struct Scratch {
   std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
   std::vector<float> ep_tmp, ep_out, ep_grad;  // expert parallelism: exchange buffers
+  std::vector<uint16_t> ep_wire_send, ep_wire_recv;  // parallel.ep_comm_dtype bf16
 };
 
 // One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
@@ -170,6 +171,7 @@ struct EpState {
   int64_t local_experts = 0;  // E / ep
   int64_t first_expert = 0;   // rank * E / ep
   bool active() const { return size > 1; }
+  bool bf16 = false;          // rows travel rounded to bf16 (parallel.ep_comm_dtype)
   Status error;               // the first failed exchange; later ones are skipped
   // Since the last take_ep_comm_stats: exchanges, bytes sent and time in them.
   int64_t exchanges = 0;
@@ -311,6 +313,9 @@ struct Transformer::Impl {
   void ep_to_experts(const MoeActs& m, const float* rows, std::vector<float>& out,
                      int64_t width);
   void ep_from_experts(const MoeActs& m, const float* rows, float* out, int64_t width);
+  // One all-to-allv of rows (counts in floats per peer), in f32 or through bf16.
+  Status ep_exchange(const float* send, const std::vector<size_t>& send_counts, float* recv,
+                     const std::vector<size_t>& recv_counts);
 
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);

@@ -343,6 +343,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
   MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
   MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
+  impl->ep.bf16 = impl->ep.active() && parallel.ep_bf16;
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +

@@ -100,6 +100,7 @@ struct ModelParallel {
   // ep), and each MoE layer exchanges the routed rows with the group by all-to-all; every rank
   // keeps routing its own tokens. All methods are then collective over ep too.
   comm::Communicator* ep = nullptr;
+  bool ep_bf16 = false;  // parallel.ep_comm_dtype bf16: exchange the rows rounded to bf16
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).

@@ -247,7 +247,8 @@ Status Trainer::build_model() {
                                     ? static_cast<int>(config_.parallel.tp_overlap_chunks)
                                     : 1,
                                 {}, {},
-                                config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr};
+                                config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr,
+                                config_.parallel.ep_comm_dtype == "bf16"};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);

@@ -190,7 +190,7 @@ TEST_F(TransformerTp, EqualsTheSingleProcessModel) {
                                    (rc == Recompute::kSelective ? " chunks 3" : "");
           // Chunked overlap in one recompute mode of each, so every path runs both ways.
           const int chunks = rc == Recompute::kSelective ? 3 : 1;
-          auto m = Transformer::create(c.model, 11, {tp_comm.get(), sp, rc, chunks, {}, {}, nullptr});
+          auto m = Transformer::create(c.model, 11, {tp_comm.get(), sp, rc, chunks, {}, {}, nullptr, false});
           ASSERT_TRUE(m.ok()) << what << ": " << m.status().to_string();
           for (int step = 0; step < 5; ++step) {
             const Batch b = make_batch(c.model.vocab_size, step);
@@ -222,7 +222,7 @@ TEST_F(TransformerTp, InitializesTheSlicesOfTheSameModel) {
   ASSERT_TRUE(ref.ok());
   for (int tp : tp_sizes()) {
     auto tp_comm = group(tp);
-    auto m = Transformer::create(c, 5, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr});
+    auto m = Transformer::create(c, 5, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr, false});
     ASSERT_TRUE(m.ok());
     for (size_t i = 0; i < (*m)->parameters().size(); ++i) {
       const Parameter& p = (*m)->parameters()[i];
@@ -241,7 +241,7 @@ TEST_F(TransformerTp, SameLayoutTwiceIsBitwiseIdentical) {
     auto tp_comm = group(tp);
     std::vector<std::vector<float>> first;
     for (int run = 0; run < 2; ++run) {
-      auto m = Transformer::create(c, 3, {tp_comm.get(), true, Recompute::kSelective, 4, {}, {}, nullptr});
+      auto m = Transformer::create(c, 3, {tp_comm.get(), true, Recompute::kSelective, 4, {}, {}, nullptr, false});
       ASSERT_TRUE(m.ok());
       for (int step = 0; step < 3; ++step) {
         const Batch b = make_batch(c.vocab_size, step);
@@ -270,7 +270,7 @@ TEST_F(TransformerTp, ChunkedOverlapIsCountedTracedAndChangesNothing) {
     int64_t events[2] = {0, 0};
     for (int chunks : {1, 4}) {
       const size_t run = chunks == 1 ? 0 : 1;
-      ModelParallel par{tp_comm.get(), true, Recompute::kNone, chunks, {}, {}, nullptr};
+      ModelParallel par{tp_comm.get(), true, Recompute::kNone, chunks, {}, {}, nullptr, false};
       par.on_comm = [&](const char*, uint64_t bytes, double t0, double t1) {
         EXPECT_GT(bytes, 0u);
         EXPECT_LE(t0, t1);
@@ -299,18 +299,18 @@ TEST_F(TransformerTp, RefusesLayoutsItCannotSplitNamingTheKey) {
     c.n_heads = 6;  // tp 4 does not divide the heads, tp 2 not the 3 key/value heads
     c.n_kv_heads = 3;
     c.d_model = 36;
-    auto m = Transformer::create(c, 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr});
+    auto m = Transformer::create(c, 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr, false});
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find(tp == 4 ? "model.n_heads" : "model.n_kv_heads"),
               std::string::npos)
         << m.status().message();
     c = base_model();
     c.d_ff = 45;
-    m = Transformer::create(c, 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr});
+    m = Transformer::create(c, 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr, false});
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find("model.d_ff"), std::string::npos) << m.status().message();
     // Sequence parallelism splits the B*T tokens: 3 x 5 over tp is refused, naming the rule.
-    m = Transformer::create(base_model(), 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr});
+    m = Transformer::create(base_model(), 1, {tp_comm.get(), true, Recompute::kNone, 1, {}, {}, nullptr, false});
     ASSERT_TRUE(m.ok());
     std::vector<int32_t> ids(15, 1);
     auto loss = (*m)->forward_backward(ids.data(), ids.data(), 3, 5, 1.0f);
