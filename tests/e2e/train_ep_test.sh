@@ -117,6 +117,37 @@ for resume in "save-ep2 1 --set parallel.ep=1" \
   passed=$((passed + 1))
 done
 
+# An ep checkpoint serves as a whole model: disaggregated (attention and experts on separate
+# ranks) the same tokens as in one process, and it exports to Mixtral's expert names.
+ckpt="$work/save-ep2/checkpoints/step-00000002"
+cat > "$work/prompts.jsonl" <<'JSONL'
+{"id": "a", "prompt": "ROMEO: what light", "max_tokens": 6}
+JSONL
+"$BIN/ms-infer" generate --checkpoint "$ckpt" --prompts "$work/prompts.jsonl" -o "$work/one.jsonl" \
+  --no-progress > /dev/null 2>&1 || fail "generate from the ep checkpoint"
+"$MPIRUN" --oversubscribe -np 4 "$BIN/ms-infer" generate --checkpoint "$ckpt" \
+  --prompts "$work/prompts.jsonl" -o "$work/disagg.jsonl" --attention-ranks 2 --micro-batches 2 \
+  --max-batch 2 --no-progress > /dev/null 2> "$work/disagg.err" ||
+  fail "disaggregated generate from the ep checkpoint: $(cat "$work/disagg.err")"
+tokens() { python3 -c 'import json,sys; print([json.loads(l)["tokens"] for l in open(sys.argv[1])])' "$1"; }
+[ "$(tokens "$work/one.jsonl")" = "$(tokens "$work/disagg.jsonl")" ] ||
+  fail "disaggregated serving of the ep checkpoint gives other tokens"
+"$BIN/ms-ckpt" export "$ckpt" --format safetensors -o "$work/hf" > /dev/null ||
+  fail "export of the ep checkpoint"
+grep -q "model.layers.3.block_sparse_moe.experts.3.w2.weight" "$work/hf/"*.json 2>/dev/null ||
+  python3 - "$work/hf" <<'PY' || fail "the export lacks Mixtral's expert names"
+import json, os, struct, sys
+d = sys.argv[1]
+names = set()
+for f in os.listdir(d):
+    if f.endswith(".safetensors"):
+        with open(os.path.join(d, f), "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            names |= set(json.loads(fh.read(n)))
+assert "model.layers.3.block_sparse_moe.experts.3.w2.weight" in names, sorted(names)[:8]
+PY
+passed=$((passed + 1))
+
 # Refused before any step, naming the key and the rule.
 refused() {  # refused <ranks> <text the message must hold> [extra args...]
   local np=$1 want=$2 status=0 out
