@@ -179,7 +179,7 @@ namespace {
 std::string expert_table(const MoeLayerLoad& l) {
   std::string out = format("# layer %d: %lld tokens routed, %lld dropped\n", l.layer,
                            static_cast<long long>(l.routed), static_cast<long long>(l.dropped));
-  out += "#  expert         tokens    share  load/mean\n";
+  out += format("#%8s %14s  %7s  %9s\n", "expert", "tokens", "share", "load/mean");
   const double mean = static_cast<double>(l.routed) / static_cast<double>(l.tokens.size());
   for (size_t e = 0; e < l.tokens.size(); ++e) {
     out += format("%9zu %14lld  %6.2f%%  %9.2f\n", e, static_cast<long long>(l.tokens[e]),
@@ -213,7 +213,8 @@ std::string moe_load_text(const MoeLoadReport& r) {
                 "balanced below %.2f\n",
                 r.balanced_below);
   for (const MoeLayerLoad& l : r.layers) out += "#\n" + expert_table(l);
-  out += "#\n#  layer  imbalance  worst step   (step)       dropped  verdict\n";
+  out += format("#\n#%6s  %9s  %11s  %10s  %12s  %s\n", "layer", "imbalance", "worst step",
+                "(step)", "dropped", "verdict");
   for (const MoeLayerLoad& l : r.layers) out += summary_row(l);
   return out;
 }
