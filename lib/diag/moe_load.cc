@@ -22,14 +22,19 @@ std::string shape_text(const StepRecordRead& r) {
          " experts";
 }
 
-bool same_shape(const StepRecordRead& a, const StepRecordRead& b) {
-  const auto& x = a.step.expert_tokens;
-  const auto& y = b.step.expert_tokens;
-  return x.size() == y.size() && x[0].size() == y[0].size();
+// Whether `r` holds `layers` x `experts` counts and at most one drop count per layer. The reader
+// guarantees a record is rectangular; records built by hand are checked here all the same.
+bool has_shape(const StepRecordRead& r, size_t layers, size_t experts) {
+  const auto& counts = r.step.expert_tokens;
+  if (counts.size() != layers) return false;
+  for (const std::vector<int64_t>& layer : counts) {
+    if (layer.size() != experts) return false;
+  }
+  return r.step.dropped_tokens.empty() || r.step.dropped_tokens.size() == layers;
 }
 
-// The last record of each step number that carries expert counts, in step order; the reader
-// has made every record's layers equally long, so comparing with the first checks them all.
+// The last record of each step number that carries expert counts, in step order. Every record
+// must have the first one's shape.
 Result<std::vector<const StepRecordRead*>> steps_with_counts(const telemetry::RankTelemetry& rank,
                                                              int64_t& without_counts) {
   std::map<int64_t, const StepRecordRead*> by_step;
@@ -41,10 +46,11 @@ Result<std::vector<const StepRecordRead*>> steps_with_counts(const telemetry::Ra
       continue;
     }
     if (first == nullptr) first = &r;
-    if (!same_shape(*first, r)) {
+    const size_t experts = first->step.expert_tokens[0].size();
+    if (experts == 0 || !has_shape(r, first->step.expert_tokens.size(), experts)) {
       return Corruption(where(rank, r) + ": key 'expert_tokens' holds " + shape_text(r) +
                         " but " + where(rank, *first) + " holds " + shape_text(*first) +
-                        "; one run's records must agree");
+                        "; one run's records must agree, every layer with the same experts");
     }
     by_step[r.step.step] = &r;
   }

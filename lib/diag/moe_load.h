@@ -56,7 +56,9 @@ struct MoeLoadReport {
 // Summarizes one rank's step records. A step written more than once (a resumed run repeats the
 // steps after its checkpoint) counts once, by its last record. NotFound when no record has
 // expert_tokens; Corruption naming both records' file:line when the number of MoE layers or
-// experts differs between records; InvalidArgument when balanced_below < 1.
+// experts differs between records (or within one: a record built by hand may be ragged), and
+// naming the record when a total exceeds int64; InvalidArgument when balanced_below < 1.
+// Counts are taken as the reader returns them: non-negative.
 Result<MoeLoadReport> summarize_moe_load(const telemetry::RankTelemetry& rank,
                                          double balanced_below = kBalancedMoeImbalance);
 

@@ -147,7 +147,15 @@ TEST(MoeLoad, AChangingShapeIsCorruptionNamingBothRecords) {
   EXPECT_EQ(r.status().message(),
             "run/telemetry/rank-00000.jsonl:3: key 'expert_tokens' holds 2 MoE layers x 2 "
             "experts but run/telemetry/rank-00000.jsonl:2 holds 1 MoE layers x 2 experts; one "
-            "run's records must agree");
+            "run's records must agree, every layer with the same experts");
+  // Records built by hand, not by the reader, are checked as well: ragged layers, drops of the
+  // wrong length.
+  EXPECT_EQ(summarize_moe_load(rank_of({moe_step(1, {{1, 1}, {1}})})).status().code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(summarize_moe_load(rank_of({moe_step(1, {{1, 1}}, {0, 0})})).status().code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(summarize_moe_load(rank_of({moe_step(1, {{}})})).status().code(),
+            StatusCode::kCorruption);
 }
 
 TEST(MoeLoad, TotalsBeyondInt64AreCorruption) {
