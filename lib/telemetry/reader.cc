@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -158,6 +159,85 @@ Result<StepPhases> parse_phases(const json& j, const std::string& at) {
   return p;
 }
 
+// A token count: a JSON integer in [0, INT64_MAX]; nullopt for anything else.
+std::optional<int64_t> token_count(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t n = v.get<uint64_t>();
+    if (n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(n);
+  }
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) return std::nullopt;
+  return v.get<int64_t>();
+}
+
+Status bad_counts(const std::string& at, std::string_view key, std::string_view what,
+                  const std::string& detail) {
+  return Corruption(at + ": key '" + std::string(key) + "' is not " + std::string(what) + " (" +
+                    detail + ")");
+}
+
+// `j` must be a list of token counts; `element` names its place for messages.
+Result<std::vector<int64_t>> token_counts(const json& j, std::string_view key,
+                                          std::string_view what, const std::string& element,
+                                          const std::string& at) {
+  if (!j.is_array()) return bad_counts(at, key, what, element + " is not a list");
+  std::vector<int64_t> counts;
+  counts.reserve(j.size());
+  for (size_t i = 0; i < j.size(); ++i) {
+    std::optional<int64_t> n = token_count(j[i]);
+    if (!n) {
+      return bad_counts(at, key, what,
+                        element + " entry " + std::to_string(i) + " is " + j[i].dump());
+    }
+    counts.push_back(*n);
+  }
+  return counts;
+}
+
+// "expert_tokens": [[...], ...], one list per MoE layer, all of the same non-zero length (every
+// MoE layer has the same experts). Absent for dense models and files written before it.
+Result<std::vector<std::vector<int64_t>>> parse_expert_tokens(const json& j,
+                                                              const std::string& at) {
+  static constexpr std::string_view kKey = "expert_tokens";
+  static constexpr std::string_view kWhat =
+      "a list (per MoE layer) of equally long lists (per expert) of non-negative integers";
+  std::vector<std::vector<int64_t>> layers;
+  auto it = j.find(kKey);
+  if (it == j.end()) return layers;
+  if (!it->is_array()) return bad_counts(at, kKey, kWhat, "it is " + std::string(it->type_name()));
+  for (size_t layer = 0; layer < it->size(); ++layer) {
+    const std::string element = "layer " + std::to_string(layer);
+    MS_ASSIGN_OR_RETURN(std::vector<int64_t> experts,
+                        token_counts((*it)[layer], kKey, kWhat, element, at));
+    if (experts.empty()) return bad_counts(at, kKey, kWhat, element + " has no experts");
+    if (!layers.empty() && experts.size() != layers[0].size()) {
+      return bad_counts(at, kKey, kWhat,
+                        element + " has " + std::to_string(experts.size()) +
+                            " experts, layer 0 has " + std::to_string(layers[0].size()));
+    }
+    layers.push_back(std::move(experts));
+  }
+  return layers;
+}
+
+// "dropped_tokens": [...], one count per layer of "expert_tokens", which it needs.
+Result<std::vector<int64_t>> parse_dropped_tokens(const json& j, size_t moe_layers,
+                                                  const std::string& at) {
+  static constexpr std::string_view kKey = "dropped_tokens";
+  static constexpr std::string_view kWhat =
+      "a list of non-negative integers, one per layer of 'expert_tokens'";
+  auto it = j.find(kKey);
+  if (it == j.end()) return std::vector<int64_t>();
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> dropped,
+                      token_counts(*it, kKey, kWhat, "the value", at));
+  if (dropped.size() != moe_layers) {
+    return bad_counts(at, kKey, kWhat,
+                      "it has " + std::to_string(dropped.size()) + " entries, 'expert_tokens' " +
+                          std::to_string(moe_layers) + " layers");
+  }
+  return dropped;
+}
+
 Result<StepRecordRead> parse_step(const json& j, const std::string& at) {
   StepRecordRead r;
   MS_ASSIGN_OR_RETURN(r.t, time_at(j, "t", at));
@@ -173,6 +253,8 @@ Result<StepRecordRead> parse_step(const json& j, const std::string& at) {
   MS_ASSIGN_OR_RETURN(s.lr, optional_number(j, "lr", 0, at));
   MS_ASSIGN_OR_RETURN(s.tokens_per_s, optional_number(j, "tokens_per_s", 0, at));
   MS_ASSIGN_OR_RETURN(s.phases, parse_phases(j, at));
+  MS_ASSIGN_OR_RETURN(s.expert_tokens, parse_expert_tokens(j, at));
+  MS_ASSIGN_OR_RETURN(s.dropped_tokens, parse_dropped_tokens(j, s.expert_tokens.size(), at));
   return r;
 }
 

@@ -62,6 +62,8 @@ std::string step_record_json(const StepRecordRead& r) {
                              {"bwd_s", s.phases.bwd_s},
                              {"comm_wait_s", s.phases.comm_wait_s},
                              {"optim_s", s.phases.optim_s}};
+  if (!s.expert_tokens.empty()) j["expert_tokens"] = s.expert_tokens;
+  if (!s.dropped_tokens.empty()) j["dropped_tokens"] = s.dropped_tokens;
   return j.dump();
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 
@@ -36,10 +37,23 @@ struct StepPhases {
 };
 
 // What a trainer reports once per step.
+//
+// The MoE part is empty for a dense model. For a MoE model it covers every MoE layer of the
+// model, in layer order (index 0 = the first MoE layer), and counts are global: summed over the
+// ranks that hold distinct tokens (dp, cp; tp ranks see the same tokens and count once) and
+// gathered over pipeline stages, so every rank of a run writes the same counts and a reader
+// needs only one rank's file. ms-diagnose moe-load summarizes them.
 struct StepRecord {
   int64_t step = 0;
   double loss = 0, grad_norm = 0, lr = 0, tokens_per_s = 0, step_s = 0;
   StepPhases phases;
+  // [moe layer][expert]: token-to-expert assignments routed to each expert in this step (a
+  // token routed to k experts counts once for each), after any capacity limit. Every layer has
+  // the same number of experts (model.moe.num_experts).
+  std::vector<std::vector<int64_t>> expert_tokens;
+  // [moe layer]: assignments dropped by a capacity limit in this step; 0 when dropless. Empty,
+  // or one entry per layer of expert_tokens.
+  std::vector<int64_t> dropped_tokens;
 };
 
 // A "host" record: machine metrics sampled every telemetry.every_s seconds. Network counters are

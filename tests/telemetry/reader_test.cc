@@ -240,6 +240,66 @@ TEST(TraceReader, ASpanOfAFewDaysIsAccepted) {
   EXPECT_EQ(ranks->at(0).at(1).line, 3u);
 }
 
+// A step record of kStep's keys plus `moe_keys` (",\"expert_tokens\":...").
+std::string step_with(const std::string& moe_keys) {
+  return R"({"kind":"step","t":11.0,"host":"a","rank":0,"mesh":{"dp":0,"tp":0,"pp":0},)"
+         R"("step":5,"loss":2.0,"step_s":0.5)" +
+         moe_keys + "}";
+}
+
+TEST(TelemetryReader, MoeCountsAreOptional) {
+  TempDir dir;
+  testing::write_text(
+      dir.file("rank-00000.jsonl"),
+      lines({kMeta, kStep, step_with(R"(,"expert_tokens":[[1,2],[3,0]],"dropped_tokens":[0,7])"),
+             step_with(R"(,"expert_tokens":[[4,4]])")}));
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  const std::vector<StepRecordRead>& steps = ranks->front().steps;
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_TRUE(steps[0].step.expert_tokens.empty());  // a dense step, or an older writer
+  EXPECT_EQ(steps[1].step.expert_tokens, (std::vector<std::vector<int64_t>>{{1, 2}, {3, 0}}));
+  EXPECT_EQ(steps[1].step.dropped_tokens, (std::vector<int64_t>{0, 7}));
+  EXPECT_EQ(steps[2].step.expert_tokens, (std::vector<std::vector<int64_t>>{{4, 4}}));
+  EXPECT_TRUE(steps[2].step.dropped_tokens.empty());  // dropped_tokens alone may be left out
+}
+
+TEST(TelemetryReader, MalformedMoeCountsAreRefusedNamingFileLineAndKey) {
+  struct Case {
+    const char* keys;
+    const char* key;
+    const char* detail;
+  };
+  const Case cases[] = {
+      {R"(,"expert_tokens":7)", "expert_tokens", "it is number"},
+      {R"(,"expert_tokens":[1,2])", "expert_tokens", "layer 0 is not a list"},
+      {R"(,"expert_tokens":[[1,-2]])", "expert_tokens", "layer 0 entry 1 is -2"},
+      {R"(,"expert_tokens":[[1,2.5]])", "expert_tokens", "layer 0 entry 1 is 2.5"},
+      {R"(,"expert_tokens":[[1,"2"]])", "expert_tokens", "layer 0 entry 1 is \"2\""},
+      {R"(,"expert_tokens":[[1,2],[3]])", "expert_tokens", "layer 1 has 1 experts, layer 0 has 2"},
+      {R"(,"expert_tokens":[[1,2],[]])", "expert_tokens", "layer 1 has no experts"},
+      {R"(,"expert_tokens":[[18446744073709551615]])", "expert_tokens", "layer 0 entry 0"},
+      {R"(,"expert_tokens":[[1],[2]],"dropped_tokens":3)", "dropped_tokens", "is not a list"},
+      {R"(,"expert_tokens":[[1],[2]],"dropped_tokens":[0,-1])", "dropped_tokens",
+       "entry 1 is -1"},
+      {R"(,"expert_tokens":[[1],[2]],"dropped_tokens":[0])", "dropped_tokens",
+       "it has 1 entries, 'expert_tokens' 2 layers"},
+      {R"(,"dropped_tokens":[0])", "dropped_tokens", "'expert_tokens' 0 layers"},
+  };
+  for (const Case& c : cases) {
+    TempDir dir;
+    testing::write_text(dir.file("rank-00000.jsonl"), lines({kMeta, kStep, step_with(c.keys)}));
+    Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path());
+    ASSERT_FALSE(ranks.ok()) << c.keys;
+    EXPECT_EQ(ranks.status().code(), StatusCode::kCorruption) << c.keys;
+    const std::string& message = ranks.status().message();
+    EXPECT_NE(message.find("rank-00000.jsonl:3: key '" + std::string(c.key) + "'"),
+              std::string::npos)
+        << c.keys << ": " << message;
+    EXPECT_NE(message.find(c.detail), std::string::npos) << c.keys << ": " << message;
+  }
+}
+
 TEST(GroupKey, HostOrRank) {
   HostRecord r;
   r.host = "node07";

@@ -66,6 +66,34 @@ TEST(TelemetryWriter, RoundTripsHostAndStepRecords) {
   EXPECT_GT(s.t, 1.6e9);  // seconds since the Unix epoch
 }
 
+TEST(TelemetryWriter, RoundTripsMoeCountsAndOmitsThemForDenseSteps) {
+  TempDir dir;
+  testing::write_fake_proc(dir.file("proc"));
+  std::unique_ptr<TelemetryWriter> writer = open_writer(dir.path(), dir.file("proc"));
+  ASSERT_NE(writer, nullptr);
+  StepRecord moe = sample_step(7);
+  moe.expert_tokens = {{10, 0, 30}, {5, 25, 10}};
+  moe.dropped_tokens = {0, 4};
+  ASSERT_TRUE(writer->write_step(moe).ok());
+  ASSERT_TRUE(writer->write_step(sample_step(8)).ok());
+  ASSERT_TRUE(writer->close().ok());
+
+  const std::string text = testing::read_text(writer->path());
+  EXPECT_NE(text.find(R"("expert_tokens":[[10,0,30],[5,25,10]],"dropped_tokens":[0,4])"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("expert_tokens", text.find(R"("step":8)")), std::string::npos)
+      << "a dense step writes no MoE keys";
+  Result<std::vector<RankTelemetry>> ranks = read_telemetry_dir(dir.path() + "/telemetry");
+  ASSERT_TRUE(ranks.ok()) << ranks.status().to_string();
+  const std::vector<StepRecordRead>& steps = ranks->front().steps;
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].step.expert_tokens, moe.expert_tokens);
+  EXPECT_EQ(steps[0].step.dropped_tokens, moe.dropped_tokens);
+  EXPECT_TRUE(steps[1].step.expert_tokens.empty());
+  EXPECT_TRUE(steps[1].step.dropped_tokens.empty());
+}
+
 TEST(TelemetryWriter, HostExtraKeysJoinTheHostRecord) {
   TempDir dir;
   testing::write_fake_proc(dir.file("proc"));
