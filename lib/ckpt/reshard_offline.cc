@@ -101,7 +101,7 @@ Result<std::vector<std::string>> gather_text(comm::Communicator& comm, const std
 Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
                             const std::vector<std::string>& texts) {
   Manifest m = source;
-  m.layout = Layout{target.world(), target.dp, target.tp, target.pp, 1, target.zero};
+  m.layout = Layout{target.world(), target.dp, target.tp, target.pp, target.ep, target.zero};
   m.toolkit_version = std::string(version());
   m.git_revision = git_revision();
   std::map<std::string, TensorRecord*> by_name;
@@ -174,7 +174,8 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   // temporary directory exists.
   MS_ASSIGN_OR_RETURN(const std::vector<PlannedShard> plan,
                       plan_reshard(source, options.target, options.tp_placement,
-                                   options.pp_placement, options.max_shard_bytes));
+                                   options.pp_placement, options.ep_placement,
+                                   options.max_shard_bytes));
   const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);
   MS_ASSIGN_OR_RETURN(std::string tmp, shared_temp_dir(final_dir, comm));
   Result<json> mine = write_my_files(step_dir, source, plan, tmp, options, comm.rank(),

@@ -1,7 +1,7 @@
 // Offline resharding (`ms-ckpt reshard`): rewrites a checkpoint so its shards are the boxes a
 // target layout's ranks would save and load, e.g. after a run moves from dp=2 to tp=2,dp=4
-// with ZeRO or to pp=2,tp=2, so each loading rank reads one contiguous box per tensor (the
-// plan: reshard_plan.h).
+// with ZeRO, to pp=2,tp=2 or to ep=4,dp=4, so each loading rank reads one contiguous box per
+// tensor (the plan: reshard_plan.h).
 // Values are not changed; only which file and box hold them. Streaming: each output box (at
 // most max_shard_bytes) is read with read_region (crc-checked) and appended to its file, so
 // memory holds one box at a time.
@@ -29,6 +29,8 @@ struct ReshardOptions {
   TpPlacement tp_placement;  // needed when target.tp > 1 (ms-ckpt passes parallel::tp_shard)
   // Needed when target.pipelined() (ms-ckpt passes parallel::pp_ranks_holding).
   PpPlacement pp_placement;
+  // Needed when target.ep > 1 (ms-ckpt passes parallel::ep_rank_holding).
+  EpPlacement ep_placement;
   uint64_t max_shard_bytes = 64ull << 20;
   std::function<void(uint64_t done, uint64_t total)> progress;  // this process's bytes
 };

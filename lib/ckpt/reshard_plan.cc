@@ -1,9 +1,11 @@
 // The offline reshard's plan (see reshard_plan.h): target keys, every tp rank's box of every
-// tensor, the pipeline ranks holding it, and which target rank writes each piece.
+// tensor, the pipeline ranks and dp ranks (all, or an expert's ep group) holding it, and which
+// target rank writes each piece.
 #include "ckpt/reshard_plan.h"
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -42,18 +44,16 @@ Result<std::vector<int64_t>> parse_layer_counts(std::string_view value) {
 }
 
 Status apply_target_key(std::string_view key, int value, ReshardTarget& t) {
-  if (key == "dp" || key == "tp" || key == "pp" || key == "vpp") {
+  if (key == "dp" || key == "tp" || key == "pp" || key == "vpp" || key == "ep") {
     if (value < 1) return InvalidArgument("--to " + std::string(key) + " must be at least 1");
-    (key == "dp" ? t.dp : key == "tp" ? t.tp : key == "pp" ? t.pp : t.vpp) = value;
+    (key == "dp"   ? t.dp
+     : key == "tp" ? t.tp
+     : key == "pp" ? t.pp
+     : key == "ep" ? t.ep
+                   : t.vpp) = value;
   } else if (key == "zero") {
     if (value > 1) return InvalidArgument("--to zero must be 0 or 1");
     t.zero = value;
-  } else if (key == "ep") {
-    if (value != 1) {
-      return InvalidArgument("--to ep=" + std::to_string(value) +
-                             ": the offline reshard does not place experts yet; only tp, dp, "
-                             "zero, pp, vpp and pp_layers can be changed");
-    }
   } else {
     return InvalidArgument("--to: unknown key '" + std::string(key) +
                            "' (expected tp, dp, zero, pp, vpp, pp_layers, ep)");
@@ -158,38 +158,69 @@ std::vector<int> holders_of(const std::vector<int>& pp_ranks, const std::vector<
   return out;
 }
 
-// What the pipeline rule needs to know of the model, from the manifest's run config.
-struct PipelineModel {
+// What the pipeline and expert rules need to know of the model, from the manifest's run config.
+struct PlacementModel {
   int64_t n_layers = 0;
   bool tie_embeddings = false;
+  int64_t num_experts = 0;
 };
 
-std::string pipeline_where(const ReshardTarget& target) {
+std::string target_where(const ReshardTarget& target) {
   return "--to " + reshard_target_string(target);
 }
 
-Result<PipelineModel> pipeline_model(const Manifest& m, const ReshardTarget& target,
-                                     const PpPlacement& pp_placement) {
-  const std::string where = pipeline_where(target);
-  if (!pp_placement) return InvalidArgument(where + ": no pipeline placement rule was given");
+// The ep groups are dp_rank % ep, so ep must divide dp (as the Mesh requires).
+Status check_ep_divides_dp(const ReshardTarget& t) {
+  if (t.dp % t.ep == 0) return Status::OK();
+  return InvalidArgument("--to ep=" + std::to_string(t.ep) + ",dp=" + std::to_string(t.dp) +
+                         ": ep must divide dp (an ep group is ep consecutive dp ranks)");
+}
+
+Status check_experts(int64_t num_experts, const ReshardTarget& target) {
+  if (num_experts > 0 && num_experts % target.ep == 0) return Status::OK();
+  return InvalidArgument(target_where(target) + ": model.moe.num_experts " +
+                         std::to_string(num_experts) + " is not a positive multiple of ep " +
+                         std::to_string(target.ep) +
+                         (num_experts == 0 ? " (a dense model has no experts to place)" : ""));
+}
+
+// The model facts a pipelined or expert-parallel target needs; none otherwise.
+Result<PlacementModel> placement_model(const Manifest& m, const ReshardTarget& target,
+                                       const PpPlacement& pp_placement,
+                                       const EpPlacement& ep_placement) {
+  const std::string where = target_where(target);
+  const bool experts = target.ep > 1;
+  if (target.pipelined() && !pp_placement) {
+    return InvalidArgument(where + ": no pipeline placement rule was given");
+  }
+  if (experts && !ep_placement) {
+    return InvalidArgument(where + ": no expert placement rule was given");
+  }
+  if (!target.pipelined() && !experts) return PlacementModel{};
   if (m.config_yaml.empty()) {
-    return InvalidArgument(where + ": the checkpoint records no run config, so its "
-                           "model.n_layers (needed to cut pipeline stages) is unknown");
+    return InvalidArgument(where + ": the checkpoint records no run config, so its " +
+                           (target.pipelined()
+                                ? "model.n_layers (needed to cut pipeline stages)"
+                                : "model.moe.num_experts (needed to place experts)") +
+                           " is unknown");
   }
   Result<config::RunConfig> rc =
       config::run_config_from_yaml_text(m.config_yaml, "manifest.json config");
   if (!rc.ok()) return rc.status().with_context(where);
-  return PipelineModel{rc->model.n_layers, rc->model.tie_embeddings};
+  const PlacementModel model{rc->model.n_layers, rc->model.tie_embeddings,
+                             rc->model.moe.num_experts};
+  if (experts) MS_RETURN_IF_ERROR(check_experts(model.num_experts, target));
+  return model;
 }
 
 // The pipeline ranks holding tensor `t`: {0} unless the target is pipelined. The rule's errors
 // name the tensor, or are about the cut as a whole.
 Result<std::vector<int>> pipeline_holders(const TensorRecord& t, const ReshardTarget& target,
                                           const PpPlacement& pp_placement,
-                                          const PipelineModel& model) {
+                                          const PlacementModel& model) {
   if (!target.pipelined()) return std::vector<int>{0};
   const std::string where =
-      pipeline_where(target) + " (model.n_layers " + std::to_string(model.n_layers) + ")";
+      target_where(target) + " (model.n_layers " + std::to_string(model.n_layers) + ")";
   Result<std::vector<int>> ranks = pp_placement(t.name, model.n_layers, model.tie_embeddings,
                                                 target.pp, target.vpp, target.pp_layers);
   if (!ranks.ok()) return ranks.status().with_context(where);
@@ -203,19 +234,48 @@ Result<std::vector<int>> pipeline_holders(const TensorRecord& t, const ReshardTa
   return ranks;
 }
 
-// Optimizer state under ZeRO: dp rank d owns the flat range [d*N/dp, (d+1)*N/dp) of the box,
-// decomposed into regular boxes; its tp replicas (when the box is shared over tp) and its
-// peers on the other holding pipeline ranks (a tied embedding) share it.
+// The dp ranks holding tensor `t`, ascending: all of them, or for a routed expert of ep rank e
+// its expert-data-parallel group, dp ranks e, e + ep, e + 2 ep, ... (edp rank = dp_rank / ep).
+Result<std::vector<int>> dp_holders(const TensorRecord& t, const ReshardTarget& target,
+                                    const EpPlacement& ep_placement,
+                                    const PlacementModel& model) {
+  std::optional<int> owner;
+  if (target.ep > 1) {
+    const std::string where = target_where(target) + " (model.moe.num_experts " +
+                              std::to_string(model.num_experts) + ")";
+    Result<std::optional<int>> rank = ep_placement(t.name, model.num_experts, target.ep);
+    if (!rank.ok()) return rank.status().with_context(where);
+    if (*rank && (**rank < 0 || **rank >= target.ep)) {
+      return InvalidArgument(where + ": tensor \"" + t.name + "\": the expert placement rule "
+                             "gave ep rank " + std::to_string(**rank) + ", outside [0, " +
+                             std::to_string(target.ep) + ")");
+    }
+    owner = *rank;
+  }
+  std::vector<int> out;
+  for (int d = 0; d < target.dp; ++d) {
+    if (!owner || d % target.ep == *owner) out.push_back(d);
+  }
+  return out;
+}
+
+// Optimizer state under ZeRO: the j-th of the k holding dp ranks owns the flat range
+// [j*N/k, (j+1)*N/k) of the box, decomposed into regular boxes; its tp replicas (when the box
+// is shared over tp) and its peers on the other holding pipeline ranks (a tied embedding)
+// share it.
 void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
-                      const std::vector<int>& pp_holders, const ReshardTarget& target,
-                      uint64_t max_bytes, WriterLoad& load, std::vector<PlannedShard>& out) {
+                      const std::vector<int>& pp_holders, const std::vector<int>& dp_ranks,
+                      const ReshardTarget& target, uint64_t max_bytes, WriterLoad& load,
+                      std::vector<PlannedShard>& out) {
   const comm::ShardSpec spec =
       comm::ShardSpec::box(t.global_shape, g.box.offsets, g.box.lengths).value();
   const int64_t n = g.box.numel();
-  for (int d = 0; d < target.dp; ++d) {
-    const int64_t begin = n * d / target.dp, end = n * (d + 1) / target.dp;
+  const int64_t k = static_cast<int64_t>(dp_ranks.size());
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t begin = n * j / k, end = n * (j + 1) / k;
     if (begin == end) continue;
-    const std::vector<int> holders = holders_of(pp_holders, {d}, g.tp_ranks, target);
+    const std::vector<int> holders =
+        holders_of(pp_holders, {dp_ranks[static_cast<size_t>(j)]}, g.tp_ranks, target);
     for (const LocalBox& lb : spec_boxes(spec.with_flat_range(begin, end).value())) {
       load.place(index, lb.box, holders, t.dtype, max_bytes, out);
     }
@@ -239,6 +299,7 @@ Result<ReshardTarget> parse_reshard_target(std::string_view text) {
     MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
     start = comma + 1;
   }
+  MS_RETURN_IF_ERROR(check_ep_divides_dp(t));
   return t;
 }
 
@@ -254,34 +315,35 @@ std::string reshard_target_string(const ReshardTarget& t) {
       s += ",";
     }
   }
-  return s + "tp=" + std::to_string(t.tp) + ",dp=" + std::to_string(t.dp) +
-         ",zero=" + std::to_string(t.zero);
+  s += "tp=" + std::to_string(t.tp) + ",";
+  if (t.ep > 1) s += "ep=" + std::to_string(t.ep) + ",";
+  return s + "dp=" + std::to_string(t.dp) + ",zero=" + std::to_string(t.zero);
 }
 
 Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardTarget& target,
                                                const TpPlacement& placement,
                                                const PpPlacement& pp_placement,
+                                               const EpPlacement& ep_placement,
                                                uint64_t max_shard_bytes) {
-  PipelineModel model;
-  if (target.pipelined()) {
-    MS_ASSIGN_OR_RETURN(model, pipeline_model(m, target, pp_placement));
-  }
+  MS_RETURN_IF_ERROR(check_ep_divides_dp(target));
+  MS_ASSIGN_OR_RETURN(const PlacementModel model,
+                      placement_model(m, target, pp_placement, ep_placement));
   std::vector<PlannedShard> plan;
   WriterLoad load(target.world());
-  std::vector<int> all_dp(static_cast<size_t>(target.dp));
-  for (int d = 0; d < target.dp; ++d) all_dp[static_cast<size_t>(d)] = d;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const TensorRecord& t = m.tensors[i];
     MS_ASSIGN_OR_RETURN(const std::vector<int> pp_holders,
                         pipeline_holders(t, target, pp_placement, model));
+    MS_ASSIGN_OR_RETURN(const std::vector<int> dp_ranks,
+                        dp_holders(t, target, ep_placement, model));
     MS_ASSIGN_OR_RETURN(const std::vector<BoxGroup> groups, box_groups(t, target, placement));
     const bool zero_sharded = target.zero == 1 && t.name.starts_with("optimizer.") &&
                               !t.global_shape.empty();
     for (const BoxGroup& g : groups) {
-      if (zero_sharded && g.box.numel() >= target.dp) {
-        plan_flat_ranges(t, i, g, pp_holders, target, max_shard_bytes, load, plan);
+      if (zero_sharded && g.box.numel() >= static_cast<int64_t>(dp_ranks.size())) {
+        plan_flat_ranges(t, i, g, pp_holders, dp_ranks, target, max_shard_bytes, load, plan);
       } else {
-        load.place(i, g.box, holders_of(pp_holders, all_dp, g.tp_ranks, target), t.dtype,
+        load.place(i, g.box, holders_of(pp_holders, dp_ranks, g.tp_ranks, target), t.dtype,
                    max_shard_bytes, plan);
       }
     }

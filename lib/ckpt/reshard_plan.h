@@ -1,16 +1,19 @@
-// The plan of an offline reshard (`ms-ckpt reshard --to tp=2,dp=2,zero=1`, `--to pp=2,tp=2`):
+// The plan of an offline reshard (`ms-ckpt reshard --to tp=2,dp=2,zero=1`, `--to pp=2,tp=2`,
+// `--to ep=4,dp=4`):
 // which boxes of which tensors each rank of the target layout writes. Pure arithmetic on a
 // manifest, so every process computes the same plan and tests can check it without files.
 //
 // Target ranks follow the Mesh (comm/mesh.h): rank = (pp_rank * dp + dp_rank) * tp + tp_rank,
-// tp fastest. The tensor-parallel slice of a tensor and the pipeline ranks holding it come from
-// placement rules the caller passes in (parallel::tp_shard and parallel::pp_ranks_holding in
-// ms-ckpt): lib/ckpt sits beside lib/parallel and does not link it, so each rule by tensor name
-// has exactly one home.
+// tp fastest; ep divides dp and ep_rank = dp_rank % ep. The tensor-parallel slice of a tensor,
+// the pipeline ranks and the ep rank holding it come from placement rules the caller passes in
+// (parallel::tp_shard, parallel::pp_ranks_holding and parallel::ep_rank_holding in ms-ckpt):
+// lib/ckpt sits beside lib/parallel and does not link it, so each rule by tensor name has
+// exactly one home.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,21 +32,22 @@ struct ReshardTarget {
   int pp = 1;    // pipeline ranks
   int vpp = 1;   // virtual stages (chunks) per pipeline rank
   std::vector<int64_t> pp_layers;  // layers per virtual stage; empty: an even cut
+  int ep = 1;  // expert-parallel ranks: divides dp; dp rank d holds the experts of ep rank d % ep
   int world() const { return pp * dp * tp; }
   // Whether tensors are placed on pipeline stages at all (any key other than the defaults).
   bool pipelined() const { return pp > 1 || vpp > 1 || !pp_layers.empty(); }
 };
 
-// "tp=2,dp=2,zero=1", "pp=2,vpp=2,dp=2", "pp=2,pp_layers=4+2" -> target; keys may come in any
-// order and default to dp=1, tp=1, zero=0, pp=1, vpp=1 and an even layer cut. pp_layers lists
-// the layers of each virtual stage separated by '+' (a ',' would end the item); whether they fit
-// the model is checked by the plan, which knows n_layers. ep other than 1 is refused (the
-// offline reshard does not place experts yet); unknown keys and bad numbers are
-// InvalidArgument naming them.
+// "tp=2,dp=2,zero=1", "pp=2,vpp=2,dp=2", "pp=2,pp_layers=4+2", "ep=4,dp=4" -> target; keys may
+// come in any order and default to dp=1, tp=1, zero=0, pp=1, vpp=1, ep=1 and an even layer cut.
+// pp_layers lists the layers of each virtual stage separated by '+' (a ',' would end the item);
+// whether they fit the model is checked by the plan, which knows n_layers (and whether ep
+// divides the experts, which knows model.moe.num_experts). An ep that does not divide dp, unknown
+// keys and bad numbers are InvalidArgument naming them.
 Result<ReshardTarget> parse_reshard_target(std::string_view text);
 
 // The target as --to text, e.g. "pp=2,vpp=1,pp_layers=4+2,tp=2,dp=1,zero=0" (pp keys only when
-// pipelined()).
+// pipelined(), ep only when above 1: "tp=1,ep=2,dp=2,zero=0").
 std::string reshard_target_string(const ReshardTarget& target);
 
 // The slice tp rank `rank` of `tp` holds of tensor `name` with global shape `shape`: a whole
@@ -60,6 +64,12 @@ using PpPlacement = std::function<Result<std::vector<int>>(
     std::string_view name, int64_t n_layers, bool tie_embeddings, int pp, int vpp,
     const std::vector<int64_t>& pp_layers)>;
 
+// The ep rank (in [0, ep)) holding tensor `name` of a model with num_experts experts per layer,
+// or std::nullopt when every ep rank holds it (not a routed expert). An error (a malformed expert
+// name, an expert out of range) refuses the reshard.
+using EpPlacement = std::function<Result<std::optional<int>>(std::string_view name,
+                                                             int64_t num_experts, int ep)>;
+
 // One output shard: box `box` of tensor `tensor` (index into Manifest::tensors), written by
 // target rank `target_rank` into its data file.
 struct PlannedShard {
@@ -71,19 +81,25 @@ struct PlannedShard {
 // The shards the target layout saves. For each tensor, `placement` gives every tp rank's box
 // (with target.tp == 1 and no placement, the whole tensor) and, when target.pipelined(),
 // `pp_placement` the pipeline ranks holding it (otherwise pipeline rank 0), with n_layers and
-// tie_embeddings read from the manifest's config_yaml (its `model:` section). A box is held by
-// every dp rank of every holding pipeline rank, for each tp rank whose box it is; a box held by
-// several target ranks is written once, by the holder with the fewest bytes so far (so writes
-// are balanced). Optimizer state under zero=1 is, per tp box, each dp rank's flat range of
-// that box [r*N/dp, (r+1)*N/dp) decomposed into regular boxes, held by dp rank r of each
-// holding pipeline rank; a box with fewer elements than dp is written once instead. Empty
-// boxes (a tp rank holding only vocabulary padding) are skipped. Boxes are split to at most
+// tie_embeddings read from the manifest's config_yaml (its `model:` section), and, when
+// target.ep > 1, `ep_placement` the ep rank holding it (model.moe.num_experts from the same
+// config). A box is held by every holding dp rank of every holding pipeline rank, for each tp
+// rank whose box it is: all dp ranks, or for an expert of ep rank e the dp ranks d with
+// d % ep == e (its expert-data-parallel group). A box held by several target ranks is written
+// once, by the holder with the fewest bytes so far (so writes are balanced). Optimizer state
+// under zero=1 is, per tp box, split over the k holding dp ranks: the j-th of them owns the
+// flat range [j*N/k, (j+1)*N/k) of that box decomposed into regular boxes, on each holding
+// pipeline rank; a box with fewer elements than k is written once instead. Empty boxes (a tp
+// rank holding only vocabulary padding) are skipped. Boxes are split to at most
 // max_shard_bytes where a row allows. Deterministic. InvalidArgument naming the tensor when a
-// placement refuses it, when target.tp > 1 or target.pipelined() and the rule is not given,
-// or when a pipelined target meets a manifest without a readable run config.
+// placement refuses it, when target.tp > 1, target.pipelined() or target.ep > 1 and the rule
+// is not given, when such a target meets a manifest without a readable run config, when ep
+// does not divide dp, or (naming model.moe.num_experts and ep) when the model's experts are
+// none or not a multiple of ep.
 Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardTarget& target,
                                                const TpPlacement& placement,
                                                const PpPlacement& pp_placement,
+                                               const EpPlacement& ep_placement,
                                                uint64_t max_shard_bytes);
 
 }  // namespace ms::ckpt

@@ -3,7 +3,8 @@
 // the file, tensor and offset of a flipped byte; diff reports exact max abs/rel differences on
 // crafted tensors; export of a checkpoint to safetensors diffs equal against it; a reshard to
 // pp=2,tp=2 puts each stage's tensors in its ranks' files and, resharded back to dp=1, diffs
-// equal against the original.
+// equal against the original; so does a reshard of an MoE checkpoint to ep=2,dp=2, which puts
+// each ep rank's experts in its file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "ckpt/verify.h"
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
+#include "parallel/ep_placement.h"
 #include "parallel/pp_placement.h"
 #include "parallel/tp_shards.h"
 #include "tests/ckpt/tiny_checkpoint.h"
@@ -30,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using test_support::tiny_model;
+using test_support::tiny_moe_model;
 using test_support::tiny_values;
 
 using CliCheckpointTest = test_support::TinyCheckpointTest;
@@ -236,6 +239,63 @@ TEST_F(CliCheckpointTest, ReshardToPipelineStagesAndBackKeepsEveryValue) {
   expect_same_tensors(step, *pp);
   expect_same_tensors(step, *single);
   EXPECT_EQ(Manifest::read(*single)->layout, (Layout{1, 1, 1, 1, 1, 0}));
+}
+
+// ep=2,dp=2 on a 4-expert model: experts 0, 1 (and expert 0's moment) go to rank 0's file,
+// experts 2, 3 to rank 1's; the router and the shared expert to either. Resharded back to dp=1
+// every value is unchanged.
+TEST_F(CliCheckpointTest, ReshardToExpertParallelAndBackKeepsEveryValue) {
+  model_ = tiny_moe_model();
+  const std::string step = save("a", 6, tiny_values(0, model_));
+  ReshardOptions options;
+  options.output_dir = dir_ + "/ep";
+  options.target = *parse_reshard_target("ep=2,dp=2");
+  options.tp_placement = parallel::tp_shard;
+  options.pp_placement = parallel::pp_ranks_holding;
+  options.ep_placement = parallel::ep_rank_holding;
+  options.max_shard_bytes = 128;
+  Result<std::string> ep = reshard_checkpoint(step, options, *world_, io::default_env());
+  ASSERT_TRUE(ep.ok()) << ep.status().to_string();
+  ReshardOptions back = options;
+  back.output_dir = dir_ + "/back";
+  back.target = *parse_reshard_target("dp=1");
+  Result<std::string> single = reshard_checkpoint(*ep, back, *world_, io::default_env());
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  if (world_->rank() != 0) return;
+  Result<Manifest> m = Manifest::read(*ep);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->layout, (Layout{2, 2, 1, 1, 2, 0}));
+  const std::string experts = "model.layers.0.block_sparse_moe.experts.";
+  const std::set<std::string> rank0 = {data_file_name(0)}, rank1 = {data_file_name(1)};
+  for (const char* w : {"w1", "w2", "w3"}) {
+    EXPECT_EQ(files_of(*m, experts + "0." + w + ".weight"), rank0) << w;
+    EXPECT_EQ(files_of(*m, experts + "1." + w + ".weight"), rank0) << w;
+    EXPECT_EQ(files_of(*m, experts + "2." + w + ".weight"), rank1) << w;
+    EXPECT_EQ(files_of(*m, experts + "3." + w + ".weight"), rank1) << w;
+  }
+  EXPECT_EQ(files_of(*m, "optimizer.exp_avg." + experts + "0.w1.weight"), rank0);
+  EXPECT_EQ(files_of(*m, "model.layers.0.block_sparse_moe.gate.weight").size(), 1u);
+  Result<VerifyReport> v = verify_checkpoint(*ep, io::default_env());
+  ASSERT_TRUE(v.ok() && v->ok());
+  expect_same_tensors(step, *ep);
+  expect_same_tensors(step, *single);
+  EXPECT_EQ(Manifest::read(*single)->layout, (Layout{1, 1, 1, 1, 1, 0}));
+}
+
+// A dense model has no experts for ep ranks to hold: refused, naming model.moe.num_experts,
+// before anything is written.
+TEST_F(CliCheckpointTest, ReshardOfADenseModelToExpertParallelIsRefused) {
+  const std::string step = save("a", 3, tiny_values(0));
+  ReshardOptions options;
+  options.output_dir = dir_ + "/ep";
+  options.target = *parse_reshard_target("ep=2,dp=2");
+  options.ep_placement = parallel::ep_rank_holding;
+  Result<std::string> out = reshard_checkpoint(step, options, *world_, io::default_env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("model.moe.num_experts 0"), std::string::npos)
+      << out.status().message();
+  EXPECT_FALSE(fs::exists(dir_ + "/ep/" + step_dir_name(3)));
 }
 
 // The tiny model's one layer cannot make two stages: refused with pp_stage_layers' reason

@@ -80,7 +80,7 @@ TEST(ReshardPlanTest, BoxesTileEveryTensorAndLieInTheWritersTpSlice) {
   const Manifest m = llama_like();
   for (const ReshardTarget& target : kTargets) {
     SCOPED_TRACE(layout_name(target));
-    Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, nullptr, 40);
+    Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, nullptr, nullptr, 40);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     std::map<size_t, std::vector<Box>> boxes;
     for (const PlannedShard& s : *plan) {
@@ -108,7 +108,8 @@ TEST(ReshardPlanTest, BoxesTileEveryTensorAndLieInTheWritersTpSlice) {
 TEST(ReshardPlanTest, ZeroRangesAreFlatRangesOfTheTpBoxes) {
   const Manifest m = llama_like();
   const ReshardTarget target = layout(2, 2, 1);
-  Result<std::vector<PlannedShard>> plan = plan_reshard(m, target, kRule, nullptr, 1 << 20);
+  Result<std::vector<PlannedShard>> plan =
+      plan_reshard(m, target, kRule, nullptr, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   const size_t o_proj = 8;  // optimizer.exp_avg...o_proj: columns split, 4 x 4 per tp rank
   ASSERT_EQ(m.tensors[o_proj].name, "optimizer.exp_avg.model.layers.0.self_attn.o_proj.weight");
@@ -141,7 +142,7 @@ TEST(ReshardPlanTest, ReplicatedWritesAreBalancedOverTheHolders) {
   m.tensors.push_back(tensor("model.layers.0.self_attn.q_proj.weight", {8, 4}));
   m.tensors.push_back(tensor("model.layers.1.self_attn.q_proj.weight", {8, 4}));
   Result<std::vector<PlannedShard>> plan =
-      plan_reshard(m, layout(2, 2, 0), kRule, nullptr, 1 << 20);
+      plan_reshard(m, layout(2, 2, 0), kRule, nullptr, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok());
   std::vector<int64_t> bytes(4, 0);
   for (const PlannedShard& s : *plan) bytes[static_cast<size_t>(s.target_rank)] += s.box.numel();
@@ -155,7 +156,7 @@ TEST(ReshardPlanTest, ReplicatedWritesAreBalancedOverTheHolders) {
 TEST(ReshardPlanTest, ARankHoldingOnlyVocabularyPaddingWritesNothing) {
   const Manifest m = llama_like();
   Result<std::vector<PlannedShard>> plan =
-      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, 1 << 20);
+      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, nullptr, 1 << 20);
   ASSERT_TRUE(plan.ok());
   for (const PlannedShard& s : *plan) {
     const std::string& name = m.tensors[s.tensor].name;
@@ -169,20 +170,20 @@ TEST(ReshardPlanTest, ATensorTpCannotSplitIsRefusedByName) {
   Manifest m = llama_like();
   m.tensors.push_back(tensor("model.layers.1.mlp.up_proj.weight", {6, 4}));
   Result<std::vector<PlannedShard>> plan =
-      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, 1 << 20);
+      plan_reshard(m, layout(1, 4, 0), kRule, nullptr, nullptr, 1 << 20);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kInvalidArgument);
   const std::string& msg = plan.status().message();
   EXPECT_NE(msg.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tp=4"), std::string::npos) << msg;
-  EXPECT_TRUE(plan_reshard(m, layout(1, 2, 0), kRule, nullptr, 1 << 20).ok());
+  EXPECT_TRUE(plan_reshard(m, layout(1, 2, 0), kRule, nullptr, nullptr, 1 << 20).ok());
 }
 
 TEST(ReshardPlanTest, TpNeedsAPlacementRule) {
   const Manifest m = llama_like();
-  EXPECT_TRUE(plan_reshard(m, layout(2, 1, 1), nullptr, nullptr, 1 << 20).ok());
+  EXPECT_TRUE(plan_reshard(m, layout(2, 1, 1), nullptr, nullptr, nullptr, 1 << 20).ok());
   Result<std::vector<PlannedShard>> plan =
-      plan_reshard(m, layout(1, 2, 0), nullptr, nullptr, 1 << 20);
+      plan_reshard(m, layout(1, 2, 0), nullptr, nullptr, nullptr, 1 << 20);
   ASSERT_FALSE(plan.ok());
   EXPECT_NE(plan.status().message().find("placement"), std::string::npos);
 }

@@ -31,6 +31,16 @@ inline config::ModelConfig tiny_model(int64_t n_layers = 1) {
   return c;
 }
 
+// tiny_model with its feed-forward blocks made MoE: 4 routed experts (top 2) and a shared
+// expert, as a Mixtral-style checkpoint names them (hf_names.h).
+inline config::ModelConfig tiny_moe_model(int64_t n_layers = 1) {
+  config::ModelConfig c = tiny_model(n_layers);
+  c.moe.num_experts = 4;
+  c.moe.top_k = 2;
+  c.moe.shared_expert_d_ff = 4;
+  return c;
+}
+
 // Every parameter of `model`, in hf_parameter_specs order, filled with
 // 0.01 * (7 t + i mod 13) + offset (t: the parameter's index, i: the element's).
 inline std::vector<Tensor> tiny_values(float offset,
@@ -69,8 +79,9 @@ class TinyCheckpointTest : public ::testing::Test {
 
   // Saves `v` (one tensor per hf_parameter_specs(model_) entry) as step `step` under
   // dir_/name, the embedding split by rows across the ranks and the rest replicated, plus a
-  // moment of lm_head as the trainer saves optimizer state; copies `tokenizer_path` in when it
-  // is not empty. Returns the step directory.
+  // moment of lm_head (and of layer 0's expert 0 w1 in an MoE model) as the trainer saves
+  // optimizer state; copies `tokenizer_path` in when it is not empty. Returns the step
+  // directory.
   std::string save(const std::string& name, int64_t step, const std::vector<Tensor>& v,
                    const std::string& tokenizer_path = "") {
     const std::vector<TensorInfo> specs = hf_parameter_specs(model_);
@@ -83,6 +94,9 @@ class TinyCheckpointTest : public ::testing::Test {
         data += spec.offsets()[0] * specs[i].shape[1];
       }
       tensors.push_back({specs[i].name, DType::kF32, spec, data});
+      if (specs[i].name == kFirstExpert) {
+        tensors.push_back({"optimizer.exp_avg." + specs[i].name, DType::kF32, spec, data});
+      }
     }
     tensors.push_back({"optimizer.exp_avg.lm_head.weight", DType::kF32,
                        comm::ShardSpec::replicated(specs.back().shape), v.back().data<float>()});
@@ -101,6 +115,8 @@ class TinyCheckpointTest : public ::testing::Test {
     EXPECT_TRUE(checkpointer.finish().ok());
     return request.checkpoints_dir + "/" + step_dir_name(step);
   }
+
+  static constexpr const char* kFirstExpert = "model.layers.0.block_sparse_moe.experts.0.w1.weight";
 
   std::unique_ptr<comm::MpiCommunicator> world_;
   std::string dir_;
