@@ -97,7 +97,9 @@ void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting&
   load_dropped.resize(layers.size(), 0);
   std::vector<int64_t>& counts = load_routed[l];
   counts.resize(static_cast<size_t>(r.experts), 0);
-  for (int64_t e = 0; e < r.experts; ++e) counts[static_cast<size_t>(e)] += r.routed[static_cast<size_t>(e)];
+  for (int64_t e = 0; e < r.experts; ++e) {
+    counts[static_cast<size_t>(e)] += r.offsets[static_cast<size_t>(e + 1)] - r.offsets[static_cast<size_t>(e)];
+  }
   load_dropped[l] += r.dropped;
 }
 

@@ -215,8 +215,8 @@ struct Transformer::Impl {
 
   TpState tp;
   EpState ep;
-  // Routed load since the last take_moe_load: per local layer, assignments per expert and
-  // assignments dropped by the capacity.
+  // Routed load since the last take_moe_load: per local layer, assignments each expert took
+  // and assignments dropped by the capacity.
   std::vector<std::vector<int64_t>> load_routed;
   std::vector<int64_t> load_dropped;
   bool recomputing = false;  // inside parallel.recompute=full's second forward of a layer
@@ -298,7 +298,7 @@ struct Transformer::Impl {
   // The MoE FFN split where the experts may run on another rank (model/compute.cc).
   void moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x, std::vector<float>& xp,
                     int64_t n, bool capacity);
-  // Adds a training forward's routing of layer `li` to `load` (per-expert assignments chosen,
+  // Adds a training forward's routing of layer `li` to the load (per-expert assignments kept,
   // assignments dropped).
   void record_load(const LayerIndex& li, const ops::MoeRouting& routing);
   void experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,

@@ -190,8 +190,8 @@ class Transformer {
   };
   EpCommStats take_ep_comm_stats();
   // The MoE routing of the forwards since the last call, then reset: per layer this chunk
-  // holds (model layer chunk().first_layer + i), the assignments the router chose per expert
-  // and the assignments model.moe.capacity_factor dropped. Empty for a dense model.
+  // holds (model layer chunk().first_layer + i), the assignments each expert took (after any
+  // capacity) and the assignments model.moe.capacity_factor dropped. Empty for a dense model.
   struct MoeLoad {
     std::vector<std::vector<int64_t>> routed;  // [layer][expert]
     std::vector<int64_t> dropped;              // [layer]

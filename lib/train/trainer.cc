@@ -708,6 +708,8 @@ Status Trainer::record_step(int64_t step, const StepResult& r) {
   record.tokens_per_s =
       static_cast<double>(config_.train.global_batch / s_->dp * config_.train.seq_len) / r.step_s;
   record.phases = r.phases;
+  record.expert_tokens = r.expert_tokens;  // global (dp and pp summed): the same on every rank
+  record.dropped_tokens = r.dropped_tokens;
   MS_RETURN_IF_ERROR(s_->telemetry->write_step(record));
   return s_->trace ? s_->trace->flush() : Status::OK();
 }

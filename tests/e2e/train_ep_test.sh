@@ -148,6 +148,20 @@ assert "model.layers.3.block_sparse_moe.experts.3.w2.weight" in names, sorted(na
 PY
 passed=$((passed + 1))
 
+# Offline: the ep 2 checkpoint resharded for ep = 4 x dp = 4 holds the same values and resumes
+# there; ms-diagnose moe-load summarizes the per-expert load the telemetry recorded.
+"$BIN/ms-ckpt" reshard "$ckpt" --to ep=4,dp=4 --output "$work/rs-ep4" > "$work/rs.txt" 2>&1 ||
+  { cat "$work/rs.txt"; fail "reshard to ep=4,dp=4"; }
+"$BIN/ms-ckpt" diff "$ckpt" "$work/rs-ep4/step-00000002" > "$work/diff.txt" 2>&1 ||
+  { cat "$work/diff.txt"; fail "the ep=4 reshard changed values"; }
+train 4 "$work/resume-rs" --set checkpoint.resume="$work/rs-ep4/step-00000002" --set parallel.ep=4
+close "$work/resume-rs" "$work/save-ep2" 3
+out=$("$BIN/ms-diagnose" moe-load "$work/cf-ep2") || { echo "$out"; fail "moe-load"; }
+grep -q "layer 3" <<<"$out" || { echo "$out"; fail "moe-load lacks layer 3"; }
+grep -qi "dropped" <<<"$out" || { echo "$out"; fail "moe-load does not report the drops"; }
+grep -q '"expert_tokens":\[\[' "$work/ep2/telemetry/rank-00001.jsonl" || fail "no expert counts in the telemetry"
+passed=$((passed + 2))
+
 # Refused before any step, naming the key and the rule.
 refused() {  # refused <ranks> <text the message must hold> [extra args...]
   local np=$1 want=$2 status=0 out
