@@ -7,7 +7,7 @@
 #     with compute, so none of it is hidden);
 #  2. configs/tiny-moe.yaml for 100 steps at ep = 2 with f32 and with bf16 dispatch on the
 #     GPT-2 Shakespeare plan: the largest loss difference over the 100 steps and at the end.
-# Every rank 1 BLAS thread.
+# Every rank 1 BLAS thread. SKIP_LOSS=1 runs part 1 only.
 # Usage: scripts/bench/train_ep_bench.sh [build dir] [work dir] [steps of part 1]
 set -euo pipefail
 BUILD=${1:-build}
@@ -73,6 +73,7 @@ done
 awk -v a="$(tps ep2)" -v b="$(tps ep2-bf16)" -v d="$(tps dp2)" 'BEGIN {
   printf "tokens/s against dp 2: ep 2 f32 %.2f, ep 2 bf16 %.2f\n", a / d, b / d }'
 
+[ "${SKIP_LOSS:-0}" = 1 ] && exit 0
 losses() { sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$WORK/$1/telemetry/rank-00000.jsonl"; }
 run moe-f32 "$SRC/configs/tiny-moe.yaml" gpt2 --set train.steps=100 --set parallel.ep=2
 run moe-bf16 "$SRC/configs/tiny-moe.yaml" gpt2 --set train.steps=100 --set parallel.ep=2 \
