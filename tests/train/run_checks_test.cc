@@ -88,7 +88,6 @@ TEST(RunChecks, ExpertParallelismIsCarvedOutOfDataParallelism) {
   Result<int> dp = data_parallel_size(c, 2);
   ASSERT_TRUE(dp.ok()) << dp.status().to_string();
   EXPECT_EQ(*dp, 2);
-  c.train.global_batch = 6;
   c.parallel.ep = 3;
   c.model.moe.num_experts = 3;
   expect_message(data_parallel_size(c, 2).status(),
