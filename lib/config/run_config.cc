@@ -73,6 +73,11 @@ void add_model_keys(Schema<Cfg>& s) {
         "telemetry). The count depends on the micro-batch only, so every expert-parallel "
         "layout drops the same tokens. 0: dropless.",
         &Cfg::model, &M::moe, &MoeConfig::capacity_factor).at_least(0.0);
+  s.add("model.moe.z_loss_coef",
+        "Weight of the router z-loss (ST-MoE): the mean over tokens of logsumexp(router "
+        "logits)^2, averaged over the MoE layers like the load-balancing loss; it keeps the "
+        "router logits small. 0: off.", &Cfg::model, &M::moe, &MoeConfig::z_loss_coef)
+      .at_least(0.0);
 }
 
 void add_parallel_keys(Schema<Cfg>& s) {

@@ -38,6 +38,7 @@ struct MoeConfig {
   double aux_loss_coef = 0.01;
   int64_t shared_expert_d_ff = 0;  // 0: no shared expert
   double capacity_factor = 0;      // training: 0 dropless, else ceil(f * n * k / E) per expert
+  double z_loss_coef = 0;          // router z-loss weight (ST-MoE); 0: off
   bool operator==(const MoeConfig&) const = default;
 };
 

@@ -3,6 +3,7 @@
 // one sgemm per projection over all rows (one per expert). Under tensor parallelism they run
 // on this rank's d_ff slice (TpState). The layers and the stack are in model/layers.cc.
 #include <algorithm>
+#include <cmath>
 
 #include "model/buffers.h"
 #include "model/model_impl.h"
@@ -112,6 +113,20 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
   float* logits = sized(scratch.router_logits, n * E);
   ops::linear_forward(x, w(li.router), logits, n, D, E);
   ops::softmax_forward(logits, sized(m.probs, n * E), n, E);
+  if (cfg.moe.z_loss_coef > 0) {
+    // logsumexp from the probabilities' normalizer: lse = max + log(sum exp(l - max)).
+    float* lse = sized(m.lse, n);
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* row = logits + i * E;
+      const float mx = *std::max_element(row, row + E);
+      double sum = 0;
+      for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(row[e] - mx));
+      lse[i] = static_cast<float>(mx + std::log(sum));
+      z += static_cast<double>(lse[i]) * lse[i];
+    }
+    if (capacity && !recomputing) pass.z_sum += z / static_cast<double>(n);
+  }
   m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
   if (capacity) {
     ops::moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
@@ -219,6 +234,14 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
   float* dlogits = zeroed(s.router_logits, n * E);
   ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
+  if (cfg.moe.z_loss_coef > 0) {
+    // d/dl_ij of mean_i lse_i^2 = (2 / n) lse_i softmax_ij.
+    const float scale = 2.0f * pass.z_grad / static_cast<float>(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = scale * m.lse[i];
+      for (int64_t e = 0; e < E; ++e) dlogits[i * E + e] += g * m.probs[i * E + e];
+    }
+  }
   // The router is replicated and every tp rank computed the same router input gradient; one
   // of them adds it to the partial sums the caller reduces over tp.
   ops::linear_backward(x, w(li.router), dlogits, tp.rank == 0 ? dx : nullptr, g(li.router), n, D,

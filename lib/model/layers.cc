@@ -263,6 +263,7 @@ double Transformer::Impl::forward(const int32_t* inputs, const float* x_in, cons
   const int64_t D = cfg.d_model, nd = d.Nr * D;
   pass.acts.resize(layers.size());
   pass.d = d;
+  pass.z_sum = 0;
   if (chunk.first) {
     embed_forward(inputs, d);
   } else {

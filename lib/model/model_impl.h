@@ -57,6 +57,7 @@ struct MlpActs {
 
 struct MoeActs {
   std::vector<float> probs;    // (N, E)
+  std::vector<float> lse;      // (N) logsumexp of the router logits (the z-loss)
   std::vector<float> weights;  // (N, k)
   ops::MoeRouting routing;
   MlpActs experts;             // (N*k, d_ff), rows grouped by expert; with ep the rows this
@@ -161,6 +162,8 @@ struct PassActs {
   Dims d;
   std::vector<int32_t> inputs;  // the first stage's token ids, for the embedding's gradient
   float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
+  float z_grad = 0;             // d(objective)/d(each layer's router z-loss)
+  double z_sum = 0;             // the forward's router z-losses, summed over its layers
 };
 
 // Expert parallelism: this rank's experts of every MoE layer and the ep group the routed rows

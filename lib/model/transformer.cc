@@ -456,10 +456,12 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   MS_RETURN_IF_ERROR(m.loss(targets, d, grad_scale, true));
   const double layers = static_cast<double>(m.cfg.n_layers);
   m.pass.aux_grad = static_cast<float>(grad_scale * m.cfg.moe.aux_loss_coef / layers);
+  m.pass.z_grad = static_cast<float>(grad_scale * m.cfg.moe.z_loss_coef / layers);
   m.backward(nullptr, nullptr, d, hooks);
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
-  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
+                   m.pass.z_sum / layers, d.N};
 }
 
 Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t* targets,
@@ -471,7 +473,8 @@ Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t
   MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
   MS_RETURN_IF_ERROR(m.ep.error);
   const double layers = static_cast<double>(m.cfg.n_layers);
-  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
+                   m.pass.z_sum / layers, d.N};
 }
 
 Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int64_t T) {
@@ -526,8 +529,9 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   if (c.first) m.pass.inputs.assign(batch.inputs, batch.inputs + d.N);
   const double layers = static_cast<double>(m.cfg.n_layers);
   m.pass.aux_grad = static_cast<float>(batch.grad_scale * m.cfg.moe.aux_loss_coef / layers);
+  m.pass.z_grad = static_cast<float>(batch.grad_scale * m.cfg.moe.z_loss_coef / layers);
   const double aux_sum = m.forward(batch.inputs, c.first ? nullptr : input.data(), d);
-  LossStats stats{0.0, m.is_moe() ? aux_sum / layers : 0.0, d.N};
+  LossStats stats{0.0, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
   if (c.last) {
     MS_RETURN_IF_ERROR(m.loss(batch.targets, d, batch.grad_scale, batch.backward));
     stats.loss = mean_loss(m.pass.token_loss, d.N);

@@ -48,6 +48,7 @@ struct Parameter {
 struct LossStats {
   double loss = 0;      // mean cross-entropy over the tokens
   double aux_loss = 0;  // MoE load-balancing loss, mean over MoE layers (0 when dense)
+  double z_loss = 0;    // MoE router z-loss, mean over MoE layers (0 when dense)
   int64_t tokens = 0;   // B * T
 };
 
@@ -137,7 +138,8 @@ class Transformer {
   Result<size_t> parameter_index(const std::string& name) const;
 
   // inputs/targets: (B, T) int32 row-major token ids in [0, vocab_size), 1 <= T <= max_seq_len.
-  // Accumulates grad_scale * d(loss + aux_loss_coef * aux_loss)/d(param) into every
+  // Accumulates grad_scale * d(loss + aux_loss_coef * aux_loss + z_loss_coef * z_loss)/d(param)
+  // into every
   // Parameter::grad (the trainer passes 1 / num_micro_batches) and returns the mean
   // cross-entropy over the B*T tokens and the aux loss. InvalidArgument for bad sizes or token
   // ids (naming the position); gradients are untouched then.

@@ -61,7 +61,7 @@ Result<PipelineStepResult> PipelineStep::run(int64_t step,
   const auto trace = [&](const char* op, int chunk, int mb, double t0, double t1) {
     if (trace_ != nullptr) trace_->compute(op, stage_of(chunk), mb, step, t0, t1);
   };
-  double loss_sum = 0, aux_sum = 0;
+  double loss_sum = 0, aux_sum = 0, z_sum = 0;
 
   parallel::PpCallbacks callbacks;
   callbacks.forward = [&](int mb, int chunk, std::span<const float> input,
@@ -82,6 +82,7 @@ Result<PipelineStepResult> PipelineStep::run(int64_t step,
     trace("fwd", chunk, mb, t0, t1);
     if (m.chunk().last) loss_sum += stats.loss;
     aux_sum += stats.aux_loss;
+    z_sum += stats.z_loss;
     return Status::OK();
   };
   callbacks.backward = [&](int mb, int chunk, std::span<const float> grad_out,
@@ -118,10 +119,11 @@ Result<PipelineStepResult> PipelineStep::run(int64_t step,
   }
   MS_RETURN_IF_ERROR(parallel::run_pp_schedule(pp_, shape_, actions_, callbacks, options));
   MS_RETURN_IF_ERROR(sum_tied_embedding());
-  double shared[2] = {loss_sum, aux_sum};
-  MS_RETURN_IF_ERROR(sum_in_rank_order(pp_, std::span<double>(shared, 2)));
+  double shared[3] = {loss_sum, aux_sum, z_sum};
+  MS_RETURN_IF_ERROR(sum_in_rank_order(pp_, std::span<double>(shared, 3)));
   result.loss = shared[0] / shape_.micro_batches;
   result.aux = shared[1] / shape_.micro_batches;
+  result.z = shared[2] / shape_.micro_batches;
   return result;
 }
 

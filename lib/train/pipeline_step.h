@@ -32,6 +32,7 @@ namespace ms::train {
 struct PipelineStepResult {
   double loss = 0;  // the mean loss over the step's micro-batches (the same on every pp rank)
   double aux = 0;   // the mean MoE aux loss over them, all stages' layers (likewise)
+  double z = 0;     // the mean router z-loss, likewise
   double fwd_s = 0, bwd_s = 0;  // compute time in forwards and in backward parts
   parallel::PpP2pStats p2p;
 };

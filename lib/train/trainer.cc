@@ -51,6 +51,8 @@ struct Trainer::StepResult {
   double aux_loss = 0;  // MoE load-balancing loss, global mean
   double local_loss = 0;
   double local_aux = 0;
+  double z_loss = 0;  // MoE router z-loss, global mean
+  double local_z = 0;
   double grad_norm = 0;
   double lr = 0;
   double step_s = 0;
@@ -499,6 +501,7 @@ Status Trainer::accumulate_gradients(int64_t step, StepResult& result) {
   }
   result.local_loss /= s_->micro_batches;
   result.local_aux /= s_->micro_batches;
+  result.local_z /= s_->micro_batches;
   return Status::OK();
 }
 
@@ -517,6 +520,7 @@ Status Trainer::run_pipeline(int64_t step, StepResult& result) {
   MS_ASSIGN_OR_RETURN(const PipelineStepResult r, s_->pipeline_step->run(step, batches));
   result.local_loss = r.loss;
   result.local_aux = r.aux;
+  result.local_z = r.z;
   result.phases.fwd_s += r.fwd_s;
   result.phases.bwd_s += r.bwd_s;
   result.phases.comm_wait_s += r.p2p.recv_wait_s;
@@ -561,6 +565,7 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
   }
   result.local_loss += stats.loss;
   result.local_aux += stats.aux_loss;
+  result.local_z += stats.z_loss;
   return Status::OK();
 }
 
@@ -568,13 +573,14 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 // loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   comm::Communicator& dp = s_->mesh->dp();
-  std::vector<double> values(2 + static_cast<size_t>(dp.size()), 0.0);
+  std::vector<double> values(3 + static_cast<size_t>(dp.size()), 0.0);
   values[0] = result.local_loss;
   values[1] = result.local_aux;
-  values[2 + static_cast<size_t>(dp.rank())] = std::isfinite(result.local_loss) ? 0.0 : 1.0;
+  values[2] = result.local_z;
+  values[3 + static_cast<size_t>(dp.rank())] = std::isfinite(result.local_loss) ? 0.0 : 1.0;
   MS_RETURN_IF_ERROR(sum_in_rank_order(dp, values));
   for (int r = 0; r < dp.size(); ++r) {
-    if (values[2 + static_cast<size_t>(r)] == 0.0) continue;
+    if (values[3 + static_cast<size_t>(r)] == 0.0) continue;
     return OutOfRange("the training loss is not finite at step " + std::to_string(step) +
                       " on rank " + std::to_string(dp.world_ranks()[static_cast<size_t>(r)]) +
                       " (dp rank " + std::to_string(r) +
@@ -582,6 +588,7 @@ Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   }
   result.loss = values[0] / dp.size();
   result.aux_loss = values[1] / dp.size();
+  result.z_loss = values[2] / dp.size();
   return Status::OK();
 }
 
@@ -682,6 +689,10 @@ void Trainer::log_step(int64_t step, const StepResult& r) const {
   if (config_.model.moe.num_experts > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
     n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | aux_loss %.4f",
                        r.aux_loss);
+  }
+  if (config_.model.moe.z_loss_coef > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
+    n += std::snprintf(line + n, sizeof(line) - static_cast<size_t>(n), " | z_loss %.4f",
+                       r.z_loss);
   }
   if (config_.model.moe.capacity_factor > 0 && n > 0 && n < static_cast<int>(sizeof(line))) {
     int64_t dropped = 0;

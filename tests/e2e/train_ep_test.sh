@@ -2,7 +2,7 @@
 # Expert parallelism in ms-train, specified by equivalence with the single-process run (issue
 # 14): a 4-layer MoE model (4 experts, top-2, a shared expert) trained 5 steps at ep = 2 and 4,
 # ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
-# ZeRO-1 off, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
+# ZeRO-1 off, with the router z-loss, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
 # step, and the same validation loss; the same layout twice is bitwise identical; a capacity
 # factor drops the same tokens at ep = 1 and ep = 2; a run saved at one expert layout resumes
 # at another within 1e-5; ep that does not divide dp or the experts is refused; a rank failing
@@ -78,7 +78,11 @@ train 2 "$work/top1-ep2" --set parallel.ep=2 --set model.moe.top_k=1
 close "$work/top1-ep2" "$work/ref-top1" 1
 train 4 "$work/noshared-ep4" --set parallel.ep=4 --set model.moe.shared_expert_d_ff=0
 close "$work/noshared-ep4" "$work/ref-noshared" 1
-passed=$((passed + 2))
+train 1 "$work/ref-z" --set model.moe.z_loss_coef=0.01
+train 2 "$work/z-ep2" --set parallel.ep=2 --set model.moe.z_loss_coef=0.01
+close "$work/z-ep2" "$work/ref-z" 1
+grep -q "| z_loss " "$work/z-ep2.log" || fail "no z_loss in the step log"
+passed=$((passed + 3))
 grep -qE "expert-parallel all-to-all: [0-9]+ exchanges, [0-9.]+ MiB sent to other ranks per step" \
   "$work/ep2.log" || fail "no all-to-all summary"
 

@@ -138,7 +138,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     Result<model::LossStats> stats = model_->forward_backward(
         inputs_.data(), targets_.data(), case_.batch, case_.seq_len, 1.0f);
     EXPECT_TRUE(stats.ok()) << stats.status().to_string();
-    return stats.ok() ? *stats : model::LossStats{NAN, NAN, 0};
+    return stats.ok() ? *stats : model::LossStats{NAN, NAN, 0, 0};
   }
 
   std::string case_json_;

@@ -38,16 +38,39 @@ ref::Vec ReferenceModel::moe(const std::string& p, size_t layer, const ref::Vec&
                              bool freeze) {
   const int64_t D = c_.d_model, E = c_.moe.num_experts, k = c_.moe.top_k;
   const std::string m = p + "block_sparse_moe.";
-  const ref::Vec probs = ref::softmax(ref::linear(x, weight(m + "gate.weight"), n, D, E), n, E);
-  if (!freeze) routing_[layer] = ref::top_k(probs, n, E, k);
+  const ref::Vec logits = ref::linear(x, weight(m + "gate.weight"), n, D, E);
+  const ref::Vec probs = ref::softmax(logits, n, E);
+  if (!freeze) {
+    routing_[layer] = ref::top_k(probs, n, E, k);
+    // The capacity: ceil(f n k / E) per expert (at least 1), earliest assignments first.
+    std::vector<bool>& kept = kept_[layer];
+    kept.assign(static_cast<size_t>(n * k), true);
+    const double f = c_.moe.capacity_factor;
+    if (f > 0) {
+      const int64_t cap = std::max<int64_t>(
+          1, static_cast<int64_t>(std::ceil(f * static_cast<double>(n * k) / static_cast<double>(E))));
+      std::vector<int64_t> taken(static_cast<size_t>(E), 0);
+      for (int64_t a = 0; a < n * k; ++a) kept[a] = taken[routing_[layer][a]]++ < cap;
+    }
+  }
   const std::vector<int32_t>& chosen = routing_[layer];
+  const std::vector<bool>& kept = kept_[layer];
+  double z = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double mx = logits[i * E], sum = 0;
+    for (int64_t e = 1; e < E; ++e) mx = std::max(mx, logits[i * E + e]);
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[i * E + e] - mx);
+    const double lse = mx + std::log(sum);
+    z += lse * lse;
+  }
+  z_ += z / static_cast<double>(n) / static_cast<double>(c_.n_layers);
   const ref::Vec w = ref::routing_weights(probs, chosen, E, k);
   ref::Vec y(n * D, 0.0);
   for (int64_t e = 0; e < E; ++e) {
     const ref::Vec out = mlp(m + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", x, n,
                              c_.d_ff);
     for (int64_t a = 0; a < n * k; ++a) {
-      if (chosen[a] != e) continue;
+      if (chosen[a] != e || !kept[a]) continue;
       for (int64_t c = 0; c < D; ++c) y[(a / k) * D + c] += w[a] * out[(a / k) * D + c];
     }
   }
@@ -70,7 +93,9 @@ double ReferenceModel::loss(const std::vector<int32_t>& inputs,
                             bool freeze) {
   const int64_t D = c_.d_model, n = B * T;
   routing_.resize(c_.n_layers);
+  kept_.resize(c_.n_layers);
   aux_ = 0;
+  z_ = 0;
   ref::Vec x = ref::embedding(inputs, weight("model.embed_tokens.weight"), D);
   for (int64_t l = 0; l < c_.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -90,7 +115,7 @@ double ReferenceModel::loss(const std::vector<int32_t>& inputs,
   const ref::Vec token_loss = ref::cross_entropy(logits_, targets, c_.vocab_size);
   double sum = 0;
   for (double t : token_loss) sum += t;
-  return sum / static_cast<double>(n) + c_.moe.aux_loss_coef * aux_;
+  return sum / static_cast<double>(n) + c_.moe.aux_loss_coef * aux_ + c_.moe.z_loss_coef * z_;
 }
 
 }  // namespace ms::test

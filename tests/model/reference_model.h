@@ -29,8 +29,10 @@ class ReferenceModel {
 
   ref::Vec& weight(const std::string& name) { return weights_.at(name); }
 
-  // Mean cross-entropy + aux_loss_coef * mean aux loss over (B, T) tokens. When `freeze` is
-  // set, routing recorded by the last unfrozen call is replayed.
+  // Mean cross-entropy + aux_loss_coef * mean aux loss + z_loss_coef * mean router z-loss
+  // over (B, T) tokens. With model.moe.capacity_factor each expert keeps at most
+  // ceil(f * n * k / E) of its assignments, the earliest tokens first. When `freeze` is set,
+  // routing (and the drops) recorded by the last unfrozen call is replayed.
   double loss(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets, int64_t B,
               int64_t T, bool freeze);
 
@@ -48,8 +50,10 @@ class ReferenceModel {
   config::ModelConfig c_;
   std::map<std::string, ref::Vec> weights_;
   std::vector<std::vector<int32_t>> routing_;
+  std::vector<std::vector<bool>> kept_;  // per layer, per (token, slot)
   ref::Vec logits_;
   double aux_ = 0;
+  double z_ = 0;
 };
 
 }  // namespace ms::test

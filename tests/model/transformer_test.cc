@@ -116,7 +116,8 @@ void check_gradients(const config::ModelConfig& c) {
   ASSERT_TRUE(stats.ok()) << stats.status().to_string();
   test::ReferenceModel reference(c, model->parameters());
   const double ref_loss = reference.loss(batch.inputs, batch.targets, batch.B, batch.T, false);
-  const double ours = stats->loss + c.moe.aux_loss_coef * stats->aux_loss;
+  const double ours = stats->loss + c.moe.aux_loss_coef * stats->aux_loss +
+                      c.moe.z_loss_coef * stats->z_loss;
   EXPECT_NEAR(ours, ref_loss, 1e-5 * std::abs(ref_loss));
   const double h = 1e-5;
   for (const Parameter& p : model->parameters()) {
@@ -140,6 +141,14 @@ void check_gradients(const config::ModelConfig& c) {
 TEST(TransformerGradient, DenseMatchesFiniteDifferences) { check_gradients(tiny_dense()); }
 TEST(TransformerGradient, MoeWithSharedExpertMatchesFiniteDifferences) {
   check_gradients(tiny_moe());
+}
+// A capacity that drops assignments (0.5: half an even share per expert) and the router
+// z-loss, against the reference model doing the same.
+TEST(TransformerGradient, MoeWithCapacityDropsAndZLossMatchesFiniteDifferences) {
+  config::ModelConfig c = tiny_moe();
+  c.moe.capacity_factor = 0.5;
+  c.moe.z_loss_coef = 0.1;
+  check_gradients(c);
 }
 TEST(TransformerGradient, ParallelBlockTiedMatchesFiniteDifferences) {
   check_gradients(tiny_parallel_tied());
