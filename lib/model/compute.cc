@@ -98,8 +98,8 @@ void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting&
   load_dropped.resize(layers.size(), 0);
   std::vector<int64_t>& counts = load_routed[l];
   counts.resize(static_cast<size_t>(r.experts), 0);
-  for (int64_t e = 0; e < r.experts; ++e) {
-    counts[static_cast<size_t>(e)] += r.offsets[static_cast<size_t>(e + 1)] - r.offsets[static_cast<size_t>(e)];
+  for (size_t e = 0; e < static_cast<size_t>(r.experts); ++e) {
+    counts[e] += r.offsets[e + 1] - r.offsets[e];
   }
   load_dropped[l] += r.dropped;
 }

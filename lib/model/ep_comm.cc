@@ -88,7 +88,7 @@ void Transformer::Impl::ep_plan(MoeActs& m) {
       m.ep_offsets[static_cast<size_t>(e + 1)] += c;
     }
   }
-  for (int64_t e = 0; e < El; ++e) m.ep_offsets[static_cast<size_t>(e + 1)] += m.ep_offsets[static_cast<size_t>(e)];
+  for (size_t e = 0; e < static_cast<size_t>(El); ++e) m.ep_offsets[e + 1] += m.ep_offsets[e];
 }
 
 void Transformer::Impl::ep_to_experts(const MoeActs& m, const float* rows,

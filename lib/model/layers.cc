@@ -204,7 +204,8 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
                           norm_grad_buffer(li.ffn_norm), d.Nr, D);
     reduce_norm_grad(li.ffn_norm, s.norm_grad);
   }
-  ops::rmsnorm_forward(pass.acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D, eps);
+  ops::rmsnorm_forward(pass.acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D,
+                       eps);
   const bool selective = recompute == config::Recompute::kSelective;
   const float* input =
       selective ? gather_rows(normed, D, d, s.gathered,

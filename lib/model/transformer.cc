@@ -394,7 +394,9 @@ Result<Dims> check_batch(const ModelConfig& c, const TpState& tp, const int32_t*
                            key_value("model.max_seq_len", c.max_seq_len));
   }
   if (inputs != nullptr) MS_RETURN_IF_ERROR(validate_tokens(inputs, B * T, c.vocab_size, "input"));
-  if (targets != nullptr) MS_RETURN_IF_ERROR(validate_tokens(targets, B * T, c.vocab_size, "target"));
+  if (targets != nullptr) {
+    MS_RETURN_IF_ERROR(validate_tokens(targets, B * T, c.vocab_size, "target"));
+  }
   if (tp.sequence_parallel && (B * T) % tp.size != 0) {
     return InvalidArgument("sequence parallelism splits the micro-batch's " +
                            std::to_string(B * T) + " tokens (batch " + std::to_string(B) +

@@ -141,7 +141,8 @@ Result<double> PipelineStep::evaluate(std::span<const data::MicroBatch> batches)
       model::Transformer& m = *chunks_[static_cast<size_t>(s / shape_.pp)];
       if (s > 0) {
         input.resize(elements);
-        MS_RETURN_IF_ERROR(pp_.recv(input.data(), elements, DType::kF32, (s - 1) % shape_.pp, tag));
+        MS_RETURN_IF_ERROR(
+            pp_.recv(input.data(), elements, DType::kF32, (s - 1) % shape_.pp, tag));
       }
       output.resize(m.chunk().last ? 0 : elements);
       MS_ASSIGN_OR_RETURN(const model::LossStats stats,
