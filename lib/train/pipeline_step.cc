@@ -152,7 +152,8 @@ Result<double> PipelineStep::evaluate(std::span<const data::MicroBatch> batches)
                                           input, output));
       if (m.chunk().last) loss_sum += stats.loss;
       if (s + 1 < stages) {
-        MS_RETURN_IF_ERROR(pp_.send(output.data(), elements, DType::kF32, (s + 1) % shape_.pp, tag));
+        MS_RETURN_IF_ERROR(
+            pp_.send(output.data(), elements, DType::kF32, (s + 1) % shape_.pp, tag));
       }
     }
   }
