@@ -322,7 +322,8 @@ bool Trainer::is_tied_copy(const model::Parameter& p) const {
 // The whole model's size (every stage's parameters, from the parameter table).
 void Trainer::log_model_size() const {
   int64_t total = s_->model->parameter_count(), active = s_->model->active_parameter_count();
-  if (s_->pipeline.schedule.pp > 1) {
+  // A pipeline stage or an ep rank holds part of the model: count the whole parameter table.
+  if (s_->pipeline.schedule.pp > 1 || config_.parallel.ep > 1) {
     const config::ModelConfig& c = config_.model;
     Result<std::vector<model::ParameterSpec>> specs = model::parameter_specs(c);
     total = 0;

@@ -83,6 +83,9 @@ train 2 "$work/z-ep2" --set parallel.ep=2 --set model.moe.z_loss_coef=0.01
 close "$work/z-ep2" "$work/ref-z" 1
 grep -q "| z_loss " "$work/z-ep2.log" || fail "no z_loss in the step log"
 passed=$((passed + 3))
+model_line() { grep -o 'model: .* parameters ([0-9.]*M active)' "$1"; }
+[ "$(model_line "$work/ep4.log")" = "$(model_line "$work/ref.log")" ] ||
+  fail "ep 4 reports another model size: $(model_line "$work/ep4.log")"
 grep -qE "expert-parallel all-to-all: [0-9]+ exchanges, [0-9.]+ MiB sent to other ranks per step" \
   "$work/ep2.log" || fail "no all-to-all summary"
 
