@@ -20,6 +20,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/layouts.sh"
 
 shakespeare_plan 32 256 16
 
@@ -30,35 +31,6 @@ base=(--set data.plan="$work/s32.plan" --set model.d_model=32 --set model.n_laye
       --set train.global_batch=8 --set train.micro_batch=2 --set train.eval_every=5
       --set train.eval_batches=1 --set train.log_every=1 --set train.mfu_peak_gflops=1
       --set optim.warmup_steps=1)
-
-train() {  # train <ranks> <run dir> [extra args...]
-  local np=$1 dir=$2
-  shift 2
-  "$MPIRUN" --oversubscribe -np "$np" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
-    "${base[@]}" --set run.dir="$dir" "$@" > "$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
-}
-
-losses() {  # "step loss" and "step grad_norm" lines of rank 0's telemetry in <run dir>
-  sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2\n\1 \3/p' \
-    "$1/telemetry/rank-00000.jsonl"
-}
-
-# close <run dir> <reference run dir> <first step>: every step's loss and gradient norm (the
-# global gradient's, so a wrong gradient anywhere shows at step 1) within 1e-5 relative, and
-# the final validation loss too.
-close() {
-  local got want
-  got=$(losses "$1" | awk -v s="$3" '$1 >= s')
-  want=$(losses "$2" | awk -v s="$3" '$1 >= s')
-  [ -n "$got" ] || fail "no losses in $1"
-  got+=$'\n'"9999 $(sed -n 's/.*eval step 5 | val_loss //p' "$1.log")"
-  want+=$'\n'"9999 $(sed -n 's/.*eval step 5 | val_loss //p' "$2.log")"
-  paste <(echo "$got") <(echo "$want") | awk -v what="$1" '
-    $1 != $3 || $2 == "" { print "step mismatch in " what; bad = 1; exit }
-    { d = $2 - $4; if (d < 0) d = -d; r = $4 < 0 ? -$4 : $4
-      if (d > 1e-5 * r) { printf "%s step %d: loss or grad_norm %.10f vs %.10f\n", what, $1, $2, $4; bad = 1 } }
-    END { exit bad }' || fail "$1 is not within 1e-5 of $2"
-}
 
 passed=0
 moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.moe.shared_expert_d_ff=32)
@@ -105,9 +77,7 @@ passed=$((passed + 1))
 
 # The same layout twice: bitwise the same losses and gradient norms.
 train 4 "$work/pp2tp2-again" --set parallel.pp=2 --set parallel.tp=2
-cmp <(grep '"kind":"step"' "$work/pp2tp2/telemetry/rank-00000.jsonl" | sed 's/.*"step"/"step"/; s/,"lr".*//') \
-    <(grep '"kind":"step"' "$work/pp2tp2-again/telemetry/rank-00000.jsonl" | sed 's/.*"step"/"step"/; s/,"lr".*//') ||
-  fail "pp 2 x tp 2 twice differs"
+bitwise "$work/pp2tp2" "$work/pp2tp2-again" "pp 2 x tp 2 twice differs"
 passed=$((passed + 1))
 
 # Saved at one layout, resumed at another from step 2: steps 3..5 as the uninterrupted run.
@@ -178,30 +148,16 @@ passed=$((passed + 1))
 
 # Refused before any step, naming the key and the rule: 4 layers do not split over 3 stages,
 # an explicit split that drops a layer, interleaving without virtual stages.
-refused() {  # refused <ranks> <text the message must hold> [extra args...]
-  local np=$1 want=$2 status=0 out
-  shift 2
-  out=$("$MPIRUN" --oversubscribe -np "$np" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
-    "${base[@]}" --set run.dir="$work/bad" "$@" 2>&1) || status=$?
-  [ "$status" -eq 1 ] || { echo "$out"; fail "$*: exit $status"; }
-  grep -qF -- "$want" <<<"$out" || { echo "$out"; fail "$*: the refusal lacks '$want'"; }
-  ! grep -q "step 1/" <<<"$out" || fail "a step ran despite $*"
-  passed=$((passed + 1))
-}
 refused 3 "parallel.pp_layers" --set parallel.pp=3
+passed=$((passed + 1))
 refused 2 "parallel.pp_layers" --set parallel.pp=2 --set parallel.pp_layers=[2,1]
+passed=$((passed + 1))
 refused 2 "parallel.vpp" --set parallel.pp=2 --set parallel.schedule=interleaved
+passed=$((passed + 1))
 
 # One rank failing mid-run (an exception in a pp 2 x tp 2 step) ends every rank with its
 # message within seconds; nobody is left waiting for a pipeline transfer.
-status=0
-start=$(date +%s)
-out=$(MS_TEST_FAIL_RANK=2:throw timeout 60 "$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" \
-  --config "$SRC/configs/tiny-dense.yaml" "${base[@]}" --set run.dir="$work/fail" \
-  --set parallel.pp=2 --set parallel.tp=2 2>&1) || status=$?
-[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { echo "$out"; fail "a failing rank: exit $status"; }
-[ $(($(date +%s) - start)) -lt 30 ] || fail "ranks took too long to stop after rank 2 failed"
-grep -q "rank 2: " <<<"$out" || { echo "$out"; fail "the failing rank's message is not shown"; }
+fails_together 4 2 --set parallel.pp=2 --set parallel.tp=2
 passed=$((passed + 1))
 
 # --dry-run prints the mesh, the stages and every rank's schedule with its bubble.

@@ -18,6 +18,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/layouts.sh"
 
 shakespeare_plan 32 256 16
 
@@ -27,32 +28,6 @@ base=(--set data.plan="$work/s32.plan" --set model.d_model=32 --set model.n_laye
       --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=5
       --set train.global_batch=4 --set train.micro_batch=2 --set train.eval_every=0
       --set train.log_every=1 --set train.mfu_peak_gflops=1 --set optim.warmup_steps=1)
-
-train() {  # train <ranks> <run dir> [extra args...]
-  local np=$1 dir=$2
-  shift 2
-  "$MPIRUN" --oversubscribe -np "$np" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
-    "${base[@]}" --set run.dir="$dir" "$@" > "$dir.log" 2>&1 || { cat "$dir.log"; return 1; }
-}
-
-losses() {  # "step loss" and "step grad_norm" lines of rank 0's telemetry in <run dir>
-  sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),"grad_norm":\([^,]*\),.*/\1 \2\n\1 \3/p' \
-    "$1/telemetry/rank-00000.jsonl"
-}
-
-# close <run dir> <reference run dir> <first step>: every step's loss and gradient norm (the
-# global gradient's, so a wrong gradient anywhere shows at step 1) within 1e-5 relative.
-close() {
-  local got want
-  got=$(losses "$1" | awk -v s="$3" '$1 >= s')
-  want=$(losses "$2" | awk -v s="$3" '$1 >= s')
-  [ -n "$got" ] || fail "no losses in $1"
-  paste <(echo "$got") <(echo "$want") | awk -v what="$1" '
-    $1 != $3 { print "step mismatch in " what; bad = 1; exit }
-    { d = $2 - $4; if (d < 0) d = -d; r = $4 < 0 ? -$4 : $4
-      if (d > 1e-5 * r) { printf "%s step %d: loss or grad_norm %.10f vs %.10f\n", what, $1, $2, $4; bad = 1 } }
-    END { exit bad }' || fail "$1 is not within 1e-5 of $2"
-}
 
 passed=0
 train 1 "$work/ref"
@@ -111,9 +86,7 @@ passed=$((passed + 7))
 
 # The same layout twice: bitwise the same losses and gradient norms.
 train 4 "$work/tp2dp2-again" --set parallel.tp=2
-cmp <(grep '"kind":"step"' "$work/tp2dp2/telemetry/rank-00000.jsonl" | sed 's/.*"step"/"step"/; s/,"lr".*//') \
-    <(grep '"kind":"step"' "$work/tp2dp2-again/telemetry/rank-00000.jsonl" | sed 's/.*"step"/"step"/; s/,"lr".*//') ||
-  fail "tp 2 x dp 2 twice differs"
+bitwise "$work/tp2dp2" "$work/tp2dp2-again" "tp 2 x dp 2 twice differs"
 passed=$((passed + 1))
 
 # Saved at one layout, resumed at another from step 2: steps 3..5 as the uninterrupted run.
@@ -134,24 +107,12 @@ for resume in "save-tp2 1 --set parallel.tp=1" \
 done
 
 # Refused before any step, naming the key and the rule.
-status=0
-out=$("$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
-  "${base[@]}" --set run.dir="$work/bad" --set parallel.tp=4 --set model.n_kv_heads=2 2>&1) || status=$?
-[ "$status" -eq 1 ] || { echo "$out"; fail "tp 4 over 2 key/value heads: exit $status"; }
-grep -q "model.n_kv_heads" <<<"$out" || { echo "$out"; fail "refusal does not name model.n_kv_heads"; }
-! grep -q "step 1/" <<<"$out" || fail "a step ran despite the refused layout"
+refused 4 "model.n_kv_heads" --set parallel.tp=4 --set model.n_kv_heads=2
 passed=$((passed + 1))
 
 # One rank failing mid-run (an exception in a tp 2 x dp 2 step) ends every rank with its
 # message within seconds; nobody is left in a tp collective.
-status=0
-start=$(date +%s)
-out=$(MS_TEST_FAIL_RANK=3:throw timeout 60 "$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" \
-  --config "$SRC/configs/tiny-dense.yaml" "${base[@]}" --set run.dir="$work/fail" \
-  --set parallel.tp=2 2>&1) || status=$?
-[ "$status" -ne 0 ] && [ "$status" -ne 124 ] || { echo "$out"; fail "a failing rank: exit $status"; }
-[ $(($(date +%s) - start)) -lt 30 ] || fail "ranks took too long to stop after rank 3 failed"
-grep -q "rank 3: " <<<"$out" || { echo "$out"; fail "the failing rank's message is not shown"; }
+fails_together 4 3 --set parallel.tp=2
 passed=$((passed + 1))
 
 # --dry-run prints the layout for the ranks asked for.
