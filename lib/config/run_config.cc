@@ -105,6 +105,13 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "going to their experts and the outputs coming back, forward and backward). bf16 "
         "halves the bytes; every exchanged row, the rank's own too, is rounded to bf16 "
         "(nearest even) and back.", &Cfg::parallel, &P::ep_comm_dtype).one_of({"f32", "bf16"});
+  s.add("parallel.ep_overlap_chunks",
+        "With parallel.ep above 1: each MoE layer's tokens are cut into this many chunks whose "
+        "all-to-alls run while the other chunks' experts compute (the dispatch of chunk i+1 and "
+        "the combine of chunk i-1 during chunk i; the shared expert during the first "
+        "dispatch). 1 waits for each all-to-all at once. The chunking changes only the "
+        "summation order of the experts' weight gradients.",
+        &Cfg::parallel, &P::ep_overlap_chunks).at_least(1).at_most(64);
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
         &Cfg::parallel, &P::zero).at_least(0).at_most(1);
   s.add("parallel.loaders",

@@ -68,6 +68,7 @@ struct ParallelConfig {
   std::vector<int64_t> pp_layers;    // layers per virtual stage; empty: an even split
   int64_t ep = 1;
   std::string ep_comm_dtype = "f32";  // f32 | bf16: the wire format of the ep all-to-alls
+  int64_t ep_overlap_chunks = 2;      // token chunks of a MoE layer's all-to-all round trip
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model
   bool sequence_parallel = true;  // with tp > 1: activations between blocks split along the sequence

@@ -65,11 +65,13 @@ struct MoeActs {
   std::vector<float> expert_out;  // (N*k, D) in dispatch order
   MlpActs shared;              // (N, shared_d_ff)
   // Expert parallelism: how this micro-batch's rows were exchanged over the ep group
-  // (model/ep_comm.cc), kept for the backward's exchanges.
-  std::vector<size_t> ep_send_rows, ep_recv_rows;  // per ep peer
-  std::vector<int64_t> ep_recv_counts;  // [source peer][local expert] rows received
-  std::vector<int64_t> ep_offsets;      // local experts + 1: rows of each local expert
-  std::vector<float> ep_input;          // (received rows, D) grouped by local expert
+  // (model/ep_comm.cc), kept for the backward's exchanges. Counts are [peer][chunk][local
+  // expert] rows; ep_rows[c * El + e] is the first row of chunk c, local expert e at the experts.
+  int64_t ep_chunks = 1;
+  std::vector<int64_t> ep_send_counts, ep_recv_counts;
+  std::vector<int64_t> ep_dispatch_rows;  // like ep_send_counts: first dispatch row of each
+  std::vector<int64_t> ep_rows;           // chunks * local experts + 1
+  std::vector<float> ep_input;            // (received rows, D) in ep_rows' layout
 };
 
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
@@ -104,8 +106,12 @@ struct Scratch {
   // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
   std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
-  std::vector<float> ep_tmp, ep_out, ep_grad;  // expert parallelism: exchange buffers
-  std::vector<uint16_t> ep_wire_send, ep_wire_recv;  // parallel.ep_comm_dtype bf16
+  // Expert parallelism: the experts' outputs and gradients, the shared expert's output while
+  // the routed rows are away, and the wire buffers of a round trip (dispatch send and receive,
+  // combine send and receive) in f32 or, under parallel.ep_comm_dtype bf16, as bf16 bits.
+  std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
+  std::vector<float> ep_f32_wire[4];
+  std::vector<uint16_t> ep_wire[4];
 };
 
 // One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
@@ -175,11 +181,20 @@ struct EpState {
   int64_t first_expert = 0;   // rank * E / ep
   bool active() const { return size > 1; }
   bool bf16 = false;          // rows travel rounded to bf16 (parallel.ep_comm_dtype)
+  int chunks = 1;             // parallel.ep_overlap_chunks: token chunks of a round trip
   Status error;               // the first failed exchange; later ones are skipped
-  // Since the last take_ep_comm_stats: exchanges, bytes sent and time in them.
+  // The all-to-alls of the round trip running now (ep_poll tests them).
+  struct Flight {
+    comm::Request request;
+    double issued = 0;
+    bool done = true;
+  };
+  std::vector<Flight> flights;
+  // Since the last take_ep_comm_stats: all-to-alls, bytes sent to other ranks, their time in
+  // flight (issue to observed completion, summed) and the time spent inside their calls.
   int64_t exchanges = 0;
   uint64_t bytes = 0;
-  double seconds = 0;
+  double active_s = 0, exposed_s = 0;
 };
 
 // One token of a cached pass: its absolute position and its sequence's block table.
@@ -308,17 +323,23 @@ struct Transformer::Impl {
                        const int64_t* offsets, float* yp);
   void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
                    float* out, MlpActs& shared, int64_t n);
-  // Expert parallelism (model/ep_comm.cc). ep_plan exchanges the per-expert row counts of
-  // m.routing over the ep group; ep_to_experts sends rows in dispatch order (width floats
-  // each) to the ranks holding their experts and returns this rank's received rows grouped by
-  // local expert (m.ep_offsets); ep_from_experts sends such rows back into dispatch order.
+  // Expert parallelism (model/ep_comm.cc). ep_plan cuts m.routing's tokens into chunks and
+  // exchanges the per-(chunk, expert) row counts over the ep group. ep_round_trip sends `rows`
+  // (dispatch order, width floats each) to the ranks holding their experts into `at`
+  // (m.ep_rows' layout), calls compute(c) once chunk c has arrived, which must fill chunk c's
+  // rows of `results`, and sends those back into `back` in dispatch order; `before` (may be
+  // empty) runs while the first chunk is in flight. ep_poll lets the all-to-alls in flight
+  // progress; compute calls it between experts.
   void ep_plan(MoeActs& m);
-  void ep_to_experts(const MoeActs& m, const float* rows, std::vector<float>& out,
-                     int64_t width);
-  void ep_from_experts(const MoeActs& m, const float* rows, float* out, int64_t width);
-  // One all-to-allv of rows (counts in floats per peer), in f32 or through bf16.
-  Status ep_exchange(const float* send, const std::vector<size_t>& send_counts, float* recv,
-                     const std::vector<size_t>& recv_counts);
+  void ep_round_trip(const MoeActs& m, const float* rows, float* at, const float* results,
+                     float* back, int64_t width, const std::function<void()>& before,
+                     const std::function<void(int)>& compute);
+  Status ep_poll();
+  // One chunk's experts, forward and backward, under expert parallelism (model/compute.cc).
+  void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
+  void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);
+  void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
+                              float* dx, int64_t n);
 
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);

@@ -344,6 +344,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
   MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
   impl->ep.bf16 = impl->ep.active() && parallel.ep_bf16;
+  impl->ep.chunks = std::max(parallel.ep_chunks, 1);
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
@@ -610,11 +611,24 @@ Transformer::MoeLoad Transformer::take_moe_load() {
 
 Transformer::EpCommStats Transformer::take_ep_comm_stats() {
   EpState& ep = impl_->ep;
-  const EpCommStats stats{ep.exchanges, ep.bytes, ep.seconds};
+  const EpCommStats stats{ep.exchanges, ep.bytes, ep.active_s, ep.exposed_s};
   ep.exchanges = 0;
   ep.bytes = 0;
-  ep.seconds = 0;
+  ep.active_s = 0;
+  ep.exposed_s = 0;
   return stats;
+}
+
+double Transformer::EpCommStats::hidden_fraction() const {
+  if (active_s <= 0) return 0;
+  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
+}
+
+void Transformer::EpCommStats::add(const EpCommStats& other) {
+  exchanges += other.exchanges;
+  bytes += other.bytes;
+  active_s += other.active_s;
+  exposed_s += other.exposed_s;
 }
 
 parallel::TpCommStats Transformer::take_tp_comm_stats() {

@@ -102,6 +102,11 @@ struct ModelParallel {
   // keeps routing its own tokens. All methods are then collective over ep too.
   comm::Communicator* ep = nullptr;
   bool ep_bf16 = false;  // parallel.ep_comm_dtype bf16: exchange the rows rounded to bf16
+  // parallel.ep_overlap_chunks: each MoE layer's round trip is cut into this many token chunks
+  // whose all-to-alls overlap the other chunks' expert compute (model/ep_comm.cc); 1 waits for
+  // each all-to-all at once. Results differ only by the experts' weight-gradient summation
+  // order; a given value is bitwise reproducible.
+  int ep_chunks = 1;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
@@ -183,12 +188,18 @@ class Transformer {
   // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
   int tp_size() const;
   int tp_rank() const;
-  // The expert-parallel all-to-alls since the last call (exchanges, bytes sent to other ranks,
-  // seconds in them), then reset to zero.
+  // The expert-parallel all-to-alls since the last call, then reset to zero: all-to-alls
+  // (the per-layer count exchanges not included), bytes sent to other ranks, their time in
+  // flight (issue to observed completion, summed over all-to-alls, count exchanges included)
+  // and the time spent inside their calls instead of computing.
   struct EpCommStats {
     int64_t exchanges = 0;
     uint64_t bytes = 0;
-    double seconds = 0;
+    double active_s = 0, exposed_s = 0;
+    // 1 - exposed_s / active_s clamped to [0, 1]: the share of the all-to-all time hidden
+    // behind compute (an upper bound: completions are seen only between experts).
+    double hidden_fraction() const;
+    void add(const EpCommStats& other);
   };
   EpCommStats take_ep_comm_stats();
   // The MoE routing of the forwards since the last call, then reset: per layer this chunk

@@ -250,7 +250,8 @@ Status Trainer::build_model() {
                                     : 1,
                                 {}, {},
                                 config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr,
-                                config_.parallel.ep_comm_dtype == "bf16"};
+                                config_.parallel.ep_comm_dtype == "bf16",
+                                static_cast<int>(config_.parallel.ep_overlap_chunks)};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
@@ -434,10 +435,7 @@ Result<TrainSummary> Trainer::run() {
     summary.comm.add(s_->dist->step_stats());
     for (const auto& chunk : s_->chunks) {
       summary.tp_comm.add(chunk->take_tp_comm_stats());
-      const model::Transformer::EpCommStats ep = chunk->take_ep_comm_stats();
-      s_->ep_stats.exchanges += ep.exchanges;
-      s_->ep_stats.bytes += ep.bytes;
-      s_->ep_stats.seconds += ep.seconds;
+      s_->ep_stats.add(chunk->take_ep_comm_stats());
     }
     for (int64_t d : result.dropped_tokens) summary.dropped_tokens += d;
     summary.data_wait_s += result.phases.data_s;
@@ -780,13 +778,16 @@ Status Trainer::finish(TrainSummary& summary) {
   if (config_.parallel.ep > 1 && summary.steps_done > s_->start_step) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
     const model::Transformer::EpCommStats& e = s_->ep_stats;
-    char line[300];
+    char line[400];
     std::snprintf(line, sizeof(line),
-                  "expert-parallel all-to-all: %.0f exchanges, %.1f MiB sent to other ranks per "
-                  "step, %.3fs of the run in them (ep %lld; rank 0)",
+                  "expert-parallel all-to-all: %.0f all-to-alls, %.1f MiB sent to other ranks "
+                  "per step; up to %.0f%% hidden behind compute (waited %.3fs of %.3fs in "
+                  "flight; ep %lld, parallel.ep_overlap_chunks %lld; rank 0)",
                   static_cast<double>(e.exchanges) / steps,
-                  static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0), e.seconds,
-                  static_cast<long long>(config_.parallel.ep));
+                  static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0),
+                  e.hidden_fraction() * 100.0, e.exposed_s, e.active_s,
+                  static_cast<long long>(config_.parallel.ep),
+                  static_cast<long long>(config_.parallel.ep_overlap_chunks));
     MS_LOG(Info) << line;
   }
   if (config_.model.moe.capacity_factor > 0 && summary.steps_done > s_->start_step) {
