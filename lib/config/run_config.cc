@@ -78,6 +78,19 @@ void add_model_keys(Schema<Cfg>& s) {
         "logits)^2, averaged over the MoE layers like the load-balancing loss; it keeps the "
         "router logits small. 0: off.", &Cfg::model, &M::moe, &MoeConfig::z_loss_coef)
       .at_least(0.0);
+  s.add("model.moe.expert_bias",
+        "Auxiliary-loss-free load balancing (DeepSeek-V3): each MoE layer gets a per-expert "
+        "bias, the tensor model.layers.N.block_sparse_moe.gate.e_score_correction_bias, added "
+        "to the router probabilities when choosing the top_k experts (the routing weights stay "
+        "the chosen probabilities, renormalized). It is not trained: after every optimizer "
+        "step it moves by model.moe.bias_update_rate towards balance, from the step's load "
+        "summed over all data-parallel ranks. Saved in checkpoints and used when serving.",
+        &Cfg::model, &M::moe, &MoeConfig::expert_bias);
+  s.add("model.moe.bias_update_rate",
+        "With model.moe.expert_bias: bias += rate * sign(mean load - expert load) after every "
+        "step (Megatron-LM's rule, its default rate); the load is the assignments the router "
+        "chose, before any capacity drop.",
+        &Cfg::model, &M::moe, &MoeConfig::bias_update_rate).at_least(0.0);
 }
 
 void add_parallel_keys(Schema<Cfg>& s) {

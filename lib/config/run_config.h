@@ -39,6 +39,10 @@ struct MoeConfig {
   int64_t shared_expert_d_ff = 0;  // 0: no shared expert
   double capacity_factor = 0;      // training: 0 dropless, else ceil(f * n * k / E) per expert
   double z_loss_coef = 0;          // router z-loss weight (ST-MoE); 0: off
+  // Auxiliary-loss-free balancing (DeepSeek-V3): a per-expert routing bias, not trained but
+  // moved by bias_update_rate after every step against the observed load.
+  bool expert_bias = false;
+  double bias_update_rate = 1e-3;
   bool operator==(const MoeConfig&) const = default;
 };
 

@@ -102,6 +102,10 @@ void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting&
     counts[e] += r.offsets[e + 1] - r.offsets[e];
   }
   load_dropped[l] += r.dropped;
+  load_chosen.resize(layers.size());
+  std::vector<int64_t>& chosen = load_chosen[l];
+  chosen.resize(static_cast<size_t>(r.experts), 0);
+  for (size_t e = 0; e < static_cast<size_t>(r.experts); ++e) chosen[e] += r.routed[e];
 }
 
 // x: (n, D) -> the routing in m (router probabilities, renormalized top-k weights, grouping;
@@ -127,7 +131,8 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
     }
     if (capacity && !recomputing) pass.z_sum += z / static_cast<double>(n);
   }
-  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
+  const float* bias = li.expert_bias == kNoParam ? nullptr : w(li.expert_bias);
+  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k, bias);
   if (capacity) {
     ops::moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
   }

@@ -47,6 +47,7 @@ struct LayerIndex {
   size_t ffn_norm = kNoParam;  // absent in the parallel block
   MlpIndex mlp;                // dense layers
   size_t router = kNoParam;    // MoE layers
+  size_t expert_bias = kNoParam;  // model.moe.expert_bias: the routing bias, (E)
   std::vector<MlpIndex> experts;
   MlpIndex shared;             // MoE shared expert, when configured
 };
@@ -237,6 +238,7 @@ struct Transformer::Impl {
   // and assignments dropped by the capacity.
   std::vector<std::vector<int64_t>> load_routed;
   std::vector<int64_t> load_dropped;
+  std::vector<std::vector<int64_t>> load_chosen;  // per layer, before any capacity drop
   bool recomputing = false;  // inside parallel.recompute=full's second forward of a layer
   // Pipeline parallelism: this chunk's layers are model layers [chunk.first_layer,
   // chunk.first_layer + layers.size()); the embedding is held by the first stage, the final

@@ -93,7 +93,8 @@ Status validate_model_config(const ModelConfig& c) {
 
 namespace {
 
-enum class Init { kNormal, kOutputProjection, kOnes };
+// kZeros: a routing bias (model.moe.expert_bias), the one tensor the optimizer does not train.
+enum class Init { kNormal, kOutputProjection, kOnes, kZeros };
 
 // Fills `value`, the slice `shard` of a global tensor, with the global tensor's values there:
 // Philox keyed by (seed, name, global element index), so every layout initializes the same
@@ -121,15 +122,16 @@ Result<size_t> add_parameter(std::vector<Parameter>& params, std::string name,
                              int64_t n_layers, int tp, int tp_rank) {
   MS_ASSIGN_OR_RETURN(comm::ShardSpec shard, parallel::tp_shard(name, shape, tp, tp_rank));
   Tensor value = Tensor::empty(DType::kF32, shard.lengths());
-  if (init == Init::kOnes) {
-    value.fill(1.0f);
+  if (init == Init::kOnes || init == Init::kZeros) {
+    value.fill(init == Init::kOnes ? 1.0f : 0.0f);
   } else {
     const double scale = init == Init::kOutputProjection ? 1.0 / std::sqrt(2.0 * n_layers) : 1.0;
     fill_shard(value, shard, seed, stream_id(name), static_cast<float>(0.02 * scale));
   }
   Tensor grad = Tensor::zeros(DType::kF32, shard.lengths());
+  const bool plain = init != Init::kOnes && init != Init::kZeros;
   params.push_back(Parameter{std::move(name), std::move(shape), std::move(shard),
-                             std::move(value), std::move(grad), init != Init::kOnes});
+                             std::move(value), std::move(grad), plain, init != Init::kZeros});
   return params.size() - 1;
 }
 
@@ -147,7 +149,8 @@ struct Builder {
   // Adds a parameter (see add_parameter); after a failure, adds nothing and returns kNoParam.
   size_t add(std::string name, std::vector<int64_t> shape, Init init) {
     if (specs != nullptr) {
-      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes});
+      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes,
+                        init != Init::kZeros});
       return specs->size() - 1;
     }
     if (!status.ok()) return kNoParam;
@@ -192,6 +195,9 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   }
   const std::string moe = prefix + "block_sparse_moe.";
   li.router = b.add(moe + "gate.weight", {c.moe.num_experts, D}, Init::kNormal);
+  if (c.moe.expert_bias) {
+    li.expert_bias = b.add(moe + "gate.e_score_correction_bias", {c.moe.num_experts}, Init::kZeros);
+  }
   const int64_t first = b.first_expert;
   const int64_t count = b.local_experts < 0 ? c.moe.num_experts : b.local_experts;
   for (int64_t e = first; e < first + count; ++e) {
@@ -603,10 +609,26 @@ int Transformer::tp_size() const { return impl_->tp.size; }
 int Transformer::tp_rank() const { return impl_->tp.rank; }
 
 Transformer::MoeLoad Transformer::take_moe_load() {
-  MoeLoad load{std::move(impl_->load_routed), std::move(impl_->load_dropped)};
+  MoeLoad load{std::move(impl_->load_routed), std::move(impl_->load_dropped),
+               std::move(impl_->load_chosen)};
   impl_->load_routed.clear();
   impl_->load_dropped.clear();
+  impl_->load_chosen.clear();
   return load;
+}
+
+void Transformer::update_expert_bias(const std::vector<std::vector<int64_t>>& chosen,
+                                     double rate) {
+  Impl& m = *impl_;
+  const int64_t first = m.chunk.first_layer;
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const LayerIndex& li = m.layers[l];
+    const size_t layer = static_cast<size_t>(first) + l;
+    if (li.expert_bias == kNoParam || layer >= chosen.size()) continue;
+    const std::vector<int64_t>& counts = chosen[layer];
+    if (static_cast<int64_t>(counts.size()) != m.cfg.moe.num_experts) continue;
+    ops::moe_update_expert_bias(counts.data(), m.w(li.expert_bias), m.cfg.moe.num_experts, rate);
+  }
 }
 
 Transformer::EpCommStats Transformer::take_ep_comm_stats() {

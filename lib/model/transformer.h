@@ -43,6 +43,9 @@ struct Parameter {
   Tensor value;                       // f32, local shard, contiguous
   Tensor grad;                        // f32, same shape as value
   bool weight_decay = true;           // false for norm weights (and biases)
+  // false for model.moe.expert_bias's routing bias: no gradient, no optimizer state; the
+  // trainer moves it (update_expert_bias).
+  bool trainable = true;
 };
 
 struct LossStats {
@@ -208,8 +211,15 @@ class Transformer {
   struct MoeLoad {
     std::vector<std::vector<int64_t>> routed;  // [layer][expert]
     std::vector<int64_t> dropped;              // [layer]
+    std::vector<std::vector<int64_t>> chosen;  // [layer][expert] before any capacity drop
   };
   MoeLoad take_moe_load();
+  // model.moe.expert_bias: moves each MoE layer's routing bias this chunk holds by
+  // ops::moe_update_expert_bias from `chosen`, [model layer][expert] assignments chosen over
+  // the whole step and every data-parallel rank (all layers of the model; dense layers empty).
+  // Every rank holding a layer must pass the same counts, so the copies stay equal. No-op
+  // without the bias.
+  void update_expert_bias(const std::vector<std::vector<int64_t>>& chosen, double rate);
   // The tp communication since the last call (collectives, bytes, time in flight and time
   // exposed), then reset to zero.
   parallel::TpCommStats take_tp_comm_stats();
@@ -295,6 +305,7 @@ struct ParameterSpec {
   std::string name;
   std::vector<int64_t> global_shape;
   bool is_norm = false;  // a norm weight (initialized to ones, no weight decay)
+  bool trainable = true;  // false: a routing bias (Parameter::trainable), no optimizer state
 };
 Result<std::vector<ParameterSpec>> parameter_specs(const config::ModelConfig& config);
 

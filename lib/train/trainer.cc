@@ -62,6 +62,7 @@ struct Trainer::StepResult {
   // assignments the capacity dropped (empty for a dense model).
   std::vector<std::vector<int64_t>> expert_tokens;
   std::vector<int64_t> dropped_tokens;
+  std::vector<std::vector<int64_t>> expert_chosen;  // like expert_tokens, before any drop
 };
 
 Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
@@ -274,13 +275,15 @@ Status Trainer::build_model() {
   log_memory_plan();
   if (s_->resume_manifest) MS_RETURN_IF_ERROR(load_parameters());
   std::vector<TrainableParam> params;
-  std::vector<bool> is_expert;
+  std::vector<ParamGroup> groups;
   for (const auto& chunk : s_->chunks) {
     for (size_t i = 0; i < chunk->parameters().size(); ++i) {
       model::Parameter& p = chunk->parameters()[i];
       params.push_back({p.name, &p.value, &p.grad, p.weight_decay, p.shard.is_replicated(),
                         !is_tied_copy(p)});
-      is_expert.push_back(chunk->routed_expert(i).has_value());
+      groups.push_back(!p.trainable                                ? ParamGroup::kNotTrained
+                       : chunk->routed_expert(i).has_value() ? ParamGroup::kExpert
+                                                             : ParamGroup::kDense);
     }
   }
   DistributedOptimizerOptions options;
@@ -300,7 +303,7 @@ Status Trainer::build_model() {
   MS_ASSIGN_OR_RETURN(s_->dist,
                       OptimizerSet::create(s_->mesh->dp(), ep ? &s_->mesh->edp() : nullptr,
                                            ep ? &s_->mesh->ep() : nullptr, std::move(params),
-                                           is_expert, config_.optim, options));
+                                           groups, config_.optim, options));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
   return s_->resume_manifest ? load_optimizer_state() : Status::OK();
 }
@@ -598,7 +601,9 @@ Status Trainer::reduce_moe_load(StepResult& result) {
   if (moe.num_experts == 0) return Status::OK();
   const size_t L = static_cast<size_t>(config_.model.n_layers);
   const size_t E = static_cast<size_t>(moe.num_experts);
-  std::vector<int64_t> flat(L * E + L, 0);
+  // [routed: L x E][dropped: L][chosen: L x E]
+  std::vector<int64_t> flat(2 * L * E + L, 0);
+  const size_t chosen_at = L * E + L;
   for (const auto& chunk : s_->chunks) {
     const model::Transformer::MoeLoad load = chunk->take_moe_load();
     const size_t first = static_cast<size_t>(chunk->chunk().first_layer);
@@ -607,6 +612,11 @@ Status Trainer::reduce_moe_load(StepResult& result) {
         flat[(first + l) * E + e] += load.routed[l][e];
       }
       flat[L * E + first + l] += load.dropped[l];
+    }
+    for (size_t l = 0; l < load.chosen.size(); ++l) {
+      for (size_t e = 0; e < load.chosen[l].size() && e < E; ++e) {
+        flat[chosen_at + (first + l) * E + e] += load.chosen[l][e];
+      }
     }
   }
   MS_RETURN_IF_ERROR(s_->mesh->dp().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
@@ -621,7 +631,13 @@ Status Trainer::reduce_moe_load(StepResult& result) {
               flat.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
               result.expert_tokens[l].begin());
   }
-  result.dropped_tokens.assign(flat.begin() + static_cast<std::ptrdiff_t>(L * E), flat.end());
+  result.dropped_tokens.assign(flat.begin() + static_cast<std::ptrdiff_t>(L * E),
+                               flat.begin() + static_cast<std::ptrdiff_t>(chosen_at));
+  result.expert_chosen.assign(L, std::vector<int64_t>(E));
+  for (size_t l = 0; l < L; ++l) {
+    const auto from = flat.begin() + static_cast<std::ptrdiff_t>(chosen_at + l * E);
+    std::copy(from, from + static_cast<std::ptrdiff_t>(E), result.expert_chosen[l].begin());
+  }
   return Status::OK();
 }
 
@@ -645,6 +661,13 @@ Status Trainer::update(int64_t step, StepResult& result) {
   MS_RETURN_IF_ERROR(
       s_->dist->apply(result.lr, clip_coefficient(result.grad_norm, config_.optim.grad_clip)));
   s_->guard->accept(result.loss, result.grad_norm);
+  // Auxiliary-loss-free balancing: the routing bias follows the step's load, which every rank
+  // holding a layer has summed alike (reduce_moe_load), so its copies stay bitwise equal.
+  if (config_.model.moe.expert_bias) {
+    for (const auto& chunk : s_->chunks) {
+      chunk->update_expert_bias(result.expert_chosen, config_.model.moe.bias_update_rate);
+    }
+  }
   return Status::OK();
 }
 

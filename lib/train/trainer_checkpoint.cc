@@ -65,6 +65,7 @@ Status Trainer::load_parameters() {
   std::vector<ckpt::ExpectedTensor> expected;
   for (const model::ParameterSpec& spec : specs) {
     expected.push_back({spec.name, DType::kF32, spec.global_shape});
+    if (!spec.trainable) continue;  // no optimizer state
     for (const char* prefix : kMomentPrefixes) {
       expected.push_back({prefix + spec.name, DType::kF32, spec.global_shape});
     }
