@@ -64,6 +64,26 @@ inline Vec rope(const Vec& x, int64_t b, int64_t t, int64_t heads, int64_t hd, d
   return out;
 }
 
+// x: (n, heads, hd), token i rotated by positions[i].
+inline Vec rope_at(const Vec& x, const std::vector<int64_t>& positions, int64_t heads, int64_t hd,
+                   double theta) {
+  Vec out(x.size());
+  const int64_t half = hd / 2;
+  for (size_t token = 0; token < positions.size(); ++token) {
+    const double pos = static_cast<double>(positions[token]);
+    for (int64_t h = 0; h < heads; ++h) {
+      const double* v = x.data() + (static_cast<int64_t>(token) * heads + h) * hd;
+      double* o = out.data() + (static_cast<int64_t>(token) * heads + h) * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = pos * std::pow(theta, -2.0 * i / hd);
+        o[i] = v[i] * std::cos(angle) - v[i + half] * std::sin(angle);
+        o[i + half] = v[i + half] * std::cos(angle) + v[i] * std::sin(angle);
+      }
+    }
+  }
+  return out;
+}
+
 struct AttentionDims {
   int64_t b, t, heads, kv_heads, hd, window;
 };
