@@ -6,7 +6,7 @@
 # loss different from the unmasked run's, that train.document_positions without the mask and a
 # dataset without end-of-document tokens are refused with the reason before any step, and that
 # ms-infer serving the masked checkpoint continues "speech A<|endoftext|>speech B" exactly as
-# it continues "speech B" alone.
+# it continues "speech B" alone, and that tp 2, pp 2 and dp 2 train as one rank does.
 # Usage: train_docmask_test.sh <mpirun> <bin dir> <source dir>
 set -euo pipefail
 MPIRUN=$1
@@ -109,4 +109,20 @@ import json, sys
 after, alone = [json.loads(l) for l in open(sys.argv[1])]
 assert after["tokens"] and after["tokens"] == alone["tokens"], (after, alone)
 PY
+# Parallel layouts under the mask (with per-document positions and a sliding window): losses
+# and gradient norms of tp 2, pp 2 and dp 2 within 1e-5 of the one-rank run (layouts.sh).
+base=(--set data.plan="$work/s32.plan" "${TINY_MODEL[@]}" --set model.n_layers=2
+      --set model.n_kv_heads=2 --set model.sliding_window=8 --set model.max_seq_len=64
+      --set train.seq_len=32 --set train.steps=3 --set train.global_batch=4
+      --set train.micro_batch=2 --set train.eval_every=3 --set train.eval_batches=1
+      --set train.log_every=1 --set train.mfu_peak_gflops=1 --set checkpoint.every=0
+      --set train.document_mask=true --set train.document_positions=true)
+source "$(dirname "$0")/layouts.sh"
+train 1 "$work/ref" || fail "the one-rank masked run"
+train 2 "$work/tp2" --set parallel.tp=2 || fail "tp 2 under the mask"
+close "$work/tp2" "$work/ref" 1
+train 2 "$work/pp2" --set parallel.pp=2 || fail "pp 2 under the mask"
+close "$work/pp2" "$work/ref" 1
+train 2 "$work/dp2" || fail "dp 2 under the mask"
+close "$work/dp2" "$work/ref" 1
 echo "train_docmask: OK"
