@@ -201,12 +201,26 @@ void add_train_keys(Schema<Cfg>& s) {
         "-1 for none.", &Cfg::train, &T::debug_slow_rank).at_least(-1);
   s.add("train.debug_slow_ms", "Test-only: milliseconds train.debug_slow_rank sleeps each step.",
         &Cfg::train, &T::debug_slow_ms).at_least(0.0);
+  s.add("train.document_mask",
+        "Document masking of packed samples: a token attends only to the tokens of its own "
+        "document, documents ending at (and including) the end-of-document token (data.eod_id). "
+        "Kept in checkpoints, so ms-infer serves the model the same way.",
+        &Cfg::train, &T::document_mask);
+  s.add("train.document_positions",
+        "With train.document_mask: rotary positions restart at 0 at each document start "
+        "instead of counting from the start of the sample.",
+        &Cfg::train, &T::document_positions);
 }
 
 void add_io_keys(Schema<Cfg>& s) {
   using C = CheckpointConfig;
   s.add("data.plan", "Mixture plan file written by `ms-data plan`.", &Cfg::data,
         &DataConfig::plan);
+  s.add("data.eod_id",
+        "End-of-document token id that train.document_mask splits samples at; -1 takes the one "
+        "the plan's datasets record in their meta sidecars (`ms-data build` appends it after "
+        "each document), or at inference the tokenizer's.", &Cfg::data, &DataConfig::eod_id)
+      .at_least(-1);
   s.add("checkpoint.every", "Steps between checkpoints; 0 saves only at the end.",
         &Cfg::checkpoint, &C::every).at_least(0);
   s.add("checkpoint.async", "Write checkpoints in the background while training continues.",
@@ -273,6 +287,12 @@ void add_model_rules(Schema<Cfg>& s) {
              });
   add_at_most_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
                    "model.max_seq_len", [](const Cfg& c) { return c.model.max_seq_len; });
+  s.add_rule("`train.document_positions` only with `train.document_mask`",
+             [](const Cfg& c) -> std::optional<std::string> {
+               if (!c.train.document_positions || c.train.document_mask) return std::nullopt;
+               return "train.document_positions restarts rotary positions at each document, "
+                      "which needs train.document_mask: true (set both, or neither)";
+             });
 }
 
 void add_parallel_rules(Schema<Cfg>& s) {

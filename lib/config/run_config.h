@@ -120,11 +120,14 @@ struct TrainConfig {
   double bucket_mb = 4.0;
   int64_t debug_slow_rank = -1;  // test-only fault injection: -1 for none
   double debug_slow_ms = 0;
+  bool document_mask = false;       // attention stays inside each document of a packed sample
+  bool document_positions = false;  // rotary positions restart per document (needs the mask)
   bool operator==(const TrainConfig&) const = default;
 };
 
 struct DataConfig {
   std::string plan;  // empty: not given; the trainer asks for one
+  int64_t eod_id = -1;  // end-of-document token id; -1: the one the datasets' meta records
   bool operator==(const DataConfig&) const = default;
 };
 

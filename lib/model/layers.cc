@@ -57,12 +57,37 @@ RowGemm Transformer::Impl::v_gemm(const LayerIndex& li, AttnActs& at, const Dims
   return forward_gemm(nullptr, w(li.v), cfg.d_model, kvd, sized(at.v, d.N * kvd));
 }
 
+void Transformer::Impl::set_documents(const int32_t* inputs, const Dims& d) {
+  if (!documents.enabled) return;
+  pass.doc.resize(static_cast<size_t>(d.N));
+  pass.doc_pos.resize(static_cast<size_t>(d.N));
+  document_layout(inputs, d.B, d.T, documents.eod_id, pass.doc.data(), pass.doc_pos.data());
+}
+
+ops::AttentionMask Transformer::Impl::attention_mask() const {
+  ops::AttentionMask mask;
+  if (documents.enabled) {
+    mask.q_doc.i32 = pass.doc.data();
+    mask.k_doc.i32 = pass.doc.data();
+  }
+  return mask;
+}
+
+void Transformer::Impl::rotate(float* x, int64_t heads, const Dims& d, bool inverse) const {
+  if (documents.positions) {
+    (inverse ? ops::rope_backward_at : ops::rope_forward_at)(x, rope, pass.doc_pos.data(), d.N,
+                                                             heads);
+    return;
+  }
+  (inverse ? ops::rope_backward : ops::rope_forward)(x, rope, d.B, d.T, heads);
+}
+
 void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
-  ops::rope_forward(a.q.data(), rope, d.B, d.T, tp.heads);
-  ops::rope_forward(a.k.data(), rope, d.B, d.T, tp.kv_heads);
-  ops::attention_forward(attention_shape(d), a.q.data(), a.k.data(), a.v.data(),
-                         sized(a.attn, d.N * tp.heads * head_dim()),
-                         sized(a.lse, d.B * tp.heads * d.T));
+  rotate(a.q.data(), tp.heads, d, false);
+  rotate(a.k.data(), tp.kv_heads, d, false);
+  ops::attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
+                               a.v.data(), sized(a.attn, d.N * tp.heads * head_dim()),
+                               sized(a.lse, d.B * tp.heads * d.T));
 }
 
 // Block l from x_in: (Nr, D) into x_out: (Nr, D). Sequential (pre-norm Llama):
@@ -137,10 +162,11 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
   float* dq = zeroed(s.dq, d.N * qd);
   float* dk = zeroed(s.dk, d.N * kvd);
   float* dv = zeroed(s.dv, d.N * kvd);
-  ops::attention_backward(attention_shape(d), at.q.data(), at.k.data(), at.v.data(),
-                          at.attn.data(), at.lse.data(), s.dattn.data(), dq, dk, dv);
-  ops::rope_backward(dq, rope, d.B, d.T, tp.heads);
-  ops::rope_backward(dk, rope, d.B, d.T, tp.kv_heads);
+  ops::attention_block_backward(attention_shape(d), attention_mask(), at.q.data(), at.k.data(),
+                                at.v.data(), at.attn.data(), at.lse.data(), s.dattn.data(), dq,
+                                dk, dv);
+  rotate(dq, tp.heads, d, true);
+  rotate(dk, tp.kv_heads, d, true);
   weight_grad(li.q, input, dq, d.N, D, qd);
   weight_grad(li.k, input, dk, d.N, D, kvd);
   weight_grad(li.v, input, dv, d.N, D, kvd);
@@ -265,6 +291,7 @@ double Transformer::Impl::forward(const int32_t* inputs, const float* x_in, cons
   pass.acts.resize(layers.size());
   pass.d = d;
   pass.z_sum = 0;
+  set_documents(inputs, d);
   if (chunk.first) {
     embed_forward(inputs, d);
   } else {

@@ -168,6 +168,9 @@ struct PassActs {
   const float* final_input = nullptr;
   Dims d;
   std::vector<int32_t> inputs;  // the first stage's token ids, for the embedding's gradient
+  // Document masking: per token (B, T) its document id and its position in the document.
+  std::vector<int32_t> doc;
+  std::vector<int64_t> doc_pos;
   float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
   float z_grad = 0;             // d(objective)/d(each layer's router z-loss)
   double z_sum = 0;             // the forward's router z-losses, summed over its layers
@@ -198,10 +201,14 @@ struct EpState {
   double active_s = 0, exposed_s = 0;
 };
 
-// One token of a cached pass: its absolute position and its sequence's block table.
+// One token of a cached pass: its absolute position, its sequence's block table, and the
+// first position it attends to and its rotary position (pos and 0 / pos without document
+// masking; its document's start and, with per-document positions, pos - that start).
 struct TokenSlot {
   int64_t pos = 0;
   const int32_t* blocks = nullptr;
+  int64_t first = 0;
+  int64_t rope_pos = 0;
 };
 
 // The state of one forward_cached pass between its stages (model/inference.cc): what must
@@ -231,6 +238,7 @@ struct Transformer::Impl {
   size_t embed = kNoParam, final_norm = kNoParam, lm_head = kNoParam;  // lm_head == embed if tied
   std::vector<LayerIndex> layers;
   ops::RopeTable rope;
+  DocumentMask documents;
 
   TpState tp;
   EpState ep;
@@ -263,6 +271,14 @@ struct Transformer::Impl {
   float* w(size_t i) { return params[i].value.data<float>(); }
   float* g(size_t i) { return params[i].grad.data<float>(); }
   ops::AttentionShape attention_shape(const Dims& d) const;
+  // The attention's mask for the pass: positions 0..T-1 of each row, with the rows' document
+  // ids under document masking.
+  ops::AttentionMask attention_mask() const;
+  // Rotary embeddings of (N, heads, hd) rows at their positions in the row, or in their
+  // document under per-document positions; inverse: the backward rotation.
+  void rotate(float* x, int64_t heads, const Dims& d, bool inverse) const;
+  // Fills pass.doc / pass.doc_pos from the (B, T) inputs when document masking is on.
+  void set_documents(const int32_t* inputs, const Dims& d);
 
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.

@@ -383,6 +383,22 @@ Result<size_t> Transformer::parameter_index(const std::string& name) const {
   return NotFound("model has no parameter named '" + name + "'");
 }
 
+Status Transformer::set_document_mask(const DocumentMask& mask) {
+  if (mask.positions && !mask.enabled) {
+    return InvalidArgument("train.document_positions restarts positions at each document, "
+                           "which needs train.document_mask: true");
+  }
+  if (mask.enabled && (mask.eod_id < 0 || mask.eod_id >= impl_->cfg.vocab_size)) {
+    return InvalidArgument("document masking: the end-of-document id " +
+                           std::to_string(mask.eod_id) + " is outside the vocabulary of " +
+                           key_value("model.vocab_size", impl_->cfg.vocab_size));
+  }
+  impl_->documents = mask;
+  return Status::OK();
+}
+
+const DocumentMask& Transformer::document_mask() const { return impl_->documents; }
+
 void Transformer::zero_grads() {
   for (Parameter& p : impl_->params) p.grad.fill(0.0f);
 }
@@ -528,6 +544,10 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   }
   if ((c.first && batch.inputs == nullptr) || (c.last && batch.targets == nullptr)) {
     return InvalidArgument("the first pipeline stage needs the inputs and the last the targets");
+  }
+  if (m.documents.enabled && batch.inputs == nullptr) {
+    return InvalidArgument("document masking needs the inputs on every pipeline stage (they "
+                           "say where the documents end)");
   }
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(m.cfg, m.tp, c.first ? batch.inputs : nullptr,
                                                 c.last ? batch.targets : nullptr, batch.B,

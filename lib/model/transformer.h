@@ -28,6 +28,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/documents.h"
 #include "model/inference.h"
 #include "parallel/tp_overlap.h"
 
@@ -114,7 +115,8 @@ struct ModelParallel {
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
 struct StageBatch {
-  const int32_t* inputs = nullptr;   // (B, T) token ids: read by the first stage
+  // (B, T) token ids: read by the first stage, and by every stage under document masking
+  const int32_t* inputs = nullptr;
   const int32_t* targets = nullptr;  // (B, T) targets: read by the last stage
   int64_t B = 0, T = 0;
   float grad_scale = 1;  // as forward_backward's (1 / micro-batches per step)
@@ -278,6 +280,15 @@ class Transformer {
   std::optional<ExpertRef> routed_expert(size_t param_index) const;
   // Whether MoE layer `layer`'s expert `expert` still holds its weights.
   bool holds_expert(size_t layer, int64_t expert) const;
+
+  // Document masking of packed samples (model/documents.h) for every later forward: training
+  // passes derive each token's document from the inputs (a token attends only to its own
+  // document; with mask.positions rotary positions restart per document), and cached passes
+  // start a sequence's attention at CachedChunk::doc_start and after each end-of-document
+  // token. InvalidArgument naming the key when positions is set without enabled, or eod_id is
+  // outside the vocabulary.
+  Status set_document_mask(const DocumentMask& mask);
+  const DocumentMask& document_mask() const;
 
   // Sets every gradient to 0.
   void zero_grads();

@@ -19,6 +19,7 @@
 #include "model/transformer.h"
 #include "ops/sgemm_rate.h"
 #include "telemetry/writer.h"
+#include "train/document_mask.h"
 #include "train/grad_clip.h"
 #include "train/layout_report.h"
 #include "train/rank_sum.h"
@@ -259,6 +260,7 @@ Status Trainer::build_model() {
   };
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   const int stages = shape.pp * shape.vpp;
+  MS_ASSIGN_OR_RETURN(const model::DocumentMask documents, training_document_mask(config_));
   for (int c = 0; c < shape.vpp; ++c) {
     const int stage = c * shape.pp + s_->mesh->coord().pp;
     const parallel::StageLayers& layers = s_->pipeline.stages[static_cast<size_t>(stage)];
@@ -267,6 +269,7 @@ Status Trainer::build_model() {
                         model::Transformer::create(config_.model,
                                                    static_cast<uint64_t>(config_.run.seed),
                                                    parallel));
+    MS_RETURN_IF_ERROR(chunk->set_document_mask(documents));
     s_->chunks.push_back(std::move(chunk));
   }
   s_->model = s_->chunks.front().get();
