@@ -64,8 +64,8 @@ std::vector<float> logits_of(Transformer& m, const std::vector<int32_t>& tokens)
 }
 
 // Cross-entropy of each row of logits (n, V) against its target.
-std::vector<double> token_losses(const std::vector<float>& logits, const std::vector<int32_t>& targets,
-                                 int64_t V) {
+std::vector<double> token_losses(const std::vector<float>& logits,
+                                 const std::vector<int32_t>& targets, int64_t V) {
   std::vector<double> out;
   for (size_t i = 0; i < targets.size(); ++i) {
     const float* row = logits.data() + static_cast<int64_t>(i) * V;
@@ -109,7 +109,9 @@ TEST(DocumentMask, PackedDocumentsMatchSeparateRunsTokenByToken) {
     for (size_t i = 0; i < targets.size(); ++i) targets[i] = int32_t((i * 7 + 2) % 23);
     const std::vector<double> want = token_losses(separate, targets, c.vocab_size);
     const std::vector<double> got = token_losses(together, targets, c.vocab_size);
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << k.name << " " << i;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-5) << k.name << " " << i;
+    }
 
     // Without the mask docB's tokens see docA, so the same comparison fails.
     auto plain = make_model(c, {});
