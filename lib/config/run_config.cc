@@ -111,8 +111,14 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "Layers of each virtual stage in stage order, e.g. [3, 5]; they must add up to "
         "model.n_layers. Empty: model.n_layers / (pp * vpp) each.",
         &Cfg::parallel, &P::pp_layers).at_least(1);
-  s.add("parallel.ep", "Expert-parallel size, carved out of dp.", &Cfg::parallel, &P::ep)
-      .at_least(1);
+  s.add("parallel.ep", "Expert-parallel size, carved out of dp x cp (parallel folding).",
+        &Cfg::parallel, &P::ep).at_least(1);
+  s.add("parallel.cp",
+        "Context-parallel size: each sequence is cut into 2 x cp chunks and rank r of the cp "
+        "group holds chunks r and 2cp-1-r (balanced causal work); attention is a ring over the "
+        "group. The ranks are pp x dp x cp x tp; gradients are reduced over dp x cp. "
+        "train.seq_len must be divisible by 2 x cp.",
+        &Cfg::parallel, &P::cp).at_least(1);
   s.add("parallel.ep_comm_dtype",
         "With parallel.ep above 1: the wire format of the expert all-to-alls (the routed rows "
         "going to their experts and the outputs coming back, forward and backward). bf16 "
@@ -311,8 +317,8 @@ void add_parallel_rules(Schema<Cfg>& s) {
              });
   add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
                    "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
-  add_divisible_rule(s, "parallel.dp", [](const Cfg& c) { return c.parallel.dp; },
-                     "parallel.ep", [](const Cfg& c) { return c.parallel.ep; });
+  add_divisible_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
+                     "2 * parallel.cp", [](const Cfg& c) { return 2 * c.parallel.cp; });
   s.add_rule("`parallel.ep` above 1 only with MoE, and `model.moe.num_experts` divisible by it",
              [](const Cfg& c) -> std::optional<std::string> {
                const int64_t ep = c.parallel.ep, experts = c.model.moe.num_experts;

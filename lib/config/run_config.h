@@ -71,6 +71,7 @@ struct ParallelConfig {
   std::string schedule = "1f1b";     // 1f1b | interleaved | zero-bubble
   std::vector<int64_t> pp_layers;    // layers per virtual stage; empty: an even split
   int64_t ep = 1;
+  int64_t cp = 1;  // context parallelism: each sequence split over cp ranks (ring attention)
   std::string ep_comm_dtype = "f32";  // f32 | bf16: the wire format of the ep all-to-alls
   int64_t ep_overlap_chunks = 2;      // token chunks of a MoE layer's all-to-all round trip
   int64_t zero = 1;

@@ -176,7 +176,7 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   if (!ep.active()) {
     experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
     moe_combine(m, li, x, yp, out, m.shared, n);
-    return ops::moe_aux_loss(m.probs.data(), m.routing);
+    return moe_aux_loss(m);
   }
   // The rows go to the ranks holding their experts and their outputs come back, chunk by
   // chunk; the shared expert computes while the first chunk is on its way.
@@ -194,7 +194,43 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
                 [&](int c) { ep_experts_forward(li, m, c, y); });
   ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
   if (shared) add_into(out, shared_out, n * D);
-  return ops::moe_aux_loss(m.probs.data(), m.routing);
+  return moe_aux_loss(m);
+}
+
+// The layer's load-balancing loss over its micro-batch. Under context parallelism the
+// micro-batch's tokens are spread over the cp group, so the assignment counts and probability
+// sums are summed over it first (the loss is not a mean of per-rank losses), and the share of
+// each expert kept for the backward (m.aux_share); every cp rank returns the same loss.
+double Transformer::Impl::moe_aux_loss(MoeActs& m) {
+  if (!cp.active()) return ops::moe_aux_loss(m.probs.data(), m.routing);
+  const ops::MoeRouting& r = m.routing;
+  const size_t E = static_cast<size_t>(r.experts);
+  std::vector<double> sums(2 * E + 1, 0.0);  // [assignments][probability sums][tokens]
+  for (size_t e = 0; e < E; ++e) {
+    sums[e] = static_cast<double>(r.routed[e]);
+    for (int64_t i = 0; i < r.tokens; ++i) sums[E + e] += m.probs[static_cast<size_t>(i) * E + e];
+  }
+  sums[2 * E] = static_cast<double>(r.tokens);
+  // Gathered as 8-byte words and summed in rank order, so every rank holds the same bits.
+  std::vector<double> all(sums.size() * static_cast<size_t>(cp.size), 0.0);
+  if (cp.error.ok()) {
+    cp.error = cp.comm->allgather(sums.data(), all.data(), sums.size(), DType::kI64);
+  }
+  for (size_t j = 0; j < sums.size(); ++j) {
+    double total = 0;
+    for (size_t rank = 0; rank < static_cast<size_t>(cp.size); ++rank) {
+      total += all[rank * sums.size() + j];
+    }
+    sums[j] = total;
+  }
+  const double n = sums[2 * E];
+  m.aux_share.assign(E, 0.0);
+  double loss = 0;
+  for (size_t e = 0; e < E; ++e) {
+    m.aux_share[e] = sums[e] / (n * static_cast<double>(r.top_k));
+    loss += m.aux_share[e] * (sums[E + e] / n);
+  }
+  return static_cast<double>(E) * loss;
 }
 
 // Chunk c of the rows this rank's experts received (m.ep_input, m.ep_rows) -> its rows of
@@ -316,7 +352,19 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   }
   float* dprobs = zeroed(s.dprobs, n * E);
   ops::moe_route_backward(m.probs.data(), m.weights.data(), m.routing, dweights, dprobs);
-  ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
+  if (!cp.active()) {
+    ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
+  } else {
+    // d aux / d p_ie = E f_e / n over the whole micro-batch; the optimizer averages the cp
+    // ranks' gradients, so each rank applies cp times its share: E f_e / (local tokens).
+    const ops::MoeRouting& r = m.routing;
+    for (int64_t e = 0; e < E; ++e) {
+      const float grad = static_cast<float>(aux_grad * static_cast<double>(E) *
+                                            m.aux_share[static_cast<size_t>(e)] /
+                                            static_cast<double>(r.tokens));
+      for (int64_t i = 0; i < n; ++i) dprobs[i * E + e] += grad;
+    }
+  }
   float* dlogits = zeroed(s.router_logits, n * E);
   ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
   if (cfg.moe.z_loss_coef > 0) {

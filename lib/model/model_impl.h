@@ -73,6 +73,9 @@ struct MoeActs {
   std::vector<int64_t> ep_dispatch_rows;  // like ep_send_counts: first dispatch row of each
   std::vector<int64_t> ep_rows;           // chunks * local experts + 1
   std::vector<float> ep_input;            // (received rows, D) in ep_rows' layout
+  // Under cp: each expert's share f_e of the assignments over the whole micro-batch (the cp
+  // group's tokens), which the load-balancing loss's backward reads.
+  std::vector<double> aux_share;
 };
 
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
@@ -112,6 +115,9 @@ struct Scratch {
   // combine send and receive) in f32 or, under parallel.ep_comm_dtype bf16, as bf16 bits.
   std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
   std::vector<float> ep_f32_wire[4];
+  // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
+  // output and lse before the merge, a dK/dV accumulator held and arriving.
+  std::vector<float> cp_kv[2], cp_out, cp_lse, cp_grad[2];
   std::vector<uint16_t> ep_wire[4];
 };
 
@@ -171,6 +177,8 @@ struct PassActs {
   // Document masking: per token (B, T) its document id and its position in the document.
   std::vector<int32_t> doc;
   std::vector<int64_t> doc_pos;
+  // Under cp with document masking: every cp rank's tokens' document ids, (B, T) each.
+  std::vector<std::vector<int32_t>> cp_doc;
   float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
   float z_grad = 0;             // d(objective)/d(each layer's router z-loss)
   double z_sum = 0;             // the forward's router z-losses, summed over its layers
@@ -199,6 +207,27 @@ struct EpState {
   int64_t exchanges = 0;
   uint64_t bytes = 0;
   double active_s = 0, exposed_s = 0;
+};
+
+// Context parallelism: the cp group this rank's attention rings over (model/cp_attention.cc).
+// Each rank holds T / cp tokens of every sequence (parallel/cp_layout.h). cp = 1: none.
+struct CpState {
+  comm::Communicator* comm = nullptr;  // null when cp = 1
+  int size = 1, rank = 0;
+  bool active() const { return size > 1; }
+  Status error;  // the first failed transfer; later ones are skipped
+  // Since the last take_cp_comm_stats: ring transfers (one per hop), bytes sent, their time
+  // in flight and the time spent waiting for them.
+  int64_t transfers = 0;
+  uint64_t bytes = 0;
+  double active_s = 0, exposed_s = 0;
+};
+
+// The global index of every local token for each cp rank, for (B, T) local micro-batches:
+// index[r] is (B, T), rank r's tokens' positions in the whole sequence, row after row.
+struct CpLayout {
+  int64_t B = 0, T = 0;
+  std::vector<std::vector<int64_t>> index;
 };
 
 // One token of a cached pass: its absolute position, its sequence's block table, and the
@@ -242,6 +271,8 @@ struct Transformer::Impl {
 
   TpState tp;
   EpState ep;
+  CpState cp;
+  CpLayout cp_layout;
   // Routed load since the last take_moe_load: per local layer, assignments each expert took
   // and assignments dropped by the capacity.
   std::vector<std::vector<int64_t>> load_routed;
@@ -277,8 +308,22 @@ struct Transformer::Impl {
   // Rotary embeddings of (N, heads, hd) rows at their positions in the row, or in their
   // document under per-document positions; inverse: the backward rotation.
   void rotate(float* x, int64_t heads, const Dims& d, bool inverse) const;
-  // Fills pass.doc / pass.doc_pos from the (B, T) inputs when document masking is on.
+  // Fills pass.doc / pass.doc_pos from the (B, T) inputs when document masking is on. Under
+  // cp from the whole sequences (the cp group's tokens gathered, collective over cp), and
+  // pass.cp_doc with every cp rank's document ids.
   void set_documents(const int32_t* inputs, const Dims& d);
+  // Context parallelism (model/cp_attention.cc): cp_layout for (B, T) local micro-batches;
+  // the ring attention of the local queries against every rank's keys and values, forward
+  // (into a.attn, a.lse) and backward (accumulating dq, dk, dv); the mask of the local
+  // queries against rank `source`'s keys.
+  void set_cp_layout(const Dims& d);
+  void cp_attention_forward(AttnActs& a, const Dims& d);
+  void cp_attention_backward(const AttnActs& a, const float* dout, float* dq, float* dk,
+                             float* dv, const Dims& d);
+  ops::AttentionMask cp_mask(int source) const;
+  struct CpHop;
+  void cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n, int tag);
+  void cp_finish_hop(CpHop& hop);
 
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.
@@ -356,6 +401,7 @@ struct Transformer::Impl {
   // One chunk's experts, forward and backward, under expert parallelism (model/compute.cc).
   void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
   void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);
+  double moe_aux_loss(MoeActs& m);
   void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
                               float* dx, int64_t n);
 

@@ -351,6 +351,11 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
   impl->ep.bf16 = impl->ep.active() && parallel.ep_bf16;
   impl->ep.chunks = std::max(parallel.ep_chunks, 1);
+  if (parallel.cp != nullptr && parallel.cp->size() > 1) {
+    impl->cp.comm = parallel.cp;
+    impl->cp.size = parallel.cp->size();
+    impl->cp.rank = parallel.cp->rank();
+  }
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
@@ -485,6 +490,7 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   m.backward(nullptr, nullptr, d, hooks);
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
                    m.pass.z_sum / layers, d.N};
 }
@@ -497,6 +503,7 @@ Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t
   const double aux_sum = m.forward(inputs, nullptr, d);
   MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   const double layers = static_cast<double>(m.cfg.n_layers);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
                    m.pass.z_sum / layers, d.N};
@@ -506,6 +513,10 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
   if (impl_->tp.active()) {
     return FailedPrecondition("forward_logits needs the whole vocabulary on one rank, but this "
                               "one holds a tensor-parallel slice");
+  }
+  if (impl_->cp.active()) {
+    return FailedPrecondition("forward_logits needs whole sequences, but this rank holds a "
+                              "context-parallel share of them");
   }
   MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_logits"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
@@ -569,6 +580,7 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   }
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   if (!batch.backward) return stats;
   // The pass moves aside with its buffers until its backward; a spare one takes its place.
   m.in_flight[mb] = std::move(m.pass);
@@ -607,7 +619,8 @@ Status Transformer::stage_backward(int mb, std::span<const float> grad_out,
   m.in_flight.erase(it);
   if (defer_weight_grads) m.pending_weight[mb] = std::move(deferred);
   MS_RETURN_IF_ERROR(m.tp.error);
-  return m.ep.error;
+  MS_RETURN_IF_ERROR(m.ep.error);
+  return m.cp.error;
 }
 
 Status Transformer::stage_backward_weight(int mb) {
@@ -658,6 +671,16 @@ Transformer::EpCommStats Transformer::take_ep_comm_stats() {
   ep.bytes = 0;
   ep.active_s = 0;
   ep.exposed_s = 0;
+  return stats;
+}
+
+Transformer::EpCommStats Transformer::take_cp_comm_stats() {
+  CpState& cp = impl_->cp;
+  const EpCommStats stats{cp.transfers, cp.bytes, cp.active_s, cp.exposed_s};
+  cp.transfers = 0;
+  cp.bytes = 0;
+  cp.active_s = 0;
+  cp.exposed_s = 0;
   return stats;
 }
 

@@ -111,6 +111,11 @@ struct ModelParallel {
   // each all-to-all at once. Results differ only by the experts' weight-gradient summation
   // order; a given value is bitwise reproducible.
   int ep_chunks = 1;
+  // Context parallelism: the cp group (null or size 1: none). Each micro-batch passed to the
+  // model is then this rank's T / cp tokens of every sequence, chunks r and 2cp-1-r
+  // (parallel/cp_layout.h, what the trainer's batches are cut to), at their global positions;
+  // attention is a ring over the group and every method is collective over cp too.
+  comm::Communicator* cp = nullptr;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
@@ -207,6 +212,9 @@ class Transformer {
     void add(const EpCommStats& other);
   };
   EpCommStats take_ep_comm_stats();
+  // The context-parallel ring's transfers since the last call, in the same terms (exchanges:
+  // ring hops), then reset to zero.
+  EpCommStats take_cp_comm_stats();
   // The MoE routing of the forwards since the last call, then reset: per layer this chunk
   // holds (model layer chunk().first_layer + i), the assignments each expert took (after any
   // capacity) and the assignments model.moe.capacity_factor dropped. Empty for a dense model.

@@ -18,6 +18,7 @@
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "ops/sgemm_rate.h"
+#include "parallel/cp_layout.h"
 #include "telemetry/writer.h"
 #include "train/document_mask.h"
 #include "train/grad_clip.h"
@@ -77,6 +78,25 @@ comm::Communicator& Trainer::trainers() const {
   return s_->mesh && s_->loaders > 0 ? s_->mesh->model() : world_;
 }
 
+comm::Communicator& Trainer::replicas() const {
+  return config_.parallel.cp > 1 ? s_->mesh->dp_cp() : s_->mesh->dp();
+}
+
+data::MicroBatch Trainer::local_tokens(data::MicroBatch batch) const {
+  const int cp = static_cast<int>(config_.parallel.cp);
+  if (cp == 1) return batch;
+  const int rank = s_->mesh->coord().cp;
+  const int64_t local = batch.seq_len / cp;
+  std::vector<int32_t> inputs(static_cast<size_t>(batch.rows * local));
+  std::vector<int32_t> targets(inputs.size());
+  parallel::cp_take(batch.inputs.data(), batch.rows, batch.seq_len, cp, rank, inputs.data());
+  parallel::cp_take(batch.targets.data(), batch.rows, batch.seq_len, cp, rank, targets.data());
+  batch.inputs = std::move(inputs);
+  batch.targets = std::move(targets);
+  batch.seq_len = local;
+  return batch;
+}
+
 Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
                                                  comm::Communicator& world) {
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), world));
@@ -88,13 +108,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
-  // No config key sets context parallelism yet, so cp = 1 explicitly.
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
                               .tp = static_cast<int>(config_.parallel.tp),
                               .ep = static_cast<int>(config_.parallel.ep),
                               .loaders = s_->loaders,
-                              .cp = 1};
+                              .cp = static_cast<int>(config_.parallel.cp)};
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
   s_->mesh.emplace(std::move(mesh));
   // A loader rank holds no model; run() serves the trainers' batches. From here on the
@@ -253,7 +272,8 @@ Status Trainer::build_model() {
                                 {}, {},
                                 config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr,
                                 config_.parallel.ep_comm_dtype == "bf16",
-                                static_cast<int>(config_.parallel.ep_overlap_chunks)};
+                                static_cast<int>(config_.parallel.ep_overlap_chunks),
+                                config_.parallel.cp > 1 ? &s_->mesh->cp() : nullptr};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
@@ -293,10 +313,10 @@ Status Trainer::build_model() {
   options.zero = config_.parallel.zero == 1;
   options.overlap = config_.train.overlap_grad_reduce;
   options.bucket_bytes = static_cast<int64_t>(config_.train.bucket_mb * 1024 * 1024);
-  const std::string dp_group = trace_group_name(s_->mesh->dp(), trainers().size());
+  const std::string dp_group = trace_group_name(replicas(), trainers().size());
   // A one-rank dp group beside other ranks (a pipeline stage, a tp group) is left out of the
   // trace: its collectives move nothing and have no peer to pair with.
-  const bool dp_alone = s_->mesh->dp().size() == 1 && trainers().size() > 1;
+  const bool dp_alone = replicas().size() == 1 && trainers().size() > 1;
   options.on_comm = [this, dp_group, dp_alone](const CommEvent& e) {
     if (s_->trace && !dp_alone) s_->trace->comm(e.op, dp_group, e.seq, e.bytes, e.t0, e.t1);
   };
@@ -304,7 +324,7 @@ Status Trainer::build_model() {
   if (shape.pp > 1) options.pp = &s_->mesh->pp();
   const bool ep = config_.parallel.ep > 1;
   MS_ASSIGN_OR_RETURN(s_->dist,
-                      OptimizerSet::create(s_->mesh->dp(), ep ? &s_->mesh->edp() : nullptr,
+                      OptimizerSet::create(replicas(), ep ? &s_->mesh->edp() : nullptr,
                                            ep ? &s_->mesh->ep() : nullptr, std::move(params),
                                            groups, config_.optim, options));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
@@ -357,13 +377,15 @@ void Trainer::log_memory_plan() const {
   int64_t activation_bytes = 0;
   for (const auto& chunk : s_->chunks) {
     for (const model::Parameter& p : chunk->parameters()) local += p.value.numel();
-    activation_bytes += chunk->activation_bytes(config_.train.micro_batch, config_.train.seq_len);
+    activation_bytes += chunk->activation_bytes(config_.train.micro_batch,
+                                                config_.train.seq_len / config_.parallel.cp);
   }
-  const RankMemoryPlan mem = rank_memory_plan(local, s_->dp, config_.parallel.zero == 1);
+  const RankMemoryPlan mem = rank_memory_plan(local, replicas().size(), config_.parallel.zero == 1);
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   // Pipeline rank 0 holds the most micro-batches in flight (1F1B: pp of them).
   const int in_flight = shape.pp > 1 ? pp_peak_in_flight(shape, 0) : 1;
-  const std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
+  std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
+  if (config_.parallel.cp > 1) pp_part += "cp " + std::to_string(config_.parallel.cp) + ", ";
   const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
   char line[400];
   std::snprintf(line, sizeof(line),
@@ -442,6 +464,7 @@ Result<TrainSummary> Trainer::run() {
     for (const auto& chunk : s_->chunks) {
       summary.tp_comm.add(chunk->take_tp_comm_stats());
       s_->ep_stats.add(chunk->take_ep_comm_stats());
+      s_->cp_stats.add(chunk->take_cp_comm_stats());
     }
     for (int64_t d : result.dropped_tokens) summary.dropped_tokens += d;
     summary.data_wait_s += result.phases.data_s;
@@ -450,9 +473,10 @@ Result<TrainSummary> Trainer::run() {
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
-      // Evaluation's tp collectives and routing are not a step's.
+      // Evaluation's tp collectives, ring transfers and routing are not a step's.
       for (const auto& chunk : s_->chunks) {
         chunk->take_tp_comm_stats();
+        chunk->take_cp_comm_stats();
         chunk->take_moe_load();
       }
       summary.eval_losses.push_back(eval_loss);
@@ -519,7 +543,7 @@ Status Trainer::run_pipeline(int64_t step, StepResult& result) {
     ScopedTimer data_time(result.phases.data_s);
     for (int mb = 0; mb < s_->micro_batches; ++mb) {
       MS_ASSIGN_OR_RETURN(data::MicroBatch batch, s_->train_loader->next());
-      batches.push_back(std::move(batch));
+      batches.push_back(local_tokens(std::move(batch)));
     }
   }
   MS_ASSIGN_OR_RETURN(const PipelineStepResult r, s_->pipeline_step->run(step, batches));
@@ -541,7 +565,8 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
   std::optional<data::MicroBatch> batch;
   {
     ScopedTimer data_time(result.phases.data_s);
-    MS_ASSIGN_OR_RETURN(batch, s_->train_loader->next());
+    MS_ASSIGN_OR_RETURN(data::MicroBatch whole, s_->train_loader->next());
+    batch = local_tokens(std::move(whole));
   }
   if (micro_index == s_->micro_batches - 1) s_->dist->arm();
   double backward_t0 = 0;
@@ -577,7 +602,7 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 // The step's global loss, summed in rank order so every rank holds the same bits; a rank whose
 // loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
-  comm::Communicator& dp = s_->mesh->dp();
+  comm::Communicator& dp = replicas();
   std::vector<double> values(3 + static_cast<size_t>(dp.size()), 0.0);
   values[0] = result.local_loss;
   values[1] = result.local_aux;
@@ -622,7 +647,7 @@ Status Trainer::reduce_moe_load(StepResult& result) {
       }
     }
   }
-  MS_RETURN_IF_ERROR(s_->mesh->dp().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
+  MS_RETURN_IF_ERROR(replicas().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
                                               comm::ReduceOp::kSum));
   if (s_->pipeline.schedule.pp > 1) {
     MS_RETURN_IF_ERROR(s_->mesh->pp().allreduce(flat.data(), flat.data(), flat.size(),
@@ -684,21 +709,22 @@ Result<double> Trainer::evaluate() {
     std::vector<data::MicroBatch> batches;
     for (int64_t i = 0; i < micro_batches; ++i) {
       MS_ASSIGN_OR_RETURN(data::MicroBatch batch, loader.next());
-      batches.push_back(std::move(batch));
+      batches.push_back(local_tokens(std::move(batch)));
     }
     MS_ASSIGN_OR_RETURN(local, s_->pipeline_step->evaluate(batches));
     local *= static_cast<double>(micro_batches);
   }
   for (int64_t i = 0; s_->pipeline_step == nullptr && i < micro_batches; ++i) {
-    MS_ASSIGN_OR_RETURN(const data::MicroBatch batch, loader.next());
+    MS_ASSIGN_OR_RETURN(data::MicroBatch whole, loader.next());
+    const data::MicroBatch batch = local_tokens(std::move(whole));
     MS_ASSIGN_OR_RETURN(const model::LossStats stats,
                         s_->model->forward_loss(batch.inputs.data(), batch.targets.data(),
                                                 batch.rows, batch.seq_len));
     local += stats.loss;
   }
   double mean = local / static_cast<double>(micro_batches);
-  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->dp(), std::span<double>(&mean, 1)));
-  return mean / s_->dp;
+  MS_RETURN_IF_ERROR(sum_in_rank_order(replicas(), std::span<double>(&mean, 1)));
+  return mean / replicas().size();
 }
 
 void Trainer::log_step(int64_t step, const StepResult& r) const {
@@ -814,6 +840,20 @@ Status Trainer::finish(TrainSummary& summary) {
                   e.hidden_fraction() * 100.0, e.exposed_s, e.active_s,
                   static_cast<long long>(config_.parallel.ep),
                   static_cast<long long>(config_.parallel.ep_overlap_chunks));
+    MS_LOG(Info) << line;
+  }
+  if (config_.parallel.cp > 1 && summary.steps_done > s_->start_step) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const model::Transformer::EpCommStats& c = s_->cp_stats;
+    char line[400];
+    std::snprintf(line, sizeof(line),
+                  "context-parallel ring attention: %.0f transfers, %.1f MiB sent per step; up "
+                  "to %.0f%% hidden behind attention (waited %.3fs of %.3fs in flight; cp %lld; "
+                  "rank 0)",
+                  static_cast<double>(c.exchanges) / steps,
+                  static_cast<double>(c.bytes) / steps / (1024.0 * 1024.0),
+                  c.hidden_fraction() * 100.0, c.exposed_s, c.active_s,
+                  static_cast<long long>(config_.parallel.cp));
     MS_LOG(Info) << line;
   }
   if (config_.model.moe.capacity_factor > 0 && summary.steps_done > s_->start_step) {

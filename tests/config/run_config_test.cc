@@ -123,8 +123,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "run.yaml: model.n_kv_heads (4) must be divisible by parallel.tp (3)\n"
                  "run.yaml: model.d_ff (1376) must be divisible by parallel.tp (3)"},
         RuleCase{{"parallel.pp=9"}, "parallel.pp (9) must not exceed model.n_layers (8)"},
-        RuleCase{{"parallel.dp=4", "parallel.ep=3", "model.moe.num_experts=3"},
-                 "parallel.dp (4) must be divisible by parallel.ep (3)"},
+        RuleCase{{"parallel.cp=3"},
+                 "train.seq_len (256) must be divisible by 2 * parallel.cp (6)"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2"},
                  "parallel.ep (2) needs MoE layers; set model.moe.num_experts or parallel.ep=1"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2", "model.moe.num_experts=3"},
