@@ -131,6 +131,12 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "dispatch). 1 waits for each all-to-all at once. The chunking changes only the "
         "summation order of the experts' weight gradients.",
         &Cfg::parallel, &P::ep_overlap_chunks).at_least(1).at_most(64);
+  s.add("parallel.expert_tp",
+        "With parallel.tp above 1 and MoE layers: true splits every routed expert over the tp "
+        "ranks like the dense MLP (w1/w3 by rows, w2 by columns); false keeps the experts whole "
+        "on every tp rank and splits the tokens instead, each tp rank running the experts for "
+        "its 1/tp of the micro-batch's tokens (and exchanging only those under parallel.ep), "
+        "with the experts' gradients summed over tp.", &Cfg::parallel, &P::expert_tp);
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
         &Cfg::parallel, &P::zero).at_least(0).at_most(1);
   s.add("parallel.loaders",

@@ -137,6 +137,10 @@ Result<uint64_t> parse_rss_bytes(std::string_view text, std::string_view source)
   return find_kb_field(text, "VmRSS", source);
 }
 
+Result<uint64_t> parse_peak_rss_bytes(std::string_view text, std::string_view source) {
+  return find_kb_field(text, "VmHWM", source);
+}
+
 Result<double> parse_process_cpu_seconds(std::string_view text, double ticks_per_second,
                                          std::string_view source) {
   const size_t name_end = text.rfind(')');

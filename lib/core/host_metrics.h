@@ -40,6 +40,9 @@ Result<NetBytes> parse_net_dev(std::string_view text, std::string_view source = 
 // Resident set size in bytes, from the VmRSS line of /proc/self/status.
 Result<uint64_t> parse_rss_bytes(std::string_view text,
                                  std::string_view source = "/proc/self/status");
+// The peak resident set size in bytes (the VmHWM line).
+Result<uint64_t> parse_peak_rss_bytes(std::string_view text,
+                                      std::string_view source = "/proc/self/status");
 
 // CPU seconds (user + system) this process has used, from /proc/self/stat: fields 14 and 15
 // after the parenthesized command name (which may itself hold spaces and parentheses), in

@@ -14,6 +14,7 @@
 #include "ops/moe.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
@@ -89,6 +90,71 @@ ExpertWeights expert_weights(Transformer::Impl& m, const LayerIndex& li) {
   return e;
 }
 
+// Under parallel.expert_tp false each tp rank's expert weight gradients cover only its tokens:
+// the backward writes this micro-batch's into `buffer` (the local experts' gate, up and down
+// gradients back to back; zeroed when `zero`, once per layer), which commit_expert_grads sums
+// over tp into the gradients.
+void redirect_expert_grads(Transformer::Impl& m, const LayerIndex& li, ExpertWeights& e,
+                           std::vector<float>& buffer, bool zero) {
+  int64_t total = 0;
+  for (const MlpIndex& x : li.experts) {
+    for (size_t p : {x.gate, x.up, x.down}) total += m.params[p].grad.numel();
+  }
+  float* at = zero ? zeroed(buffer, total) : buffer.data();
+  for (size_t i = 0; i < li.experts.size(); ++i) {
+    const MlpIndex& x = li.experts[i];
+    e.dgate[i] = at;
+    at += m.params[x.gate].grad.numel();
+    e.dup[i] = at;
+    at += m.params[x.up].grad.numel();
+    e.ddown[i] = at;
+    at += m.params[x.down].grad.numel();
+  }
+}
+
+}  // namespace
+
+void Transformer::Impl::commit_expert_grads(const LayerIndex& li, std::vector<float>& buffer) {
+  allreduce_tp(buffer.data(), static_cast<int64_t>(buffer.size()));
+  const float* at = buffer.data();
+  for (const MlpIndex& x : li.experts) {
+    for (size_t p : {x.gate, x.up, x.down}) {
+      const int64_t n = params[p].grad.numel();
+      add_into(g(p), at, n);
+      at += n;
+    }
+  }
+}
+
+namespace {
+
+// The dispatch rows of this tp rank's tokens when parallel.expert_tp is false: expert by
+// expert, the run of its rows whose tokens fall in the rank's share (rows keep token order).
+void slice_rows(const ops::MoeRouting& r, const parallel::TpChunk& tokens,
+                std::vector<int64_t>& rows, std::vector<int64_t>& offsets) {
+  rows.clear();
+  offsets.assign(static_cast<size_t>(r.experts + 1), 0);
+  for (int64_t e = 0; e < r.experts; ++e) {
+    for (int64_t row = r.offsets[static_cast<size_t>(e)]; row < r.offsets[static_cast<size_t>(e + 1)]; ++row) {
+      const int64_t t = r.token_of_row[static_cast<size_t>(row)];
+      if (t >= tokens.row0 && t < tokens.row0 + tokens.rows) rows.push_back(row);
+    }
+    offsets[static_cast<size_t>(e + 1)] = static_cast<int64_t>(rows.size());
+  }
+}
+
+void pick_rows(const float* from, const std::vector<int64_t>& rows, float* to, int64_t width) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(from + rows[i] * width, width, to + static_cast<int64_t>(i) * width);
+  }
+}
+
+void place_rows(const float* from, const std::vector<int64_t>& rows, float* to, int64_t width) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(from + static_cast<int64_t>(i) * width, width, to + rows[i] * width);
+  }
+}
+
 }  // namespace
 
 void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting& r) {
@@ -145,7 +211,7 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
 // others. acts keeps the gate/up projections for the backward.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                                         const int64_t* offsets, float* yp) {
-  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.d_ff;
+  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
   const int64_t rows = offsets[E];
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(acts.gate, rows * F);
@@ -173,8 +239,24 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   moe_dispatch(m, li, x, scratch.permuted, n, true);
   record_load(li, m.routing);
   float* yp = sized(m.expert_out, n * k * D);
-  if (!ep.active()) {
+  const bool split = tp.expert_tokens_split;
+  if (!ep.active() && !split) {
     experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
+    moe_combine(m, li, x, yp, out, m.shared, n);
+    return moe_aux_loss(m);
+  }
+  // Whole experts under tp (parallel.expert_tp false): this rank's share of the tokens only;
+  // the other rows' outputs stay zero, so the sum over tp that follows completes them.
+  if (split) std::fill_n(yp, m.routing.rows() * D, 0.0f);
+  if (!ep.active()) {
+    slice_rows(m.routing, parallel::tp_chunk(n, tp.size, tp.rank), m.slice_rows,
+               m.slice_offsets);
+    const int64_t rows = static_cast<int64_t>(m.slice_rows.size());
+    float* xs = sized(scratch.ep_grad, rows * D);
+    pick_rows(scratch.permuted.data(), m.slice_rows, xs, D);
+    float* ys = sized(scratch.ep_out, rows * D);
+    experts_forward(li, m.experts, xs, m.slice_offsets.data(), ys);
+    place_rows(ys, m.slice_rows, yp, D);
     moe_combine(m, li, x, yp, out, m.shared, n);
     return moe_aux_loss(m);
   }
@@ -237,7 +319,7 @@ double Transformer::Impl::moe_aux_loss(MoeActs& m) {
 // y, one SwiGLU chain per local expert, letting the exchanges in flight progress between
 // experts. Keeps the gate/up projections in m.experts for the backward.
 void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y) {
-  const int64_t D = cfg.d_model, F = tp.d_ff, El = static_cast<int64_t>(li.experts.size());
+  const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
   const int64_t total = m.ep_rows.back();
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(m.experts.gate, total * F);
@@ -260,9 +342,10 @@ void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int
 // c's rows of dxp and the local experts' weight gradients.
 void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, int c,
                                             const float* dy, float* dxp) {
-  const int64_t D = cfg.d_model, F = tp.d_ff, El = static_cast<int64_t>(li.experts.size());
+  const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
   const int64_t total = m.ep_rows.back();
-  const ExpertWeights ew = expert_weights(*this, li);
+  ExpertWeights ew = expert_weights(*this, li);
+  if (tp.expert_tokens_split) redirect_expert_grads(*this, li, ew, scratch.expert_grads, false);
   Scratch& s = scratch;
   float* act = sized(s.act, total * F);
   float* dact = sized(s.dact, total * F);
@@ -299,14 +382,25 @@ void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, in
 // weight gradients.
 void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x,
                                                const float* dyp, float* dx, int64_t n) {
-  const int64_t D = cfg.d_model, k = cfg.moe.top_k, F = tp.d_ff;
+  const int64_t D = cfg.d_model, k = cfg.moe.top_k, F = tp.expert_d_ff;
   Scratch& s = scratch;
-  const ExpertWeights ew = expert_weights(*this, li);
+  ExpertWeights ew = expert_weights(*this, li);
   const int64_t El = static_cast<int64_t>(li.experts.size());
-  const int64_t* offsets = m.routing.offsets.data();
+  const bool split = tp.expert_tokens_split;
+  // Split tokens: the experts ran over this tp rank's rows only, gathered (m.slice_rows).
+  const int64_t* offsets = split ? m.slice_offsets.data() : m.routing.offsets.data();
   const int64_t rows = offsets[El];
   float* xp = sized(s.permuted, n * k * D);
   ops::moe_permute_forward(x, m.routing, xp, D);
+  if (split) {
+    float* all = sized(s.ep_back, n * k * D);
+    std::copy_n(xp, n * k * D, all);
+    pick_rows(all, m.slice_rows, xp, D);
+    float* dy = sized(s.ep_grad, rows * D);
+    pick_rows(dyp, m.slice_rows, dy, D);
+    dyp = dy;
+    redirect_expert_grads(*this, li, ew, s.expert_grads, true);
+  }
   float* act = sized(s.act, rows * F);
   ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
   float* dact = zeroed(s.dact, rows * F);
@@ -317,6 +411,12 @@ void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m,
   float* dxp = zeroed(s.dpermuted, rows * D);
   ops::grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
   ops::grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
+  if (split) {
+    float* all = zeroed(s.ep_back, m.routing.rows() * D);
+    place_rows(dxp, m.slice_rows, all, D);
+    dxp = all;
+    commit_expert_grads(li, s.expert_grads);
+  }
   ops::moe_permute_backward(dxp, m.routing, dx, D);
 }
 
@@ -343,11 +443,18 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
     const int64_t rows = m.ep_rows.back();
     float* dy = sized(s.ep_grad, rows * D);
     float* dxp = sized(s.dpermuted, rows * D);
-    float* back = sized(s.ep_back, n * k * D);
+    // Whole experts under tp: rows of other tp ranks' tokens come back as nothing.
+    const bool split = tp.expert_tokens_split;
+    float* back = split ? zeroed(s.ep_back, n * k * D) : sized(s.ep_back, n * k * D);
+    if (split) {
+      ExpertWeights ew = expert_weights(*this, li);
+      redirect_expert_grads(*this, li, ew, s.expert_grads, true);
+    }
     std::function<void()> before;
     if (shared) before = [&] { mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n); };
     ep_round_trip(m, dyp, dy, dxp, back, D, before,
                   [&](int c) { ep_experts_backward(li, m, c, dy, dxp); });
+    if (split) commit_expert_grads(li, s.expert_grads);
     ops::moe_permute_backward(back, m.routing, dx, D);
   }
   float* dprobs = zeroed(s.dprobs, n * E);

@@ -73,7 +73,10 @@ struct Plan {
 
 void Transformer::Impl::ep_plan(MoeActs& m) {
   const int64_t El = ep.local_experts, P = ep.size, n = m.routing.tokens;
-  const int C = parallel::tp_chunk_count(ep.chunks, n);
+  // The tokens whose rows travel: all, or with whole experts under tp this tp rank's share.
+  const parallel::TpChunk tokens =
+      tp.expert_tokens_split ? parallel::tp_chunk(n, tp.size, tp.rank) : parallel::TpChunk{0, n};
+  const int C = parallel::tp_chunk_count(ep.chunks, tokens.rows);
   m.ep_chunks = std::max(C, 1);
   const int64_t Cn = m.ep_chunks;
   const std::vector<int64_t>& offsets = m.routing.offsets;
@@ -85,10 +88,13 @@ void Transformer::Impl::ep_plan(MoeActs& m) {
     for (int64_t e = 0; e < El; ++e) {
       int64_t row = offsets[static_cast<size_t>(j * El + e)];
       const int64_t end = offsets[static_cast<size_t>(j * El + e + 1)];
+      while (row < end && token[static_cast<size_t>(row)] < tokens.row0) ++row;
       for (int64_t c = 0; c < Cn; ++c) {
-        const parallel::TpChunk chunk = parallel::tp_chunk(n, static_cast<int>(Cn), static_cast<int>(c));
+        const parallel::TpChunk chunk =
+            parallel::tp_chunk(tokens.rows, static_cast<int>(Cn), static_cast<int>(c));
         const int64_t first = row;
-        while (row < end && token[static_cast<size_t>(row)] < chunk.row0 + chunk.rows) ++row;
+        const int64_t limit = tokens.row0 + chunk.row0 + chunk.rows;
+        while (row < end && token[static_cast<size_t>(row)] < limit) ++row;
         const size_t at = static_cast<size_t>((j * Cn + c) * El + e);
         m.ep_dispatch_rows[at] = first;
         m.ep_send_counts[at] = row - first;

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/timer.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
@@ -118,13 +119,15 @@ void Transformer::Impl::rotate(float* x, int64_t heads, const Dims& d, bool inve
 void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
   rotate(a.q.data(), tp.heads, d, false);
   rotate(a.k.data(), tp.kv_heads, d, false);
+  const double t0 = wall_time_s();
   if (cp.active()) {
     cp_attention_forward(a, d);
-    return;
+  } else {
+    ops::attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
+                                 a.v.data(), sized(a.attn, d.N * tp.heads * head_dim()),
+                                 sized(a.lse, d.B * tp.heads * d.T));
   }
-  ops::attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
-                               a.v.data(), sized(a.attn, d.N * tp.heads * head_dim()),
-                               sized(a.lse, d.B * tp.heads * d.T));
+  attention_s += wall_time_s() - t0;
 }
 
 // Block l from x_in: (Nr, D) into x_out: (Nr, D). Sequential (pre-norm Llama):
@@ -199,6 +202,7 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
   float* dq = zeroed(s.dq, d.N * qd);
   float* dk = zeroed(s.dk, d.N * kvd);
   float* dv = zeroed(s.dv, d.N * kvd);
+  const double t0 = wall_time_s();
   if (cp.active()) {
     cp_attention_backward(at, s.dattn.data(), dq, dk, dv, d);
   } else {
@@ -206,6 +210,7 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
                                   at.k.data(), at.v.data(), at.attn.data(), at.lse.data(),
                                   s.dattn.data(), dq, dk, dv);
   }
+  attention_s += wall_time_s() - t0;
   rotate(dq, tp.heads, d, true);
   rotate(dk, tp.kv_heads, d, true);
   weight_grad(li.q, input, dq, d.N, D, qd);

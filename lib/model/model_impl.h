@@ -76,6 +76,9 @@ struct MoeActs {
   // Under cp: each expert's share f_e of the assignments over the whole micro-batch (the cp
   // group's tokens), which the load-balancing loss's backward reads.
   std::vector<double> aux_share;
+  // parallel.expert_tp false under tp: the dispatch rows of this tp rank's tokens, grouped by
+  // expert (slice_offsets: experts + 1), which the experts ran over without ep.
+  std::vector<int64_t> slice_rows, slice_offsets;
 };
 
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
@@ -114,6 +117,7 @@ struct Scratch {
   // the routed rows are away, and the wire buffers of a round trip (dispatch send and receive,
   // combine send and receive) in f32 or, under parallel.ep_comm_dtype bf16, as bf16 bits.
   std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
+  std::vector<float> expert_grads;  // parallel.expert_tp false: a layer's expert gradients
   std::vector<float> ep_f32_wire[4];
   // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
   // output and lse before the merge, a dK/dV accumulator held and arriving.
@@ -142,7 +146,10 @@ struct TpState {
   int size = 1, rank = 0;
   bool sequence_parallel = false;      // only with size > 1
   int64_t heads = 0, kv_heads = 0;     // local query and key/value heads
-  int64_t d_ff = 0, shared_d_ff = 0;   // local hidden widths (every expert's, the shared one's)
+  int64_t d_ff = 0, shared_d_ff = 0;   // local hidden widths (the dense MLP's, the shared one's)
+  int64_t expert_d_ff = 0;             // a routed expert's local width: d_ff, or d_ff / tp
+  // parallel.expert_tp false under tp: whole experts, each tp rank running its token share.
+  bool expert_tokens_split = false;
   parallel::VocabShard vocab;
   int64_t vocab_rows = 0;              // real vocabulary rows held (embedding, lm_head)
   bool active() const { return size > 1; }
@@ -273,6 +280,7 @@ struct Transformer::Impl {
   EpState ep;
   CpState cp;
   CpLayout cp_layout;
+  double attention_s = 0;  // in the attention itself (with cp its ring), since the last take
   // Routed load since the last take_moe_load: per local layer, assignments each expert took
   // and assignments dropped by the capacity.
   std::vector<std::vector<int64_t>> load_routed;
@@ -402,6 +410,9 @@ struct Transformer::Impl {
   void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
   void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);
   double moe_aux_loss(MoeActs& m);
+  // parallel.expert_tp false: sums a layer's expert weight gradients of this micro-batch
+  // (buffer, as the backward wrote them) over tp and adds them to the gradients.
+  void commit_expert_grads(const LayerIndex& li, std::vector<float>& buffer);
   void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
                               float* dx, int64_t n);
 

@@ -143,19 +143,20 @@ struct Builder {
   int64_t n_layers = 1;
   int tp = 1, tp_rank = 0;
   int64_t first_expert = 0, local_experts = -1;  // -1: every expert
+  bool whole_experts = false;  // parallel.expert_tp false: experts not split over tp
   Status status;
   std::vector<ParameterSpec>* specs = nullptr;  // set: list names and shapes, allocate nothing
 
   // Adds a parameter (see add_parameter); after a failure, adds nothing and returns kNoParam.
-  size_t add(std::string name, std::vector<int64_t> shape, Init init) {
+  size_t add(std::string name, std::vector<int64_t> shape, Init init, bool whole = false) {
     if (specs != nullptr) {
       specs->push_back({std::move(name), std::move(shape), init == Init::kOnes,
                         init != Init::kZeros});
       return specs->size() - 1;
     }
     if (!status.ok()) return kNoParam;
-    Result<size_t> index =
-        add_parameter(params, std::move(name), std::move(shape), init, seed, n_layers, tp, tp_rank);
+    Result<size_t> index = add_parameter(params, std::move(name), std::move(shape), init, seed,
+                                         n_layers, whole ? 1 : tp, whole ? 0 : tp_rank);
     if (!index.ok()) {
       status = index.status();
       return kNoParam;
@@ -165,12 +166,13 @@ struct Builder {
 };
 
 // The parameters of one SwiGLU feed-forward, under `prefix` with the given names.
+// whole: not split over tp (routed experts under parallel.expert_tp false).
 MlpIndex add_mlp(Builder& b, const std::string& prefix, const char* gate, const char* up,
-                 const char* down, int64_t d, int64_t f) {
+                 const char* down, int64_t d, int64_t f, bool whole = false) {
   MlpIndex m;
-  m.gate = b.add(prefix + gate + ".weight", {f, d}, Init::kNormal);
-  m.up = b.add(prefix + up + ".weight", {f, d}, Init::kNormal);
-  m.down = b.add(prefix + down + ".weight", {d, f}, Init::kOutputProjection);
+  m.gate = b.add(prefix + gate + ".weight", {f, d}, Init::kNormal, whole);
+  m.up = b.add(prefix + up + ".weight", {f, d}, Init::kNormal, whole);
+  m.down = b.add(prefix + down + ".weight", {d, f}, Init::kOutputProjection, whole);
   return m;
 }
 
@@ -202,7 +204,8 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   const int64_t count = b.local_experts < 0 ? c.moe.num_experts : b.local_experts;
   for (int64_t e = first; e < first + count; ++e) {
     li.experts.push_back(
-        add_mlp(b, moe + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", D, c.d_ff));
+        add_mlp(b, moe + "experts." + std::to_string(e) + ".", "w1", "w3", "w2", D, c.d_ff,
+                b.whole_experts));
   }
   if (c.moe.shared_expert_d_ff > 0) {
     li.shared = add_mlp(b, prefix + "mlp.shared_expert.", "gate_proj", "up_proj", "down_proj", D,
@@ -213,10 +216,11 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
 Status build_parameters(Transformer::Impl& m, uint64_t seed,
                         std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
-  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, 0, -1, Status::OK(), specs};
+  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, 0, -1, false, Status::OK(), specs};
   if (specs == nullptr && m.is_moe()) {
     b.first_expert = m.ep.first_expert;
     b.local_experts = m.ep.local_experts;
+    b.whole_experts = m.tp.expert_tokens_split;
   }
   const PipelineChunk& chunk = m.chunk;
   if (chunk.first) {
@@ -304,6 +308,8 @@ Result<TpState> tp_state(const ModelConfig& c, const ModelParallel& parallel) {
   tp.kv_heads = c.n_kv_heads / tp.size;
   tp.d_ff = c.d_ff / tp.size;
   tp.shared_d_ff = c.moe.shared_expert_d_ff / tp.size;
+  tp.expert_tokens_split = tp.size > 1 && c.moe.num_experts > 0 && !parallel.expert_tp;
+  tp.expert_d_ff = tp.expert_tokens_split ? c.d_ff : tp.d_ff;
   MS_ASSIGN_OR_RETURN(tp.vocab, parallel::vocab_shard(c.vocab_size, tp.size, tp.rank));
   tp.vocab_rows = std::max<int64_t>(0, tp.vocab.real_end() - tp.vocab.begin);
   return tp;
@@ -682,6 +688,12 @@ Transformer::EpCommStats Transformer::take_cp_comm_stats() {
   cp.active_s = 0;
   cp.exposed_s = 0;
   return stats;
+}
+
+double Transformer::take_attention_seconds() {
+  const double s = impl_->attention_s;
+  impl_->attention_s = 0;
+  return s;
 }
 
 double Transformer::EpCommStats::hidden_fraction() const {

@@ -116,6 +116,11 @@ struct ModelParallel {
   // (parallel/cp_layout.h, what the trainer's batches are cut to), at their global positions;
   // attention is a ring over the group and every method is collective over cp too.
   comm::Communicator* cp = nullptr;
+  // parallel.expert_tp: with tp > 1, true splits each routed expert's d_ff over tp; false keeps
+  // the experts whole on every tp rank, and tp rank r runs them for its share of the tokens
+  // (parallel::tp_chunk of the micro-batch), their outputs summed over tp like partial sums and
+  // their weight gradients summed over tp.
+  bool expert_tp = true;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
@@ -215,6 +220,9 @@ class Transformer {
   // The context-parallel ring's transfers since the last call, in the same terms (exchanges:
   // ring hops), then reset to zero.
   EpCommStats take_cp_comm_stats();
+  // Seconds spent in the attention itself (scores, softmax and values, forward and backward;
+  // with cp its ring transfers included) since the last call, then reset to zero.
+  double take_attention_seconds();
   // The MoE routing of the forwards since the last call, then reset: per layer this chunk
   // holds (model layer chunk().first_layer + i), the assignments each expert took (after any
   // capacity) and the assignments model.moe.capacity_factor dropped. Empty for a dense model.

@@ -12,6 +12,7 @@
 #include "comm/agree.h"
 #include "comm/clock_offset.h"
 #include "comm/mesh.h"
+#include "core/host_metrics.h"
 #include "core/logging.h"
 #include "core/timer.h"
 #include "data/disaggregated.h"
@@ -273,7 +274,8 @@ Status Trainer::build_model() {
                                 config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr,
                                 config_.parallel.ep_comm_dtype == "bf16",
                                 static_cast<int>(config_.parallel.ep_overlap_chunks),
-                                config_.parallel.cp > 1 ? &s_->mesh->cp() : nullptr};
+                                config_.parallel.cp > 1 ? &s_->mesh->cp() : nullptr,
+                                config_.parallel.expert_tp};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
@@ -465,6 +467,7 @@ Result<TrainSummary> Trainer::run() {
       summary.tp_comm.add(chunk->take_tp_comm_stats());
       s_->ep_stats.add(chunk->take_ep_comm_stats());
       s_->cp_stats.add(chunk->take_cp_comm_stats());
+      s_->attention_s += chunk->take_attention_seconds();
     }
     for (int64_t d : result.dropped_tokens) summary.dropped_tokens += d;
     summary.data_wait_s += result.phases.data_s;
@@ -477,6 +480,7 @@ Result<TrainSummary> Trainer::run() {
       for (const auto& chunk : s_->chunks) {
         chunk->take_tp_comm_stats();
         chunk->take_cp_comm_stats();
+        chunk->take_attention_seconds();
         chunk->take_moe_load();
       }
       summary.eval_losses.push_back(eval_loss);
@@ -840,6 +844,22 @@ Status Trainer::finish(TrainSummary& summary) {
                   e.hidden_fraction() * 100.0, e.exposed_s, e.active_s,
                   static_cast<long long>(config_.parallel.ep),
                   static_cast<long long>(config_.parallel.ep_overlap_chunks));
+    MS_LOG(Info) << line;
+  }
+  if (summary.steps_done > s_->start_step) {
+    // The attention's share (with cp its ring) and this process's peak memory: what context
+    // parallelism divides, measured (scripts/bench/train_cp_bench.sh reads both).
+    std::string peak = "unknown";
+    if (Result<std::string> status = read_text_file("/proc/self/status"); status.ok()) {
+      if (Result<uint64_t> bytes = parse_peak_rss_bytes(*status); bytes.ok()) {
+        peak = std::to_string(*bytes / (1024 * 1024)) + " MiB";
+      }
+    }
+    char line[300];
+    std::snprintf(line, sizeof(line),
+                  "attention %.3fs of %.3fs of steps (forward and backward); peak resident "
+                  "memory %s (VmHWM; rank 0)",
+                  s_->attention_s, summary.step_time_s, peak.c_str());
     MS_LOG(Info) << line;
   }
   if (config_.parallel.cp > 1 && summary.steps_done > s_->start_step) {

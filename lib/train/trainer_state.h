@@ -44,6 +44,7 @@ struct Trainer::State {
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
   model::Transformer::EpCommStats ep_stats;     // summed over the run's steps
   model::Transformer::EpCommStats cp_stats;     // the cp ring's, in the same terms
+  double attention_s = 0;                       // in the attention, summed over the steps
   std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;

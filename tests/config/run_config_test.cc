@@ -236,6 +236,14 @@ TEST(RunConfigFiles, TinyMoeConfigLoads) {
   EXPECT_EQ(r->model.moe.top_k, 2);
 }
 
+TEST(RunConfigFiles, LongContextConfigLoads) {
+  Result<RunConfig> r = load_run_config(source_path("configs/long-context.yaml"));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->parallel.cp, 2);
+  EXPECT_EQ(r->train.seq_len, 8192);
+  EXPECT_EQ(r->train.seq_len % (2 * r->parallel.cp), 0);
+}
+
 TEST(RunConfigFiles, BundledConfigsTakeOverrides) {
   Result<RunConfig> r = load_run_config(source_path("configs/tiny-cpu.yaml"),
                                         {"parallel.dp=1", "train.steps=3"});

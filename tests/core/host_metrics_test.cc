@@ -32,6 +32,7 @@ constexpr const char* kNetDev =
 constexpr const char* kSelfStatus =
     "Name:\tms-train\n"
     "VmPeak:\t  200000 kB\n"
+    "VmHWM:\t   23456 kB\n"
     "VmRSS:\t   12345 kB\n";
 
 TEST(ProcStat, BusyExcludesIdleAndIowaitAndGuestIsNotCountedTwice) {
@@ -94,6 +95,13 @@ TEST(SelfStatus, ReadsVmRSS) {
   ASSERT_TRUE(rss.ok());
   EXPECT_EQ(*rss, 12345ull * 1024);
   EXPECT_FALSE(parse_rss_bytes("Name: x\n").ok());
+}
+
+TEST(SelfStatus, ReadsThePeakVmHWM) {
+  Result<uint64_t> peak = parse_peak_rss_bytes(kSelfStatus);
+  ASSERT_TRUE(peak.ok());
+  EXPECT_EQ(*peak, 23456ull * 1024);
+  EXPECT_FALSE(parse_peak_rss_bytes("VmRSS:\t 1 kB\n").ok());
 }
 
 // A command name with spaces and parentheses, utime 250 and stime 50 ticks.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism in ms-train, specified by equivalence with the single-process run (issue
 # 14): a 4-layer MoE model (4 experts, top-2, a shared expert) trained 5 steps at ep = 2 and 4,
-# with the all-to-alls in 1, 2 (the default) and 4 overlapped chunks, ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
+# with the all-to-alls in 1, 2 (the default) and 4 overlapped chunks, whole (not tp-split)
+# experts under tp 2 with and without ep, ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
 # ZeRO-1 off, with the router z-loss, with auxiliary-loss-free balancing, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
 # step, and the same validation loss; the same layout twice is bitwise identical; a capacity
 # factor drops the same tokens at ep = 1 and ep = 2; a run saved at one expert layout resumes
@@ -40,6 +41,8 @@ for layout in "2 ep2 --set parallel.ep=2" \
               "4 ep2tp2 --set parallel.ep=2 --set parallel.tp=2" \
               "4 ep2pp2 --set parallel.ep=2 --set parallel.pp=2" \
               "4 ep2full --set parallel.ep=2 --set parallel.recompute=full" \
+              "2 tp2whole --set parallel.tp=2 --set parallel.expert_tp=false" \
+              "4 ep2tp2whole --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=false" \
               "2 ep2c1 --set parallel.ep=2 --set parallel.ep_overlap_chunks=1" \
               "4 ep4c4 --set parallel.ep=4 --set parallel.ep_overlap_chunks=4"; do
   read -r np name args <<<"$layout"
@@ -143,7 +146,8 @@ train 4 "$work/save-ep4" --set parallel.ep=4 --set checkpoint.every=2 --set chec
 for resume in "save-ep2 1 --set parallel.ep=1" \
               "save-ep2 4 --set parallel.ep=4" \
               "save-ep4 2 --set parallel.ep=2 --set parallel.zero=0" \
-              "save-ep4 4 --set parallel.ep=2 --set parallel.tp=2"; do
+              "save-ep4 4 --set parallel.ep=2 --set parallel.tp=2" \
+              "save-ep4 4 --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=false"; do
   read -r from np args <<<"$resume"
   dir="$work/resume-$passed"
   # shellcheck disable=SC2086
