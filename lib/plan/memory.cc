@@ -1,0 +1,120 @@
+// Per-rank memory of a layout; see memory.h.
+#include "plan/memory.h"
+
+#include <algorithm>
+
+#include "model/transformer.h"
+#include "parallel/pp_placement.h"
+#include "parallel/pp_schedule.h"
+#include "parallel/tp_shards.h"
+#include "parallel/tp_layout.h"
+#include "train/layout_report.h"
+#include "train/run_checks.h"
+
+namespace ms::plan {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
+
+}  // namespace
+
+Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config, const Layout& l) {
+  const config::RunConfig c = apply_layout(config, l);
+  std::vector<RankElements> out(static_cast<size_t>(l.pp));
+  MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs,
+                      model::parameter_specs(c.model));
+  for (const model::ParameterSpec& p : specs) {
+    MS_ASSIGN_OR_RETURN(const comm::ShardSpec shard,
+                        parallel::tp_shard(p.name, p.global_shape, l.tp, 0));
+    std::vector<int> ranks = {0};
+    if (l.pp > 1 || l.vpp > 1) {
+      MS_ASSIGN_OR_RETURN(ranks, parallel::pp_ranks_holding(p.name, c.model.n_layers,
+                                                            c.model.tie_embeddings, l.pp, l.vpp,
+                                                            c.parallel.pp_layers));
+    }
+    for (int r : ranks) {
+      if (is_routed_expert(p.name)) {
+        out[static_cast<size_t>(r)].expert += shard.numel() / l.ep;
+      } else {
+        out[static_cast<size_t>(r)].dense += shard.numel();
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Activation bytes of pipeline rank r: its chunks' activation_bytes_of, times the micro-batches
+// in flight, as the trainer's start-up line counts them.
+Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
+                                const train::PipelineLayout& pipeline, int r) {
+  const config::ModelConfig& m = c.model;
+  MS_ASSIGN_OR_RETURN(const parallel::VocabShard vocab, parallel::vocab_shard(m.vocab_size, l.tp, 0));
+  model::ActivationDims dims{.tp = l.tp,
+                             .sequence_parallel = l.sequence_parallel,
+                             .heads = m.n_heads / l.tp,
+                             .kv_heads = m.n_kv_heads / l.tp,
+                             .d_ff = m.d_ff / l.tp,
+                             .shared_d_ff = m.moe.shared_expert_d_ff / l.tp,
+                             .vocab_rows = std::max<int64_t>(0, vocab.real_end() - vocab.begin),
+                             .recompute = l.recompute,
+                             .layers = 0,
+                             .last_chunk = false};
+  const size_t stages = pipeline.stages.size();
+  double total = 0;
+  for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
+    dims.layers = pipeline.stages[s].count;
+    dims.last_chunk = s + 1 == stages;
+    total += static_cast<double>(
+        model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
+  }
+  const int in_flight = l.pp > 1 ? parallel::pp_peak_in_flight(pipeline.schedule, r) : 1;
+  return total * in_flight;
+}
+
+}  // namespace
+
+Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, const Layout& l,
+                                            const std::vector<RankElements>& elements, int bytes,
+                                            double overhead_mib) {
+  const config::RunConfig c = apply_layout(config, l);
+  MS_ASSIGN_OR_RETURN(const train::PipelineLayout pipeline, train::check_pipeline(c, l.dp));
+  if (elements.size() != static_cast<size_t>(l.pp)) {
+    return InvalidArgument("rank_memory: elements for " + std::to_string(elements.size()) +
+                           " pipeline ranks, layout has " + std::to_string(l.pp));
+  }
+  std::vector<RankMemory> out(static_cast<size_t>(l.pp));
+  const int edp = std::max(1, l.dp / l.ep);  // expert weights are replicated over dp / ep
+  for (int r = 0; r < l.pp; ++r) {
+    RankMemory& m = out[static_cast<size_t>(r)];
+    m.pp_rank = r;
+    m.dense_elements = elements[static_cast<size_t>(r)].dense;
+    m.expert_elements = elements[static_cast<size_t>(r)].expert;
+    const train::RankMemoryPlan dense = train::rank_memory_plan(m.dense_elements, l.dp, l.zero);
+    const train::RankMemoryPlan expert = train::rank_memory_plan(m.expert_elements, edp, l.zero);
+    const double f32_weights = dense.weights_mib + expert.weights_mib;
+    m.weights_mib = f32_weights * bytes / 4.0;
+    m.gradients_mib = dense.gradients_mib + expert.gradients_mib;
+    m.optimizer_mib = dense.optimizer_mib + expert.optimizer_mib;
+    if (bytes == 2) {
+      // Mixed precision: an f32 master copy beside the bf16 weights, in the optimizer state
+      // (sharded with it under ZeRO-1; rank_memory_plan's ZeRO figure already counts it).
+      if (!l.zero) m.optimizer_mib += f32_weights;
+    }
+    MS_ASSIGN_OR_RETURN(const double acts, activation_bytes(c, l, pipeline, r));
+    m.activations_mib = acts * bytes / 4.0 / kMiB;
+    m.overhead_mib = overhead_mib;
+  }
+  return out;
+}
+
+const RankMemory& peak_rank(const std::vector<RankMemory>& ranks) {
+  return *std::max_element(ranks.begin(), ranks.end(), [](const RankMemory& a, const RankMemory& b) {
+    return a.total_mib() < b.total_mib();
+  });
+}
+
+}  // namespace ms::plan
