@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <sstream>
 
@@ -88,6 +89,18 @@ class MapReader {
       return error(key(k), "must be true or false");
     }
   }
+  // InvalidArgument for the first key not in `known`: checked before any value, so that a
+  // misspelt key is reported as such rather than as the missing key it was meant to be.
+  Status refuse_keys_other_than(std::initializer_list<const char*> known) const {
+    if (!node_ || !node_.IsMap()) return Status::OK();
+    for (const auto& entry : node_) {
+      const std::string k = entry.first.as<std::string>();
+      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; })) {
+        return error(key(k), "is not a cluster-file key (docs/plan.md lists them)");
+      }
+    }
+    return Status::OK();
+  }
   // InvalidArgument for the first key that was never read.
   Status refuse_unknown() const {
     if (!node_ || !node_.IsMap()) return Status::OK();
@@ -117,6 +130,7 @@ Result<Link> read_link(MapReader& parent, const std::string& name, const std::st
   MapReader r(parent.child(name), parent.key(name), file);
   if (!parent.has(name)) return r.error(parent.key(name), "is required (bandwidth_gbs, latency_us)");
   MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"bandwidth_gbs", "latency_us"}));
   Link link;
   MS_ASSIGN_OR_RETURN(link.bandwidth_gbs, r.number("bandwidth_gbs", true, 0, 1e-6));
   MS_ASSIGN_OR_RETURN(link.latency_us, r.number("latency_us", true, 0, 0));
@@ -152,6 +166,9 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   if (!top.has("device")) return top.error("device", "is required (the device profile)");
   MapReader r(top.child("device"), "device", file);
   MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"name", "dtype", "peak_tflops", "memory_bandwidth_gbs",
+                                               "attention_efficiency", "gemm_efficiency",
+                                               "gemm_points", "measured_ops", "source"}));
   MS_ASSIGN_OR_RETURN(d.name, r.text("name", false, "device"));
   MS_ASSIGN_OR_RETURN(d.dtype, r.text("dtype", false, "f32"));
   if (d.dtype != "f32" && d.dtype != "bf16" && d.dtype != "fp8") {
@@ -201,6 +218,10 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   c.source = source;
   MapReader top(root, "", source);
   if (!root.IsMap()) return top.error("(top level)", "must be a mapping of cluster keys");
+  MS_RETURN_IF_ERROR(top.refuse_keys_other_than(
+      {"name", "ranks", "ranks_per_node", "devices_per_node", "concurrency_efficiency",
+       "memory_per_rank_gib", "runtime_overhead_mib", "overlap_dp", "step_overhead_ms", "device",
+       "links", "source"}));
   MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
   MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
   MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
@@ -217,6 +238,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   if (!top.has("links")) return top.error("links", "is required (intra_node, inter_node)");
   MapReader links(top.child("links"), "links", source);
   MS_RETURN_IF_ERROR(links.check_is_map());
+  MS_RETURN_IF_ERROR(links.refuse_keys_other_than({"intra_node", "inter_node"}));
   MS_ASSIGN_OR_RETURN(c.intra_node, read_link(links, "intra_node", source));
   if (links.has("inter_node")) {
     MS_ASSIGN_OR_RETURN(c.inter_node, read_link(links, "inter_node", source));

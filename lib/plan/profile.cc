@@ -133,8 +133,12 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   return Status::OK();
 }
 
-// Latency from a 1000-round 8-byte ping-pong between ranks 0 and 1 (half a round trip), bus
-// bandwidth from all-reduces of 16 MiB over every rank.
+// Latency: the larger of a 1000-round 8-byte ping-pong between ranks 0 and 1 (half a round
+// trip) and the cost of a collective between compute, as the trainer issues them: 50 rounds of
+// a GEMM then a 256 KiB all-reduce, less the GEMMs and the all-reduce's bandwidth term, per
+// ring step. On an oversubscribed or shared CPU the second is far larger: a rank that waits
+// yields its core, and the collective completes only when every peer is scheduled again.
+// Bus bandwidth: all-reduces of 16 MiB over every rank.
 Status measure_links(comm::Communicator& world, Cluster& c) {
   std::vector<float> small(2, 1.0f);
   MS_RETURN_IF_ERROR(world.barrier());
@@ -149,7 +153,7 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
       MS_RETURN_IF_ERROR(world.send(small.data(), 2, DType::kF32, 0, 7));
     }
   }
-  const double latency_us = watch.elapsed_s() / rounds / 2 * 1e6;
+  const double ping_us = watch.elapsed_s() / rounds / 2 * 1e6;
   const size_t count = size_t{4} << 20;
   std::vector<float> send(count, 1.0f), recv(count);
   MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
@@ -162,7 +166,22 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   const double t = watch.elapsed_s() / reps;
   const int n = world.size();
   const double busbw = static_cast<double>(count * 4) / t * 2.0 * (n - 1) / n / 1e9;
-  c.intra_node = {busbw, latency_us};
+  // Collectives between compute.
+  const size_t mid = size_t{64} << 10;
+  const int mixed_rounds = 50;
+  const double gemm_s = gemm_time(256, 256, 256, 0.05);
+  MS_RETURN_IF_ERROR(world.barrier());
+  watch.reset();
+  for (int i = 0; i < mixed_rounds; ++i) {
+    gemm_time(256, 256, 256, 0);
+    MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
+  }
+  double mixed = watch.elapsed_s() / mixed_rounds;
+  MS_RETURN_IF_ERROR(world.broadcast(&mixed, sizeof(double), DType::kU8, 0));
+  // gemm_time(.., 0) runs the GEMM at least 6 times (a warm-up and 5 timed).
+  const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
+  const double sync_us = std::max(0.0, mixed - 6 * gemm_s - wire) / (2.0 * (n - 1)) * 1e6;
+  c.intra_node = {busbw, std::max(ping_us, sync_us)};
   c.inter_node = c.intra_node;
   return Status::OK();
 }
