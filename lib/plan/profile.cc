@@ -19,21 +19,23 @@
 namespace ms::plan {
 namespace {
 
-// Median seconds per call of `op` over at least 5 calls and `min_seconds`: the median, not the
-// best, because the trainer's ops run under whatever else the machine is doing.
+// The lower quartile of the seconds per call of `op` over at least 8 calls and `min_seconds`:
+// not the best (the trainer's ops run under whatever else the machine does) and not the mean
+// (one call descheduled by another process would count in full).
 template <typename F>
 double time_op(F&& op, double min_seconds) {
   op();  // warm: page faults, BLAS buffers
   std::vector<double> times;
   double total = 0;
-  while (total < min_seconds || times.size() < 5) {
+  while (total < min_seconds || times.size() < 8) {
     Stopwatch watch;
     op();
     times.push_back(watch.elapsed_s());
     total += times.back();
   }
-  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-  return times[times.size() / 2];
+  const auto quartile = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 4);
+  std::nth_element(times.begin(), quartile, times.end());
+  return *quartile;
 }
 
 double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
@@ -178,9 +180,9 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   }
   double mixed = watch.elapsed_s() / mixed_rounds;
   MS_RETURN_IF_ERROR(world.broadcast(&mixed, sizeof(double), DType::kU8, 0));
-  // gemm_time(.., 0) runs the GEMM at least 6 times (a warm-up and 5 timed).
+  // gemm_time(.., 0) runs the GEMM 9 times (a warm-up and 8 timed).
   const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
-  const double sync_us = std::max(0.0, mixed - 6 * gemm_s - wire) / (2.0 * (n - 1)) * 1e6;
+  const double sync_us = std::max(0.0, mixed - 9 * gemm_s - wire) / (2.0 * (n - 1)) * 1e6;
   c.intra_node = {busbw, std::max(ping_us, sync_us)};
   c.inter_node = c.intra_node;
   return Status::OK();

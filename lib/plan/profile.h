@@ -20,7 +20,7 @@ struct ProfileOptions {
   std::string name = "cpu";
   const config::RunConfig* config = nullptr;  // measure its shapes too
   int plan_ranks = 0;                          // the largest world its shapes are collected for
-  double min_seconds_per_op = 0.02;
+  double min_seconds_per_op = 0.1;
 };
 
 // Collective over `world` (at least 2 ranks: the links need a peer). The cluster: ranks and
