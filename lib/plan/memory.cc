@@ -47,6 +47,31 @@ Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config,
 
 namespace {
 
+// Zero-bubble defers each linear layer's weight-gradient GEMM dW += dy^T x with copies of x and
+// dy (model/model_impl.h, DeferredGemm) until its W pass: per layer and micro-batch, the inputs
+// of q, k, v, o, gate, up and down and their output gradients, and lm_head's on the last stage.
+// Routed experts compute their weight gradients at once and keep nothing.
+double deferred_weight_grad_bytes(const config::RunConfig& c, const Layout& l,
+                                  const train::PipelineLayout& pipeline, int r) {
+  if (l.schedule != "zero-bubble") return 0;
+  const config::ModelConfig& m = c.model;
+  const double N = static_cast<double>(l.micro_batch * c.train.seq_len), D = static_cast<double>(m.d_model);
+  const double hd = static_cast<double>(m.d_model / m.n_heads);
+  const double q = static_cast<double>(m.n_heads / l.tp) * hd, kv = static_cast<double>(m.n_kv_heads / l.tp) * hd;
+  const double ff = m.moe.num_experts > 0 ? static_cast<double>(m.moe.shared_expert_d_ff / l.tp)
+                                          : static_cast<double>(m.d_ff / l.tp);
+  const double per_layer = N * (4 * D + 2 * q + 2 * kv + (ff > 0 ? 3 * D + 3 * ff : 0));
+  double floats = 0;
+  const size_t stages = pipeline.stages.size();
+  for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
+    floats += per_layer * static_cast<double>(pipeline.stages[s].count);
+    if (s + 1 == stages) {
+      floats += N * (D + static_cast<double>(parallel::padded_vocab(m.vocab_size, l.tp) / l.tp));
+    }
+  }
+  return 4.0 * floats;
+}
+
 // Activation bytes of pipeline rank r: its chunks' activation_bytes_of, times the micro-batches
 // in flight, as the trainer's start-up line counts them.
 Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
@@ -72,7 +97,7 @@ Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
         model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
   }
   const int in_flight = l.pp > 1 ? parallel::pp_peak_in_flight(pipeline.schedule, r) : 1;
-  return total * in_flight;
+  return total * in_flight + deferred_weight_grad_bytes(c, l, pipeline, r) * in_flight;
 }
 
 }  // namespace
@@ -97,7 +122,10 @@ Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, con
     const train::RankMemoryPlan expert = train::rank_memory_plan(m.expert_elements, edp, l.zero);
     const double f32_weights = dense.weights_mib + expert.weights_mib;
     m.weights_mib = f32_weights * bytes / 4.0;
+    // ZeRO-1 also holds the reduced shard of the gradients (DistributedOptimizer's grad_shard_),
+    // 1/dp of them, which rank_memory_plan (and so the trainer's start-up line) leaves out.
     m.gradients_mib = dense.gradients_mib + expert.gradients_mib;
+    if (l.zero) m.gradients_mib += dense.gradients_mib / l.dp + expert.gradients_mib / edp;
     m.optimizer_mib = dense.optimizer_mib + expert.optimizer_mib;
     if (bytes == 2) {
       // Mixed precision: an f32 master copy beside the bf16 weights, in the optimizer state

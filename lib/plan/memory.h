@@ -2,7 +2,10 @@
 // weights, gradients and optimizer state (train/layout_report.h's rank_memory_plan, for the
 // slice the rank holds: its tp shard, its pipeline stages, its experts under ep) and
 // activations (model::activation_bytes_of of its chunks, times the micro-batches its schedule
-// keeps in flight: parallel::pp_peak_in_flight). Pure: nothing is allocated.
+// keeps in flight: parallel::pp_peak_in_flight, plus the operand copies zero-bubble keeps for its
+// deferred weight gradients). Under ZeRO-1 the gradients include the reduced 1/dp shard the
+// distributed optimizer holds besides the full gradients, which rank_memory_plan omits. Pure:
+// nothing is allocated.
 #pragma once
 
 #include <cstdint>

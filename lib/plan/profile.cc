@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -172,13 +173,17 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   const size_t mid = size_t{64} << 10;
   const int mixed_rounds = 50;
   const double gemm_s = gemm_time(256, 256, 256, 0.05);
+  std::vector<double> rounds_s;
   MS_RETURN_IF_ERROR(world.barrier());
-  watch.reset();
   for (int i = 0; i < mixed_rounds; ++i) {
+    watch.reset();
     gemm_time(256, 256, 256, 0);
     MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
+    rounds_s.push_back(watch.elapsed_s());
   }
-  double mixed = watch.elapsed_s() / mixed_rounds;
+  // The lower quartile of the rounds, as for the op timings.
+  std::nth_element(rounds_s.begin(), rounds_s.begin() + mixed_rounds / 4, rounds_s.end());
+  double mixed = rounds_s[mixed_rounds / 4];
   MS_RETURN_IF_ERROR(world.broadcast(&mixed, sizeof(double), DType::kU8, 0));
   // gemm_time(.., 0) runs the GEMM 9 times (a warm-up and 8 timed).
   const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
@@ -204,6 +209,26 @@ Result<double> measure_concurrency(comm::Communicator& world, double alone_secon
   return std::min(1.0, alone_seconds / seconds);
 }
 
+// Runs `work` on rank 0 while the other ranks sleep (a rank waiting inside an MPI call spins and
+// would take a core from the measurement), then agrees on its status.
+Status on_rank0_alone(comm::Communicator& world, const std::function<Status()>& work) {
+  uint8_t done = 0;
+  MS_ASSIGN_OR_RETURN(comm::Request request, world.ibroadcast(&done, 1, DType::kU8, 0));
+  Status status = Status::OK();
+  if (world.rank() == 0) {
+    status = work();
+  } else {
+    for (;;) {
+      MS_ASSIGN_OR_RETURN(const bool finished, request.test());
+      if (finished) break;
+      usleep(2000);
+    }
+  }
+  MS_RETURN_IF_ERROR(request.wait());
+  MS_RETURN_IF_ERROR(world.barrier());
+  return status;
+}
+
 }  // namespace
 
 Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions& options) {
@@ -218,11 +243,12 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
   c.devices_per_node = node_cores();
   c.memory_per_rank_gib = node_memory_gib() / world.size();
   c.device.peak_tflops["f32"] = 1;  // replaced by the measurement; the curve needs a peak first
-  Status device = Status::OK();
-  if (world.rank() == 0) device = measure_device(options, c);
-  MS_RETURN_IF_ERROR(world.barrier());
-  MS_RETURN_IF_ERROR(device);
-  double alone = world.rank() == 0 ? mixed_work_seconds() : 0;
+  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] { return measure_device(options, c); }));
+  double alone = 0;
+  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] {
+    alone = mixed_work_seconds();
+    return Status::OK();
+  }));
   MS_RETURN_IF_ERROR(world.broadcast(&alone, sizeof(double), DType::kU8, 0));
   MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(world, alone));
   MS_RETURN_IF_ERROR(measure_links(world, c));
