@@ -89,15 +89,24 @@ Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
                              .layers = 0,
                              .last_chunk = false};
   const size_t stages = pipeline.stages.size();
-  double total = 0;
+  double total = 0, largest = 0;
   for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
     dims.layers = pipeline.stages[s].count;
     dims.last_chunk = s + 1 == stages;
-    total += static_cast<double>(
+    const double chunk = static_cast<double>(
         model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
+    total += chunk;
+    largest = std::max(largest, chunk);
   }
-  const int in_flight = l.pp > 1 ? parallel::pp_peak_in_flight(pipeline.schedule, r) : 1;
-  return total * in_flight + deferred_weight_grad_bytes(c, l, pipeline, r) * in_flight;
+  if (l.pp == 1) return total;
+  // pp_peak_in_flight counts (micro-batch, chunk) pairs between forward and backward, each
+  // holding one chunk's activations: the largest chunk's, to stay on the safe side. (The
+  // trainer's start-up line multiplies the sum over chunks instead, which over-counts by up to
+  // vpp under the interleaved schedule.)
+  const int in_flight = parallel::pp_peak_in_flight(pipeline.schedule, r);
+  const double per_pair = l.vpp > 1 ? largest : total;
+  const double deferred = deferred_weight_grad_bytes(c, l, pipeline, r);
+  return per_pair * in_flight + deferred * in_flight;
 }
 
 }  // namespace

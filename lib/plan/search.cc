@@ -94,13 +94,18 @@ Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunCon
       MS_ASSIGN_OR_RETURN(std::vector<RankElements> e, rank_elements(config, l));
       it = elements.emplace(key, std::move(e)).first;
     }
-    MS_ASSIGN_OR_RETURN(Prediction p, predict(model, config, l, it->second, world));
-    const double peak = p.peak.total_mib();
+    // Memory first: it is cheap, and on a large model most layouts do not fit, so their
+    // pipelines need no replay.
+    MS_ASSIGN_OR_RETURN(const std::vector<RankMemory> memory,
+                        rank_memory(config, l, it->second, cluster.bytes_per_element(),
+                                    cluster.runtime_overhead_mib));
+    const double peak = peak_rank(memory).total_mib();
     if (smallest_peak < 0 || peak < smallest_peak) smallest_peak = peak;
     if (peak > limit_mib) {
       ++result.over_memory;
       continue;
     }
+    MS_ASSIGN_OR_RETURN(Prediction p, predict(model, config, l, it->second, world));
     result.ranked.push_back(std::move(p));
   }
   if (result.considered == 0) {
