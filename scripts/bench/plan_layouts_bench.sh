@@ -149,3 +149,34 @@ wt = max(rows, key=lambda r: abs(float(r[1]))); wm = max(rows, key=lambda r: abs
 print(f"# step time: median |error| {statistics.median(t):.1f}%, worst {wt[0]} {float(wt[1]):+.1f}%")
 print(f"# peak memory: median |error| {statistics.median(m):.1f}%, worst {wm[0]} {float(wm[2]):+.1f}%")
 PY
+
+# Published large-scale runs, predicted from the shipped GPU cluster files (docs/benchmarks.md
+# gives the published figures and sources). The model shapes come from --set; nothing is
+# allocated.
+echo "# published runs"
+published() {  # published <label> <cluster> <ranks> [--set args...]
+  local label=$1 cluster=$2 ranks=$3
+  shift 3
+  "$BIN/ms-train" plan --evaluate --json --config "$CONFIG" --cluster "$cluster" --ranks "$ranks" "$@" |
+    python3 -c 'import json,sys; d=json.load(sys.stdin); r=int(sys.argv[2])
+print("%-34s %s: step %.2f s, %.0f tok/s/GPU, MFU %.1f%%, bubble %.1f%%, peak %.1f GiB" % (sys.argv[1],
+      d["name"], d["step_s"], d["tokens_per_s"] / r, d["mfu"] * 100, d["bubble"] * 100, d["peak_memory_mib"] / 1024))' "$label" "$ranks"
+}
+# NeMo 24.12 performance summary: Llama-3 70B, 64 H100, FP8, GBS 128, MBS 1, seq 8192,
+# TP 4, PP 4, CP 2, VP 5 (cp is not in the trainer: folded into dp here).
+sed 's/^  dtype: bf16/  dtype: fp8/' "$SRC/configs/clusters/h100-8x.yaml" > "$WORK/h100-fp8.yaml"
+published "llama3-70b-h100-fp8-nemo" "$WORK/h100-fp8.yaml" 64 \
+  --set model.vocab_size=128256 --set model.d_model=8192 --set model.n_layers=80 \
+  --set model.n_heads=64 --set model.n_kv_heads=8 --set model.d_ff=28672 \
+  --set model.max_seq_len=8192 --set train.seq_len=8192 --set train.global_batch=128 \
+  --set model.tie_embeddings=false --set train.micro_batch=1 --set parallel.dp=4 \
+  --set parallel.tp=4 --set parallel.pp=4 --set parallel.vpp=5 --set parallel.schedule=interleaved
+# MegaScale (NSDI 2024): 175B on 12,288 GPUs, batch 6144, seq 2048, MFU 55.2%; GPT-3 175B shape
+# with the parallel block, its 4x GELU MLP as a SwiGLU of the same parameter count.
+published "megascale-175b-12288-a100" "$SRC/configs/clusters/a100-8x.yaml" 12288 \
+  --set model.vocab_size=50257 --set model.d_model=12288 --set model.n_layers=96 \
+  --set model.n_heads=96 --set model.n_kv_heads=96 --set model.d_ff=32768 \
+  --set model.max_seq_len=2048 --set train.seq_len=2048 --set train.global_batch=6144 \
+  --set model.parallel_block=true --set model.tie_embeddings=false --set train.micro_batch=1 \
+  --set parallel.dp=192 --set parallel.tp=8 --set parallel.pp=8 --set parallel.vpp=6 \
+  --set parallel.schedule=interleaved
