@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -102,6 +103,60 @@ TEST(Cluster, ShippedProfilesLoad) {
     Result<Cluster> c = load_cluster(std::string(src) + "/configs/clusters/" + name);
     EXPECT_TRUE(c.ok()) << name << ": " << c.status().to_string();
   }
+}
+
+}  // namespace
+}  // namespace ms::plan
+
+namespace ms::plan {
+namespace {
+
+// `ms-diagnose check --json` output (diag/check_report.cc's layout), two ranks on one host.
+const char* kCheckJson = R"({
+  "ranks": [{"rank": 0, "host": "n1", "metrics": {}}, {"rank": 1, "host": "n1", "metrics": {}}],
+  "collectives": [
+    {"collective": "all_gather", "rows": [{"size": 8, "out_of_place": {"time_us": 1, "busbw_gbs": 1}}]},
+    {"collective": "all_reduce", "rows": [
+      {"size": 8, "count": 2, "type": "float", "root": -1,
+       "out_of_place": {"time_us": 12.0, "algbw_gbs": 0.0, "busbw_gbs": 0.0, "wrong": 0}, "in_place": null},
+      {"size": 67108864, "count": 16777216, "type": "float", "root": -1,
+       "out_of_place": {"time_us": 60000.0, "algbw_gbs": 1.1, "busbw_gbs": 1.25, "wrong": 0}, "in_place": null}]}
+  ]
+})";
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(Cluster, TakesLinksFromDiagnoseCheckJson) {
+  Result<Cluster> c = cluster_from_yaml_text(kValid, "c.yaml");
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(apply_diagnose_check(write_temp("check.json", kCheckJson), *c).ok());
+  // One host: the intra-node link; the bus bandwidth of the largest size, the latency of the
+  // smallest over its 2 (n - 1) = 2 ring steps.
+  EXPECT_DOUBLE_EQ(c->intra_node.bandwidth_gbs, 1.25);
+  EXPECT_DOUBLE_EQ(c->intra_node.latency_us, 6.0);
+  EXPECT_DOUBLE_EQ(c->inter_node.bandwidth_gbs, 50);  // untouched
+  std::string two_hosts = kCheckJson;
+  two_hosts.replace(two_hosts.find("\"n1\", \"metrics\": {}}]"), 4, "\"n2\"");
+  Result<Cluster> d = cluster_from_yaml_text(kValid, "c.yaml");
+  ASSERT_TRUE(apply_diagnose_check(write_temp("check2.json", two_hosts), *d).ok());
+  EXPECT_DOUBLE_EQ(d->inter_node.bandwidth_gbs, 1.25);
+  EXPECT_DOUBLE_EQ(d->intra_node.bandwidth_gbs, 450);
+}
+
+TEST(Cluster, RefusesJsonThatIsNotACheck) {
+  Result<Cluster> c = cluster_from_yaml_text(kValid, "c.yaml");
+  ASSERT_TRUE(c.ok());
+  Status s = apply_diagnose_check(write_temp("other.json", R"({"steps": []})"), *c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not `ms-diagnose check --json` output"), std::string::npos) << s.message();
+  EXPECT_FALSE(apply_diagnose_check(write_temp("bad.json", "{"), *c).ok());
+  EXPECT_EQ(apply_diagnose_check("/nonexistent/check.json", *c).code(), StatusCode::kNotFound);
 }
 
 }  // namespace
