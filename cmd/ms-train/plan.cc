@@ -5,9 +5,9 @@
 //   mpirun -np 2 ms-train plan --profile cpu.yaml [--config run.yaml --profile-ranks 4]
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <optional>
-#include <iostream>
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
@@ -73,8 +73,9 @@ ms::Result<int> profile(const PlanOptions& opts) {
 ms::Result<int> evaluate(const PlanOptions& opts, const ms::plan::PlanContext& ctx,
                          ms::plan::Scaling scaling) {
   MS_ASSIGN_OR_RETURN(const ms::plan::Layout layout, ms::plan::layout_of(*ctx.config, ctx.world));
-  MS_ASSIGN_OR_RETURN(const ms::plan::Prediction p,
-                      ms::plan::predict_layout(*ctx.cluster, *ctx.config, layout, ctx.world, scaling));
+  MS_ASSIGN_OR_RETURN(
+      const ms::plan::Prediction p,
+      ms::plan::predict_layout(*ctx.cluster, *ctx.config, layout, ctx.world, scaling));
   if (opts.json) {
     std::cout << ms::plan::prediction_json(p).dump(2) << "\n";
     return 0;
@@ -83,20 +84,23 @@ ms::Result<int> evaluate(const PlanOptions& opts, const ms::plan::PlanContext& c
             << ", " << ctx.world << " ranks\n"
             << ms::plan::prediction_row_header() << ms::plan::prediction_row(1, p);
   for (const ms::plan::RankMemory& m : p.memory) {
-    std::printf("# pp rank %d: %.2f MiB = weights %.2f + gradients %.2f + optimizer %.2f + "
-                "activations %.2f + runtime %.2f\n",
-                m.pp_rank, m.total_mib(), m.weights_mib, m.gradients_mib, m.optimizer_mib,
-                m.activations_mib, m.overhead_mib);
+    std::printf(
+        "# pp rank %d: %.2f MiB = weights %.2f + gradients %.2f + optimizer %.2f + "
+        "activations %.2f + runtime %.2f\n",
+        m.pp_rank, m.total_mib(), m.weights_mib, m.gradients_mib, m.optimizer_mib,
+        m.activations_mib, m.overhead_mib);
   }
   return 0;
 }
 
 ms::Result<int> plan(const PlanOptions& opts) {
   if (!opts.profile_path.empty()) return profile(opts);
-  if (opts.config_path.empty()) return ms::InvalidArgument("no run config given: pass --config <file.yaml>");
+  if (opts.config_path.empty())
+    return ms::InvalidArgument("no run config given: pass --config <file.yaml>");
   if (opts.cluster_path.empty()) {
-    return ms::InvalidArgument("no cluster file given: pass --cluster <file.yaml> (configs/clusters/ "
-                               "has CPU, H100 and H200 profiles; `ms-train plan --profile` measures one)");
+    return ms::InvalidArgument(
+        "no cluster file given: pass --cluster <file.yaml> (configs/clusters/ "
+        "has CPU, H100 and H200 profiles; `ms-train plan --profile` measures one)");
   }
   MS_ASSIGN_OR_RETURN(const ms::config::RunConfig config,
                       ms::config::load_run_config(opts.config_path, opts.sets));
@@ -111,8 +115,9 @@ ms::Result<int> plan(const PlanOptions& opts) {
   const ms::plan::PlanContext ctx{opts.config_path, &cluster, &config,
                                   opts.ranks > 0 ? opts.ranks : cluster.ranks};
   if (opts.evaluate) return evaluate(opts, ctx, scaling);
-  MS_ASSIGN_OR_RETURN(const ms::plan::SearchResult result,
-                      ms::plan::search_layouts(cluster, config, ctx.world, {}, static_cast<size_t>(opts.top)));
+  MS_ASSIGN_OR_RETURN(
+      const ms::plan::SearchResult result,
+      ms::plan::search_layouts(cluster, config, ctx.world, {}, static_cast<size_t>(opts.top)));
   std::optional<ms::plan::WhatIf> what_if;
   if (!opts.what_if.empty()) {
     MS_ASSIGN_OR_RETURN(const ms::plan::SearchResult scaled,
@@ -145,7 +150,8 @@ void add_plan(ms::cli::Tool& tool) {
                   "(configs/clusters/)");
   cmd->add_option("--ranks", opts->ranks, "Plan for this many ranks instead of the cluster's")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--top", opts->top, "How many layouts to list (default 5)")->check(CLI::PositiveNumber);
+  cmd->add_option("--top", opts->top, "How many layouts to list (default 5)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--evaluate", opts->evaluate,
                 "Predict the config's own layout (parallel.*, --set) instead of searching");
   cmd->add_option("--what-if", opts->what_if,

@@ -8,10 +8,9 @@
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 namespace ms::plan {
 namespace {
@@ -24,7 +23,8 @@ class MapReader {
       : node_(node), path_(std::move(path)), file_(file) {}
 
   Status check_is_map() const {
-    if (node_ && !node_.IsMap()) return error(path_.empty() ? "(top level)" : path_, "must be a mapping");
+    if (node_ && !node_.IsMap())
+      return error(path_.empty() ? "(top level)" : path_, "must be a mapping");
     return Status::OK();
   }
   bool has(const std::string& key) {
@@ -49,7 +49,8 @@ class MapReader {
       return error(key(k), "must be a number");
     }
     if (!std::isfinite(value) || value < min_value) {
-      return error(key(k), "must be at least " + format(min_value) + " (got " + format(value) + ")");
+      return error(key(k),
+                   "must be at least " + format(min_value) + " (got " + format(value) + ")");
     }
     return value;
   }
@@ -106,7 +107,8 @@ class MapReader {
     if (!node_ || !node_.IsMap()) return Status::OK();
     for (const auto& entry : node_) {
       const std::string k = entry.first.as<std::string>();
-      if (!seen_.count(k)) return error(key(k), "is not a cluster-file key (docs/plan.md lists them)");
+      if (!seen_.count(k))
+        return error(key(k), "is not a cluster-file key (docs/plan.md lists them)");
     }
     return Status::OK();
   }
@@ -128,7 +130,8 @@ class MapReader {
 
 Result<Link> read_link(MapReader& parent, const std::string& name, const std::string& file) {
   MapReader r(parent.child(name), parent.key(name), file);
-  if (!parent.has(name)) return r.error(parent.key(name), "is required (bandwidth_gbs, latency_us)");
+  if (!parent.has(name))
+    return r.error(parent.key(name), "is required (bandwidth_gbs, latency_us)");
   MS_RETURN_IF_ERROR(r.check_is_map());
   MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"bandwidth_gbs", "latency_us"}));
   Link link;
@@ -147,7 +150,8 @@ Status read_gemm(MapReader& device, GemmCurve& gemm, const std::string& file) {
   MS_RETURN_IF_ERROR(r.refuse_unknown());
   const YAML::Node points = device.child("gemm_points");
   if (!points) return Status::OK();
-  if (!points.IsSequence()) return r.error(device.key("gemm_points"), "must be a list of [gflop, gflop_per_s]");
+  if (!points.IsSequence())
+    return r.error(device.key("gemm_points"), "must be a list of [gflop, gflop_per_s]");
   for (size_t i = 0; i < points.size(); ++i) {
     const std::string where = device.key("gemm_points") + "[" + std::to_string(i) + "]";
     try {
@@ -166,9 +170,9 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   if (!top.has("device")) return top.error("device", "is required (the device profile)");
   MapReader r(top.child("device"), "device", file);
   MS_RETURN_IF_ERROR(r.check_is_map());
-  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"name", "dtype", "peak_tflops", "memory_bandwidth_gbs",
-                                               "attention_efficiency", "gemm_efficiency",
-                                               "gemm_points", "measured_ops", "source"}));
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than(
+      {"name", "dtype", "peak_tflops", "memory_bandwidth_gbs", "attention_efficiency",
+       "gemm_efficiency", "gemm_points", "measured_ops", "source"}));
   MS_ASSIGN_OR_RETURN(d.name, r.text("name", false, "device"));
   MS_ASSIGN_OR_RETURN(d.dtype, r.text("dtype", false, "f32"));
   if (d.dtype != "f32" && d.dtype != "bf16" && d.dtype != "fp8") {
@@ -225,10 +229,13 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
   MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
   MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
-  MS_ASSIGN_OR_RETURN(c.devices_per_node, top.integer("devices_per_node", false, c.ranks_per_node, 1));
-  MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, top.number("concurrency_efficiency", false, 1, 1e-3));
+  MS_ASSIGN_OR_RETURN(c.devices_per_node,
+                      top.integer("devices_per_node", false, c.ranks_per_node, 1));
+  MS_ASSIGN_OR_RETURN(c.concurrency_efficiency,
+                      top.number("concurrency_efficiency", false, 1, 1e-3));
   if (c.concurrency_efficiency > 1) {
-    return top.error("concurrency_efficiency", "must be at most 1 (a fraction of one rank's speed alone)");
+    return top.error("concurrency_efficiency",
+                     "must be at most 1 (a fraction of one rank's speed alone)");
   }
   MS_ASSIGN_OR_RETURN(c.memory_per_rank_gib, top.number("memory_per_rank_gib", true, 0, 1e-6));
   MS_ASSIGN_OR_RETURN(c.runtime_overhead_mib, top.number("runtime_overhead_mib", false, 0, 0));
@@ -285,9 +292,9 @@ std::string cluster_to_yaml(const Cluster& c) {
   out << YAML::EndMap;
   out << YAML::Key << "memory_bandwidth_gbs" << YAML::Value << c.device.memory_bandwidth_gbs;
   out << YAML::Key << "attention_efficiency" << YAML::Value << c.device.attention_efficiency;
-  out << YAML::Key << "gemm_efficiency" << YAML::Value << YAML::Flow << YAML::BeginMap
-      << YAML::Key << "max" << YAML::Value << c.device.gemm.max << YAML::Key << "half_gflop"
-      << YAML::Value << c.device.gemm.half_gflop << YAML::EndMap;
+  out << YAML::Key << "gemm_efficiency" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+      << "max" << YAML::Value << c.device.gemm.max << YAML::Key << "half_gflop" << YAML::Value
+      << c.device.gemm.half_gflop << YAML::EndMap;
   if (!c.device.gemm.points.empty()) {
     out << YAML::Key << "gemm_points" << YAML::Value << YAML::BeginSeq;
     for (const auto& [f, rate] : c.device.gemm.points) {
@@ -302,8 +309,8 @@ std::string cluster_to_yaml(const Cluster& c) {
   }
   out << YAML::EndMap;
   out << YAML::Key << "links" << YAML::Value << YAML::BeginMap;
-  for (const auto& [name, link] : {std::pair<const char*, Link>{"intra_node", c.intra_node},
-                                   {"inter_node", c.inter_node}}) {
+  for (const auto& [name, link] :
+       {std::pair<const char*, Link>{"intra_node", c.intra_node}, {"inter_node", c.inter_node}}) {
     out << YAML::Key << name << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
         << "bandwidth_gbs" << YAML::Value << link.bandwidth_gbs << YAML::Key << "latency_us"
         << YAML::Value << link.latency_us << YAML::EndMap;
@@ -319,10 +326,12 @@ Status apply_diagnose_check(const std::string& path, Cluster& cluster) {
   try {
     doc = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(path + ": not JSON (" + e.what() + "); pass `ms-diagnose check --json` output");
+    return InvalidArgument(path + ": not JSON (" + e.what() +
+                           "); pass `ms-diagnose check --json` output");
   }
   if (!doc.contains("collectives") || !doc["collectives"].is_array() || !doc.contains("ranks")) {
-    return InvalidArgument(path + ": no \"collectives\" and \"ranks\": not `ms-diagnose check --json` output");
+    return InvalidArgument(
+        path + ": no \"collectives\" and \"ranks\": not `ms-diagnose check --json` output");
   }
   std::set<std::string> hosts;
   for (const auto& r : doc["ranks"]) hosts.insert(r.value("host", ""));
@@ -343,7 +352,8 @@ Status apply_diagnose_check(const std::string& path, Cluster& cluster) {
     (hosts.size() > 1 ? cluster.inter_node : cluster.intra_node) = link;
     return Status::OK();
   }
-  return InvalidArgument(path + ": no all_reduce rows with measured times (run `ms-diagnose check "
+  return InvalidArgument(path +
+                         ": no all_reduce rows with measured times (run `ms-diagnose check "
                          "--json` with the all_reduce collective)");
 }
 

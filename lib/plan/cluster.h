@@ -41,23 +41,23 @@ struct Device {
   std::map<std::string, double> peak_tflops;  // by dtype
   double memory_bandwidth_gbs = 0;
   GemmCurve gemm;
-  double attention_efficiency = 0.5;      // attention's fraction of the GEMM rate at its shape
-  MeasuredOps measured;                   // --profile: exact shapes
+  double attention_efficiency = 0.5;  // attention's fraction of the GEMM rate at its shape
+  MeasuredOps measured;               // --profile: exact shapes
 };
 
 struct Cluster {
-  std::string source;            // the file it came from
+  std::string source;  // the file it came from
   std::string name;
   int ranks = 0;
   int ranks_per_node = 0;
-  int devices_per_node = 0;      // ranks beyond this on a node share the devices (oversubscribed)
+  int devices_per_node = 0;  // ranks beyond this on a node share the devices (oversubscribed)
   // A rank's speed while every rank of the node computes, against one rank alone (shared memory
   // bandwidth and caches, clocks, other tenants of the machine); 1 for dedicated devices.
   double concurrency_efficiency = 1;
   double memory_per_rank_gib = 0;
   double runtime_overhead_mib = 0;  // a process's own memory (MPI, BLAS, buffers), not the model's
-  bool overlap_dp = false;        // the dp gradient reduction overlaps the backward
-  double step_overhead_ms = 0;    // fixed per-step cost outside the model (loader, logging)
+  bool overlap_dp = false;          // the dp gradient reduction overlaps the backward
+  double step_overhead_ms = 0;      // fixed per-step cost outside the model (loader, logging)
   Device device;
   Link intra_node, inter_node;
 

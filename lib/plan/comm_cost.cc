@@ -7,11 +7,14 @@ double bus_factor(Collective op, int n) {
   if (n <= 1) return 0;
   const double f = static_cast<double>(n - 1) / n;
   switch (op) {
-    case Collective::kAllReduce: return 2 * f;
+    case Collective::kAllReduce:
+      return 2 * f;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
-    case Collective::kAllToAll: return f;
-    case Collective::kP2P: return 1;
+    case Collective::kAllToAll:
+      return f;
+    case Collective::kP2P:
+      return 1;
   }
   return 0;
 }

@@ -51,8 +51,8 @@ Status check_layout(const config::RunConfig& config, const Layout& l, int world_
                            ", pp " + std::to_string(l.pp));
   }
   const config::ModelConfig& m = c.model;
-  MS_RETURN_IF_ERROR(parallel::check_tp_model(
-      {m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, l.tp));
+  MS_RETURN_IF_ERROR(
+      parallel::check_tp_model({m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, l.tp));
   return model::validate_model_config(m);
 }
 
@@ -74,14 +74,15 @@ std::vector<std::string> set_flags(const Layout& l) {
 }
 
 std::string layout_name(const Layout& l) {
-  std::string s = "dp" + std::to_string(l.dp) + " tp" + std::to_string(l.tp) + " pp" +
-                  std::to_string(l.pp);
+  std::string s =
+      "dp" + std::to_string(l.dp) + " tp" + std::to_string(l.tp) + " pp" + std::to_string(l.pp);
   if (l.vpp > 1) s += " vpp" + std::to_string(l.vpp);
   if (l.ep > 1) s += " ep" + std::to_string(l.ep);
   if (l.pp > 1) s += " " + l.schedule;
   s += " mb" + std::to_string(l.micro_batch);
   s += l.zero ? " zero1" : " zero0";
-  if (l.recompute != config::Recompute::kNone) s += " rc-" + std::string(config::enum_to_name(l.recompute));
+  if (l.recompute != config::Recompute::kNone)
+    s += " rc-" + std::string(config::enum_to_name(l.recompute));
   if (l.tp > 1 && !l.sequence_parallel) s += " no-sp";
   return s;
 }

@@ -6,8 +6,8 @@
 #include "model/transformer.h"
 #include "parallel/pp_placement.h"
 #include "parallel/pp_schedule.h"
-#include "parallel/tp_shards.h"
 #include "parallel/tp_layout.h"
+#include "parallel/tp_shards.h"
 #include "train/layout_report.h"
 #include "train/run_checks.h"
 
@@ -16,7 +16,9 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-bool is_routed_expert(const std::string& name) { return name.find(".experts.") != std::string::npos; }
+bool is_routed_expert(const std::string& name) {
+  return name.find(".experts.") != std::string::npos;
+}
 
 }  // namespace
 
@@ -30,9 +32,9 @@ Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config,
                         parallel::tp_shard(p.name, p.global_shape, l.tp, 0));
     std::vector<int> ranks = {0};
     if (l.pp > 1 || l.vpp > 1) {
-      MS_ASSIGN_OR_RETURN(ranks, parallel::pp_ranks_holding(p.name, c.model.n_layers,
-                                                            c.model.tie_embeddings, l.pp, l.vpp,
-                                                            c.parallel.pp_layers));
+      MS_ASSIGN_OR_RETURN(
+          ranks, parallel::pp_ranks_holding(p.name, c.model.n_layers, c.model.tie_embeddings, l.pp,
+                                            l.vpp, c.parallel.pp_layers));
     }
     for (int r : ranks) {
       if (is_routed_expert(p.name)) {
@@ -55,9 +57,11 @@ double deferred_weight_grad_bytes(const config::RunConfig& c, const Layout& l,
                                   const train::PipelineLayout& pipeline, int r) {
   if (l.schedule != "zero-bubble") return 0;
   const config::ModelConfig& m = c.model;
-  const double N = static_cast<double>(l.micro_batch * c.train.seq_len), D = static_cast<double>(m.d_model);
+  const double N = static_cast<double>(l.micro_batch * c.train.seq_len),
+               D = static_cast<double>(m.d_model);
   const double hd = static_cast<double>(m.d_model / m.n_heads);
-  const double q = static_cast<double>(m.n_heads / l.tp) * hd, kv = static_cast<double>(m.n_kv_heads / l.tp) * hd;
+  const double q = static_cast<double>(m.n_heads / l.tp) * hd,
+               kv = static_cast<double>(m.n_kv_heads / l.tp) * hd;
   const double ff = m.moe.num_experts > 0 ? static_cast<double>(m.moe.shared_expert_d_ff / l.tp)
                                           : static_cast<double>(m.d_ff / l.tp);
   const double per_layer = N * (4 * D + 2 * q + 2 * kv + (ff > 0 ? 3 * D + 3 * ff : 0));
@@ -77,7 +81,8 @@ double deferred_weight_grad_bytes(const config::RunConfig& c, const Layout& l,
 Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
                                 const train::PipelineLayout& pipeline, int r) {
   const config::ModelConfig& m = c.model;
-  MS_ASSIGN_OR_RETURN(const parallel::VocabShard vocab, parallel::vocab_shard(m.vocab_size, l.tp, 0));
+  MS_ASSIGN_OR_RETURN(const parallel::VocabShard vocab,
+                      parallel::vocab_shard(m.vocab_size, l.tp, 0));
   model::ActivationDims dims{.tp = l.tp,
                              .sequence_parallel = l.sequence_parallel,
                              .heads = m.n_heads / l.tp,
@@ -93,8 +98,8 @@ Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
   for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
     dims.layers = pipeline.stages[s].count;
     dims.last_chunk = s + 1 == stages;
-    const double chunk = static_cast<double>(
-        model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
+    const double chunk =
+        static_cast<double>(model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
     total += chunk;
     largest = std::max(largest, chunk);
   }
@@ -149,9 +154,9 @@ Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, con
 }
 
 const RankMemory& peak_rank(const std::vector<RankMemory>& ranks) {
-  return *std::max_element(ranks.begin(), ranks.end(), [](const RankMemory& a, const RankMemory& b) {
-    return a.total_mib() < b.total_mib();
-  });
+  return *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const RankMemory& a, const RankMemory& b) { return a.total_mib() < b.total_mib(); });
 }
 
 }  // namespace ms::plan

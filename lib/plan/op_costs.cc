@@ -30,7 +30,8 @@ double attention_flops(const AttentionOp& a, bool backward) {
 
 CostModel::CostModel(const Cluster& cluster, int ranks_on_node, Scaling scaling)
     : cluster_(cluster), scaling_(scaling) {
-  share_ = std::min(1.0, static_cast<double>(cluster.devices_per_node) / std::max(1, ranks_on_node));
+  share_ =
+      std::min(1.0, static_cast<double>(cluster.devices_per_node) / std::max(1, ranks_on_node));
   if (ranks_on_node > 1) share_ *= cluster.concurrency_efficiency;
 }
 
@@ -61,7 +62,8 @@ double CostModel::measured_or(const std::string& key, double derived) const {
 
 double CostModel::gemm_seconds(int64_t m, int64_t n, int64_t k) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return measured_or(gemm_key(m, n, k), flops / curve_rate(flops));
 }
 

@@ -17,11 +17,16 @@ using MessageKey = std::tuple<int, int, int, int>;
 
 double cost_of(const PpAction& a, const ChunkTimes& t, bool split) {
   switch (a.op) {
-    case PpOp::kForward: return t.forward;
-    case PpOp::kBackward: return t.backward_input + t.backward_weight;
-    case PpOp::kBackwardInput: return split ? t.backward_input : t.backward_input + t.backward_weight;
-    case PpOp::kBackwardWeight: return t.backward_weight;
-    default: return 0;
+    case PpOp::kForward:
+      return t.forward;
+    case PpOp::kBackward:
+      return t.backward_input + t.backward_weight;
+    case PpOp::kBackwardInput:
+      return split ? t.backward_input : t.backward_input + t.backward_weight;
+    case PpOp::kBackwardWeight:
+      return t.backward_weight;
+    default:
+      return 0;
   }
 }
 

@@ -18,10 +18,10 @@ struct ChunkTimes {
 };
 
 struct ReplayResult {
-  double makespan = 0;           // the step's pipeline time
-  double bubble = 0;             // mean over ranks of 1 - busy / makespan
-  std::vector<double> busy;      // by pipeline rank
-  double last_backward = 0;      // the final backward of rank 0 (what dp reduction may hide behind)
+  double makespan = 0;       // the step's pipeline time
+  double bubble = 0;         // mean over ranks of 1 - busy / makespan
+  std::vector<double> busy;  // by pipeline rank
+  double last_backward = 0;  // the final backward of rank 0 (what dp reduction may hide behind)
 };
 
 // `chunks[r][c]`: rank r's chunk c. `p2p_seconds`: the time from a send until its receive can

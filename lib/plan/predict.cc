@@ -70,10 +70,9 @@ std::vector<std::array<int64_t, 3>> layer_gemms(const LayerShape& s) {
 // Bytes of the elementwise passes of one layer's forward (norms, rope, residuals, SwiGLU,
 // routing): each float read and written once per pass; the backward moves about twice this.
 double layer_elementwise_bytes(const LayerShape& s) {
-  const double ffn = s.experts == 0
-                         ? 3.0 * s.N * s.d_ff
-                         : 3.0 * s.expert_rows * s.local_experts * s.d_ff + 4.0 * s.N * s.experts +
-                               3.0 * s.N * s.shared_d_ff;
+  const double ffn = s.experts == 0 ? 3.0 * s.N * s.d_ff
+                                    : 3.0 * s.expert_rows * s.local_experts * s.d_ff +
+                                          4.0 * s.N * s.experts + 3.0 * s.N * s.shared_d_ff;
   return 4.0 * (12.0 * s.Nr * s.D + 4.0 * s.N * (s.heads + s.kv_heads) * s.hd + ffn);
 }
 
@@ -104,7 +103,7 @@ LayerComm layer_comm(const CostModel& model, const LayerShape& s, const Layout& 
     const bool inter = l.tp > rpn;
     if (s.sp) {
       out.tp_seconds = 2 * (model.comm_seconds(Collective::kAllGather, b, l.tp, inter) +
-                         model.comm_seconds(Collective::kReduceScatter, b, l.tp, inter));
+                            model.comm_seconds(Collective::kReduceScatter, b, l.tp, inter));
       out.tp_bytes = 4 * b * bus_factor(Collective::kAllGather, l.tp);
     } else {
       out.tp_seconds = 2 * model.comm_seconds(Collective::kAllReduce, b, l.tp, inter);
@@ -116,7 +115,7 @@ LayerComm layer_comm(const CostModel& model, const LayerShape& s, const Layout& 
     const bool inter = l.tp * l.ep > rpn;
     // Counts first (a latency-bound all-to-all), then the rows, both ways.
     out.ep_seconds = 2 * (model.comm_seconds(Collective::kAllToAll, 8.0 * l.ep, l.ep, inter) +
-                        model.comm_seconds(Collective::kAllToAll, b, l.ep, inter));
+                          model.comm_seconds(Collective::kAllToAll, b, l.ep, inter));
     out.ep_bytes = 2 * b * bus_factor(Collective::kAllToAll, l.ep);
   }
   return out;
@@ -155,8 +154,9 @@ Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layo
     // lm_head, the loss's softmax over the rank's vocabulary slice, the final norm.
     out.times.forward += model.gemm_seconds(s.N, s.vocab, s.D) +
                          model.elementwise_seconds(4.0 * (3.0 * s.N * s.vocab + 4.0 * s.Nr * s.D));
-    out.times.backward_input += model.gemm_seconds(s.N, s.D, s.vocab) +
-                                model.elementwise_seconds(4.0 * (2.0 * s.N * s.vocab + 8.0 * s.Nr * s.D));
+    out.times.backward_input +=
+        model.gemm_seconds(s.N, s.D, s.vocab) +
+        model.elementwise_seconds(4.0 * (2.0 * s.N * s.vocab + 8.0 * s.Nr * s.D));
     out.times.backward_weight += model.gemm_seconds(s.D, s.vocab, s.N);
     if (s.sp) {
       const double b = static_cast<double>(s.N * s.D) * bytes;
@@ -206,8 +206,8 @@ double optimizer_seconds(const CostModel& model, const Layout& l, const RankElem
 
 }  // namespace
 
-Result<Prediction> predict(const CostModel& model, const config::RunConfig& config,
-                           const Layout& l, const std::vector<RankElements>& elements, int world) {
+Result<Prediction> predict(const CostModel& model, const config::RunConfig& config, const Layout& l,
+                           const std::vector<RankElements>& elements, int world) {
   const config::RunConfig c = apply_layout(config, l);
   MS_ASSIGN_OR_RETURN(const train::PipelineLayout pipeline, train::check_pipeline(c, l.dp));
   const Cluster& cluster = model.cluster();
@@ -218,7 +218,8 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
   std::vector<std::vector<ChunkTimes>> chunks(static_cast<size_t>(l.pp));
   const int64_t m = pipeline.schedule.micro_batches;
   for (size_t st = 0; st < stages; ++st) {
-    const Costs costs = chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
+    const Costs costs =
+        chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
     chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
     if (st % static_cast<size_t>(l.pp) == 0) {
       p.tp.bytes += costs.tp_bytes * static_cast<double>(m);
@@ -229,7 +230,8 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
   }
   const LayerShape s = layer_shape(c, l);
   const double act_bytes = static_cast<double>(s.Nr * s.D) * bytes;
-  const bool pp_inter = l.tp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;
+  const bool pp_inter =
+      l.tp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;
   const double p2p = l.pp > 1 ? model.comm_seconds(Collective::kP2P, act_bytes, 2, pp_inter) : 0;
   MS_ASSIGN_OR_RETURN(const ReplayResult replay, replay_pipeline(pipeline.schedule, chunks, p2p));
   p.compute_s = replay.makespan;
@@ -240,7 +242,8 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
     p.pp.bytes = act_bytes * static_cast<double>(m) * (2.0 * l.vpp - 1);
     p.pp.seconds = p2p * static_cast<double>(m) * (2.0 * l.vpp - 1);
   }
-  MS_ASSIGN_OR_RETURN(p.memory, rank_memory(config, l, elements, bytes, cluster.runtime_overhead_mib));
+  MS_ASSIGN_OR_RETURN(p.memory,
+                      rank_memory(config, l, elements, bytes, cluster.runtime_overhead_mib));
   p.peak = peak_rank(p.memory);
   double dp_seconds = 0, opt_seconds = 0;
   for (const RankElements& e : elements) {
@@ -249,7 +252,8 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
     dp_seconds = std::max(dp_seconds, t.seconds);
     opt_seconds = std::max(opt_seconds, optimizer_seconds(model, l, e));
   }
-  p.dp_exposed_s = cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  p.dp_exposed_s =
+      cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
   p.optimizer_s = opt_seconds;
   p.step_s = p.compute_s + p.dp_exposed_s + p.optimizer_s + cluster.step_overhead_ms * 1e-3;
   const double tokens = static_cast<double>(c.train.global_batch * c.train.seq_len);

@@ -24,7 +24,7 @@ struct AxisTraffic {
 struct Prediction {
   Layout layout;
   double step_s = 0;
-  double mfu = 0;           // model FLOPs (no recomputation) / (step time x ranks x peak per rank)
+  double mfu = 0;  // model FLOPs (no recomputation) / (step time x ranks x peak per rank)
   double tokens_per_s = 0;
   double bubble = 0;        // pipeline idle fraction from the replay
   double compute_s = 0;     // pipeline makespan (compute, tp/ep collectives, p2p)

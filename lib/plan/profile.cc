@@ -42,34 +42,45 @@ double time_op(F&& op, double min_seconds) {
 double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
   std::vector<float> a(static_cast<size_t>(m * k), 0.01f), b(static_cast<size_t>(k * n), 0.02f),
       c(static_cast<size_t>(m * n), 0.0f);
-  return time_op([&] { ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, m, n, k, 1.0f,
-                                  a.data(), k, b.data(), n, 0.0f, c.data(), n); },
-                 min_seconds);
+  return time_op(
+      [&] {
+        ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, m, n, k, 1.0f, a.data(), k, b.data(),
+                   n, 0.0f, c.data(), n);
+      },
+      min_seconds);
 }
 
 double attention_time(const AttentionOp& op, bool backward, double min_seconds) {
-  ops::AttentionShape s{.batch = op.batch, .seq = op.seq, .heads = op.heads,
-                        .kv_heads = op.kv_heads, .head_dim = op.head_dim, .window = op.window,
+  ops::AttentionShape s{.batch = op.batch,
+                        .seq = op.seq,
+                        .heads = op.heads,
+                        .kv_heads = op.kv_heads,
+                        .head_dim = op.head_dim,
+                        .window = op.window,
                         .block = 64};
   const size_t q = static_cast<size_t>(op.batch * op.seq * op.heads * op.head_dim);
   const size_t kv = static_cast<size_t>(op.batch * op.seq * op.kv_heads * op.head_dim);
-  std::vector<float> Q(q, 0.01f), K(kv, 0.02f), V(kv, 0.03f), O(q), lse(q / static_cast<size_t>(op.head_dim)),
-      dO(q, 0.01f), dQ(q), dK(kv), dV(kv);
+  std::vector<float> Q(q, 0.01f), K(kv, 0.02f), V(kv, 0.03f), O(q),
+      lse(q / static_cast<size_t>(op.head_dim)), dO(q, 0.01f), dQ(q), dK(kv), dV(kv);
   ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data());
   if (!backward) {
-    return time_op([&] { ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data()); },
-                   min_seconds);
+    return time_op(
+        [&] { ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data()); },
+        min_seconds);
   }
-  return time_op([&] {
-    ops::attention_backward(s, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
-                            dQ.data(), dK.data(), dV.data());
-  }, min_seconds);
+  return time_op(
+      [&] {
+        ops::attention_backward(s, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
+                                dQ.data(), dK.data(), dV.data());
+      },
+      min_seconds);
 }
 
 // Parses a measured-op key back into its op and times it.
 Result<double> time_key(const std::string& key, double min_seconds) {
   long long v[6] = {0, 0, 0, 0, 0, 0};
-  if (key.rfind("gemm ", 0) == 0 && std::sscanf(key.c_str() + 5, "%lldx%lldx%lld", &v[0], &v[1], &v[2]) == 3) {
+  if (key.rfind("gemm ", 0) == 0 &&
+      std::sscanf(key.c_str() + 5, "%lldx%lldx%lld", &v[0], &v[1], &v[2]) == 3) {
     return gemm_time(v[0], v[1], v[2], min_seconds);
   }
   const bool bwd = key.rfind("attn_bwd ", 0) == 0;
@@ -159,12 +170,14 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   const double ping_us = watch.elapsed_s() / rounds / 2 * 1e6;
   const size_t count = size_t{4} << 20;
   std::vector<float> send(count, 1.0f), recv(count);
-  MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
+  MS_RETURN_IF_ERROR(
+      world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
   MS_RETURN_IF_ERROR(world.barrier());
   const int reps = 5;
   watch.reset();
   for (int i = 0; i < reps; ++i) {
-    MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
+    MS_RETURN_IF_ERROR(
+        world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
   }
   const double t = watch.elapsed_s() / reps;
   const int n = world.size();
@@ -178,7 +191,8 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   for (int i = 0; i < mixed_rounds; ++i) {
     watch.reset();
     gemm_time(256, 256, 256, 0);
-    MS_RETURN_IF_ERROR(world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
+    MS_RETURN_IF_ERROR(
+        world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
     rounds_s.push_back(watch.elapsed_s());
   }
   // The lower quartile of the rounds, as for the op timings.
@@ -195,10 +209,12 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
 
 // A trainer-like mix of work (a GEMM and a STREAM triad over 64 MiB), timed over about a second.
 double mixed_work_seconds() {
-  return time_op([] {
-    gemm_time(256, 256, 256, 0.05);
-    measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 2);
-  }, 1.0);
+  return time_op(
+      [] {
+        gemm_time(256, 256, 256, 0.05);
+        measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 2);
+      },
+      1.0);
 }
 
 // Every rank runs the mix at once; rank 0's time against its time alone.
@@ -233,8 +249,9 @@ Status on_rank0_alone(comm::Communicator& world, const std::function<Status()>& 
 
 Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions& options) {
   if (world.size() < 2) {
-    return InvalidArgument("--profile measures the links too and needs at least two ranks: run "
-                           "`mpirun -np 2 ms-train plan --profile FILE`");
+    return InvalidArgument(
+        "--profile measures the links too and needs at least two ranks: run "
+        "`mpirun -np 2 ms-train plan --profile FILE`");
   }
   Cluster c;
   c.name = options.name;

@@ -4,9 +4,8 @@
 // run the best; and, with --what-if, the scaled best against the unscaled one.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "plan/search.h"
 

@@ -30,7 +30,9 @@ std::vector<std::pair<std::string, int>> schedules(int pp, int64_t n_layers) {
   return out;
 }
 
-int ranks_on_node(const Cluster& cluster, int world) { return std::min(world, cluster.ranks_per_node); }
+int ranks_on_node(const Cluster& cluster, int world) {
+  return std::min(world, cluster.ranks_per_node);
+}
 
 }  // namespace
 
@@ -39,7 +41,8 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
   std::vector<Layout> out;
   for (int64_t tp : divisors(world)) {
     if (!parallel::check_tp_model({m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff},
-                                  static_cast<int>(tp)).ok()) {
+                                  static_cast<int>(tp))
+             .ok()) {
       continue;
     }
     for (int64_t pp : divisors(world / tp)) {
@@ -54,10 +57,16 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
               for (config::Recompute rc : {config::Recompute::kNone, config::Recompute::kSelective,
                                            config::Recompute::kFull}) {
                 for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
-                  Layout l{.dp = static_cast<int>(dp), .tp = static_cast<int>(tp),
-                           .pp = static_cast<int>(pp), .vpp = vpp, .ep = static_cast<int>(ep),
-                           .schedule = schedule, .micro_batch = mb, .zero = zero,
-                           .recompute = rc, .sequence_parallel = sp};
+                  Layout l{.dp = static_cast<int>(dp),
+                           .tp = static_cast<int>(tp),
+                           .pp = static_cast<int>(pp),
+                           .vpp = vpp,
+                           .ep = static_cast<int>(ep),
+                           .schedule = schedule,
+                           .micro_batch = mb,
+                           .zero = zero,
+                           .recompute = rc,
+                           .sequence_parallel = sp};
                   if (check_layout(config, l, world).ok()) out.push_back(l);
                 }
               }
@@ -120,7 +129,8 @@ Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunCon
     return InvalidArgument("none of the " + std::to_string(result.considered) +
                            " layouts fits memory_per_rank_gib " +
                            std::to_string(cluster.memory_per_rank_gib) + " of " + cluster.source +
-                           ": the smallest peak is " + line + " per rank; use more ranks or "
+                           ": the smallest peak is " + line +
+                           " per rank; use more ranks or "
                            "a smaller train.global_batch");
   }
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
@@ -153,7 +163,8 @@ Result<Scaling> parse_what_if(const std::string& text) {
     }
     any = true;
   }
-  if (!any) return InvalidArgument("--what-if is empty: give net=<factor>, compute=<factor> or both");
+  if (!any)
+    return InvalidArgument("--what-if is empty: give net=<factor>, compute=<factor> or both");
   return s;
 }
 

@@ -19,8 +19,8 @@ namespace ms::plan {
 
 struct SearchResult {
   int world = 0;
-  int64_t considered = 0;    // layouts the trainer accepts
-  int64_t over_memory = 0;   // of those, over the memory limit
+  int64_t considered = 0;          // layouts the trainer accepts
+  int64_t over_memory = 0;         // of those, over the memory limit
   std::vector<Prediction> ranked;  // the rest, fastest first
 };
 

@@ -76,8 +76,10 @@ TEST(Cluster, MissingKeysAreNamed) {
 TEST(Cluster, BadValuesAreNamed) {
   expect_error(replace(kValid, "ranks: 16", "ranks: many"), "ranks must be an integer");
   expect_error(replace(kValid, "ranks: 16", "ranks: 0"), "ranks must be at least 1 (got 0)");
-  expect_error(replace(kValid, "dtype: bf16", "dtype: int4"), "device.dtype must be f32, bf16 or fp8");
-  expect_error(replace(kValid, "max: 0.8", "max: 1.5"), "device.gemm_efficiency.max must be at most 1");
+  expect_error(replace(kValid, "dtype: bf16", "dtype: int4"),
+               "device.dtype must be f32, bf16 or fp8");
+  expect_error(replace(kValid, "max: 0.8", "max: 1.5"),
+               "device.gemm_efficiency.max must be at most 1");
   expect_error(replace(kValid, "bandwidth_gbs: 450", "bandwidth_gbs: -1"),
                "links.intra_node.bandwidth_gbs must be at least");
 }
@@ -154,7 +156,8 @@ TEST(Cluster, RefusesJsonThatIsNotACheck) {
   ASSERT_TRUE(c.ok());
   Status s = apply_diagnose_check(write_temp("other.json", R"({"steps": []})"), *c);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("not `ms-diagnose check --json` output"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not `ms-diagnose check --json` output"), std::string::npos)
+      << s.message();
   EXPECT_FALSE(apply_diagnose_check(write_temp("bad.json", "{"), *c).ok());
   EXPECT_EQ(apply_diagnose_check("/nonexistent/check.json", *c).code(), StatusCode::kNotFound);
 }

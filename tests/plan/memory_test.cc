@@ -36,8 +36,10 @@ void dry_run_memory(const config::RunConfig& c, int world, double out[3]) {
   const size_t at = text->find("# per model rank");
   ASSERT_NE(at, std::string::npos);
   const size_t colon = text->find("): ", at);
-  ASSERT_EQ(std::sscanf(text->c_str() + colon, "): weights %lf MiB, gradients %lf MiB, optimizer state %lf MiB",
-                        &out[0], &out[1], &out[2]), 3)
+  ASSERT_EQ(std::sscanf(text->c_str() + colon,
+                        "): weights %lf MiB, gradients %lf MiB, optimizer state %lf MiB", &out[0],
+                        &out[1], &out[2]),
+            3)
       << text->substr(at);
 }
 
@@ -52,7 +54,8 @@ void expect_matches_dry_run(const config::RunConfig& c, const Layout& l, int wor
   // The dry run prints pipeline rank 0 with one decimal; under ZeRO-1 the planner adds the
   // optimizer's reduced gradient shard (1/dp of the gradients), which the dry run leaves out.
   EXPECT_NEAR((*m)[0].weights_mib, dry[0], 0.051) << layout_name(l);
-  EXPECT_NEAR((*m)[0].gradients_mib, dry[1] * (l.zero ? 1.0 + 1.0 / l.dp : 1.0), 0.11) << layout_name(l);
+  EXPECT_NEAR((*m)[0].gradients_mib, dry[1] * (l.zero ? 1.0 + 1.0 / l.dp : 1.0), 0.11)
+      << layout_name(l);
   EXPECT_NEAR((*m)[0].optimizer_mib, dry[2], 0.051) << layout_name(l);
 }
 
@@ -63,7 +66,8 @@ TEST(Memory, MatchesTheDryRunAcrossLayouts) {
   expect_matches_dry_run(c, {.dp = 4, .micro_batch = 2, .zero = false}, 4);
   expect_matches_dry_run(c, {.dp = 2, .tp = 2, .micro_batch = 2}, 4);
   expect_matches_dry_run(c, {.dp = 1, .tp = 2, .pp = 2, .micro_batch = 2}, 4);
-  expect_matches_dry_run(c, {.dp = 1, .pp = 2, .vpp = 2, .schedule = "interleaved", .micro_batch = 2}, 2);
+  expect_matches_dry_run(
+      c, {.dp = 1, .pp = 2, .vpp = 2, .schedule = "interleaved", .micro_batch = 2}, 2);
 }
 
 TEST(Memory, ActivationsAreTheModelsFigureTimesMicroBatchesInFlight) {
@@ -71,7 +75,8 @@ TEST(Memory, ActivationsAreTheModelsFigureTimesMicroBatchesInFlight) {
   const Layout one{.dp = 1, .micro_batch = 2};
   Result<std::unique_ptr<model::Transformer>> model = model::Transformer::create(c.model, 1);
   ASSERT_TRUE(model.ok());
-  const double expected = static_cast<double>((*model)->activation_bytes(2, 64)) / (1024.0 * 1024.0);
+  const double expected =
+      static_cast<double>((*model)->activation_bytes(2, 64)) / (1024.0 * 1024.0);
   Result<std::vector<RankElements>> e = rank_elements(c, one);
   ASSERT_TRUE(e.ok());
   Result<std::vector<RankMemory>> m = rank_memory(c, one, *e, 4, 0);

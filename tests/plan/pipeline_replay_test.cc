@@ -45,8 +45,10 @@ TEST(PipelineReplay, AgreesWithTheScheduleSimulationForEverySchedule) {
 
 TEST(PipelineReplay, ZeroBubbleHasLessBubbleThanOneFOneB) {
   const int pp = 4, m = 8;
-  Result<ReplayResult> a = replay_pipeline({pp, 1, m, PpScheduleKind::k1F1B}, uniform(pp, 1, {1, 1, 1}), 0);
-  Result<ReplayResult> b = replay_pipeline({pp, 1, m, PpScheduleKind::kZeroBubble}, uniform(pp, 1, {1, 1, 1}), 0);
+  Result<ReplayResult> a =
+      replay_pipeline({pp, 1, m, PpScheduleKind::k1F1B}, uniform(pp, 1, {1, 1, 1}), 0);
+  Result<ReplayResult> b =
+      replay_pipeline({pp, 1, m, PpScheduleKind::kZeroBubble}, uniform(pp, 1, {1, 1, 1}), 0);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_LT(b->bubble, a->bubble);
   EXPECT_LT(b->makespan, a->makespan);

@@ -71,7 +71,8 @@ TEST(Search, RanksFastestFirstWithinTheMemoryLimit) {
   Result<SearchResult> r = search_layouts(cluster, model(), 4);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_GT(r->ranked.size(), 10u);
-  for (size_t i = 1; i < r->ranked.size(); ++i) EXPECT_LE(r->ranked[i - 1].step_s, r->ranked[i].step_s);
+  for (size_t i = 1; i < r->ranked.size(); ++i)
+    EXPECT_LE(r->ranked[i - 1].step_s, r->ranked[i].step_s);
   EXPECT_EQ(r->over_memory, 0);
 }
 
@@ -81,7 +82,8 @@ TEST(Search, HonoursTheMemoryLimit) {
   ASSERT_TRUE(all.ok());
   // A limit between the smallest and the largest peak excludes some layouts, keeps the rest.
   double lo = 1e30, hi = 0;
-  for (const Prediction& p : all->ranked) lo = std::min(lo, p.peak.total_mib()), hi = std::max(hi, p.peak.total_mib());
+  for (const Prediction& p : all->ranked)
+    lo = std::min(lo, p.peak.total_mib()), hi = std::max(hi, p.peak.total_mib());
   const double limit_gib = (lo + hi) / 2 / 1024;
   Result<SearchResult> tight = search_layouts(test_cluster(4, limit_gib), model(), 4);
   ASSERT_TRUE(tight.ok()) << tight.status().to_string();
