@@ -172,7 +172,7 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   MS_RETURN_IF_ERROR(r.check_is_map());
   MS_RETURN_IF_ERROR(r.refuse_keys_other_than(
       {"name", "dtype", "peak_tflops", "memory_bandwidth_gbs", "attention_efficiency",
-       "gemm_efficiency", "gemm_points", "measured_ops", "source"}));
+       "gemm_efficiency", "gemm_points", "measured_ops", "measured_ops_concurrent", "source"}));
   MS_ASSIGN_OR_RETURN(d.name, r.text("name", false, "device"));
   MS_ASSIGN_OR_RETURN(d.dtype, r.text("dtype", false, "f32"));
   if (d.dtype != "f32" && d.dtype != "bf16" && d.dtype != "fp8") {
@@ -192,14 +192,16 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   MS_ASSIGN_OR_RETURN(d.memory_bandwidth_gbs, r.number("memory_bandwidth_gbs", true, 0, 1e-6));
   MS_ASSIGN_OR_RETURN(d.attention_efficiency, r.number("attention_efficiency", false, 0.5, 1e-6));
   MS_RETURN_IF_ERROR(read_gemm(r, d.gemm, file));
-  const YAML::Node ops = r.child("measured_ops");
-  if (ops) {
-    if (!ops.IsMap()) return r.error("device.measured_ops", "must map op shapes to seconds");
+  for (const auto& [key, table] : {std::pair<const char*, MeasuredOps*>{"measured_ops", &d.measured},
+                                   {"measured_ops_concurrent", &d.measured_concurrent}}) {
+    const YAML::Node ops = r.child(key);
+    if (!ops) continue;
+    if (!ops.IsMap()) return r.error(r.key(key), "must map op shapes to seconds");
     for (const auto& entry : ops) {
       try {
-        d.measured[entry.first.as<std::string>()] = entry.second.as<double>();
+        (*table)[entry.first.as<std::string>()] = entry.second.as<double>();
       } catch (const YAML::Exception&) {
-        return r.error("device.measured_ops." + entry.first.as<std::string>(), "must be seconds");
+        return r.error(r.key(key) + "." + entry.first.as<std::string>(), "must be seconds");
       }
     }
   }
@@ -302,9 +304,12 @@ std::string cluster_to_yaml(const Cluster& c) {
     }
     out << YAML::EndSeq;
   }
-  if (!c.device.measured.empty()) {
-    out << YAML::Key << "measured_ops" << YAML::Value << YAML::BeginMap;
-    for (const auto& [op, s] : c.device.measured) out << YAML::Key << op << YAML::Value << s;
+  for (const auto& [key, table] :
+       {std::pair<const char*, const MeasuredOps*>{"measured_ops", &c.device.measured},
+        {"measured_ops_concurrent", &c.device.measured_concurrent}}) {
+    if (table->empty()) continue;
+    out << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    for (const auto& [op, s] : *table) out << YAML::Key << op << YAML::Value << s;
     out << YAML::EndMap;
   }
   out << YAML::EndMap;

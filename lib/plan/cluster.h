@@ -42,7 +42,10 @@ struct Device {
   double memory_bandwidth_gbs = 0;
   GemmCurve gemm;
   double attention_efficiency = 0.5;  // attention's fraction of the GEMM rate at its shape
-  MeasuredOps measured;               // --profile: exact shapes
+  MeasuredOps measured;               // --profile: exact shapes, one rank alone
+  // The same shapes timed with every rank of the node running them at once (shared caches and
+  // memory bandwidth): used when a job has more than one rank on a node.
+  MeasuredOps measured_concurrent;
 };
 
 struct Cluster {

@@ -55,6 +55,12 @@ double CostModel::curve_rate(double flops) const {
 
 double CostModel::measured_or(const std::string& key, double derived) const {
   if (record_) record_->insert(key);
+  if (concurrent_) {
+    const auto it = cluster_.device.measured_concurrent.find(key);
+    if (it != cluster_.device.measured_concurrent.end()) {
+      return it->second / oversubscription_ / scaling_.compute;
+    }
+  }
   const auto it = cluster_.device.measured.find(key);
   const double seconds = it != cluster_.device.measured.end() ? it->second : derived;
   return seconds / share_ / scaling_.compute;

@@ -4,7 +4,8 @@
 // the device profile: GEMMs from the efficiency curve, attention as a GEMM of its FLOPs at
 // device.attention_efficiency of that rate, elementwise work from the memory bandwidth. Ranks
 // beyond the node's devices share them (an oversubscribed CPU), which slows compute by the ratio,
-// and with more than one rank on a node each runs at the cluster's concurrency_efficiency.
+// and with more than one rank on a node each runs at the cluster's concurrency_efficiency, or at
+// the op's own time measured with every rank running it (device.measured_ops_concurrent).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,8 @@ class CostModel {
   double measured_or(const std::string& key, double derived) const;
   const Cluster& cluster_;
   double share_ = 1;
+  double oversubscription_ = 1;  // devices / ranks on a node, at most 1
+  bool concurrent_ = false;      // more than one rank on a node
   Scaling scaling_;
   std::set<std::string>* record_ = nullptr;
 };

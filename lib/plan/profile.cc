@@ -109,6 +109,38 @@ double node_memory_gib() {
 // The node's cores, not this rank's affinity mask (mpirun binds each rank to one core).
 int node_cores() { return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
 
+// Every GEMM and attention shape the search looks up for the config on 1 to plan_ranks ranks.
+Result<std::set<std::string>> op_keys(const ProfileOptions& options) {
+  std::set<std::string> keys;
+  Cluster any;
+  any.devices_per_node = 1;
+  any.device.peak_tflops["f32"] = 1;
+  any.device.memory_bandwidth_gbs = 1;
+  any.intra_node = any.inter_node = {1, 1};
+  any.ranks_per_node = 1;
+  CostModel recorder(any, 1);
+  recorder.record_ops(&keys);
+  for (int w = 1; w <= options.plan_ranks; ++w) {
+    for (const Layout& l : candidate_layouts(*options.config, w)) {
+      MS_ASSIGN_OR_RETURN(const std::vector<RankElements> e, rank_elements(*options.config, l));
+      MS_RETURN_IF_ERROR(predict(recorder, *options.config, l, e, w).status());
+    }
+  }
+  return keys;
+}
+
+// Every rank times every op shape at once; rank 0's times.
+Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& options,
+                              Cluster& c) {
+  MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+  for (const std::string& key : keys) {
+    MS_RETURN_IF_ERROR(world.barrier());
+    MS_ASSIGN_OR_RETURN(const double s, time_key(key, options.min_seconds_per_op));
+    if (world.rank() == 0) c.device.measured_concurrent[key] = s;
+  }
+  return Status::OK();
+}
+
 // The compute side of the profile, on rank 0 alone.
 Status measure_device(const ProfileOptions& options, Cluster& c) {
   Device& d = c.device;
@@ -131,15 +163,7 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   d.attention_efficiency =
       flops / attention_time(probe, false, options.min_seconds_per_op) / model.curve_rate(flops);
   if (options.config != nullptr) {
-    std::set<std::string> keys;
-    CostModel recorder(c, 1);
-    recorder.record_ops(&keys);
-    for (int w = 1; w <= options.plan_ranks; ++w) {
-      for (const Layout& l : candidate_layouts(*options.config, w)) {
-        MS_ASSIGN_OR_RETURN(const std::vector<RankElements> e, rank_elements(*options.config, l));
-        MS_RETURN_IF_ERROR(predict(recorder, *options.config, l, e, w).status());
-      }
-    }
+    MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
     for (const std::string& key : keys) {
       MS_ASSIGN_OR_RETURN(d.measured[key], time_key(key, options.min_seconds_per_op));
     }
@@ -268,6 +292,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
   }));
   MS_RETURN_IF_ERROR(world.broadcast(&alone, sizeof(double), DType::kU8, 0));
   MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(world, alone));
+  if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(world, options, c));
   MS_RETURN_IF_ERROR(measure_links(world, c));
   c.runtime_overhead_mib = resident_mib();
   return c;
