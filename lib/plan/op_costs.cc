@@ -30,9 +30,10 @@ double attention_flops(const AttentionOp& a, bool backward) {
 
 CostModel::CostModel(const Cluster& cluster, int ranks_on_node, Scaling scaling)
     : cluster_(cluster), scaling_(scaling) {
-  share_ =
+  oversubscription_ =
       std::min(1.0, static_cast<double>(cluster.devices_per_node) / std::max(1, ranks_on_node));
-  if (ranks_on_node > 1) share_ *= cluster.concurrency_efficiency;
+  concurrent_ = ranks_on_node > 1;
+  share_ = oversubscription_ * (concurrent_ ? cluster.concurrency_efficiency : 1.0);
 }
 
 double CostModel::curve_rate(double flops) const {

@@ -141,3 +141,29 @@ TEST(Search, ParsesWhatIf) {
 
 }  // namespace
 }  // namespace ms::plan
+
+namespace ms::plan {
+namespace {
+
+TEST(OpCosts, MeasuredShapesWinAndConcurrentTimesServeSeveralRanksPerNode) {
+  Cluster c = test_cluster(4, 64);
+  c.devices_per_node = 2;
+  c.concurrency_efficiency = 0.5;
+  const std::string key = gemm_key(64, 64, 64);
+  c.device.measured[key] = 1e-3;
+  const CostModel alone(c, 1);
+  EXPECT_DOUBLE_EQ(alone.gemm_seconds(64, 64, 64), 1e-3);
+  // Two ranks on the node, no concurrent measurement: the alone time at concurrency_efficiency.
+  EXPECT_DOUBLE_EQ(CostModel(c, 2).gemm_seconds(64, 64, 64), 2e-3);
+  // A concurrent measurement replaces that; four ranks on two devices share them on top.
+  c.device.measured_concurrent[key] = 1.5e-3;
+  EXPECT_DOUBLE_EQ(CostModel(c, 2).gemm_seconds(64, 64, 64), 1.5e-3);
+  EXPECT_DOUBLE_EQ(CostModel(c, 4).gemm_seconds(64, 64, 64), 3e-3);
+  // A shape not measured comes from the curve: 2 m n k / (peak * efficiency).
+  const double flops = 2.0 * 128 * 128 * 128;
+  EXPECT_NEAR(alone.gemm_seconds(128, 128, 128), flops / alone.curve_rate(flops), 1e-15);
+  EXPECT_NEAR(alone.curve_rate(1e12), 0.1e12 * 0.9 * 1000 / 1000.001, 1e3);
+}
+
+}  // namespace
+}  // namespace ms::plan
