@@ -37,6 +37,9 @@ void add_layer(std::vector<TensorInfo>& out, const config::ModelConfig& c, int64
     return;
   }
   add(out, p + "block_sparse_moe.gate.weight", {c.moe.num_experts, d});
+  if (c.moe.expert_bias) {
+    add(out, p + "block_sparse_moe.gate.e_score_correction_bias", {c.moe.num_experts});
+  }
   for (int64_t e = 0; e < c.moe.num_experts; ++e) {
     add_mlp(out, p + "block_sparse_moe.experts." + std::to_string(e) + ".", "w1", "w3", "w2", d,
             c.d_ff);
@@ -103,6 +106,7 @@ Status read_moe_keys(const json& doc, const std::string& source, config::ModelCo
                       get_key_or<double>(doc, "router_aux_loss_coef", c.moe.aux_loss_coef, source));
   MS_ASSIGN_OR_RETURN(c.moe.shared_expert_d_ff,
                       get_key_or<int64_t>(doc, "shared_expert_intermediate_size", 0, source));
+  MS_ASSIGN_OR_RETURN(c.moe.expert_bias, get_key_or<bool>(doc, "ms_expert_bias", false, source));
   return Status::OK();
 }
 
@@ -175,6 +179,9 @@ nlohmann::ordered_json hf_config_json(const config::ModelConfig& c, bool toolkit
   }
   if (toolkit_keys && c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   if (toolkit_keys && c.parallel_block) j["ms_parallel_block"] = true;
+  // The routing bias of auxiliary-loss-free balancing (the tensor DeepSeek-V3 names
+  // e_score_correction_bias), which Mixtral's config cannot say.
+  if (toolkit_keys && moe && c.moe.expert_bias) j["ms_expert_bias"] = true;
   return j;
 }
 
@@ -255,7 +262,8 @@ Result<int64_t> hf_parameter_count(const config::ModelConfig& c) {
     per_layer += 3;
   } else {
     MS_ASSIGN_OR_RETURN(const int64_t experts, checked_mul(c.moe.num_experts, 3, "num_local_experts"));
-    MS_ASSIGN_OR_RETURN(per_layer, checked_add(per_layer, experts + 1 + (c.moe.shared_expert_d_ff > 0 ? 3 : 0),
+    MS_ASSIGN_OR_RETURN(per_layer, checked_add(per_layer, experts + 1 + (c.moe.expert_bias ? 1 : 0) +
+                                                               (c.moe.shared_expert_d_ff > 0 ? 3 : 0),
                                                "tensors per layer"));
   }
   MS_ASSIGN_OR_RETURN(const int64_t layers, checked_mul(c.n_layers, per_layer, "num_hidden_layers"));

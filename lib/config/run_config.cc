@@ -78,6 +78,19 @@ void add_model_keys(Schema<Cfg>& s) {
         "logits)^2, averaged over the MoE layers like the load-balancing loss; it keeps the "
         "router logits small. 0: off.", &Cfg::model, &M::moe, &MoeConfig::z_loss_coef)
       .at_least(0.0);
+  s.add("model.moe.expert_bias",
+        "Auxiliary-loss-free load balancing (DeepSeek-V3): each MoE layer gets a per-expert "
+        "bias, the tensor model.layers.N.block_sparse_moe.gate.e_score_correction_bias, added "
+        "to the router probabilities when choosing the top_k experts (the routing weights stay "
+        "the chosen probabilities, renormalized). It is not trained: after every optimizer "
+        "step it moves by model.moe.bias_update_rate towards balance, from the step's load "
+        "summed over all data-parallel ranks. Saved in checkpoints and used when serving.",
+        &Cfg::model, &M::moe, &MoeConfig::expert_bias);
+  s.add("model.moe.bias_update_rate",
+        "With model.moe.expert_bias: bias += rate * sign(mean load - expert load) after every "
+        "step (Megatron-LM's rule, its default rate); the load is the assignments the router "
+        "chose, before any capacity drop.",
+        &Cfg::model, &M::moe, &MoeConfig::bias_update_rate).at_least(0.0);
 }
 
 void add_parallel_keys(Schema<Cfg>& s) {
@@ -98,13 +111,26 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "Layers of each virtual stage in stage order, e.g. [3, 5]; they must add up to "
         "model.n_layers. Empty: model.n_layers / (pp * vpp) each.",
         &Cfg::parallel, &P::pp_layers).at_least(1);
-  s.add("parallel.ep", "Expert-parallel size, carved out of dp.", &Cfg::parallel, &P::ep)
-      .at_least(1);
+  s.add("parallel.ep", "Expert-parallel size, carved out of dp x cp (parallel folding).",
+        &Cfg::parallel, &P::ep).at_least(1);
+  s.add("parallel.cp",
+        "Context-parallel size: each sequence is cut into 2 x cp chunks and rank r of the cp "
+        "group holds chunks r and 2cp-1-r (balanced causal work); attention is a ring over the "
+        "group. The ranks are pp x dp x cp x tp; gradients are reduced over dp x cp. "
+        "train.seq_len must be divisible by 2 x cp.",
+        &Cfg::parallel, &P::cp).at_least(1);
   s.add("parallel.ep_comm_dtype",
         "With parallel.ep above 1: the wire format of the expert all-to-alls (the routed rows "
         "going to their experts and the outputs coming back, forward and backward). bf16 "
         "halves the bytes; every exchanged row, the rank's own too, is rounded to bf16 "
         "(nearest even) and back.", &Cfg::parallel, &P::ep_comm_dtype).one_of({"f32", "bf16"});
+  s.add("parallel.ep_overlap_chunks",
+        "With parallel.ep above 1: each MoE layer's tokens are cut into this many chunks whose "
+        "all-to-alls run while the other chunks' experts compute (the dispatch of chunk i+1 and "
+        "the combine of chunk i-1 during chunk i; the shared expert during the first "
+        "dispatch). 1 waits for each all-to-all at once. The chunking changes only the "
+        "summation order of the experts' weight gradients.",
+        &Cfg::parallel, &P::ep_overlap_chunks).at_least(1).at_most(64);
   s.add("parallel.zero", "ZeRO stage: 0 replicates optimizer state, 1 shards it across dp.",
         &Cfg::parallel, &P::zero).at_least(0).at_most(1);
   s.add("parallel.loaders",
@@ -181,12 +207,26 @@ void add_train_keys(Schema<Cfg>& s) {
         "-1 for none.", &Cfg::train, &T::debug_slow_rank).at_least(-1);
   s.add("train.debug_slow_ms", "Test-only: milliseconds train.debug_slow_rank sleeps each step.",
         &Cfg::train, &T::debug_slow_ms).at_least(0.0);
+  s.add("train.document_mask",
+        "Document masking of packed samples: a token attends only to the tokens of its own "
+        "document, documents ending at (and including) the end-of-document token (data.eod_id). "
+        "Kept in checkpoints, so ms-infer serves the model the same way.",
+        &Cfg::train, &T::document_mask);
+  s.add("train.document_positions",
+        "With train.document_mask: rotary positions restart at 0 at each document start "
+        "instead of counting from the start of the sample.",
+        &Cfg::train, &T::document_positions);
 }
 
 void add_io_keys(Schema<Cfg>& s) {
   using C = CheckpointConfig;
   s.add("data.plan", "Mixture plan file written by `ms-data plan`.", &Cfg::data,
         &DataConfig::plan);
+  s.add("data.eod_id",
+        "End-of-document token id that train.document_mask splits samples at; -1 takes the one "
+        "the plan's datasets record in their meta sidecars (`ms-data build` appends it after "
+        "each document), or at inference the tokenizer's.", &Cfg::data, &DataConfig::eod_id)
+      .at_least(-1);
   s.add("checkpoint.every", "Steps between checkpoints; 0 saves only at the end.",
         &Cfg::checkpoint, &C::every).at_least(0);
   s.add("checkpoint.async", "Write checkpoints in the background while training continues.",
@@ -253,6 +293,12 @@ void add_model_rules(Schema<Cfg>& s) {
              });
   add_at_most_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
                    "model.max_seq_len", [](const Cfg& c) { return c.model.max_seq_len; });
+  s.add_rule("`train.document_positions` only with `train.document_mask`",
+             [](const Cfg& c) -> std::optional<std::string> {
+               if (!c.train.document_positions || c.train.document_mask) return std::nullopt;
+               return "train.document_positions restarts rotary positions at each document, "
+                      "which needs train.document_mask: true (set both, or neither)";
+             });
 }
 
 void add_parallel_rules(Schema<Cfg>& s) {
@@ -271,8 +317,8 @@ void add_parallel_rules(Schema<Cfg>& s) {
              });
   add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
                    "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
-  add_divisible_rule(s, "parallel.dp", [](const Cfg& c) { return c.parallel.dp; },
-                     "parallel.ep", [](const Cfg& c) { return c.parallel.ep; });
+  add_divisible_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
+                     "2 * parallel.cp", [](const Cfg& c) { return 2 * c.parallel.cp; });
   s.add_rule("`parallel.ep` above 1 only with MoE, and `model.moe.num_experts` divisible by it",
              [](const Cfg& c) -> std::optional<std::string> {
                const int64_t ep = c.parallel.ep, experts = c.model.moe.num_experts;

@@ -39,6 +39,10 @@ struct MoeConfig {
   int64_t shared_expert_d_ff = 0;  // 0: no shared expert
   double capacity_factor = 0;      // training: 0 dropless, else ceil(f * n * k / E) per expert
   double z_loss_coef = 0;          // router z-loss weight (ST-MoE); 0: off
+  // Auxiliary-loss-free balancing (DeepSeek-V3): a per-expert routing bias, not trained but
+  // moved by bias_update_rate after every step against the observed load.
+  bool expert_bias = false;
+  double bias_update_rate = 1e-3;
   bool operator==(const MoeConfig&) const = default;
 };
 
@@ -67,7 +71,9 @@ struct ParallelConfig {
   std::string schedule = "1f1b";     // 1f1b | interleaved | zero-bubble
   std::vector<int64_t> pp_layers;    // layers per virtual stage; empty: an even split
   int64_t ep = 1;
+  int64_t cp = 1;  // context parallelism: each sequence split over cp ranks (ring attention)
   std::string ep_comm_dtype = "f32";  // f32 | bf16: the wire format of the ep all-to-alls
+  int64_t ep_overlap_chunks = 2;      // token chunks of a MoE layer's all-to-all round trip
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model
   bool sequence_parallel = true;  // with tp > 1: activations between blocks split along the sequence
@@ -115,11 +121,14 @@ struct TrainConfig {
   double bucket_mb = 4.0;
   int64_t debug_slow_rank = -1;  // test-only fault injection: -1 for none
   double debug_slow_ms = 0;
+  bool document_mask = false;       // attention stays inside each document of a packed sample
+  bool document_positions = false;  // rotary positions restart per document (needs the mask)
   bool operator==(const TrainConfig&) const = default;
 };
 
 struct DataConfig {
   std::string plan;  // empty: not given; the trainer asks for one
+  int64_t eod_id = -1;  // end-of-document token id; -1: the one the datasets' meta records
   bool operator==(const DataConfig&) const = default;
 };
 

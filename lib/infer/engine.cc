@@ -19,6 +19,7 @@ struct Engine::Sequence {
   std::vector<int32_t> blocks;  // block table
   std::vector<int32_t> feed;    // tokens of the next chunk
   int64_t position = 0;         // position of feed[0]
+  int64_t doc_start = 0;        // document masking: where the document of feed[0] began
   Completion completion;
   bool done = false;
 };
@@ -165,7 +166,9 @@ bool Engine::finished(Sequence& s, int32_t token) {
 
 Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
   std::vector<model::CachedChunk> chunks;
-  for (const Sequence& s : running) chunks.push_back({s.feed, s.position, s.blocks});
+  for (const Sequence& s : running) {
+    chunks.push_back({s.feed, s.position, s.blocks, s.doc_start});
+  }
   MS_ASSIGN_OR_RETURN(Tensor logits, forward_ != nullptr
                                          ? forward_->forward(chunks, cache_.view())
                                          : model_.forward_cached(chunks, cache_.view()));
@@ -183,6 +186,10 @@ Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
     if (index == 0) s.completion.ttft_ms = now_ms;
     s.completion.latency_ms = now_ms;
     s.done = finished(s, token);
+    const model::DocumentMask& documents = model_.document_mask();
+    if (documents.enabled) {
+      s.doc_start = model::next_document_start(s.feed, s.position, s.doc_start, documents.eod_id);
+    }
     s.position += static_cast<int64_t>(s.feed.size());
     s.feed.assign(1, token);
   }

@@ -147,6 +147,22 @@ Status check_weights_before_allocating(const config::ModelConfig& cfg, const ckp
   return Status::OK();
 }
 
+// A model trained with train.document_mask is served with it: the end-of-document id is
+// data.eod_id when set, else the run's tokenizer's (the checkpoint's copy, which built the
+// datasets).
+Status apply_document_mask(const config::RunConfig& run, const data::Tokenizer& tokenizer,
+                           model::Transformer& model) {
+  if (!run.train.document_mask) return Status::OK();
+  model::DocumentMask mask{true, run.train.document_positions,
+                           static_cast<int32_t>(run.data.eod_id)};
+  if (mask.eod_id < 0) mask.eod_id = tokenizer.eos_id();
+  if (mask.eod_id < 0) {
+    return InvalidArgument("train.document_mask is on but data.eod_id is -1 and tokenizer.json "
+                           "has no end-of-document token; set data.eod_id in the config");
+  }
+  return model.set_document_mask(mask);
+}
+
 }  // namespace
 
 Result<LoadedModel> load_checkpoint_model(const std::string& path, const ParameterFilter& keep) {
@@ -167,6 +183,8 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path, const Paramet
     MS_RETURN_IF_ERROR(read_checkpoint_parameter(loaded.model->parameters()[i], m, step_dir));
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(step_dir + "/tokenizer.json"));
+  MS_RETURN_IF_ERROR(apply_document_mask(run, *loaded.tokenizer, *loaded.model)
+                         .with_context(step_dir + "/manifest.json config_yaml"));
   return loaded;
 }
 

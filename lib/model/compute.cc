@@ -102,6 +102,10 @@ void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting&
     counts[e] += r.offsets[e + 1] - r.offsets[e];
   }
   load_dropped[l] += r.dropped;
+  load_chosen.resize(layers.size());
+  std::vector<int64_t>& chosen = load_chosen[l];
+  chosen.resize(static_cast<size_t>(r.experts), 0);
+  for (size_t e = 0; e < static_cast<size_t>(r.experts); ++e) chosen[e] += r.routed[e];
 }
 
 // x: (n, D) -> the routing in m (router probabilities, renormalized top-k weights, grouping;
@@ -127,7 +131,8 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
     }
     if (capacity && !recomputing) pass.z_sum += z / static_cast<double>(n);
   }
-  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k);
+  const float* bias = li.expert_bias == kNoParam ? nullptr : w(li.expert_bias);
+  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k, bias);
   if (capacity) {
     ops::moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
   }
@@ -170,27 +175,159 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   float* yp = sized(m.expert_out, n * k * D);
   if (!ep.active()) {
     experts_forward(li, m.experts, scratch.permuted.data(), m.routing.offsets.data(), yp);
-  } else {
-    // The rows go to the ranks holding their experts and their outputs come back.
-    ep_plan(m);
-    ep_to_experts(m, scratch.permuted.data(), m.ep_input, D);
-    float* y = sized(scratch.ep_out, m.ep_offsets.back() * D);
-    experts_forward(li, m.experts, m.ep_input.data(), m.ep_offsets.data(), y);
-    ep_from_experts(m, y, yp, D);
+    moe_combine(m, li, x, yp, out, m.shared, n);
+    return moe_aux_loss(m);
   }
-  moe_combine(m, li, x, yp, out, m.shared, n);
-  return ops::moe_aux_loss(m.probs.data(), m.routing);
+  // The rows go to the ranks holding their experts and their outputs come back, chunk by
+  // chunk; the shared expert computes while the first chunk is on its way.
+  ep_plan(m);
+  const int64_t rows = m.ep_rows.back();
+  float* at = sized(m.ep_input, rows * D);
+  float* y = sized(scratch.ep_out, rows * D);
+  const bool shared = cfg.moe.shared_expert_d_ff > 0;
+  float* shared_out = shared ? sized(scratch.ep_shared, n * D) : nullptr;
+  std::function<void()> before;
+  if (shared) {
+    before = [&] { mlp_forward(li.shared, tp.shared_d_ff, m.shared, x, shared_out, n, false); };
+  }
+  ep_round_trip(m, scratch.permuted.data(), at, y, yp, D, before,
+                [&](int c) { ep_experts_forward(li, m, c, y); });
+  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
+  if (shared) add_into(out, shared_out, n * D);
+  return moe_aux_loss(m);
+}
+
+// The layer's load-balancing loss over its micro-batch. Under context parallelism the
+// micro-batch's tokens are spread over the cp group, so the assignment counts and probability
+// sums are summed over it first (the loss is not a mean of per-rank losses), and the share of
+// each expert kept for the backward (m.aux_share); every cp rank returns the same loss.
+double Transformer::Impl::moe_aux_loss(MoeActs& m) {
+  if (!cp.active()) return ops::moe_aux_loss(m.probs.data(), m.routing);
+  const ops::MoeRouting& r = m.routing;
+  const size_t E = static_cast<size_t>(r.experts);
+  std::vector<double> sums(2 * E + 1, 0.0);  // [assignments][probability sums][tokens]
+  for (size_t e = 0; e < E; ++e) {
+    sums[e] = static_cast<double>(r.routed[e]);
+    for (int64_t i = 0; i < r.tokens; ++i) sums[E + e] += m.probs[static_cast<size_t>(i) * E + e];
+  }
+  sums[2 * E] = static_cast<double>(r.tokens);
+  // Gathered as 8-byte words and summed in rank order, so every rank holds the same bits.
+  std::vector<double> all(sums.size() * static_cast<size_t>(cp.size), 0.0);
+  if (cp.error.ok()) {
+    cp.error = cp.comm->allgather(sums.data(), all.data(), sums.size(), DType::kI64);
+  }
+  for (size_t j = 0; j < sums.size(); ++j) {
+    double total = 0;
+    for (size_t rank = 0; rank < static_cast<size_t>(cp.size); ++rank) {
+      total += all[rank * sums.size() + j];
+    }
+    sums[j] = total;
+  }
+  const double n = sums[2 * E];
+  m.aux_share.assign(E, 0.0);
+  double loss = 0;
+  for (size_t e = 0; e < E; ++e) {
+    m.aux_share[e] = sums[e] / (n * static_cast<double>(r.top_k));
+    loss += m.aux_share[e] * (sums[E + e] / n);
+  }
+  return static_cast<double>(E) * loss;
+}
+
+// Chunk c of the rows this rank's experts received (m.ep_input, m.ep_rows) -> its rows of
+// y, one SwiGLU chain per local expert, letting the exchanges in flight progress between
+// experts. Keeps the gate/up projections in m.experts for the backward.
+void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y) {
+  const int64_t D = cfg.d_model, F = tp.d_ff, El = static_cast<int64_t>(li.experts.size());
+  const int64_t total = m.ep_rows.back();
+  const ExpertWeights ew = expert_weights(*this, li);
+  float* gate = sized(m.experts.gate, total * F);
+  float* up = sized(m.experts.up, total * F);
+  float* act = sized(scratch.act, total * F);
+  for (int64_t e = 0; e < El; ++e) {
+    const int64_t r0 = m.ep_rows[static_cast<size_t>(c * El + e)];
+    const int64_t r = m.ep_rows[static_cast<size_t>(c * El + e + 1)] - r0;
+    if (r == 0) continue;
+    const float* xp = m.ep_input.data() + r0 * D;
+    ops::linear_forward(xp, ew.gate[static_cast<size_t>(e)], gate + r0 * F, r, D, F);
+    ops::linear_forward(xp, ew.up[static_cast<size_t>(e)], up + r0 * F, r, D, F);
+    ops::swiglu_forward(gate + r0 * F, up + r0 * F, act + r0 * F, r * F);
+    ops::linear_forward(act + r0 * F, ew.down[static_cast<size_t>(e)], y + r0 * D, r, F, D);
+    (void)ep_poll();  // a failure is kept in ep.error and ends the step
+  }
+}
+
+// Chunk c's backward at the experts: dy (their output gradients, m.ep_rows' layout) -> chunk
+// c's rows of dxp and the local experts' weight gradients.
+void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, int c,
+                                            const float* dy, float* dxp) {
+  const int64_t D = cfg.d_model, F = tp.d_ff, El = static_cast<int64_t>(li.experts.size());
+  const int64_t total = m.ep_rows.back();
+  const ExpertWeights ew = expert_weights(*this, li);
+  Scratch& s = scratch;
+  float* act = sized(s.act, total * F);
+  float* dact = sized(s.dact, total * F);
+  float* dgate = sized(s.dgate, total * F);
+  float* dup = sized(s.dup, total * F);
+  for (int64_t e = 0; e < El; ++e) {
+    const size_t ei = static_cast<size_t>(e);
+    const int64_t r0 = m.ep_rows[static_cast<size_t>(c * El + e)];
+    const int64_t r = m.ep_rows[static_cast<size_t>(c * El + e + 1)] - r0;
+    if (r == 0) continue;
+    const float* gate = m.experts.gate.data() + r0 * F;
+    const float* up = m.experts.up.data() + r0 * F;
+    const float* xp = m.ep_input.data() + r0 * D;
+    float* a = act + r0 * F;
+    float* da = dact + r0 * F;
+    float* dg = dgate + r0 * F;
+    float* du = dup + r0 * F;
+    float* dx = dxp + r0 * D;
+    ops::swiglu_forward(gate, up, a, r * F);
+    std::fill(da, da + r * F, 0.0f);
+    ops::linear_backward(a, ew.down[ei], dy + r0 * D, da, ew.ddown[ei], r, F, D);
+    std::fill(dg, dg + r * F, 0.0f);
+    std::fill(du, du + r * F, 0.0f);
+    ops::swiglu_backward(gate, up, da, dg, du, r * F);
+    std::fill(dx, dx + r * D, 0.0f);
+    ops::linear_backward(xp, ew.gate[ei], dg, dx, ew.dgate[ei], r, D, F);
+    ops::linear_backward(xp, ew.up[ei], du, dx, ew.dup[ei], r, D, F);
+    (void)ep_poll();
+  }
+}
+
+// Without expert parallelism: every expert's backward over its rows of the dispatch, from
+// dyp: (n * k, D) the expert outputs' gradients; accumulates dx: (n, D) and the experts'
+// weight gradients.
+void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x,
+                                               const float* dyp, float* dx, int64_t n) {
+  const int64_t D = cfg.d_model, k = cfg.moe.top_k, F = tp.d_ff;
+  Scratch& s = scratch;
+  const ExpertWeights ew = expert_weights(*this, li);
+  const int64_t El = static_cast<int64_t>(li.experts.size());
+  const int64_t* offsets = m.routing.offsets.data();
+  const int64_t rows = offsets[El];
+  float* xp = sized(s.permuted, n * k * D);
+  ops::moe_permute_forward(x, m.routing, xp, D);
+  float* act = sized(s.act, rows * F);
+  ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
+  float* dact = zeroed(s.dact, rows * F);
+  ops::grouped_linear_backward(act, ew.down.data(), offsets, El, dyp, dact, ew.ddown.data(), F, D);
+  float* dgate = zeroed(s.dgate, rows * F);
+  float* dup = zeroed(s.dup, rows * F);
+  ops::swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
+  float* dxp = zeroed(s.dpermuted, rows * D);
+  ops::grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
+  ops::grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
+  ops::moe_permute_backward(dxp, m.routing, dx, D);
 }
 
 // Accumulates dx: (n, D) and every expert, router and shared-expert gradient from dout: (n, D);
 // aux_grad is d(objective)/d(this layer's aux loss).
 void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const float* x,
                                      const float* dout, float* dx, float aux_grad, int64_t n) {
-  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k, F = tp.d_ff;
+  const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k;
   Scratch& s = scratch;
-  if (cfg.moe.shared_expert_d_ff > 0) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
-  const ExpertWeights ew = expert_weights(*this, li);
-  const int64_t El = static_cast<int64_t>(li.experts.size());
+  const bool shared = cfg.moe.shared_expert_d_ff > 0;
+  if (shared && !ep.active()) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
   float* dyp = zeroed(s.dexpert_out, n * k * D);
   float* dweights = zeroed(s.dweights, n * k);
   ops::moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
@@ -198,40 +335,36 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
   // routing weights' gradients: summed here, the router's backward is the same on every rank.
   allreduce_tp(dweights, n * k);
-  // The experts' rows: this rank's dispatch, or with ep the rows its experts received, whose
-  // output gradients travel the forward's way first.
-  const int64_t* offsets = ep.active() ? m.ep_offsets.data() : m.routing.offsets.data();
-  const int64_t rows = offsets[El];
-  const float* dy = dyp;
-  const float* xp = nullptr;
-  if (ep.active()) {
-    ep_to_experts(m, dyp, s.ep_grad, D);
-    dy = s.ep_grad.data();
-    xp = m.ep_input.data();
+  if (!ep.active()) {
+    local_experts_backward(li, m, x, dyp, dx, n);
   } else {
-    float* permuted = sized(s.permuted, n * k * D);
-    ops::moe_permute_forward(x, m.routing, permuted, D);
-    xp = permuted;
+    // The output gradients travel the forward's way to the experts and the input gradients
+    // come back, chunk by chunk; the shared expert's backward runs while the first is away.
+    const int64_t rows = m.ep_rows.back();
+    float* dy = sized(s.ep_grad, rows * D);
+    float* dxp = sized(s.dpermuted, rows * D);
+    float* back = sized(s.ep_back, n * k * D);
+    std::function<void()> before;
+    if (shared) before = [&] { mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n); };
+    ep_round_trip(m, dyp, dy, dxp, back, D, before,
+                  [&](int c) { ep_experts_backward(li, m, c, dy, dxp); });
+    ops::moe_permute_backward(back, m.routing, dx, D);
   }
-  float* act = sized(s.act, rows * F);
-  ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
-  float* dact = zeroed(s.dact, rows * F);
-  ops::grouped_linear_backward(act, ew.down.data(), offsets, El, dy, dact, ew.ddown.data(), F, D);
-  float* dgate = zeroed(s.dgate, rows * F);
-  float* dup = zeroed(s.dup, rows * F);
-  ops::swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
-  float* dxp = zeroed(s.dpermuted, rows * D);
-  ops::grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
-  ops::grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
-  if (ep.active()) {
-    float* back = sized(s.ep_out, n * k * D);
-    ep_from_experts(m, dxp, back, D);
-    dxp = back;
-  }
-  ops::moe_permute_backward(dxp, m.routing, dx, D);
   float* dprobs = zeroed(s.dprobs, n * E);
   ops::moe_route_backward(m.probs.data(), m.weights.data(), m.routing, dweights, dprobs);
-  ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
+  if (!cp.active()) {
+    ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
+  } else {
+    // d aux / d p_ie = E f_e / n over the whole micro-batch; the optimizer averages the cp
+    // ranks' gradients, so each rank applies cp times its share: E f_e / (local tokens).
+    const ops::MoeRouting& r = m.routing;
+    for (int64_t e = 0; e < E; ++e) {
+      const float grad = static_cast<float>(aux_grad * static_cast<double>(E) *
+                                            m.aux_share[static_cast<size_t>(e)] /
+                                            static_cast<double>(r.tokens));
+      for (int64_t i = 0; i < n; ++i) dprobs[i * E + e] += grad;
+    }
+  }
   float* dlogits = zeroed(s.router_logits, n * E);
   ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
   if (cfg.moe.z_loss_coef > 0) {

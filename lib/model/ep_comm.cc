@@ -1,10 +1,20 @@
 // Expert parallelism's exchanges (model_impl.h, EpState): the rows a MoE layer routed to
 // experts on other ranks of the ep group go there by all-to-all(v) and come back the same way.
 // Experts are numbered globally and ep rank r holds [r * E / ep, (r + 1) * E / ep), so the
-// dispatch order (rows grouped by global expert) is already grouped by destination rank. The
-// received rows arrive grouped by source rank, then expert; the experts want them grouped by
-// expert, then source, so they are regrouped on the way in and back on the way out. Every
-// rank of the group calls these in the same order (they are collective over ep).
+// dispatch order (rows grouped by global expert) is already grouped by destination rank.
+//
+// Overlap (parallel.ep_overlap_chunks, as MegaScale-MoE and Comet do it): the micro-batch's
+// tokens are cut into C contiguous ranges and each range's rows make their round trip as their
+// own pair of all-to-alls. While chunk c's experts compute, the dispatch of chunk c + 1 and the
+// combine of chunk c - 1 are in flight, and the caller's `before` work (the shared expert) runs
+// while the first dispatch is. Because an expert's rows keep their token order, a chunk's rows
+// for an expert are one contiguous run of its dispatch rows.
+//
+// Layouts. The wire carries, per chunk, blocks in peer order and within a peer in local-expert
+// order. At the experts a chunk's rows are stored grouped by local expert, then source peer
+// (ep_rows), so each expert runs one GEMM per chunk. C = 1 waits for each all-to-all as soon as
+// it is issued: the reference without overlap. Every rank of the group calls these in the same
+// order (they are collective over ep).
 #include <algorithm>
 #include <cstring>
 
@@ -12,124 +22,296 @@
 #include "core/timer.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::model {
 namespace {
 
-// Copies row blocks from `from`, laid out [a][b] (outer index a, block count counts[a * B + b]
-// rows), into `to` laid out [b][a]. width floats per row.
-void transpose_blocks(const float* from, float* to, const std::vector<int64_t>& counts,
-                      int64_t A, int64_t B, int64_t width, bool a_major_source) {
-  // Offsets of every block in the [a][b] and [b][a] layouts.
-  std::vector<int64_t> ab(static_cast<size_t>(A * B)), ba(static_cast<size_t>(A * B));
-  int64_t at = 0;
-  for (int64_t a = 0; a < A; ++a) {
-    for (int64_t b = 0; b < B; ++b) {
-      ab[static_cast<size_t>(a * B + b)] = at;
-      at += counts[static_cast<size_t>(a * B + b)];
-    }
-  }
-  at = 0;
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t a = 0; a < A; ++a) {
-      ba[static_cast<size_t>(a * B + b)] = at;
-      at += counts[static_cast<size_t>(a * B + b)];
-    }
-  }
-  for (size_t i = 0; i < ab.size(); ++i) {
-    const int64_t src = a_major_source ? ab[i] : ba[i];
-    const int64_t dst = a_major_source ? ba[i] : ab[i];
-    std::memcpy(to + dst * width, from + src * width,
-                static_cast<size_t>(counts[i] * width) * sizeof(float));
-  }
+template <typename T>
+DType wire_dtype();
+template <>
+DType wire_dtype<float>() { return DType::kF32; }
+template <>
+DType wire_dtype<uint16_t>() { return DType::kBF16; }
+
+void to_wire(float* to, const float* from, int64_t n) {
+  std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
 }
+void to_wire(uint16_t* to, const float* from, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = float_to_bf16(from[i]);
+}
+void from_wire(float* to, const float* from, int64_t n) {
+  std::memcpy(to, from, static_cast<size_t>(n) * sizeof(float));
+}
+void from_wire(float* to, const uint16_t* from, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) to[i] = bf16_to_float(from[i]);
+}
+
+// Index helpers over MoeActs' exchange plan. send/recv counts are [peer][chunk][local expert].
+struct Plan {
+  const MoeActs& m;
+  int64_t P, C, El;
+  int64_t sent(int64_t j, int64_t c, int64_t e) const {
+    return m.ep_send_counts[static_cast<size_t>((j * C + c) * El + e)];
+  }
+  int64_t received(int64_t s, int64_t c, int64_t e) const {
+    return m.ep_recv_counts[static_cast<size_t>((s * C + c) * El + e)];
+  }
+  // First dispatch row of (peer j, chunk c, local expert e).
+  int64_t dispatch_row(int64_t j, int64_t c, int64_t e) const {
+    return m.ep_dispatch_rows[static_cast<size_t>((j * C + c) * El + e)];
+  }
+  // First row at the experts of chunk c, local expert e, source s.
+  int64_t expert_row(int64_t c, int64_t e, int64_t s) const {
+    int64_t row = m.ep_rows[static_cast<size_t>(c * El + e)];
+    for (int64_t t = 0; t < s; ++t) row += received(t, c, e);
+    return row;
+  }
+};
 
 }  // namespace
 
-Status Transformer::Impl::ep_exchange(const float* send, const std::vector<size_t>& send_counts,
-                                      float* recv, const std::vector<size_t>& recv_counts) {
-  if (!ep.bf16) return ep.comm->alltoallv(send, send_counts, recv, recv_counts, DType::kF32);
-  size_t out = 0, in = 0;
-  for (size_t c : send_counts) out += c;
-  for (size_t c : recv_counts) in += c;
-  scratch.ep_wire_send.resize(out);
-  scratch.ep_wire_recv.resize(in);
-  for (size_t i = 0; i < out; ++i) scratch.ep_wire_send[i] = float_to_bf16(send[i]);
-  MS_RETURN_IF_ERROR(ep.comm->alltoallv(scratch.ep_wire_send.data(), send_counts,
-                                        scratch.ep_wire_recv.data(), recv_counts, DType::kBF16));
-  for (size_t i = 0; i < in; ++i) recv[i] = bf16_to_float(scratch.ep_wire_recv[i]);
-  return Status::OK();
-}
-
 void Transformer::Impl::ep_plan(MoeActs& m) {
-  const int64_t El = ep.local_experts, P = ep.size;
+  const int64_t El = ep.local_experts, P = ep.size, n = m.routing.tokens;
+  const int C = parallel::tp_chunk_count(ep.chunks, n);
+  m.ep_chunks = std::max(C, 1);
+  const int64_t Cn = m.ep_chunks;
   const std::vector<int64_t>& offsets = m.routing.offsets;
-  std::vector<int64_t> send(static_cast<size_t>(P * El));
-  m.ep_send_rows.assign(static_cast<size_t>(P), 0);
+  const std::vector<int64_t>& token = m.routing.token_of_row;
+  m.ep_send_counts.assign(static_cast<size_t>(P * Cn * El), 0);
+  m.ep_dispatch_rows.assign(static_cast<size_t>(P * Cn * El), 0);
+  // An expert's rows are in token order: walk them once, cutting at the chunks' first tokens.
   for (int64_t j = 0; j < P; ++j) {
     for (int64_t e = 0; e < El; ++e) {
-      const size_t g = static_cast<size_t>(j * El + e);
-      send[g] = offsets[g + 1] - offsets[g];
-      m.ep_send_rows[static_cast<size_t>(j)] += static_cast<size_t>(send[g]);
+      int64_t row = offsets[static_cast<size_t>(j * El + e)];
+      const int64_t end = offsets[static_cast<size_t>(j * El + e + 1)];
+      for (int64_t c = 0; c < Cn; ++c) {
+        const parallel::TpChunk chunk = parallel::tp_chunk(n, static_cast<int>(Cn), static_cast<int>(c));
+        const int64_t first = row;
+        while (row < end && token[static_cast<size_t>(row)] < chunk.row0 + chunk.rows) ++row;
+        const size_t at = static_cast<size_t>((j * Cn + c) * El + e);
+        m.ep_dispatch_rows[at] = first;
+        m.ep_send_counts[at] = row - first;
+      }
     }
   }
-  m.ep_recv_counts.assign(static_cast<size_t>(P * El), 0);
-  m.ep_recv_rows.assign(static_cast<size_t>(P), 0);
-  m.ep_offsets.assign(static_cast<size_t>(El + 1), 0);
+  m.ep_recv_counts.assign(static_cast<size_t>(P * Cn * El), 0);
+  m.ep_rows.assign(static_cast<size_t>(Cn * El + 1), 0);
   if (!ep.error.ok()) return;
   const double t0 = wall_time_s();
-  ep.error = ep.comm->alltoall(send.data(), m.ep_recv_counts.data(), static_cast<size_t>(El),
-                               DType::kI64);
-  ep.seconds += wall_time_s() - t0;
-  for (int64_t src = 0; src < P; ++src) {
+  ep.error = ep.comm->alltoall(m.ep_send_counts.data(), m.ep_recv_counts.data(),
+                               static_cast<size_t>(Cn * El), DType::kI64);
+  const double spent = wall_time_s() - t0;
+  ep.active_s += spent;
+  ep.exposed_s += spent;
+  const Plan plan{m, P, Cn, El};
+  for (int64_t c = 0; c < Cn; ++c) {
     for (int64_t e = 0; e < El; ++e) {
-      const int64_t c = m.ep_recv_counts[static_cast<size_t>(src * El + e)];
-      m.ep_recv_rows[static_cast<size_t>(src)] += static_cast<size_t>(c);
-      m.ep_offsets[static_cast<size_t>(e + 1)] += c;
+      int64_t rows = 0;
+      for (int64_t s = 0; s < P; ++s) rows += plan.received(s, c, e);
+      const size_t at = static_cast<size_t>(c * El + e);
+      m.ep_rows[at + 1] = m.ep_rows[at] + rows;
     }
   }
-  for (size_t e = 0; e < static_cast<size_t>(El); ++e) m.ep_offsets[e + 1] += m.ep_offsets[e];
 }
 
-void Transformer::Impl::ep_to_experts(const MoeActs& m, const float* rows,
-                                      std::vector<float>& out, int64_t width) {
-  const int64_t El = ep.local_experts, P = ep.size, received = m.ep_offsets.back();
-  std::vector<size_t> send(m.ep_send_rows), recv(m.ep_recv_rows);
-  uint64_t bytes = 0;
-  for (size_t j = 0; j < send.size(); ++j) {
-    send[j] *= static_cast<size_t>(width);
-    recv[j] *= static_cast<size_t>(width);
-    if (static_cast<int>(j) != ep.rank) bytes += send[j] * (ep.bf16 ? 2 : sizeof(float));
-  }
-  float* tmp = sized(scratch.ep_tmp, received * width);
-  float* dest = sized(out, received * width);
-  if (!ep.error.ok()) return;
+Status Transformer::Impl::ep_poll() {
   const double t0 = wall_time_s();
-  ep.error = ep_exchange(rows, send, tmp, recv);
-  ep.seconds += wall_time_s() - t0;
-  ++ep.exchanges;
-  ep.bytes += bytes;
-  transpose_blocks(tmp, dest, m.ep_recv_counts, P, El, width, true);
+  Status status = Status::OK();
+  for (EpState::Flight& f : ep.flights) {
+    if (f.done) continue;
+    Result<bool> done = f.request.test();
+    if (!done.ok()) {
+      status = done.status();
+      break;
+    }
+    if (*done) {
+      f.done = true;
+      ep.active_s += wall_time_s() - f.issued;
+    }
+  }
+  ep.exposed_s += wall_time_s() - t0;
+  if (!status.ok() && ep.error.ok()) ep.error = status;
+  return status;
 }
 
-void Transformer::Impl::ep_from_experts(const MoeActs& m, const float* rows, float* out,
-                                        int64_t width) {
-  const int64_t El = ep.local_experts, P = ep.size, received = m.ep_offsets.back();
-  std::vector<size_t> send(m.ep_recv_rows), recv(m.ep_send_rows);
-  uint64_t bytes = 0;
-  for (size_t j = 0; j < send.size(); ++j) {
-    send[j] *= static_cast<size_t>(width);
-    recv[j] *= static_cast<size_t>(width);
-    if (static_cast<int>(j) != ep.rank) bytes += send[j] * (ep.bf16 ? 2 : sizeof(float));
+namespace {
+
+// The round trip of one chunked exchange with wire type T (float, or uint16_t holding bf16).
+template <typename T>
+class RoundTrip {
+ public:
+  RoundTrip(EpState& ep, const MoeActs& m, int64_t width, std::vector<T>& dispatch_send,
+            std::vector<T>& dispatch_recv, std::vector<T>& combine_send,
+            std::vector<T>& combine_recv)
+      : ep_(ep), plan_{m, ep.size, m.ep_chunks, ep.local_experts}, width_(width),
+        ds_(dispatch_send), dr_(dispatch_recv), cs_(combine_send), cr_(combine_recv) {
+    const int64_t P = plan_.P, C = plan_.C;
+    send_.assign(static_cast<size_t>(C), std::vector<size_t>(static_cast<size_t>(P), 0));
+    recv_ = send_;
+    send_at_.assign(static_cast<size_t>(C + 1), 0);
+    recv_at_.assign(static_cast<size_t>(C + 1), 0);
+    for (int64_t c = 0; c < C; ++c) {
+      int64_t out = 0, in = 0;
+      for (int64_t j = 0; j < P; ++j) {
+        int64_t rows_out = 0, rows_in = 0;
+        for (int64_t e = 0; e < plan_.El; ++e) {
+          rows_out += plan_.sent(j, c, e);
+          rows_in += plan_.received(j, c, e);
+        }
+        send_[static_cast<size_t>(c)][static_cast<size_t>(j)] = static_cast<size_t>(rows_out * width);
+        recv_[static_cast<size_t>(c)][static_cast<size_t>(j)] = static_cast<size_t>(rows_in * width);
+        if (j != ep.rank) bytes_ += static_cast<uint64_t>(rows_out * width) * sizeof(T);
+        out += rows_out;
+        in += rows_in;
+      }
+      send_at_[static_cast<size_t>(c + 1)] = send_at_[static_cast<size_t>(c)] + out;
+      recv_at_[static_cast<size_t>(c + 1)] = recv_at_[static_cast<size_t>(c)] + in;
+    }
+    ds_.resize(static_cast<size_t>(send_at_.back() * width));
+    dr_.resize(static_cast<size_t>(recv_at_.back() * width));
+    cs_.resize(static_cast<size_t>(recv_at_.back() * width));
+    cr_.resize(static_cast<size_t>(send_at_.back() * width));
   }
-  float* tmp = sized(scratch.ep_tmp, received * width);
-  transpose_blocks(rows, tmp, m.ep_recv_counts, P, El, width, false);
-  if (!ep.error.ok()) return;
-  const double t0 = wall_time_s();
-  ep.error = ep_exchange(tmp, send, out, recv);
-  ep.seconds += wall_time_s() - t0;
-  ++ep.exchanges;
-  ep.bytes += bytes;
+
+  // rows: (dispatch rows, width) -> at: rows at the experts (ep_rows layout); compute(c) fills
+  // chunk c's rows of `results` (same layout), which come back into `back` in dispatch order.
+  void run(const float* rows, float* at, const float* results, float* back,
+           const std::function<void()>& before, const std::function<void(int)>& compute) {
+    const int64_t C = plan_.C;
+    const bool overlap = C > 1;
+    ep_.flights.clear();
+    ep_.flights.resize(static_cast<size_t>(2 * C));
+    pack_dispatch(rows);
+    issue(0, true);
+    if (!overlap) wait(0);
+    if (before) before();
+    for (int64_t c = 0; c < C; ++c) {
+      wait(2 * c);
+      if (c + 1 < C) issue(c + 1, true);
+      unpack_at_experts(c, at);
+      compute(static_cast<int>(c));
+      pack_results(c, results);
+      issue(c, false);
+      if (!overlap) wait(2 * c + 1);
+    }
+    for (int64_t c = 0; c < C; ++c) wait(2 * c + 1);
+    unpack_back(back);
+    ep_.flights.clear();
+    ep_.exchanges += 2 * C;
+    ep_.bytes += 2 * bytes_;
+  }
+
+ private:
+  T* seg(std::vector<T>& buf, const std::vector<int64_t>& at, int64_t c) {
+    return buf.data() + at[static_cast<size_t>(c)] * width_;
+  }
+
+  void pack_dispatch(const float* rows) {
+    T* to = ds_.data();
+    for (int64_t c = 0; c < plan_.C; ++c) {
+      for (int64_t j = 0; j < plan_.P; ++j) {
+        for (int64_t e = 0; e < plan_.El; ++e) {
+          const int64_t n = plan_.sent(j, c, e) * width_;
+          to_wire(to, rows + plan_.dispatch_row(j, c, e) * width_, n);
+          to += n;
+        }
+      }
+    }
+  }
+  void unpack_at_experts(int64_t c, float* at) {
+    const T* from = seg(dr_, recv_at_, c);
+    for (int64_t s = 0; s < plan_.P; ++s) {
+      for (int64_t e = 0; e < plan_.El; ++e) {
+        const int64_t n = plan_.received(s, c, e) * width_;
+        from_wire(at + plan_.expert_row(c, e, s) * width_, from, n);
+        from += n;
+      }
+    }
+  }
+  void pack_results(int64_t c, const float* results) {
+    T* to = seg(cs_, recv_at_, c);
+    for (int64_t s = 0; s < plan_.P; ++s) {
+      for (int64_t e = 0; e < plan_.El; ++e) {
+        const int64_t n = plan_.received(s, c, e) * width_;
+        to_wire(to, results + plan_.expert_row(c, e, s) * width_, n);
+        to += n;
+      }
+    }
+  }
+  void unpack_back(float* back) {
+    const T* from = cr_.data();
+    for (int64_t c = 0; c < plan_.C; ++c) {
+      for (int64_t j = 0; j < plan_.P; ++j) {
+        for (int64_t e = 0; e < plan_.El; ++e) {
+          const int64_t n = plan_.sent(j, c, e) * width_;
+          from_wire(back + plan_.dispatch_row(j, c, e) * width_, from, n);
+          from += n;
+        }
+      }
+    }
+  }
+
+  // Flight 2c is chunk c's dispatch, 2c + 1 its combine.
+  void issue(int64_t c, bool dispatch) {
+    if (!ep_.error.ok()) return;
+    const double t0 = wall_time_s();
+    const size_t ci = static_cast<size_t>(c);
+    Result<comm::Request> r =
+        dispatch ? ep_.comm->ialltoallv(seg(ds_, send_at_, c), send_[ci], seg(dr_, recv_at_, c),
+                                        recv_[ci], wire_dtype<T>())
+                 : ep_.comm->ialltoallv(seg(cs_, recv_at_, c), recv_[ci], seg(cr_, send_at_, c),
+                                        send_[ci], wire_dtype<T>());
+    EpState::Flight& f = ep_.flights[static_cast<size_t>(2 * c + (dispatch ? 0 : 1))];
+    f.issued = t0;
+    if (r.ok()) {
+      f.request = std::move(*r);
+      f.done = false;
+    } else {
+      ep_.error = r.status();
+      f.done = true;
+    }
+    ep_.exposed_s += wall_time_s() - t0;
+  }
+  void wait(int64_t flight) {
+    EpState::Flight& f = ep_.flights[static_cast<size_t>(flight)];
+    if (f.done || !ep_.error.ok()) return;
+    const double t0 = wall_time_s();
+    const Status s = f.request.wait();
+    const double t1 = wall_time_s();
+    f.done = true;
+    ep_.active_s += t1 - f.issued;
+    ep_.exposed_s += t1 - t0;
+    if (!s.ok() && ep_.error.ok()) ep_.error = s;
+  }
+
+  EpState& ep_;
+  Plan plan_;
+  int64_t width_;
+  std::vector<T>& ds_;
+  std::vector<T>& dr_;
+  std::vector<T>& cs_;
+  std::vector<T>& cr_;
+  std::vector<std::vector<size_t>> send_, recv_;  // [chunk][peer] floats, as the wire counts
+  std::vector<int64_t> send_at_, recv_at_;        // chunk c's first wire row
+  uint64_t bytes_ = 0;                            // one direction, to other ranks
+};
+
+}  // namespace
+
+void Transformer::Impl::ep_round_trip(const MoeActs& m, const float* rows, float* at,
+                                      const float* results, float* back, int64_t width,
+                                      const std::function<void()>& before,
+                                      const std::function<void(int)>& compute) {
+  if (ep.bf16) {
+    RoundTrip<uint16_t> trip(ep, m, width, scratch.ep_wire[0], scratch.ep_wire[1],
+                             scratch.ep_wire[2], scratch.ep_wire[3]);
+    trip.run(rows, at, results, back, before, compute);
+  } else {
+    RoundTrip<float> trip(ep, m, width, scratch.ep_f32_wire[0], scratch.ep_f32_wire[1],
+                          scratch.ep_f32_wire[2], scratch.ep_f32_wire[3]);
+    trip.run(rows, at, results, back, before, compute);
+  }
 }
 
 }  // namespace ms::model

@@ -3,6 +3,7 @@
 // SwiGLU and MoE code (model/compute.cc); only what depends on a token's absolute position
 // differs from training: rotary embeddings at each token's own position, and attention that
 // reads keys and values from the sequence's cache blocks instead of from the same batch.
+// Under document masking a token attends from its document's start on (TokenSlot::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
 #include <algorithm>
@@ -49,7 +50,7 @@ struct AttentionDims {
 void attend_one(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
                 const TokenSlot& t, int64_t kvh, const AttentionDims& a, float* out,
                 std::vector<float>& scores) {
-  const int64_t first = a.window > 0 ? std::max<int64_t>(0, t.pos - a.window + 1) : 0;
+  const int64_t first = a.window > 0 ? std::max(t.first, t.pos - a.window + 1) : t.first;
   const float scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
   scores.resize(static_cast<size_t>(t.pos - first + 1));
   float max_score = -INFINITY;
@@ -92,9 +93,14 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
   p.cache = &cache;
   p.layers_total = layers.size();
   for (const CachedChunk& c : chunks) {
+    int64_t doc_start = documents.enabled ? c.doc_start : 0;
     for (size_t i = 0; i < c.tokens.size(); ++i) {
+      const int64_t pos = c.start + static_cast<int64_t>(i);
       p.ids.push_back(c.tokens[i]);
-      p.slots.push_back(TokenSlot{c.start + static_cast<int64_t>(i), c.blocks.data()});
+      p.slots.push_back(
+          TokenSlot{pos, c.blocks.data(), doc_start, documents.positions ? pos - doc_start : pos});
+      // The end-of-document token belongs to the document it ends.
+      if (documents.enabled && c.tokens[i] == documents.eod_id) doc_start = pos + 1;
     }
     p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
   }
@@ -124,8 +130,8 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     cached_linear(li.k, normed, k, N, D, kvd);
     cached_linear(li.v, normed, v, N, D, kvd);
     for (int64_t t = 0; t < N; ++t) {
-      rope_at(q + t * qd, rope, slots[t].pos, cfg.n_heads);
-      rope_at(k + t * kvd, rope, slots[t].pos, cfg.n_kv_heads);
+      rope_at(q + t * qd, rope, slots[t].rope_pos, cfg.n_heads);
+      rope_at(k + t * kvd, rope, slots[t].rope_pos, cfg.n_kv_heads);
       const int64_t at = cache_offset(cache, slots[t], slots[t].pos);
       std::copy(k + t * kvd, k + (t + 1) * kvd, cache.k[l] + at);
       std::copy(v + t * kvd, v + (t + 1) * kvd, cache.v[l] + at);
@@ -214,10 +220,15 @@ Status check_cache(const config::ModelConfig& c, const PagedKvCache& cache) {
 }
 
 Status check_chunk(const config::ModelConfig& c, const PagedKvCache& cache,
-                   const CachedChunk& chunk, size_t index) {
+                   const CachedChunk& chunk, size_t index, bool documents) {
   const std::string where = "chunk " + std::to_string(index) + ": ";
   const int64_t n = static_cast<int64_t>(chunk.tokens.size());
   if (n == 0) return InvalidArgument(where + "has no tokens");
+  if (documents && (chunk.doc_start < 0 || chunk.doc_start > chunk.start)) {
+    return InvalidArgument(where + "doc_start " + std::to_string(chunk.doc_start) +
+                           " must lie between 0 and the chunk's start " +
+                           std::to_string(chunk.start));
+  }
   const int64_t end = chunk.start + n;
   if (chunk.start < 0 || end > c.max_seq_len) {
     return InvalidArgument(where + "positions up to " + std::to_string(end) +
@@ -259,7 +270,7 @@ Result<CachedPass> Transformer::begin_cached(std::span<const CachedChunk> chunks
   if (chunks.empty()) return InvalidArgument("forward_cached needs at least one chunk");
   MS_RETURN_IF_ERROR(check_cache(impl_->cfg, cache));
   for (size_t i = 0; i < chunks.size(); ++i) {
-    MS_RETURN_IF_ERROR(check_chunk(impl_->cfg, cache, chunks[i], i));
+    MS_RETURN_IF_ERROR(check_chunk(impl_->cfg, cache, chunks[i], i, impl_->documents.enabled));
   }
   CachedPass pass;
   impl_->begin_pass(*pass.s_, chunks, cache);

@@ -28,11 +28,16 @@ struct PagedKvCache {
 
 // Tokens at positions start .. start + tokens.size() - 1 of one sequence. Position p lives in
 // block blocks[p / block_size], slot p % block_size; positions before `start` must already be
-// in the cache.
+// in the cache. Under document masking (Transformer::set_document_mask) doc_start is where the
+// document of tokens[0] began (0 <= doc_start <= start: just past the last end-of-document
+// token before `start`, model/documents.h's next_document_start): tokens attend from there
+// on, or from just past an end-of-document token inside the chunk, and with per-document
+// positions their rotary position counts from there. Ignored otherwise.
 struct CachedChunk {
   std::span<const int32_t> tokens;
   int64_t start = 0;
   std::span<const int32_t> blocks;
+  int64_t doc_start = 0;
 };
 
 // A replacement for the f32 weights of the cached forward's linear layers, installed by the

@@ -10,6 +10,7 @@
 // chunk of rows at a time while the next chunk moves. The parallel block's attention and FFN
 // share one gather and one reduction in each direction. Without tp those steps cost nothing.
 #include <algorithm>
+#include <vector>
 
 #include "model/buffers.h"
 #include "model/model_impl.h"
@@ -18,6 +19,7 @@
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "parallel/cp_layout.h"
 
 namespace ms::model {
 namespace {
@@ -57,12 +59,72 @@ RowGemm Transformer::Impl::v_gemm(const LayerIndex& li, AttnActs& at, const Dims
   return forward_gemm(nullptr, w(li.v), cfg.d_model, kvd, sized(at.v, d.N * kvd));
 }
 
+void Transformer::Impl::set_documents(const int32_t* inputs, const Dims& d) {
+  if (!documents.enabled) return;
+  pass.doc.resize(static_cast<size_t>(d.N));
+  pass.doc_pos.resize(static_cast<size_t>(d.N));
+  if (!cp.active()) {
+    document_layout(inputs, d.B, d.T, documents.eod_id, pass.doc.data(), pass.doc_pos.data());
+    return;
+  }
+  // A document may span chunks held by other cp ranks: lay the documents out over the whole
+  // sequences, gathered from the group, and keep each rank's tokens' share.
+  const int P = cp.size;
+  const int64_t T = d.T * P;
+  std::vector<int32_t> gathered(static_cast<size_t>(d.N * P)), whole(gathered.size());
+  if (cp.error.ok()) {
+    cp.error = cp.comm->allgather(inputs, gathered.data(), static_cast<size_t>(d.N), DType::kI32);
+  }
+  for (int r = 0; r < P; ++r) {
+    const std::vector<int64_t>& at = cp_layout.index[static_cast<size_t>(r)];
+    for (int64_t n = 0; n < d.N; ++n) {
+      whole[static_cast<size_t>((n / d.T) * T + at[static_cast<size_t>(n)])] =
+          gathered[static_cast<size_t>(r * d.N + n)];
+    }
+  }
+  std::vector<int32_t> doc(whole.size());
+  std::vector<int64_t> pos(whole.size());
+  document_layout(whole.data(), d.B, T, documents.eod_id, doc.data(), pos.data());
+  pass.cp_doc.assign(static_cast<size_t>(P), std::vector<int32_t>(static_cast<size_t>(d.N)));
+  for (int r = 0; r < P; ++r) {
+    parallel::cp_take(doc.data(), d.B, T, P, r, pass.cp_doc[static_cast<size_t>(r)].data());
+  }
+  pass.doc = pass.cp_doc[static_cast<size_t>(cp.rank)];
+  parallel::cp_take(pos.data(), d.B, T, P, cp.rank, pass.doc_pos.data());
+}
+
+ops::AttentionMask Transformer::Impl::attention_mask() const {
+  ops::AttentionMask mask;
+  if (documents.enabled) {
+    mask.q_doc.i32 = pass.doc.data();
+    mask.k_doc.i32 = pass.doc.data();
+  }
+  return mask;
+}
+
+void Transformer::Impl::rotate(float* x, int64_t heads, const Dims& d, bool inverse) const {
+  // Per-token positions: in the document, or under cp the token's place in the sequence.
+  const int64_t* positions = documents.positions ? pass.doc_pos.data()
+                             : cp.active()
+                                 ? cp_layout.index[static_cast<size_t>(cp.rank)].data()
+                                 : nullptr;
+  if (positions != nullptr) {
+    (inverse ? ops::rope_backward_at : ops::rope_forward_at)(x, rope, positions, d.N, heads);
+    return;
+  }
+  (inverse ? ops::rope_backward : ops::rope_forward)(x, rope, d.B, d.T, heads);
+}
+
 void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
-  ops::rope_forward(a.q.data(), rope, d.B, d.T, tp.heads);
-  ops::rope_forward(a.k.data(), rope, d.B, d.T, tp.kv_heads);
-  ops::attention_forward(attention_shape(d), a.q.data(), a.k.data(), a.v.data(),
-                         sized(a.attn, d.N * tp.heads * head_dim()),
-                         sized(a.lse, d.B * tp.heads * d.T));
+  rotate(a.q.data(), tp.heads, d, false);
+  rotate(a.k.data(), tp.kv_heads, d, false);
+  if (cp.active()) {
+    cp_attention_forward(a, d);
+    return;
+  }
+  ops::attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
+                               a.v.data(), sized(a.attn, d.N * tp.heads * head_dim()),
+                               sized(a.lse, d.B * tp.heads * d.T));
 }
 
 // Block l from x_in: (Nr, D) into x_out: (Nr, D). Sequential (pre-norm Llama):
@@ -137,10 +199,15 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
   float* dq = zeroed(s.dq, d.N * qd);
   float* dk = zeroed(s.dk, d.N * kvd);
   float* dv = zeroed(s.dv, d.N * kvd);
-  ops::attention_backward(attention_shape(d), at.q.data(), at.k.data(), at.v.data(),
-                          at.attn.data(), at.lse.data(), s.dattn.data(), dq, dk, dv);
-  ops::rope_backward(dq, rope, d.B, d.T, tp.heads);
-  ops::rope_backward(dk, rope, d.B, d.T, tp.kv_heads);
+  if (cp.active()) {
+    cp_attention_backward(at, s.dattn.data(), dq, dk, dv, d);
+  } else {
+    ops::attention_block_backward(attention_shape(d), attention_mask(), at.q.data(),
+                                  at.k.data(), at.v.data(), at.attn.data(), at.lse.data(),
+                                  s.dattn.data(), dq, dk, dv);
+  }
+  rotate(dq, tp.heads, d, true);
+  rotate(dk, tp.kv_heads, d, true);
   weight_grad(li.q, input, dq, d.N, D, qd);
   weight_grad(li.k, input, dk, d.N, D, kvd);
   weight_grad(li.v, input, dv, d.N, D, kvd);
@@ -265,6 +332,8 @@ double Transformer::Impl::forward(const int32_t* inputs, const float* x_in, cons
   pass.acts.resize(layers.size());
   pass.d = d;
   pass.z_sum = 0;
+  set_cp_layout(d);
+  set_documents(inputs, d);
   if (chunk.first) {
     embed_forward(inputs, d);
   } else {

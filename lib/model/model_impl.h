@@ -47,6 +47,7 @@ struct LayerIndex {
   size_t ffn_norm = kNoParam;  // absent in the parallel block
   MlpIndex mlp;                // dense layers
   size_t router = kNoParam;    // MoE layers
+  size_t expert_bias = kNoParam;  // model.moe.expert_bias: the routing bias, (E)
   std::vector<MlpIndex> experts;
   MlpIndex shared;             // MoE shared expert, when configured
 };
@@ -65,11 +66,16 @@ struct MoeActs {
   std::vector<float> expert_out;  // (N*k, D) in dispatch order
   MlpActs shared;              // (N, shared_d_ff)
   // Expert parallelism: how this micro-batch's rows were exchanged over the ep group
-  // (model/ep_comm.cc), kept for the backward's exchanges.
-  std::vector<size_t> ep_send_rows, ep_recv_rows;  // per ep peer
-  std::vector<int64_t> ep_recv_counts;  // [source peer][local expert] rows received
-  std::vector<int64_t> ep_offsets;      // local experts + 1: rows of each local expert
-  std::vector<float> ep_input;          // (received rows, D) grouped by local expert
+  // (model/ep_comm.cc), kept for the backward's exchanges. Counts are [peer][chunk][local
+  // expert] rows; ep_rows[c * El + e] is the first row of chunk c, local expert e at the experts.
+  int64_t ep_chunks = 1;
+  std::vector<int64_t> ep_send_counts, ep_recv_counts;
+  std::vector<int64_t> ep_dispatch_rows;  // like ep_send_counts: first dispatch row of each
+  std::vector<int64_t> ep_rows;           // chunks * local experts + 1
+  std::vector<float> ep_input;            // (received rows, D) in ep_rows' layout
+  // Under cp: each expert's share f_e of the assignments over the whole micro-batch (the cp
+  // group's tokens), which the load-balancing loss's backward reads.
+  std::vector<double> aux_share;
 };
 
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
@@ -104,8 +110,15 @@ struct Scratch {
   // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
   std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
-  std::vector<float> ep_tmp, ep_out, ep_grad;  // expert parallelism: exchange buffers
-  std::vector<uint16_t> ep_wire_send, ep_wire_recv;  // parallel.ep_comm_dtype bf16
+  // Expert parallelism: the experts' outputs and gradients, the shared expert's output while
+  // the routed rows are away, and the wire buffers of a round trip (dispatch send and receive,
+  // combine send and receive) in f32 or, under parallel.ep_comm_dtype bf16, as bf16 bits.
+  std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
+  std::vector<float> ep_f32_wire[4];
+  // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
+  // output and lse before the merge, a dK/dV accumulator held and arriving.
+  std::vector<float> cp_kv[2], cp_out, cp_lse, cp_grad[2];
+  std::vector<uint16_t> ep_wire[4];
 };
 
 // One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
@@ -161,6 +174,11 @@ struct PassActs {
   const float* final_input = nullptr;
   Dims d;
   std::vector<int32_t> inputs;  // the first stage's token ids, for the embedding's gradient
+  // Document masking: per token (B, T) its document id and its position in the document.
+  std::vector<int32_t> doc;
+  std::vector<int64_t> doc_pos;
+  // Under cp with document masking: every cp rank's tokens' document ids, (B, T) each.
+  std::vector<std::vector<int32_t>> cp_doc;
   float aux_grad = 0;           // d(objective)/d(each layer's aux loss)
   float z_grad = 0;             // d(objective)/d(each layer's router z-loss)
   double z_sum = 0;             // the forward's router z-losses, summed over its layers
@@ -175,17 +193,51 @@ struct EpState {
   int64_t first_expert = 0;   // rank * E / ep
   bool active() const { return size > 1; }
   bool bf16 = false;          // rows travel rounded to bf16 (parallel.ep_comm_dtype)
+  int chunks = 1;             // parallel.ep_overlap_chunks: token chunks of a round trip
   Status error;               // the first failed exchange; later ones are skipped
-  // Since the last take_ep_comm_stats: exchanges, bytes sent and time in them.
+  // The all-to-alls of the round trip running now (ep_poll tests them).
+  struct Flight {
+    comm::Request request;
+    double issued = 0;
+    bool done = true;
+  };
+  std::vector<Flight> flights;
+  // Since the last take_ep_comm_stats: all-to-alls, bytes sent to other ranks, their time in
+  // flight (issue to observed completion, summed) and the time spent inside their calls.
   int64_t exchanges = 0;
   uint64_t bytes = 0;
-  double seconds = 0;
+  double active_s = 0, exposed_s = 0;
 };
 
-// One token of a cached pass: its absolute position and its sequence's block table.
+// Context parallelism: the cp group this rank's attention rings over (model/cp_attention.cc).
+// Each rank holds T / cp tokens of every sequence (parallel/cp_layout.h). cp = 1: none.
+struct CpState {
+  comm::Communicator* comm = nullptr;  // null when cp = 1
+  int size = 1, rank = 0;
+  bool active() const { return size > 1; }
+  Status error;  // the first failed transfer; later ones are skipped
+  // Since the last take_cp_comm_stats: ring transfers (one per hop), bytes sent, their time
+  // in flight and the time spent waiting for them.
+  int64_t transfers = 0;
+  uint64_t bytes = 0;
+  double active_s = 0, exposed_s = 0;
+};
+
+// The global index of every local token for each cp rank, for (B, T) local micro-batches:
+// index[r] is (B, T), rank r's tokens' positions in the whole sequence, row after row.
+struct CpLayout {
+  int64_t B = 0, T = 0;
+  std::vector<std::vector<int64_t>> index;
+};
+
+// One token of a cached pass: its absolute position, its sequence's block table, and the
+// first position it attends to and its rotary position (pos and 0 / pos without document
+// masking; its document's start and, with per-document positions, pos - that start).
 struct TokenSlot {
   int64_t pos = 0;
   const int32_t* blocks = nullptr;
+  int64_t first = 0;
+  int64_t rope_pos = 0;
 };
 
 // The state of one forward_cached pass between its stages (model/inference.cc): what must
@@ -215,13 +267,17 @@ struct Transformer::Impl {
   size_t embed = kNoParam, final_norm = kNoParam, lm_head = kNoParam;  // lm_head == embed if tied
   std::vector<LayerIndex> layers;
   ops::RopeTable rope;
+  DocumentMask documents;
 
   TpState tp;
   EpState ep;
+  CpState cp;
+  CpLayout cp_layout;
   // Routed load since the last take_moe_load: per local layer, assignments each expert took
   // and assignments dropped by the capacity.
   std::vector<std::vector<int64_t>> load_routed;
   std::vector<int64_t> load_dropped;
+  std::vector<std::vector<int64_t>> load_chosen;  // per layer, before any capacity drop
   bool recomputing = false;  // inside parallel.recompute=full's second forward of a layer
   // Pipeline parallelism: this chunk's layers are model layers [chunk.first_layer,
   // chunk.first_layer + layers.size()); the embedding is held by the first stage, the final
@@ -246,6 +302,28 @@ struct Transformer::Impl {
   float* w(size_t i) { return params[i].value.data<float>(); }
   float* g(size_t i) { return params[i].grad.data<float>(); }
   ops::AttentionShape attention_shape(const Dims& d) const;
+  // The attention's mask for the pass: positions 0..T-1 of each row, with the rows' document
+  // ids under document masking.
+  ops::AttentionMask attention_mask() const;
+  // Rotary embeddings of (N, heads, hd) rows at their positions in the row, or in their
+  // document under per-document positions; inverse: the backward rotation.
+  void rotate(float* x, int64_t heads, const Dims& d, bool inverse) const;
+  // Fills pass.doc / pass.doc_pos from the (B, T) inputs when document masking is on. Under
+  // cp from the whole sequences (the cp group's tokens gathered, collective over cp), and
+  // pass.cp_doc with every cp rank's document ids.
+  void set_documents(const int32_t* inputs, const Dims& d);
+  // Context parallelism (model/cp_attention.cc): cp_layout for (B, T) local micro-batches;
+  // the ring attention of the local queries against every rank's keys and values, forward
+  // (into a.attn, a.lse) and backward (accumulating dq, dk, dv); the mask of the local
+  // queries against rank `source`'s keys.
+  void set_cp_layout(const Dims& d);
+  void cp_attention_forward(AttnActs& a, const Dims& d);
+  void cp_attention_backward(const AttnActs& a, const float* dout, float* dq, float* dk,
+                             float* dv, const Dims& d);
+  ops::AttentionMask cp_mask(int source) const;
+  struct CpHop;
+  void cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n, int tag);
+  void cp_finish_hop(CpHop& hop);
 
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.
@@ -308,17 +386,24 @@ struct Transformer::Impl {
                        const int64_t* offsets, float* yp);
   void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
                    float* out, MlpActs& shared, int64_t n);
-  // Expert parallelism (model/ep_comm.cc). ep_plan exchanges the per-expert row counts of
-  // m.routing over the ep group; ep_to_experts sends rows in dispatch order (width floats
-  // each) to the ranks holding their experts and returns this rank's received rows grouped by
-  // local expert (m.ep_offsets); ep_from_experts sends such rows back into dispatch order.
+  // Expert parallelism (model/ep_comm.cc). ep_plan cuts m.routing's tokens into chunks and
+  // exchanges the per-(chunk, expert) row counts over the ep group. ep_round_trip sends `rows`
+  // (dispatch order, width floats each) to the ranks holding their experts into `at`
+  // (m.ep_rows' layout), calls compute(c) once chunk c has arrived, which must fill chunk c's
+  // rows of `results`, and sends those back into `back` in dispatch order; `before` (may be
+  // empty) runs while the first chunk is in flight. ep_poll lets the all-to-alls in flight
+  // progress; compute calls it between experts.
   void ep_plan(MoeActs& m);
-  void ep_to_experts(const MoeActs& m, const float* rows, std::vector<float>& out,
-                     int64_t width);
-  void ep_from_experts(const MoeActs& m, const float* rows, float* out, int64_t width);
-  // One all-to-allv of rows (counts in floats per peer), in f32 or through bf16.
-  Status ep_exchange(const float* send, const std::vector<size_t>& send_counts, float* recv,
-                     const std::vector<size_t>& recv_counts);
+  void ep_round_trip(const MoeActs& m, const float* rows, float* at, const float* results,
+                     float* back, int64_t width, const std::function<void()>& before,
+                     const std::function<void(int)>& compute);
+  Status ep_poll();
+  // One chunk's experts, forward and backward, under expert parallelism (model/compute.cc).
+  void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
+  void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);
+  double moe_aux_loss(MoeActs& m);
+  void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
+                              float* dx, int64_t n);
 
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);

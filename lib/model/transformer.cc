@@ -93,7 +93,8 @@ Status validate_model_config(const ModelConfig& c) {
 
 namespace {
 
-enum class Init { kNormal, kOutputProjection, kOnes };
+// kZeros: a routing bias (model.moe.expert_bias), the one tensor the optimizer does not train.
+enum class Init { kNormal, kOutputProjection, kOnes, kZeros };
 
 // Fills `value`, the slice `shard` of a global tensor, with the global tensor's values there:
 // Philox keyed by (seed, name, global element index), so every layout initializes the same
@@ -121,15 +122,16 @@ Result<size_t> add_parameter(std::vector<Parameter>& params, std::string name,
                              int64_t n_layers, int tp, int tp_rank) {
   MS_ASSIGN_OR_RETURN(comm::ShardSpec shard, parallel::tp_shard(name, shape, tp, tp_rank));
   Tensor value = Tensor::empty(DType::kF32, shard.lengths());
-  if (init == Init::kOnes) {
-    value.fill(1.0f);
+  if (init == Init::kOnes || init == Init::kZeros) {
+    value.fill(init == Init::kOnes ? 1.0f : 0.0f);
   } else {
     const double scale = init == Init::kOutputProjection ? 1.0 / std::sqrt(2.0 * n_layers) : 1.0;
     fill_shard(value, shard, seed, stream_id(name), static_cast<float>(0.02 * scale));
   }
   Tensor grad = Tensor::zeros(DType::kF32, shard.lengths());
+  const bool plain = init != Init::kOnes && init != Init::kZeros;
   params.push_back(Parameter{std::move(name), std::move(shape), std::move(shard),
-                             std::move(value), std::move(grad), init != Init::kOnes});
+                             std::move(value), std::move(grad), plain, init != Init::kZeros});
   return params.size() - 1;
 }
 
@@ -147,7 +149,8 @@ struct Builder {
   // Adds a parameter (see add_parameter); after a failure, adds nothing and returns kNoParam.
   size_t add(std::string name, std::vector<int64_t> shape, Init init) {
     if (specs != nullptr) {
-      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes});
+      specs->push_back({std::move(name), std::move(shape), init == Init::kOnes,
+                        init != Init::kZeros});
       return specs->size() - 1;
     }
     if (!status.ok()) return kNoParam;
@@ -192,6 +195,9 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   }
   const std::string moe = prefix + "block_sparse_moe.";
   li.router = b.add(moe + "gate.weight", {c.moe.num_experts, D}, Init::kNormal);
+  if (c.moe.expert_bias) {
+    li.expert_bias = b.add(moe + "gate.e_score_correction_bias", {c.moe.num_experts}, Init::kZeros);
+  }
   const int64_t first = b.first_expert;
   const int64_t count = b.local_experts < 0 ? c.moe.num_experts : b.local_experts;
   for (int64_t e = first; e < first + count; ++e) {
@@ -344,6 +350,12 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
   MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
   impl->ep.bf16 = impl->ep.active() && parallel.ep_bf16;
+  impl->ep.chunks = std::max(parallel.ep_chunks, 1);
+  if (parallel.cp != nullptr && parallel.cp->size() > 1) {
+    impl->cp.comm = parallel.cp;
+    impl->cp.size = parallel.cp->size();
+    impl->cp.rank = parallel.cp->rank();
+  }
   impl->recompute = parallel.recompute;
   if (parallel.overlap_chunks < 1) {
     return InvalidArgument("parallel.tp_overlap_chunks must be at least 1, got " +
@@ -375,6 +387,22 @@ Result<size_t> Transformer::parameter_index(const std::string& name) const {
   }
   return NotFound("model has no parameter named '" + name + "'");
 }
+
+Status Transformer::set_document_mask(const DocumentMask& mask) {
+  if (mask.positions && !mask.enabled) {
+    return InvalidArgument("train.document_positions restarts positions at each document, "
+                           "which needs train.document_mask: true");
+  }
+  if (mask.enabled && (mask.eod_id < 0 || mask.eod_id >= impl_->cfg.vocab_size)) {
+    return InvalidArgument("document masking: the end-of-document id " +
+                           std::to_string(mask.eod_id) + " is outside the vocabulary of " +
+                           key_value("model.vocab_size", impl_->cfg.vocab_size));
+  }
+  impl_->documents = mask;
+  return Status::OK();
+}
+
+const DocumentMask& Transformer::document_mask() const { return impl_->documents; }
 
 void Transformer::zero_grads() {
   for (Parameter& p : impl_->params) p.grad.fill(0.0f);
@@ -462,6 +490,7 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   m.backward(nullptr, nullptr, d, hooks);
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
                    m.pass.z_sum / layers, d.N};
 }
@@ -474,6 +503,7 @@ Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t
   const double aux_sum = m.forward(inputs, nullptr, d);
   MS_RETURN_IF_ERROR(m.loss(targets, d, 0.0f, false));
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   const double layers = static_cast<double>(m.cfg.n_layers);
   return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
                    m.pass.z_sum / layers, d.N};
@@ -483,6 +513,10 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
   if (impl_->tp.active()) {
     return FailedPrecondition("forward_logits needs the whole vocabulary on one rank, but this "
                               "one holds a tensor-parallel slice");
+  }
+  if (impl_->cp.active()) {
+    return FailedPrecondition("forward_logits needs whole sequences, but this rank holds a "
+                              "context-parallel share of them");
   }
   MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_logits"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
@@ -522,6 +556,10 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   if ((c.first && batch.inputs == nullptr) || (c.last && batch.targets == nullptr)) {
     return InvalidArgument("the first pipeline stage needs the inputs and the last the targets");
   }
+  if (m.documents.enabled && batch.inputs == nullptr) {
+    return InvalidArgument("document masking needs the inputs on every pipeline stage (they "
+                           "say where the documents end)");
+  }
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(m.cfg, m.tp, c.first ? batch.inputs : nullptr,
                                                 c.last ? batch.targets : nullptr, batch.B,
                                                 batch.T));
@@ -542,6 +580,7 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   }
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
+  MS_RETURN_IF_ERROR(m.cp.error);
   if (!batch.backward) return stats;
   // The pass moves aside with its buffers until its backward; a spare one takes its place.
   m.in_flight[mb] = std::move(m.pass);
@@ -580,7 +619,8 @@ Status Transformer::stage_backward(int mb, std::span<const float> grad_out,
   m.in_flight.erase(it);
   if (defer_weight_grads) m.pending_weight[mb] = std::move(deferred);
   MS_RETURN_IF_ERROR(m.tp.error);
-  return m.ep.error;
+  MS_RETURN_IF_ERROR(m.ep.error);
+  return m.cp.error;
 }
 
 Status Transformer::stage_backward_weight(int mb) {
@@ -602,19 +642,58 @@ int Transformer::tp_size() const { return impl_->tp.size; }
 int Transformer::tp_rank() const { return impl_->tp.rank; }
 
 Transformer::MoeLoad Transformer::take_moe_load() {
-  MoeLoad load{std::move(impl_->load_routed), std::move(impl_->load_dropped)};
+  MoeLoad load{std::move(impl_->load_routed), std::move(impl_->load_dropped),
+               std::move(impl_->load_chosen)};
   impl_->load_routed.clear();
   impl_->load_dropped.clear();
+  impl_->load_chosen.clear();
   return load;
+}
+
+void Transformer::update_expert_bias(const std::vector<std::vector<int64_t>>& chosen,
+                                     double rate) {
+  Impl& m = *impl_;
+  const int64_t first = m.chunk.first_layer;
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const LayerIndex& li = m.layers[l];
+    const size_t layer = static_cast<size_t>(first) + l;
+    if (li.expert_bias == kNoParam || layer >= chosen.size()) continue;
+    const std::vector<int64_t>& counts = chosen[layer];
+    if (static_cast<int64_t>(counts.size()) != m.cfg.moe.num_experts) continue;
+    ops::moe_update_expert_bias(counts.data(), m.w(li.expert_bias), m.cfg.moe.num_experts, rate);
+  }
 }
 
 Transformer::EpCommStats Transformer::take_ep_comm_stats() {
   EpState& ep = impl_->ep;
-  const EpCommStats stats{ep.exchanges, ep.bytes, ep.seconds};
+  const EpCommStats stats{ep.exchanges, ep.bytes, ep.active_s, ep.exposed_s};
   ep.exchanges = 0;
   ep.bytes = 0;
-  ep.seconds = 0;
+  ep.active_s = 0;
+  ep.exposed_s = 0;
   return stats;
+}
+
+Transformer::EpCommStats Transformer::take_cp_comm_stats() {
+  CpState& cp = impl_->cp;
+  const EpCommStats stats{cp.transfers, cp.bytes, cp.active_s, cp.exposed_s};
+  cp.transfers = 0;
+  cp.bytes = 0;
+  cp.active_s = 0;
+  cp.exposed_s = 0;
+  return stats;
+}
+
+double Transformer::EpCommStats::hidden_fraction() const {
+  if (active_s <= 0) return 0;
+  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
+}
+
+void Transformer::EpCommStats::add(const EpCommStats& other) {
+  exchanges += other.exchanges;
+  bytes += other.bytes;
+  active_s += other.active_s;
+  exposed_s += other.exposed_s;
 }
 
 parallel::TpCommStats Transformer::take_tp_comm_stats() {

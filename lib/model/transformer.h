@@ -28,6 +28,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "model/documents.h"
 #include "model/inference.h"
 #include "parallel/tp_overlap.h"
 
@@ -43,6 +44,9 @@ struct Parameter {
   Tensor value;                       // f32, local shard, contiguous
   Tensor grad;                        // f32, same shape as value
   bool weight_decay = true;           // false for norm weights (and biases)
+  // false for model.moe.expert_bias's routing bias: no gradient, no optimizer state; the
+  // trainer moves it (update_expert_bias).
+  bool trainable = true;
 };
 
 struct LossStats {
@@ -102,11 +106,22 @@ struct ModelParallel {
   // keeps routing its own tokens. All methods are then collective over ep too.
   comm::Communicator* ep = nullptr;
   bool ep_bf16 = false;  // parallel.ep_comm_dtype bf16: exchange the rows rounded to bf16
+  // parallel.ep_overlap_chunks: each MoE layer's round trip is cut into this many token chunks
+  // whose all-to-alls overlap the other chunks' expert compute (model/ep_comm.cc); 1 waits for
+  // each all-to-all at once. Results differ only by the experts' weight-gradient summation
+  // order; a given value is bitwise reproducible.
+  int ep_chunks = 1;
+  // Context parallelism: the cp group (null or size 1: none). Each micro-batch passed to the
+  // model is then this rank's T / cp tokens of every sequence, chunks r and 2cp-1-r
+  // (parallel/cp_layout.h, what the trainer's batches are cut to), at their global positions;
+  // attention is a ring over the group and every method is collective over cp too.
+  comm::Communicator* cp = nullptr;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).
 struct StageBatch {
-  const int32_t* inputs = nullptr;   // (B, T) token ids: read by the first stage
+  // (B, T) token ids: read by the first stage, and by every stage under document masking
+  const int32_t* inputs = nullptr;
   const int32_t* targets = nullptr;  // (B, T) targets: read by the last stage
   int64_t B = 0, T = 0;
   float grad_scale = 1;  // as forward_backward's (1 / micro-batches per step)
@@ -183,22 +198,38 @@ class Transformer {
   // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
   int tp_size() const;
   int tp_rank() const;
-  // The expert-parallel all-to-alls since the last call (exchanges, bytes sent to other ranks,
-  // seconds in them), then reset to zero.
+  // The expert-parallel all-to-alls since the last call, then reset to zero: all-to-alls
+  // (the per-layer count exchanges not included), bytes sent to other ranks, their time in
+  // flight (issue to observed completion, summed over all-to-alls, count exchanges included)
+  // and the time spent inside their calls instead of computing.
   struct EpCommStats {
     int64_t exchanges = 0;
     uint64_t bytes = 0;
-    double seconds = 0;
+    double active_s = 0, exposed_s = 0;
+    // 1 - exposed_s / active_s clamped to [0, 1]: the share of the all-to-all time hidden
+    // behind compute (an upper bound: completions are seen only between experts).
+    double hidden_fraction() const;
+    void add(const EpCommStats& other);
   };
   EpCommStats take_ep_comm_stats();
+  // The context-parallel ring's transfers since the last call, in the same terms (exchanges:
+  // ring hops), then reset to zero.
+  EpCommStats take_cp_comm_stats();
   // The MoE routing of the forwards since the last call, then reset: per layer this chunk
   // holds (model layer chunk().first_layer + i), the assignments each expert took (after any
   // capacity) and the assignments model.moe.capacity_factor dropped. Empty for a dense model.
   struct MoeLoad {
     std::vector<std::vector<int64_t>> routed;  // [layer][expert]
     std::vector<int64_t> dropped;              // [layer]
+    std::vector<std::vector<int64_t>> chosen;  // [layer][expert] before any capacity drop
   };
   MoeLoad take_moe_load();
+  // model.moe.expert_bias: moves each MoE layer's routing bias this chunk holds by
+  // ops::moe_update_expert_bias from `chosen`, [model layer][expert] assignments chosen over
+  // the whole step and every data-parallel rank (all layers of the model; dense layers empty).
+  // Every rank holding a layer must pass the same counts, so the copies stay equal. No-op
+  // without the bias.
+  void update_expert_bias(const std::vector<std::vector<int64_t>>& chosen, double rate);
   // The tp communication since the last call (collectives, bytes, time in flight and time
   // exposed), then reset to zero.
   parallel::TpCommStats take_tp_comm_stats();
@@ -258,6 +289,15 @@ class Transformer {
   // Whether MoE layer `layer`'s expert `expert` still holds its weights.
   bool holds_expert(size_t layer, int64_t expert) const;
 
+  // Document masking of packed samples (model/documents.h) for every later forward: training
+  // passes derive each token's document from the inputs (a token attends only to its own
+  // document; with mask.positions rotary positions restart per document), and cached passes
+  // start a sequence's attention at CachedChunk::doc_start and after each end-of-document
+  // token. InvalidArgument naming the key when positions is set without enabled, or eod_id is
+  // outside the vocabulary.
+  Status set_document_mask(const DocumentMask& mask);
+  const DocumentMask& document_mask() const;
+
   // Sets every gradient to 0.
   void zero_grads();
   // Total global elements over all parameters (a tied lm_head is counted once).
@@ -284,6 +324,7 @@ struct ParameterSpec {
   std::string name;
   std::vector<int64_t> global_shape;
   bool is_norm = false;  // a norm weight (initialized to ones, no weight decay)
+  bool trainable = true;  // false: a routing bias (Parameter::trainable), no optimizer state
 };
 Result<std::vector<ParameterSpec>> parameter_specs(const config::ModelConfig& config);
 

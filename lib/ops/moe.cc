@@ -45,7 +45,8 @@ void build_permutation(MoeRouting& r, const std::vector<bool>* keep = nullptr) {
 
 }  // namespace
 
-MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k) {
+MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k,
+                     const float* bias) {
   assert(k >= 1 && k <= e);
   MoeRouting r;
   r.tokens = n;
@@ -55,7 +56,13 @@ MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, i
   parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       int32_t* chosen = r.expert.data() + i * k;
-      top_k_of_row(probs + i * e, e, k, chosen);
+      if (bias == nullptr) {
+        top_k_of_row(probs + i * e, e, k, chosen);
+      } else {
+        std::vector<float> scores(probs + i * e, probs + (i + 1) * e);
+        for (int64_t j = 0; j < e; ++j) scores[static_cast<size_t>(j)] += bias[j];
+        top_k_of_row(scores.data(), e, k, chosen);
+      }
       float sum = 0;
       for (int64_t s = 0; s < k; ++s) sum += probs[i * e + chosen[s]];
       for (int64_t s = 0; s < k; ++s) weights[i * k + s] = probs[i * e + chosen[s]] / sum;
@@ -186,6 +193,17 @@ void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) {
       for (int64_t e = 0; e < r.experts; ++e) dprobs[i * r.experts + e] += grad[e];
     }
   }, 64);
+}
+
+void moe_update_expert_bias(const int64_t* counts, float* bias, int64_t e, double rate) {
+  int64_t total = 0;
+  for (int64_t j = 0; j < e; ++j) total += counts[j];
+  const double mean = static_cast<double>(total) / static_cast<double>(e);
+  for (int64_t j = 0; j < e; ++j) {
+    const double offset = mean - static_cast<double>(counts[j]);
+    const double sign = offset > 0 ? 1.0 : offset < 0 ? -1.0 : 0.0;
+    bias[j] = static_cast<float>(bias[j] + sign * rate);
+  }
 }
 
 }  // namespace ms::ops

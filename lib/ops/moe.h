@@ -33,7 +33,17 @@ struct MoeRouting {
 
 // probs: (n, e) router probabilities -> weights: (n, k) the chosen probabilities divided by
 // their sum, and the routing. Ties pick the lower expert index. Requires 1 <= k <= e.
-MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k);
+// bias: (e) or null, auxiliary-loss-free balancing (DeepSeek-V3): the experts are chosen by
+// probs + bias, but the weights stay the chosen probabilities renormalized, so the bias steers
+// the load without entering the output or the gradient.
+MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k,
+                     const float* bias = nullptr);
+
+// Auxiliary-loss-free balancing's update after a step, Megatron-LM's get_updated_expert_bias
+// rule: counts: (e) the assignments the router chose per expert over the whole step (every
+// micro-batch, every data-parallel rank); bias[j] += rate * sign(mean(counts) - counts[j]), so
+// an overloaded expert's bias falls, an underloaded one's rises, and one at the mean stays.
+void moe_update_expert_bias(const int64_t* counts, float* bias, int64_t e, double rate);
 
 // Keeps at most `capacity` assignments per expert (the earliest tokens' first) and rebuilds the
 // permutation over the kept ones. capacity <= 0 keeps all (dropless).

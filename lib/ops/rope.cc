@@ -8,12 +8,14 @@
 namespace ms::ops {
 namespace {
 
-// Rotates every head of every token by +angle (sign 1) or -angle (sign -1).
-void rotate(float* x, const RopeTable& table, int64_t b, int64_t t, int64_t heads, float sign) {
+// Rotates every head of each of n tokens by +angle (sign 1) or -angle (sign -1): token i at
+// positions[i], or at i % t when positions is null.
+void rotate(float* x, const RopeTable& table, int64_t n, int64_t t, const int64_t* positions,
+            int64_t heads, float sign) {
   const int64_t half = table.half, hd = 2 * half;
-  parallel_for(b * t, [&](int64_t lo, int64_t hi) {
+  parallel_for(n, [&](int64_t lo, int64_t hi) {
     for (int64_t token = lo; token < hi; ++token) {
-      const int64_t pos = token % t;
+      const int64_t pos = positions != nullptr ? positions[token] : token % t;
       const float* c = table.cos.data() + pos * half;
       const float* s = table.sin.data() + pos * half;
       for (int64_t h = 0; h < heads; ++h) {
@@ -48,11 +50,21 @@ RopeTable make_rope_table(int64_t seq_len, int64_t head_dim, double theta) {
 }
 
 void rope_forward(float* x, const RopeTable& table, int64_t b, int64_t t, int64_t heads) {
-  rotate(x, table, b, t, heads, 1.0f);
+  rotate(x, table, b * t, t, nullptr, heads, 1.0f);
 }
 
 void rope_backward(float* dx, const RopeTable& table, int64_t b, int64_t t, int64_t heads) {
-  rotate(dx, table, b, t, heads, -1.0f);
+  rotate(dx, table, b * t, t, nullptr, heads, -1.0f);
+}
+
+void rope_forward_at(float* x, const RopeTable& table, const int64_t* positions, int64_t n,
+                     int64_t heads) {
+  rotate(x, table, n, 1, positions, heads, 1.0f);
+}
+
+void rope_backward_at(float* dx, const RopeTable& table, const int64_t* positions, int64_t n,
+                      int64_t heads) {
+  rotate(dx, table, n, 1, positions, heads, -1.0f);
 }
 
 }  // namespace ms::ops

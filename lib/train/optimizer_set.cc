@@ -8,7 +8,7 @@ namespace ms::train {
 
 Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
     comm::Communicator& dp, comm::Communicator* edp, comm::Communicator* ep,
-    std::vector<TrainableParam> params, const std::vector<bool>& is_expert,
+    std::vector<TrainableParam> params, const std::vector<ParamGroup>& groups,
     const config::OptimConfig& optim, const DistributedOptimizerOptions& options) {
   auto set = std::make_unique<OptimizerSet>();
   const bool split = edp != nullptr;
@@ -16,7 +16,11 @@ Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
   set->parts_.resize(split ? 2 : 1);
   set->slot_.resize(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    const size_t part = split && is_expert[i] ? 1 : 0;
+    if (groups[i] == ParamGroup::kNotTrained) {
+      set->slot_[i] = {kNoPart, 0};
+      continue;
+    }
+    const size_t part = split && groups[i] == ParamGroup::kExpert ? 1 : 0;
     set->slot_[i] = {part, lists[part].size()};
     set->parts_[part].params.push_back(i);
     lists[part].push_back(std::move(params[i]));
@@ -45,7 +49,7 @@ void OptimizerSet::arm() {
 
 void OptimizerSet::on_grad_ready(size_t param) {
   const auto [part, index] = slot_[param];
-  parts_[part].optimizer->on_grad_ready(index);
+  if (part != kNoPart) parts_[part].optimizer->on_grad_ready(index);
 }
 
 void OptimizerSet::poll() {

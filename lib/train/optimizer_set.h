@@ -18,6 +18,10 @@
 
 namespace ms::train {
 
+// Which optimizer a parameter belongs to: the dense one (over dp), the routed experts' (over
+// edp, with ep), or none (model.moe.expert_bias's routing bias, which the trainer moves).
+enum class ParamGroup { kDense, kExpert, kNotTrained };
+
 class OptimizerSet {
  public:
   // One optimizer's share: its parameters' indices in the trainer's list, in its order.
@@ -27,13 +31,13 @@ class OptimizerSet {
     bool experts = false;  // the routed experts' optimizer
   };
 
-  // `is_expert[i]` says whether params[i] is a routed expert's weight; with `edp` null every
-  // parameter goes to the dp optimizer. `options` is each optimizer's base (ZeRO, overlap,
+  // `groups[i]` is params[i]'s group; with `edp` null every trained parameter goes to the dp
+  // optimizer. A kNotTrained parameter is in no part and its on_grad_ready is ignored. `options` is each optimizer's base (ZeRO, overlap,
   // buckets, tp, pp, trace sink); the experts' also gets ep and average_over = dp's size.
   // Collective over dp and edp.
   static Result<std::unique_ptr<OptimizerSet>> create(
       comm::Communicator& dp, comm::Communicator* edp, comm::Communicator* ep,
-      std::vector<TrainableParam> params, const std::vector<bool>& is_expert,
+      std::vector<TrainableParam> params, const std::vector<ParamGroup>& groups,
       const config::OptimConfig& optim, const DistributedOptimizerOptions& options);
 
   void begin_step();
@@ -52,7 +56,9 @@ class OptimizerSet {
 
  private:
   std::vector<Part> parts_;
-  std::vector<std::pair<size_t, size_t>> slot_;  // param -> (part, index in it)
+  // param -> (part, index in it); part kNoPart for a parameter no optimizer trains.
+  static constexpr size_t kNoPart = static_cast<size_t>(-1);
+  std::vector<std::pair<size_t, size_t>> slot_;
 };
 
 }  // namespace ms::train

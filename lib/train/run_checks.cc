@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace ms::train {
 namespace {
@@ -25,20 +26,36 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            std::to_string(loaders + 1) + " or more) or fewer loaders");
   }
   const int trainers = world_size - static_cast<int>(loaders);
-  const int64_t tp = config.parallel.tp, pp = config.parallel.pp;
-  if (tp < 1 || pp < 1 || trainers % (tp * pp) != 0) {
-    const std::string model = pp > 1 ? "parallel.pp * parallel.tp = " + std::to_string(pp) +
-                                           " * " + std::to_string(tp)
-                                     : key_value("parallel.tp", tp);
-    const int64_t group = std::max<int64_t>(1, tp * pp);
+  const int64_t tp = config.parallel.tp, pp = config.parallel.pp, cp = config.parallel.cp;
+  if (cp > 1 && loaders > 0) {
+    return InvalidArgument(key_value("parallel.cp", cp) + " does not work with " +
+                           key_value("parallel.loaders", loaders) +
+                           " yet: every cp rank reads its dp rank's batches locally; set "
+                           "parallel.loaders=0");
+  }
+  if (tp < 1 || pp < 1 || cp < 1 || trainers % (tp * pp * cp) != 0) {
+    // The sizes that are not 1 (tp always), named as in the config: "parallel.tp (3)" or
+    // "parallel.pp * parallel.tp = 2 * 2".
+    std::string keys, values, names;
+    const std::pair<const char*, int64_t> sizes[] = {{"pp", pp}, {"cp", cp}, {"tp", tp}};
+    for (const auto& [key, value] : sizes) {
+      if (value == 1 && std::string(key) != "tp") continue;
+      const std::string sep = keys.empty() ? "" : " * ";
+      keys += sep + "parallel." + key;
+      values += sep + std::to_string(value);
+      names += sep + key;
+    }
+    const int64_t group = std::max<int64_t>(1, tp * pp * cp);
+    const std::string model =
+        pp * cp == 1 ? key_value("parallel.tp", tp) : keys + " = " + values;
+    if (pp * cp > 1) names = "(" + names + ")";
     return InvalidArgument(model + " must divide the " + std::to_string(trainers) +
                            " trainer rank(s) (" + std::to_string(world_size) +
                            " minus parallel.loaders " + std::to_string(loaders) +
-                           "): dp = trainers / " + (pp > 1 ? "(pp * tp)" : "tp") +
-                           "; run with mpirun -np " +
+                           "): dp = trainers / " + names + "; run with mpirun -np " +
                            std::to_string(group * std::max<int64_t>(1, trainers / group) + loaders));
   }
-  const int dp = trainers / static_cast<int>(tp * pp);
+  const int dp = trainers / static_cast<int>(tp * pp * cp);
   const int64_t per_step = int64_t{dp} * config.train.micro_batch;
   if (config.train.global_batch % per_step != 0) {
     return InvalidArgument(key_value("train.global_batch", config.train.global_batch) +
@@ -48,23 +65,32 @@ Result<int> data_parallel_size(const config::RunConfig& config, int world_size) 
                            std::to_string(per_step) + " (dp is the number of trainer ranks, " +
                            std::to_string(world_size) + " minus parallel.loaders " +
                            std::to_string(loaders) +
-                           (tp * pp > 1 ? ", divided by parallel.pp * parallel.tp " +
-                                              std::to_string(pp * tp)
-                                        : "") +
+                           (tp * pp * cp > 1 ? ", divided by parallel.pp * parallel.cp * "
+                                                   "parallel.tp " + std::to_string(pp * cp * tp)
+                                             : "") +
                            ")");
   }
-  const int64_t tokens = config.train.micro_batch * config.train.seq_len;
+  const int64_t tokens = config.train.micro_batch * config.train.seq_len / cp;
   if (tp > 1 && config.parallel.sequence_parallel && tokens % tp != 0) {
     return InvalidArgument("parallel.sequence_parallel splits each micro-batch's tokens "
-                           "(train.micro_batch * train.seq_len = " + std::to_string(tokens) +
-                           ") evenly over " + key_value("parallel.tp", tp) +
+                           "(train.micro_batch * train.seq_len / parallel.cp = " +
+                           std::to_string(tokens) + ") evenly over " +
+                           key_value("parallel.tp", tp) +
                            ", which must divide them; or set parallel.sequence_parallel=false");
   }
   const int64_t ep = config.parallel.ep;
-  if (ep < 1 || dp % ep != 0) {
+  if (ep < 1 || (dp * cp) % ep != 0) {
     return InvalidArgument(key_value("parallel.ep", ep) + " must divide the data-parallel size " +
-                           std::to_string(dp) + " (expert parallelism is carved out of dp: the " +
+                           (cp > 1 ? "x parallel.cp " + std::to_string(dp * cp)
+                                   : std::to_string(dp)) +
+                           " (expert parallelism is carved out of dp x cp: the " +
                            std::to_string(trainers) + " trainer rank(s) / (pp * tp))");
+  }
+  if (cp > 1 && config.model.moe.capacity_factor > 0) {
+    return InvalidArgument("model.moe.capacity_factor caps each expert per micro-batch, which " +
+                           key_value("parallel.cp", cp) +
+                           " spreads over its ranks; the kept tokens would depend on the "
+                           "layout. Use a dropless MoE (capacity_factor 0) with cp");
   }
   const int64_t experts = config.model.moe.num_experts;
   if (ep > 1 && (experts == 0 || experts % ep != 0)) {

@@ -18,7 +18,9 @@
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "ops/sgemm_rate.h"
+#include "parallel/cp_layout.h"
 #include "telemetry/writer.h"
+#include "train/document_mask.h"
 #include "train/grad_clip.h"
 #include "train/layout_report.h"
 #include "train/rank_sum.h"
@@ -62,6 +64,7 @@ struct Trainer::StepResult {
   // assignments the capacity dropped (empty for a dense model).
   std::vector<std::vector<int64_t>> expert_tokens;
   std::vector<int64_t> dropped_tokens;
+  std::vector<std::vector<int64_t>> expert_chosen;  // like expert_tokens, before any drop
 };
 
 Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
@@ -75,6 +78,25 @@ comm::Communicator& Trainer::trainers() const {
   return s_->mesh && s_->loaders > 0 ? s_->mesh->model() : world_;
 }
 
+comm::Communicator& Trainer::replicas() const {
+  return config_.parallel.cp > 1 ? s_->mesh->dp_cp() : s_->mesh->dp();
+}
+
+data::MicroBatch Trainer::local_tokens(data::MicroBatch batch) const {
+  const int cp = static_cast<int>(config_.parallel.cp);
+  if (cp == 1) return batch;
+  const int rank = s_->mesh->coord().cp;
+  const int64_t local = batch.seq_len / cp;
+  std::vector<int32_t> inputs(static_cast<size_t>(batch.rows * local));
+  std::vector<int32_t> targets(inputs.size());
+  parallel::cp_take(batch.inputs.data(), batch.rows, batch.seq_len, cp, rank, inputs.data());
+  parallel::cp_take(batch.targets.data(), batch.rows, batch.seq_len, cp, rank, targets.data());
+  batch.inputs = std::move(inputs);
+  batch.targets = std::move(targets);
+  batch.seq_len = local;
+  return batch;
+}
+
 Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
                                                  comm::Communicator& world) {
   std::unique_ptr<Trainer> trainer(new Trainer(std::move(config), world));
@@ -86,13 +108,12 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
-  // No config key sets context parallelism yet, so cp = 1 explicitly.
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
                               .tp = static_cast<int>(config_.parallel.tp),
                               .ep = static_cast<int>(config_.parallel.ep),
                               .loaders = s_->loaders,
-                              .cp = 1};
+                              .cp = static_cast<int>(config_.parallel.cp)};
   MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
   s_->mesh.emplace(std::move(mesh));
   // A loader rank holds no model; run() serves the trainers' batches. From here on the
@@ -250,13 +271,16 @@ Status Trainer::build_model() {
                                     : 1,
                                 {}, {},
                                 config_.parallel.ep > 1 ? &s_->mesh->ep() : nullptr,
-                                config_.parallel.ep_comm_dtype == "bf16"};
+                                config_.parallel.ep_comm_dtype == "bf16",
+                                static_cast<int>(config_.parallel.ep_overlap_chunks),
+                                config_.parallel.cp > 1 ? &s_->mesh->cp() : nullptr};
   const std::string tp_group = trace_group_name(s_->mesh->tp(), trainers().size());
   parallel.on_comm = [this, tp_group](const char* op, uint64_t bytes, double t0, double t1) {
     if (s_->trace) s_->trace->comm(op, tp_group, s_->tp_comm_seq++, bytes, t0, t1);
   };
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   const int stages = shape.pp * shape.vpp;
+  MS_ASSIGN_OR_RETURN(const model::DocumentMask documents, training_document_mask(config_));
   for (int c = 0; c < shape.vpp; ++c) {
     const int stage = c * shape.pp + s_->mesh->coord().pp;
     const parallel::StageLayers& layers = s_->pipeline.stages[static_cast<size_t>(stage)];
@@ -265,6 +289,7 @@ Status Trainer::build_model() {
                         model::Transformer::create(config_.model,
                                                    static_cast<uint64_t>(config_.run.seed),
                                                    parallel));
+    MS_RETURN_IF_ERROR(chunk->set_document_mask(documents));
     s_->chunks.push_back(std::move(chunk));
   }
   s_->model = s_->chunks.front().get();
@@ -273,23 +298,25 @@ Status Trainer::build_model() {
   log_memory_plan();
   if (s_->resume_manifest) MS_RETURN_IF_ERROR(load_parameters());
   std::vector<TrainableParam> params;
-  std::vector<bool> is_expert;
+  std::vector<ParamGroup> groups;
   for (const auto& chunk : s_->chunks) {
     for (size_t i = 0; i < chunk->parameters().size(); ++i) {
       model::Parameter& p = chunk->parameters()[i];
       params.push_back({p.name, &p.value, &p.grad, p.weight_decay, p.shard.is_replicated(),
                         !is_tied_copy(p)});
-      is_expert.push_back(chunk->routed_expert(i).has_value());
+      groups.push_back(!p.trainable                                ? ParamGroup::kNotTrained
+                       : chunk->routed_expert(i).has_value() ? ParamGroup::kExpert
+                                                             : ParamGroup::kDense);
     }
   }
   DistributedOptimizerOptions options;
   options.zero = config_.parallel.zero == 1;
   options.overlap = config_.train.overlap_grad_reduce;
   options.bucket_bytes = static_cast<int64_t>(config_.train.bucket_mb * 1024 * 1024);
-  const std::string dp_group = trace_group_name(s_->mesh->dp(), trainers().size());
+  const std::string dp_group = trace_group_name(replicas(), trainers().size());
   // A one-rank dp group beside other ranks (a pipeline stage, a tp group) is left out of the
   // trace: its collectives move nothing and have no peer to pair with.
-  const bool dp_alone = s_->mesh->dp().size() == 1 && trainers().size() > 1;
+  const bool dp_alone = replicas().size() == 1 && trainers().size() > 1;
   options.on_comm = [this, dp_group, dp_alone](const CommEvent& e) {
     if (s_->trace && !dp_alone) s_->trace->comm(e.op, dp_group, e.seq, e.bytes, e.t0, e.t1);
   };
@@ -297,9 +324,9 @@ Status Trainer::build_model() {
   if (shape.pp > 1) options.pp = &s_->mesh->pp();
   const bool ep = config_.parallel.ep > 1;
   MS_ASSIGN_OR_RETURN(s_->dist,
-                      OptimizerSet::create(s_->mesh->dp(), ep ? &s_->mesh->edp() : nullptr,
+                      OptimizerSet::create(replicas(), ep ? &s_->mesh->edp() : nullptr,
                                            ep ? &s_->mesh->ep() : nullptr, std::move(params),
-                                           is_expert, config_.optim, options));
+                                           groups, config_.optim, options));
   s_->guard = std::make_unique<SpikeGuard>(config_.optim.spike_guard);
   return s_->resume_manifest ? load_optimizer_state() : Status::OK();
 }
@@ -350,13 +377,15 @@ void Trainer::log_memory_plan() const {
   int64_t activation_bytes = 0;
   for (const auto& chunk : s_->chunks) {
     for (const model::Parameter& p : chunk->parameters()) local += p.value.numel();
-    activation_bytes += chunk->activation_bytes(config_.train.micro_batch, config_.train.seq_len);
+    activation_bytes += chunk->activation_bytes(config_.train.micro_batch,
+                                                config_.train.seq_len / config_.parallel.cp);
   }
-  const RankMemoryPlan mem = rank_memory_plan(local, s_->dp, config_.parallel.zero == 1);
+  const RankMemoryPlan mem = rank_memory_plan(local, replicas().size(), config_.parallel.zero == 1);
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
   // Pipeline rank 0 holds the most micro-batches in flight (1F1B: pp of them).
   const int in_flight = shape.pp > 1 ? pp_peak_in_flight(shape, 0) : 1;
-  const std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
+  std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
+  if (config_.parallel.cp > 1) pp_part += "cp " + std::to_string(config_.parallel.cp) + ", ";
   const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
   char line[400];
   std::snprintf(line, sizeof(line),
@@ -434,10 +463,8 @@ Result<TrainSummary> Trainer::run() {
     summary.comm.add(s_->dist->step_stats());
     for (const auto& chunk : s_->chunks) {
       summary.tp_comm.add(chunk->take_tp_comm_stats());
-      const model::Transformer::EpCommStats ep = chunk->take_ep_comm_stats();
-      s_->ep_stats.exchanges += ep.exchanges;
-      s_->ep_stats.bytes += ep.bytes;
-      s_->ep_stats.seconds += ep.seconds;
+      s_->ep_stats.add(chunk->take_ep_comm_stats());
+      s_->cp_stats.add(chunk->take_cp_comm_stats());
     }
     for (int64_t d : result.dropped_tokens) summary.dropped_tokens += d;
     summary.data_wait_s += result.phases.data_s;
@@ -446,9 +473,10 @@ Result<TrainSummary> Trainer::run() {
     const bool last = step == config_.train.steps;
     if (s_->eval_loader && (step % config_.train.eval_every == 0 || last)) {
       MS_ASSIGN_OR_RETURN(const double eval_loss, evaluate());
-      // Evaluation's tp collectives and routing are not a step's.
+      // Evaluation's tp collectives, ring transfers and routing are not a step's.
       for (const auto& chunk : s_->chunks) {
         chunk->take_tp_comm_stats();
+        chunk->take_cp_comm_stats();
         chunk->take_moe_load();
       }
       summary.eval_losses.push_back(eval_loss);
@@ -515,7 +543,7 @@ Status Trainer::run_pipeline(int64_t step, StepResult& result) {
     ScopedTimer data_time(result.phases.data_s);
     for (int mb = 0; mb < s_->micro_batches; ++mb) {
       MS_ASSIGN_OR_RETURN(data::MicroBatch batch, s_->train_loader->next());
-      batches.push_back(std::move(batch));
+      batches.push_back(local_tokens(std::move(batch)));
     }
   }
   MS_ASSIGN_OR_RETURN(const PipelineStepResult r, s_->pipeline_step->run(step, batches));
@@ -537,7 +565,8 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
   std::optional<data::MicroBatch> batch;
   {
     ScopedTimer data_time(result.phases.data_s);
-    MS_ASSIGN_OR_RETURN(batch, s_->train_loader->next());
+    MS_ASSIGN_OR_RETURN(data::MicroBatch whole, s_->train_loader->next());
+    batch = local_tokens(std::move(whole));
   }
   if (micro_index == s_->micro_batches - 1) s_->dist->arm();
   double backward_t0 = 0;
@@ -573,7 +602,7 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 // The step's global loss, summed in rank order so every rank holds the same bits; a rank whose
 // loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
-  comm::Communicator& dp = s_->mesh->dp();
+  comm::Communicator& dp = replicas();
   std::vector<double> values(3 + static_cast<size_t>(dp.size()), 0.0);
   values[0] = result.local_loss;
   values[1] = result.local_aux;
@@ -600,7 +629,9 @@ Status Trainer::reduce_moe_load(StepResult& result) {
   if (moe.num_experts == 0) return Status::OK();
   const size_t L = static_cast<size_t>(config_.model.n_layers);
   const size_t E = static_cast<size_t>(moe.num_experts);
-  std::vector<int64_t> flat(L * E + L, 0);
+  // [routed: L x E][dropped: L][chosen: L x E]
+  std::vector<int64_t> flat(2 * L * E + L, 0);
+  const size_t chosen_at = L * E + L;
   for (const auto& chunk : s_->chunks) {
     const model::Transformer::MoeLoad load = chunk->take_moe_load();
     const size_t first = static_cast<size_t>(chunk->chunk().first_layer);
@@ -610,8 +641,13 @@ Status Trainer::reduce_moe_load(StepResult& result) {
       }
       flat[L * E + first + l] += load.dropped[l];
     }
+    for (size_t l = 0; l < load.chosen.size(); ++l) {
+      for (size_t e = 0; e < load.chosen[l].size() && e < E; ++e) {
+        flat[chosen_at + (first + l) * E + e] += load.chosen[l][e];
+      }
+    }
   }
-  MS_RETURN_IF_ERROR(s_->mesh->dp().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
+  MS_RETURN_IF_ERROR(replicas().allreduce(flat.data(), flat.data(), flat.size(), DType::kI64,
                                               comm::ReduceOp::kSum));
   if (s_->pipeline.schedule.pp > 1) {
     MS_RETURN_IF_ERROR(s_->mesh->pp().allreduce(flat.data(), flat.data(), flat.size(),
@@ -623,7 +659,13 @@ Status Trainer::reduce_moe_load(StepResult& result) {
               flat.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
               result.expert_tokens[l].begin());
   }
-  result.dropped_tokens.assign(flat.begin() + static_cast<std::ptrdiff_t>(L * E), flat.end());
+  result.dropped_tokens.assign(flat.begin() + static_cast<std::ptrdiff_t>(L * E),
+                               flat.begin() + static_cast<std::ptrdiff_t>(chosen_at));
+  result.expert_chosen.assign(L, std::vector<int64_t>(E));
+  for (size_t l = 0; l < L; ++l) {
+    const auto from = flat.begin() + static_cast<std::ptrdiff_t>(chosen_at + l * E);
+    std::copy(from, from + static_cast<std::ptrdiff_t>(E), result.expert_chosen[l].begin());
+  }
   return Status::OK();
 }
 
@@ -647,6 +689,13 @@ Status Trainer::update(int64_t step, StepResult& result) {
   MS_RETURN_IF_ERROR(
       s_->dist->apply(result.lr, clip_coefficient(result.grad_norm, config_.optim.grad_clip)));
   s_->guard->accept(result.loss, result.grad_norm);
+  // Auxiliary-loss-free balancing: the routing bias follows the step's load, which every rank
+  // holding a layer has summed alike (reduce_moe_load), so its copies stay bitwise equal.
+  if (config_.model.moe.expert_bias) {
+    for (const auto& chunk : s_->chunks) {
+      chunk->update_expert_bias(result.expert_chosen, config_.model.moe.bias_update_rate);
+    }
+  }
   return Status::OK();
 }
 
@@ -660,21 +709,22 @@ Result<double> Trainer::evaluate() {
     std::vector<data::MicroBatch> batches;
     for (int64_t i = 0; i < micro_batches; ++i) {
       MS_ASSIGN_OR_RETURN(data::MicroBatch batch, loader.next());
-      batches.push_back(std::move(batch));
+      batches.push_back(local_tokens(std::move(batch)));
     }
     MS_ASSIGN_OR_RETURN(local, s_->pipeline_step->evaluate(batches));
     local *= static_cast<double>(micro_batches);
   }
   for (int64_t i = 0; s_->pipeline_step == nullptr && i < micro_batches; ++i) {
-    MS_ASSIGN_OR_RETURN(const data::MicroBatch batch, loader.next());
+    MS_ASSIGN_OR_RETURN(data::MicroBatch whole, loader.next());
+    const data::MicroBatch batch = local_tokens(std::move(whole));
     MS_ASSIGN_OR_RETURN(const model::LossStats stats,
                         s_->model->forward_loss(batch.inputs.data(), batch.targets.data(),
                                                 batch.rows, batch.seq_len));
     local += stats.loss;
   }
   double mean = local / static_cast<double>(micro_batches);
-  MS_RETURN_IF_ERROR(sum_in_rank_order(s_->mesh->dp(), std::span<double>(&mean, 1)));
-  return mean / s_->dp;
+  MS_RETURN_IF_ERROR(sum_in_rank_order(replicas(), std::span<double>(&mean, 1)));
+  return mean / replicas().size();
 }
 
 void Trainer::log_step(int64_t step, const StepResult& r) const {
@@ -780,13 +830,30 @@ Status Trainer::finish(TrainSummary& summary) {
   if (config_.parallel.ep > 1 && summary.steps_done > s_->start_step) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
     const model::Transformer::EpCommStats& e = s_->ep_stats;
-    char line[300];
+    char line[400];
     std::snprintf(line, sizeof(line),
-                  "expert-parallel all-to-all: %.0f exchanges, %.1f MiB sent to other ranks per "
-                  "step, %.3fs of the run in them (ep %lld; rank 0)",
+                  "expert-parallel all-to-all: %.0f all-to-alls, %.1f MiB sent to other ranks "
+                  "per step; up to %.0f%% hidden behind compute (waited %.3fs of %.3fs in "
+                  "flight; ep %lld, parallel.ep_overlap_chunks %lld; rank 0)",
                   static_cast<double>(e.exchanges) / steps,
-                  static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0), e.seconds,
-                  static_cast<long long>(config_.parallel.ep));
+                  static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0),
+                  e.hidden_fraction() * 100.0, e.exposed_s, e.active_s,
+                  static_cast<long long>(config_.parallel.ep),
+                  static_cast<long long>(config_.parallel.ep_overlap_chunks));
+    MS_LOG(Info) << line;
+  }
+  if (config_.parallel.cp > 1 && summary.steps_done > s_->start_step) {
+    const double steps = static_cast<double>(summary.steps_done - s_->start_step);
+    const model::Transformer::EpCommStats& c = s_->cp_stats;
+    char line[400];
+    std::snprintf(line, sizeof(line),
+                  "context-parallel ring attention: %.0f transfers, %.1f MiB sent per step; up "
+                  "to %.0f%% hidden behind attention (waited %.3fs of %.3fs in flight; cp %lld; "
+                  "rank 0)",
+                  static_cast<double>(c.exchanges) / steps,
+                  static_cast<double>(c.bytes) / steps / (1024.0 * 1024.0),
+                  c.hidden_fraction() * 100.0, c.exposed_s, c.active_s,
+                  static_cast<long long>(config_.parallel.cp));
     MS_LOG(Info) << line;
   }
   if (config_.model.moe.capacity_factor > 0 && summary.steps_done > s_->start_step) {

@@ -97,6 +97,11 @@ class Trainer {
 
   // The ranks that train: the world without the loader ranks (the world before the Mesh).
   comm::Communicator& trainers() const;
+  // The ranks that split each step's tokens and average their gradients: dp, or dp x cp under
+  // context parallelism (each cp rank holds its chunks of every sequence).
+  comm::Communicator& replicas() const;
+  // A whole-sequence micro-batch -> this rank's cp chunks of it (unchanged without cp).
+  data::MicroBatch local_tokens(data::MicroBatch batch) const;
   Status build();
   Result<std::unique_ptr<data::BatchSource>> open_source(const data::LoaderOptions& options);
   Status serve_data(TrainSummary& summary);

@@ -65,6 +65,7 @@ Status Trainer::load_parameters() {
   std::vector<ckpt::ExpectedTensor> expected;
   for (const model::ParameterSpec& spec : specs) {
     expected.push_back({spec.name, DType::kF32, spec.global_shape});
+    if (!spec.trainable) continue;  // no optimizer state
     for (const char* prefix : kMomentPrefixes) {
       expected.push_back({prefix + spec.name, DType::kF32, spec.global_shape});
     }
@@ -143,8 +144,11 @@ Status Trainer::save_checkpoint(int64_t step) {
     const model::Parameter& p = *params[i];
     if (is_tied_copy(p)) return false;
     if (expert[i]) return coord.edp == 0 && (!p.shard.is_replicated() || coord.tp == 0);
-    if (p.shard.is_replicated()) return !pipeline || (coord.dp == 0 && coord.tp == 0);
-    return coord.dp == 0;
+    // cp ranks hold the same tensors as their dp rank: (dp 0, cp 0) lists them.
+    if (p.shard.is_replicated()) {
+      return !pipeline || (coord.dp == 0 && coord.cp == 0 && coord.tp == 0);
+    }
+    return coord.dp == 0 && coord.cp == 0;
   };
   // Listed by one rank although its spec says whole: the Checkpointer must not deduplicate it.
   const auto exclusive = [&](size_t i) {

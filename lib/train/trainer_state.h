@@ -43,6 +43,7 @@ struct Trainer::State {
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
   model::Transformer::EpCommStats ep_stats;     // summed over the run's steps
+  model::Transformer::EpCommStats cp_stats;     // the cp ring's, in the same terms
   std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;

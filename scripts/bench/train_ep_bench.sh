@@ -2,9 +2,10 @@
 # Expert parallelism (issue 14), in one run on the same machine:
 #  1. an 8-expert top-2 model (d_model 256, 4 layers, expert d_ff 512, sequence 128, the
 #     1024-token BPE learned from the corpus), ep = 2 against dp = 2 on 2 ranks, f32 and bf16
-#     dispatch: tokens/s (mean of the steps after the first), the all-to-all bytes per step
-#     and the time in the all-to-alls against the step time (the exchanges are not overlapped
-#     with compute, so none of it is hidden);
+#     dispatch: tokens/s (mean of the steps after the first), the all-to-all bytes per step,
+#     the share of the all-to-all time hidden behind compute and the exposed all-to-all time
+#     against the step time, with the round trips in 1 (no overlap), 2 (the default) and 4
+#     chunks (parallel.ep_overlap_chunks);
 #  2. configs/tiny-moe.yaml for 100 steps at ep = 2 with f32 and with bf16 dispatch on the
 #     GPT-2 Shakespeare plan: the largest loss difference over the 100 steps and at the end.
 # Every rank 1 BLAS thread. SKIP_LOSS=1 runs part 1 only.
@@ -61,17 +62,23 @@ shape=(--set model.vocab_size=1024 --set model.d_model=256 --set model.n_layers=
        --set model.moe.num_experts=8 --set model.moe.top_k=2 --set model.max_seq_len=128
        --set train.seq_len=128 --set train.global_batch=8 --set train.micro_batch=2
        --set train.steps="$STEPS" --set optim.warmup_steps=1)
-for v in "dp2" "ep2 --set parallel.ep=2" "ep2-bf16 --set parallel.ep=2 --set parallel.ep_comm_dtype=bf16"; do
+for v in "dp2" "ep2-c1 --set parallel.ep=2 --set parallel.ep_overlap_chunks=1" \
+         "ep2-c2 --set parallel.ep=2 --set parallel.ep_overlap_chunks=2" \
+         "ep2-c4 --set parallel.ep=2 --set parallel.ep_overlap_chunks=4" \
+         "ep2-bf16 --set parallel.ep=2 --set parallel.ep_comm_dtype=bf16"; do
   read -r label args <<<"$v"
   # shellcheck disable=SC2086
   run "$label" "$SRC/configs/tiny-moe.yaml" bpe "${shape[@]}" $args
   line=$(grep -o 'expert-parallel all-to-all: .*' "$WORK/$label.out" || true)
-  share=$(sed -n 's/.*per step, \([0-9.]*\)s of the run.*/\1/p' <<<"$line" |
-          awk -v t="$(step_time "$label")" '{ printf "; %.1f%% of the %.2fs of steps in all-to-all, 0%% hidden", 100 * $1 / t, t }')
+  # The all-to-alls' exposed time (waited) against the summed step times.
+  share=$(sed -n 's/.*(waited \([0-9.]*\)s of \([0-9.]*\)s in flight.*/\1 \2/p' <<<"$line" |
+          awk -v t="$(step_time "$label")" '{ printf "; all-to-alls exposed %.1f%% of the %.2fs of steps (%.1f%% in flight)", 100 * $1 / t, t, 100 * $2 / t }')
   printf "%-9s tokens/s %6s%s\n    %s\n" "$label" "$(tps "$label")" "$share" "$line"
 done
-awk -v a="$(tps ep2)" -v b="$(tps ep2-bf16)" -v d="$(tps dp2)" 'BEGIN {
-  printf "tokens/s against dp 2: ep 2 f32 %.2f, ep 2 bf16 %.2f\n", a / d, b / d }'
+awk -v c1="$(tps ep2-c1)" -v c2="$(tps ep2-c2)" -v c4="$(tps ep2-c4)" -v b="$(tps ep2-bf16)" \
+    -v d="$(tps dp2)" 'BEGIN {
+  printf "tokens/s against dp 2: ep 2 f32 chunks 1 %.2f, chunks 2 %.2f, chunks 4 %.2f; bf16 (chunks 2) %.2f\n",
+         c1 / d, c2 / d, c4 / d, b / d }'
 
 [ "${SKIP_LOSS:-0}" = 1 ] && exit 0
 losses() { sed -n 's/.*"kind":"step".*"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$WORK/$1/telemetry/rank-00000.jsonl"; }

@@ -123,8 +123,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "run.yaml: model.n_kv_heads (4) must be divisible by parallel.tp (3)\n"
                  "run.yaml: model.d_ff (1376) must be divisible by parallel.tp (3)"},
         RuleCase{{"parallel.pp=9"}, "parallel.pp (9) must not exceed model.n_layers (8)"},
-        RuleCase{{"parallel.dp=4", "parallel.ep=3", "model.moe.num_experts=3"},
-                 "parallel.dp (4) must be divisible by parallel.ep (3)"},
+        RuleCase{{"parallel.cp=3"},
+                 "train.seq_len (256) must be divisible by 2 * parallel.cp (6)"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2"},
                  "parallel.ep (2) needs MoE layers; set model.moe.num_experts or parallel.ep=1"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2", "model.moe.num_experts=3"},
@@ -132,7 +132,24 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"parallel.dp=3"},
                  "train.global_batch (64) must be divisible by parallel.dp * train.micro_batch "
                  "(12)"},
-        RuleCase{{"optim.min_lr=0.01"}, "optim.min_lr (0.01) must not exceed optim.lr (0.0003)"}));
+        RuleCase{{"optim.min_lr=0.01"}, "optim.min_lr (0.01) must not exceed optim.lr (0.0003)"},
+        RuleCase{{"train.document_positions=true"},
+                 "train.document_positions restarts rotary positions at each document, which "
+                 "needs train.document_mask: true (set both, or neither)"}));
+
+TEST(RunConfig, DocumentMaskKeys) {
+  const RunConfig off = load_ok("");
+  EXPECT_FALSE(off.train.document_mask);
+  EXPECT_FALSE(off.train.document_positions);
+  EXPECT_EQ(off.data.eod_id, -1);
+  const RunConfig on = load_ok("", {"train.document_mask=true", "train.document_positions=true",
+                                    "data.eod_id=50256"});
+  EXPECT_TRUE(on.train.document_mask);
+  EXPECT_TRUE(on.train.document_positions);
+  EXPECT_EQ(on.data.eod_id, 50256);
+  EXPECT_EQ(error_of("", {"data.eod_id=-2"}),
+            "--set data.eod_id=-2: 'data.eod_id' must be >= -1, got -2");
+}
 
 TEST(RunConfig, EveryRuleViolationIsListed) {
   EXPECT_EQ(error_of("", {"model.n_kv_heads=3", "train.seq_len=2048"}),

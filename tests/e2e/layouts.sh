@@ -1,4 +1,4 @@
-# Helpers shared by the parallel-layout e2e scripts (train_tp, train_pp, train_ep), sourced
+# Helpers shared by the parallel-layout e2e scripts (train_tp, train_pp, train_ep, train_cp), sourced
 # after MPIRUN, BIN, SRC, work, fail and the `base` array of --set arguments are defined. Every
 # run uses configs/tiny-dense.yaml shrunk by `base`.
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Expert parallelism in ms-train, specified by equivalence with the single-process run (issue
 # 14): a 4-layer MoE model (4 experts, top-2, a shared expert) trained 5 steps at ep = 2 and 4,
-# ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
-# ZeRO-1 off, with the router z-loss, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
+# with the all-to-alls in 1, 2 (the default) and 4 overlapped chunks, ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
+# ZeRO-1 off, with the router z-loss, with auxiliary-loss-free balancing, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
 # step, and the same validation loss; the same layout twice is bitwise identical; a capacity
 # factor drops the same tokens at ep = 1 and ep = 2; a run saved at one expert layout resumes
 # at another within 1e-5; ep that does not divide dp or the experts is refused; a rank failing
@@ -39,7 +39,9 @@ for layout in "2 ep2 --set parallel.ep=2" \
               "4 ep2z0 --set parallel.ep=2 --set parallel.zero=0" \
               "4 ep2tp2 --set parallel.ep=2 --set parallel.tp=2" \
               "4 ep2pp2 --set parallel.ep=2 --set parallel.pp=2" \
-              "4 ep2full --set parallel.ep=2 --set parallel.recompute=full"; do
+              "4 ep2full --set parallel.ep=2 --set parallel.recompute=full" \
+              "2 ep2c1 --set parallel.ep=2 --set parallel.ep_overlap_chunks=1" \
+              "4 ep4c4 --set parallel.ep=4 --set parallel.ep_overlap_chunks=4"; do
   read -r np name args <<<"$layout"
   # shellcheck disable=SC2086
   train "$np" "$work/$name" $args
@@ -58,8 +60,11 @@ passed=$((passed + 3))
 model_line() { grep -o 'model: .* parameters ([0-9.]*M active)' "$1"; }
 [ "$(model_line "$work/ep4.log")" = "$(model_line "$work/ref.log")" ] ||
   fail "ep 4 reports another model size: $(model_line "$work/ep4.log")"
-grep -qE "expert-parallel all-to-all: [0-9]+ exchanges, [0-9.]+ MiB sent to other ranks per step" \
-  "$work/ep2.log" || fail "no all-to-all summary"
+summary='expert-parallel all-to-all: [0-9]+ all-to-alls, [0-9.]+ MiB sent to other ranks per step; up to [0-9]+% hidden behind compute'
+grep -qE "$summary .*parallel.ep_overlap_chunks 2" "$work/ep2.log" || fail "no all-to-all summary"
+# Without chunks nothing can hide: every all-to-all is waited for as soon as it is issued.
+grep -qE "up to 0% hidden .*parallel.ep_overlap_chunks 1;" "$work/ep2c1.log" ||
+  fail "ep_overlap_chunks 1 claims overlap: $(grep all-to-all "$work/ep2c1.log")"
 
 # The same layout twice: bitwise the same losses and gradient norms.
 train 4 "$work/ep2tp2-again" --set parallel.ep=2 --set parallel.tp=2
@@ -77,6 +82,60 @@ dropped() { grep -o 'step [0-9]*/5 .*| dropped [0-9]*' "$1.log" | sed 's/step \(
 diff <(dropped "$work/cf-ep1") <(dropped "$work/cf-ep2") || fail "ep = 2 drops other tokens"
 close "$work/cf-ep2" "$work/cf-ep1" 1
 passed=$((passed + 1))
+
+# Auxiliary-loss-free balancing: ep = 2 trains like ep = 1 with the routing bias on; the bias a
+# checkpoint holds is exactly the sum of rate * sign(mean - load) over the steps' loads the
+# telemetry recorded (Megatron-LM's rule); it survives a resume at another expert layout.
+bias=(--set model.moe.expert_bias=true --set model.moe.bias_update_rate=0.01
+      --set checkpoint.every=2 --set checkpoint.async=false)
+train 2 "$work/bias-ep1" "${bias[@]}"
+train 2 "$work/bias-ep2" "${bias[@]}" --set parallel.ep=2
+close "$work/bias-ep2" "$work/bias-ep1" 1
+train 2 "$work/bias-resume" "${bias[@]}" \
+  --set checkpoint.resume="$work/bias-ep2/checkpoints/step-00000002"
+close "$work/bias-resume" "$work/bias-ep2" 3
+for run in bias-ep2 bias-resume; do
+  "$BIN/ms-ckpt" export "$work/$run/checkpoints/step-00000005" --format safetensors \
+    -o "$work/$run-hf" > /dev/null || fail "export of $run"
+done
+python3 - "$work" <<'PY' || fail "the routing bias does not follow the recorded load"
+import json, struct, sys
+work = sys.argv[1]
+def tensors(d):
+    with open(f"{d}/model.safetensors", "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        head = json.loads(fh.read(n))
+        data = fh.read()
+    out = {}
+    for name, t in head.items():
+        if name.endswith("e_score_correction_bias"):
+            a, b = t["data_offsets"]
+            out[name] = struct.unpack(f"<{(b - a) // 4}f", data[a:b])
+    return out
+got, resumed = tensors(f"{work}/bias-ep2-hf"), tensors(f"{work}/bias-resume-hf")
+assert len(got) == 4, sorted(got)
+want = {l: [0.0] * 4 for l in range(4)}
+for line in open(f"{work}/bias-ep2/telemetry/rank-00000.jsonl"):
+    r = json.loads(line)
+    if r.get("kind") != "step":
+        continue
+    for l, counts in enumerate(r["expert_tokens"]):
+        mean = sum(counts) / len(counts)
+        for e, c in enumerate(counts):
+            want[l][e] += 0.01 * ((mean > c) - (mean < c))
+moved = 0
+for l in range(4):
+    name = f"model.layers.{l}.block_sparse_moe.gate.e_score_correction_bias"
+    for e in range(4):
+        assert abs(got[name][e] - want[l][e]) < 1e-6, (name, got[name], want[l])
+        assert abs(resumed[name][e] - got[name][e]) < 1e-6, (name, resumed[name], got[name])
+        moved += got[name][e] != 0
+assert moved > 0, "the bias never moved"
+PY
+grep -q "model.layers.0.block_sparse_moe.gate.e_score_correction_bias" \
+  <("$BIN/ms-ckpt" inspect "$work/bias-ep2/checkpoints/step-00000005" 2>&1) ||
+  fail "inspect does not list the routing bias"
+passed=$((passed + 3))
 
 # Saved at one expert layout, resumed at another from step 2: steps 3..5 as the uninterrupted run.
 train 2 "$work/save-ep2" --set parallel.ep=2 --set checkpoint.every=2 --set checkpoint.async=false

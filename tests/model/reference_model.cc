@@ -19,6 +19,29 @@ ref::Vec ReferenceModel::attention(const std::string& p, const ref::Vec& x, int6
   ref::Vec q = ref::linear(x, weight(a + "q_proj.weight"), n, D, c_.n_heads * hd);
   ref::Vec k = ref::linear(x, weight(a + "k_proj.weight"), n, D, c_.n_kv_heads * hd);
   const ref::Vec v = ref::linear(x, weight(a + "v_proj.weight"), n, D, c_.n_kv_heads * hd);
+  if (docs_.enabled) {
+    // index: the position in the row; doc: documents ended before; pos: position in the doc.
+    std::vector<int64_t> index, doc, pos;
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t ended = 0, last_end = -1;
+      for (int64_t t = 0; t < T; ++t) {
+        index.push_back(t);
+        doc.push_back(ended);
+        pos.push_back(t - last_end - 1);
+        if ((*inputs_)[b * T + t] == docs_.eod_id) {
+          ++ended;
+          last_end = t;
+        }
+      }
+    }
+    const std::vector<int64_t>& at = docs_.positions ? pos : index;
+    q = ref::rope_at(q, at, c_.n_heads, hd, c_.rope_theta);
+    k = ref::rope_at(k, at, c_.n_kv_heads, hd, c_.rope_theta);
+    const ref::Vec o = ref::masked_attention(
+        q, k, v, {B, T, T, c_.n_heads, c_.n_kv_heads, hd, c_.sliding_window}, index, index, doc,
+        doc);
+    return ref::linear(o, weight(a + "o_proj.weight"), n, c_.n_heads * hd, D);
+  }
   q = ref::rope(q, B, T, c_.n_heads, hd, c_.rope_theta);
   k = ref::rope(k, B, T, c_.n_kv_heads, hd, c_.rope_theta);
   const ref::Vec o = ref::attention(
@@ -92,6 +115,7 @@ double ReferenceModel::loss(const std::vector<int32_t>& inputs,
                             const std::vector<int32_t>& targets, int64_t B, int64_t T,
                             bool freeze) {
   const int64_t D = c_.d_model, n = B * T;
+  inputs_ = &inputs;
   routing_.resize(c_.n_layers);
   kept_.resize(c_.n_layers);
   aux_ = 0;

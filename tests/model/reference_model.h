@@ -29,6 +29,11 @@ class ReferenceModel {
 
   ref::Vec& weight(const std::string& name) { return weights_.at(name); }
 
+  // Document masking (docs/model.md): a document ends with (and includes) mask.eod_id; a token
+  // attends only inside its document, and with mask.positions its rotary position counts from
+  // its document's first token.
+  void set_documents(const model::DocumentMask& mask) { docs_ = mask; }
+
   // Mean cross-entropy + aux_loss_coef * mean aux loss + z_loss_coef * mean router z-loss
   // over (B, T) tokens. With model.moe.capacity_factor each expert keeps at most
   // ceil(f * n * k / E) of its assignments, the earliest tokens first. When `freeze` is set,
@@ -48,6 +53,8 @@ class ReferenceModel {
   ref::Vec ffn(const std::string& p, size_t layer, const ref::Vec& x, int64_t n, bool freeze);
 
   config::ModelConfig c_;
+  model::DocumentMask docs_;
+  const std::vector<int32_t>* inputs_ = nullptr;  // of the loss() call in progress
   std::map<std::string, ref::Vec> weights_;
   std::vector<std::vector<int32_t>> routing_;
   std::vector<std::vector<bool>> kept_;  // per layer, per (token, slot)

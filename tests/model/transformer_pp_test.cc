@@ -5,7 +5,8 @@
 // zero-bubble split with deferred weight gradients) must not matter: each parameter still
 // accumulates its micro-batches in the same order, so untied models match bitwise; a tied
 // embedding is two copies on the first and last stage whose gradients are summed, so it
-// matches within fp32 rounding.
+// matches within fp32 rounding. Under document masking every stage reads the inputs (where
+// the documents end) and each in-flight micro-batch keeps its own documents.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,9 +83,11 @@ struct WholeRun {
   Grads grads;
 };
 
-WholeRun run_whole(const config::ModelConfig& c, const std::vector<MicroBatch>& batches) {
+WholeRun run_whole(const config::ModelConfig& c, const std::vector<MicroBatch>& batches,
+                   const DocumentMask& docs = {}) {
   auto model = Transformer::create(c, 11);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_TRUE((*model)->set_document_mask(docs).ok());
   WholeRun run;
   const float scale = 1.0f / static_cast<float>(batches.size());
   for (const MicroBatch& mb : batches) {
@@ -100,7 +103,8 @@ enum class Order { kAllForwardFirst, kInterleaved, kZeroBubble };
 
 // Runs the micro-batches through chunks of `counts` layers each in `order`.
 WholeRun run_stages(const config::ModelConfig& c, const std::vector<MicroBatch>& batches,
-                    const std::vector<int64_t>& counts, Order order) {
+                    const std::vector<int64_t>& counts, Order order,
+                    const DocumentMask& docs = {}) {
   std::vector<std::unique_ptr<Transformer>> chunks;
   int64_t first = 0;
   for (size_t s = 0; s < counts.size(); ++s) {
@@ -109,6 +113,7 @@ WholeRun run_stages(const config::ModelConfig& c, const std::vector<MicroBatch>&
     first += counts[s];
     auto chunk = Transformer::create(c, 11, parallel);
     EXPECT_TRUE(chunk.ok()) << chunk.status().to_string();
+    EXPECT_TRUE((*chunk)->set_document_mask(docs).ok());
     chunks.push_back(std::move(*chunk));
   }
   const size_t S = chunks.size();
@@ -203,6 +208,38 @@ TEST(TransformerPipeline, MoeAndParallelBlockMatch) {
   expect_same(run_whole(c, batches), run_stages(c, batches, {1, 3}, Order::kZeroBubble), 0);
   c.parallel_block = true;
   expect_same(run_whole(c, batches), run_stages(c, batches, {2, 2}, Order::kInterleaved), 0);
+}
+
+// Every micro-batch ends its documents elsewhere, so a stage that mixed up the in-flight
+// micro-batches' documents would differ.
+TEST(TransformerPipeline, DocumentMaskStagesMatchTheWholeModelBitwise) {
+  config::ModelConfig c = dense4();
+  c.sliding_window = 4;
+  std::vector<MicroBatch> batches = make_batches(4, c.vocab_size);
+  const DocumentMask docs{true, true, 2};
+  for (size_t mb = 0; mb < batches.size(); ++mb) {
+    batches[mb].inputs[mb % 3 + 1] = docs.eod_id;
+    batches[mb].inputs[kT + (mb + 2) % 5] = docs.eod_id;
+  }
+  const WholeRun whole = run_whole(c, batches, docs);
+  EXPECT_GT(std::abs(whole.losses[0] - run_whole(c, batches).losses[0]), 1e-6)
+      << "the mask changes the loss";
+  for (Order order : {Order::kAllForwardFirst, Order::kInterleaved, Order::kZeroBubble}) {
+    SCOPED_TRACE(static_cast<int>(order));
+    expect_same(whole, run_stages(c, batches, {2, 2}, order, docs), 0);
+  }
+  expect_same(whole, run_stages(c, batches, {1, 1, 1, 1}, Order::kInterleaved, docs), 0);
+  // A later stage without the inputs cannot tell where documents end.
+  ModelParallel later;
+  later.chunk = {2, 2, false, true};
+  auto m = Transformer::create(c, 11, later);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE((*m)->set_document_mask(docs).ok());
+  std::vector<float> act(static_cast<size_t>((*m)->stage_activation_elements(kB, kT)));
+  const StageBatch no_inputs{nullptr, batches[0].targets.data(), kB, kT, 1.0f};
+  auto refused = (*m)->stage_forward(0, no_inputs, act, {});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("every pipeline stage"), std::string::npos);
 }
 
 TEST(TransformerPipeline, TiedEmbeddingCopiesSumToTheWholeGradient) {

@@ -1,6 +1,7 @@
 // The Transformer as a whole: every parameter gradient against central differences of the
 // double-precision reference model (tests/model/reference_model.h) for a dense, an MoE (with a
-// shared expert), a parallel-block and a sliding-window config; bitwise determinism; gradient
+// shared expert), a parallel-block and a sliding-window config, and with document masking
+// (per-document positions, with a window); bitwise determinism; gradient
 // accumulation; backward hooks; parameter names, initialization and counts; and the refusal of
 // bad configs and bad batches.
 //
@@ -107,14 +108,25 @@ std::vector<int64_t> sample_indices(int64_t n, int64_t count, uint64_t seed) {
   return {picked.begin(), picked.end()};
 }
 
-void check_gradients(const config::ModelConfig& c) {
+// Rows of several documents: row 0 ends documents at positions 2, 3 (a one-token document) and
+// 5, row 1 at position 4.
+Batch with_documents(Batch b, int32_t eod) {
+  for (int64_t at : {2, 3, 5}) b.inputs[at] = eod;
+  b.inputs[b.T + 4] = eod;
+  return b;
+}
+
+void check_gradients(const config::ModelConfig& c, const DocumentMask& docs = {}) {
   auto model = make_model(c);
   randomize(*model, 11);
-  const Batch batch = make_batch(c.vocab_size, 5);
+  ASSERT_TRUE(model->set_document_mask(docs).ok());
+  const Batch batch = docs.enabled ? with_documents(make_batch(c.vocab_size, 5), docs.eod_id)
+                                   : make_batch(c.vocab_size, 5);
   auto stats = model->forward_backward(batch.inputs.data(), batch.targets.data(), batch.B,
                                        batch.T, 1.0f);
   ASSERT_TRUE(stats.ok()) << stats.status().to_string();
   test::ReferenceModel reference(c, model->parameters());
+  reference.set_documents(docs);
   const double ref_loss = reference.loss(batch.inputs, batch.targets, batch.B, batch.T, false);
   const double ours = stats->loss + c.moe.aux_loss_coef * stats->aux_loss +
                       c.moe.z_loss_coef * stats->z_loss;
@@ -154,6 +166,31 @@ TEST(TransformerGradient, ParallelBlockTiedMatchesFiniteDifferences) {
   check_gradients(tiny_parallel_tied());
 }
 TEST(TransformerGradient, SlidingWindowMatchesFiniteDifferences) { check_gradients(tiny_window()); }
+TEST(TransformerGradient, DocumentMaskMatchesFiniteDifferences) {
+  check_gradients(tiny_dense(), {true, false, 3});
+}
+TEST(TransformerGradient, DocumentPositionsMatchFiniteDifferences) {
+  check_gradients(tiny_dense(), {true, true, 3});
+}
+TEST(TransformerGradient, DocumentPositionsWithSlidingWindowMatchFiniteDifferences) {
+  check_gradients(tiny_window(), {true, true, 3});
+}
+TEST(TransformerGradient, DocumentMaskParallelBlockMoeMatchesFiniteDifferences) {
+  config::ModelConfig c = tiny_moe();
+  c.parallel_block = true;
+  check_gradients(c, {true, true, 3});
+}
+
+TEST(Transformer, RefusesDocumentMasksItCannotApply) {
+  auto model = make_model(tiny_dense());
+  const Status positions_alone = model->set_document_mask({false, true, 3});
+  EXPECT_EQ(positions_alone.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(positions_alone.message().find("train.document_mask"), std::string::npos);
+  const Status outside = model->set_document_mask({true, false, 23});
+  EXPECT_NE(outside.message().find("model.vocab_size (23)"), std::string::npos)
+      << outside.to_string();
+  EXPECT_FALSE(model->document_mask().enabled);
+}
 
 TEST(Transformer, LogitsMatchReference) {
   const config::ModelConfig c = tiny_moe();

@@ -1,7 +1,8 @@
 // Tensor parallelism of the whole model, specified by equivalence with the single-process
 // model: for every tp in {2, 4} that divides the world (consecutive ranks form a tp group, as
 // in the Mesh), over dense (tied and untied), grouped-query, MoE with a shared expert, the
-// parallel block, a sliding window and a vocabulary tp does not divide (padded), with
+// parallel block, a sliding window, document masking (with per-document positions, a window,
+// grouped-query heads) and a vocabulary tp does not divide (padded), with
 // sequence parallelism on and off and every parallel.recompute mode:
 //   - the loss and every global gradient assembled from the tp shards at step 0 are within
 //     1e-5 (relative to the tensor's scale) of the single-process model's;
@@ -30,7 +31,10 @@ using config::Recompute;
 struct Case {
   std::string name;
   ModelConfig model;
+  DocumentMask docs = {};
 };
+
+constexpr int32_t kEod = 1;
 
 ModelConfig base_model() {
   ModelConfig c;
@@ -71,6 +75,8 @@ std::vector<Case> cases() {
   window.sliding_window = 3;
   window.tie_embeddings = true;
   out.push_back({"sliding_window", window});
+  out.push_back({"document_mask_window_positions", window, {true, true, kEod}});
+  out.push_back({"document_mask_grouped_query", gqa, {true, false, kEod}});
   return out;
 }
 
@@ -80,7 +86,8 @@ struct Batch {
   std::vector<int32_t> inputs, targets;
 };
 
-Batch make_batch(int64_t vocab, int step) {
+// With document masking, rows end documents at a few positions that move with the step.
+Batch make_batch(int64_t vocab, int step, const DocumentMask& docs = {}) {
   Batch b;
   for (int64_t i = 0; i < kB * kT; ++i) {
     const uint64_t index = static_cast<uint64_t>(step * 1000 + i);
@@ -88,6 +95,11 @@ Batch make_batch(int64_t vocab, int step) {
                        static_cast<int32_t>(vocab));
     b.targets.push_back(static_cast<int32_t>(uniform(7, stream_id("targets"), index) * vocab) %
                         static_cast<int32_t>(vocab));
+  }
+  if (docs.enabled) {
+    for (int64_t at : {int64_t{step % 3 + 1}, int64_t{5}, kT + int64_t{step % 4 + 2}}) {
+      b.inputs[static_cast<size_t>(at)] = docs.eod_id;
+    }
   }
   return b;
 }
@@ -167,10 +179,11 @@ TEST_F(TransformerTp, EqualsTheSingleProcessModel) {
   for (const Case& c : cases()) {
     auto ref = Transformer::create(c.model, 11);
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    ASSERT_TRUE((*ref)->set_document_mask(c.docs).ok());
     std::vector<double> ref_losses;
     std::vector<std::vector<float>> ref_grads;
     for (int step = 0; step < 5; ++step) {
-      const Batch b = make_batch(c.model.vocab_size, step);
+      const Batch b = make_batch(c.model.vocab_size, step, c.docs);
       auto loss = (*ref)->forward_backward(b.inputs.data(), b.targets.data(), kB, kT, 1.0f);
       ASSERT_TRUE(loss.ok());
       ref_losses.push_back(loss->loss + c.model.moe.aux_loss_coef * loss->aux_loss);
@@ -192,8 +205,9 @@ TEST_F(TransformerTp, EqualsTheSingleProcessModel) {
           const int chunks = rc == Recompute::kSelective ? 3 : 1;
           auto m = Transformer::create(c.model, 11, {tp_comm.get(), sp, rc, chunks, {}, {}, nullptr, false});
           ASSERT_TRUE(m.ok()) << what << ": " << m.status().to_string();
+          ASSERT_TRUE((*m)->set_document_mask(c.docs).ok());
           for (int step = 0; step < 5; ++step) {
-            const Batch b = make_batch(c.model.vocab_size, step);
+            const Batch b = make_batch(c.model.vocab_size, step, c.docs);
             auto loss = (*m)->forward_backward(b.inputs.data(), b.targets.data(), kB, kT, 1.0f);
             ASSERT_TRUE(loss.ok()) << what << ": " << loss.status().to_string();
             expect_loss_close(loss->loss + c.model.moe.aux_loss_coef * loss->aux_loss,

@@ -64,6 +64,26 @@ inline Vec rope(const Vec& x, int64_t b, int64_t t, int64_t heads, int64_t hd, d
   return out;
 }
 
+// x: (n, heads, hd), token i rotated by positions[i].
+inline Vec rope_at(const Vec& x, const std::vector<int64_t>& positions, int64_t heads, int64_t hd,
+                   double theta) {
+  Vec out(x.size());
+  const int64_t half = hd / 2;
+  for (size_t token = 0; token < positions.size(); ++token) {
+    const double pos = static_cast<double>(positions[token]);
+    for (int64_t h = 0; h < heads; ++h) {
+      const double* v = x.data() + (static_cast<int64_t>(token) * heads + h) * hd;
+      double* o = out.data() + (static_cast<int64_t>(token) * heads + h) * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = pos * std::pow(theta, -2.0 * i / hd);
+        o[i] = v[i] * std::cos(angle) - v[i + half] * std::sin(angle);
+        o[i + half] = v[i + half] * std::cos(angle) + v[i] * std::sin(angle);
+      }
+    }
+  }
+  return out;
+}
+
 struct AttentionDims {
   int64_t b, t, heads, kv_heads, hd, window;
 };
@@ -92,6 +112,56 @@ inline Vec attention(const Vec& q, const Vec& k, const Vec& v, const AttentionDi
         for (int64_t j = 0; j <= i; ++j) {
           const double* vj = v.data() + ((b * s.t + j) * s.kv_heads + g) * s.hd;
           for (int64_t d = 0; d < s.hd; ++d) o[d] += scores[j] / sum * vj[d];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct MaskedAttentionDims {
+  int64_t b, tq, tk, heads, kv_heads, hd, window;
+};
+
+// The general mask of ops/attention.h: query i of row b (global index qi[b * tq + i], document
+// qd[...]) sees key j (ki, kd) iff ki <= qi, ki > qi - window when window > 0, and kd == qd
+// when document ids are given (empty vectors: none). q: (b, tq, heads, hd), k, v: (b, tk,
+// kv_heads, hd) -> (b, tq, heads, hd); lse (b, heads, tq) when asked for. A row that sees no
+// key gives zeros and lse -inf.
+inline Vec masked_attention(const Vec& q, const Vec& k, const Vec& v, const MaskedAttentionDims& s,
+                            const std::vector<int64_t>& qi, const std::vector<int64_t>& ki,
+                            const std::vector<int64_t>& qd, const std::vector<int64_t>& kd,
+                            Vec* lse = nullptr) {
+  Vec out(q.size(), 0.0);
+  if (lse != nullptr) lse->assign(static_cast<size_t>(s.b * s.heads * s.tq), -INFINITY);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.hd));
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t g = h / (s.heads / s.kv_heads);
+      for (int64_t i = 0; i < s.tq; ++i) {
+        const int64_t qn = b * s.tq + i;
+        const double* qv = q.data() + (qn * s.heads + h) * s.hd;
+        Vec scores(s.tk, -INFINITY);
+        bool any = false;
+        for (int64_t j = 0; j < s.tk; ++j) {
+          const int64_t kn = b * s.tk + j;
+          if (ki[kn] > qi[qn] || (s.window > 0 && ki[kn] <= qi[qn] - s.window)) continue;
+          if (!qd.empty() && kd[kn] != qd[qn]) continue;
+          const double* kv = k.data() + (kn * s.kv_heads + g) * s.hd;
+          double dot = 0;
+          for (int64_t d = 0; d < s.hd; ++d) dot += qv[d] * kv[d];
+          scores[j] = dot * scale;
+          any = true;
+        }
+        if (!any) continue;
+        const double m = *std::max_element(scores.begin(), scores.end());
+        double sum = 0;
+        for (double& x : scores) sum += (x = std::exp(x - m));
+        if (lse != nullptr) (*lse)[(b * s.heads + h) * s.tq + i] = m + std::log(sum);
+        double* o = out.data() + (qn * s.heads + h) * s.hd;
+        for (int64_t j = 0; j < s.tk; ++j) {
+          const double* vv = v.data() + ((b * s.tk + j) * s.kv_heads + g) * s.hd;
+          for (int64_t d = 0; d < s.hd; ++d) o[d] += scores[j] / sum * vv[d];
         }
       }
     }
