@@ -8,6 +8,11 @@
 namespace ms::plan {
 
 Result<Layout> layout_of(const config::RunConfig& config, int world_size) {
+  if (config.parallel.cp > 1) {
+    return InvalidArgument("parallel.cp (" + std::to_string(config.parallel.cp) +
+                           ") is not modelled by ms-train plan yet: predict the layout at "
+                           "parallel.cp=1 (docs/plan.md, Limits)");
+  }
   MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(config, world_size));
   const config::ParallelConfig& p = config.parallel;
   Layout l;
@@ -38,6 +43,7 @@ config::RunConfig apply_layout(const config::RunConfig& config, const Layout& l)
   c.parallel.recompute = l.recompute;
   c.parallel.sequence_parallel = l.sequence_parallel;
   c.parallel.loaders = 0;
+  c.parallel.cp = 1;  // context parallelism is not in the search yet (docs/plan.md)
   c.train.micro_batch = l.micro_batch;
   return c;
 }
@@ -68,6 +74,7 @@ std::vector<std::string> set_flags(const Layout& l) {
       "parallel.recompute=" + std::string(config::enum_to_name(l.recompute)),
       "parallel.sequence_parallel=" + std::string(l.sequence_parallel ? "true" : "false"),
       "parallel.loaders=0",
+      "parallel.cp=1",
       "train.micro_batch=" + std::to_string(l.micro_batch),
   };
   return flags;

@@ -30,7 +30,7 @@ struct Layout {
 Result<Layout> layout_of(const config::RunConfig& config, int world_size);
 
 // `config` with `layout` applied (parallel.* and train.micro_batch; pp_layers cleared, an even
-// split).
+// split; parallel.cp 1 and no loader ranks).
 config::RunConfig apply_layout(const config::RunConfig& config, const Layout& layout);
 
 // OK when the trainer accepts `layout` for `config` on `world_size` ranks: the world-size
