@@ -1,5 +1,5 @@
 // ms-train: trains with no subcommand, as one process or under `mpirun -np N` (N = dp x
-// parallel.tp model ranks + parallel.loaders). --dry-run resolves and validates a config without
+// parallel.tp model ranks + parallel.loaders); `ms-train plan` (plan.cc) chooses a layout. --dry-run resolves and validates a config without
 // starting MPI and prints it with its parallel layout (--ranks N plans for N ranks);
 // --config-help prints the config reference. The loop itself is ms::train::Trainer.
 #include <csignal>
@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cmd/common/mpi_world.h"
+#include "cmd/common/registry.h"
 #include "cmd/common/tool.h"
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   ms::cli::Tool tool("ms-train",
                      "ms-train: train dense and MoE transformers with data parallelism (ZeRO-1) "
                      "and tensor/sequence parallelism over MPI; run under `mpirun -np N` for N = "
-                     "dp x parallel.tp ranks");
+                     "dp x parallel.tp ranks; `ms-train plan` chooses the parallel layout");
   TrainOptions opts;
   CLI::App& app = tool.app();
   ms::cli::add_config_options(&app, &opts.config_path, &opts.sets);
@@ -114,5 +115,6 @@ int main(int argc, char** argv) {
                "List every config key with its type, default and meaning, then exit");
   treat_user_signals_as_term();
   tool.set_default_action([&opts] { return train(opts); });
+  ms::cli::add_registered_commands(tool);
   return tool.run(argc, argv);
 }

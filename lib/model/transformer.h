@@ -336,6 +336,23 @@ struct ParameterSpec {
 };
 Result<std::vector<ParameterSpec>> parameter_specs(const config::ModelConfig& config);
 
+// Transformer::activation_bytes and flops_per_token as pure functions of the config and one
+// rank's local sizes, for planners that never allocate the model (ms-train plan). The members
+// call these, so the planner and the trainer's start-up line use one formula.
+struct ActivationDims {
+  int tp = 1;
+  bool sequence_parallel = false;  // counts only with tp > 1
+  int64_t heads = 0, kv_heads = 0;  // local query and key/value heads
+  int64_t d_ff = 0, shared_d_ff = 0;  // local hidden widths
+  int64_t vocab_rows = 0;  // vocabulary rows this rank holds (lm_head)
+  config::Recompute recompute = config::Recompute::kNone;
+  int64_t layers = 0;       // layers of this rank's chunk
+  bool last_chunk = true;   // holds the output layer and the loss
+};
+int64_t activation_bytes_of(const config::ModelConfig& config, const ActivationDims& dims,
+                            int64_t B, int64_t T);
+double training_flops_per_token(const config::ModelConfig& config, int64_t seq_len);
+
 // The configuration rules create() applies, separately so tools can refuse a config before any
 // allocation. InvalidArgument naming the key (e.g. "model.n_kv_heads") and the rule.
 Status validate_model_config(const config::ModelConfig& config);

@@ -1,0 +1,365 @@
+// Reading and writing cluster files; see cluster.h and docs/plan.md for the keys.
+#include "plan/cluster.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace ms::plan {
+namespace {
+
+// Reads one mapping, remembering which keys were read so that unknown ones are refused (a
+// misspelt key must not silently fall back to a default).
+class MapReader {
+ public:
+  MapReader(const YAML::Node& node, std::string path, const std::string& file)
+      : node_(node), path_(std::move(path)), file_(file) {}
+
+  Status check_is_map() const {
+    if (node_ && !node_.IsMap())
+      return error(path_.empty() ? "(top level)" : path_, "must be a mapping");
+    return Status::OK();
+  }
+  bool has(const std::string& key) {
+    seen_.insert(key);
+    return node_ && node_[key];
+  }
+  YAML::Node child(const std::string& key) {
+    seen_.insert(key);
+    return node_ ? node_[key] : YAML::Node();
+  }
+  std::string key(const std::string& k) const { return path_.empty() ? k : path_ + "." + k; }
+
+  Result<double> number(const std::string& k, bool required, double fallback, double min_value) {
+    if (!has(k)) {
+      if (required) return error(key(k), "is required");
+      return fallback;
+    }
+    double value = 0;
+    try {
+      value = node_[k].as<double>();
+    } catch (const YAML::Exception&) {
+      return error(key(k), "must be a number");
+    }
+    if (!std::isfinite(value) || value < min_value) {
+      return error(key(k),
+                   "must be at least " + format(min_value) + " (got " + format(value) + ")");
+    }
+    return value;
+  }
+  Result<int> integer(const std::string& k, bool required, int fallback, int min_value) {
+    if (!has(k)) {
+      if (required) return error(key(k), "is required");
+      return fallback;
+    }
+    int value = 0;
+    try {
+      value = node_[k].as<int>();
+    } catch (const YAML::Exception&) {
+      return error(key(k), "must be an integer");
+    }
+    if (value < min_value) {
+      return error(key(k), "must be at least " + std::to_string(min_value) + " (got " +
+                               std::to_string(value) + ")");
+    }
+    return value;
+  }
+  Result<std::string> text(const std::string& k, bool required, const std::string& fallback) {
+    if (!has(k)) {
+      if (required) return error(key(k), "is required");
+      return fallback;
+    }
+    try {
+      return node_[k].as<std::string>();
+    } catch (const YAML::Exception&) {
+      return error(key(k), "must be a string");
+    }
+  }
+  Result<bool> boolean(const std::string& k, bool fallback) {
+    if (!has(k)) return fallback;
+    try {
+      return node_[k].as<bool>();
+    } catch (const YAML::Exception&) {
+      return error(key(k), "must be true or false");
+    }
+  }
+  // InvalidArgument for the first key not in `known`: checked before any value, so that a
+  // misspelt key is reported as such rather than as the missing key it was meant to be.
+  Status refuse_keys_other_than(std::initializer_list<const char*> known) const {
+    if (!node_ || !node_.IsMap()) return Status::OK();
+    for (const auto& entry : node_) {
+      const std::string k = entry.first.as<std::string>();
+      if (std::none_of(known.begin(), known.end(), [&](const char* n) { return k == n; })) {
+        return error(key(k), "is not a cluster-file key (docs/plan.md lists them)");
+      }
+    }
+    return Status::OK();
+  }
+  // InvalidArgument for the first key that was never read.
+  Status refuse_unknown() const {
+    if (!node_ || !node_.IsMap()) return Status::OK();
+    for (const auto& entry : node_) {
+      const std::string k = entry.first.as<std::string>();
+      if (!seen_.count(k))
+        return error(key(k), "is not a cluster-file key (docs/plan.md lists them)");
+    }
+    return Status::OK();
+  }
+  Status error(const std::string& key_path, const std::string& what) const {
+    return InvalidArgument(file_ + ": " + key_path + " " + what);
+  }
+  static std::string format(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return buf;
+  }
+
+ private:
+  YAML::Node node_;
+  std::string path_;
+  const std::string& file_;
+  std::set<std::string> seen_;
+};
+
+Result<Link> read_link(MapReader& parent, const std::string& name, const std::string& file) {
+  MapReader r(parent.child(name), parent.key(name), file);
+  if (!parent.has(name))
+    return r.error(parent.key(name), "is required (bandwidth_gbs, latency_us)");
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"bandwidth_gbs", "latency_us"}));
+  Link link;
+  MS_ASSIGN_OR_RETURN(link.bandwidth_gbs, r.number("bandwidth_gbs", true, 0, 1e-6));
+  MS_ASSIGN_OR_RETURN(link.latency_us, r.number("latency_us", true, 0, 0));
+  MS_RETURN_IF_ERROR(r.refuse_unknown());
+  return link;
+}
+
+Status read_gemm(MapReader& device, GemmCurve& gemm, const std::string& file) {
+  MapReader r(device.child("gemm_efficiency"), device.key("gemm_efficiency"), file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_ASSIGN_OR_RETURN(gemm.max, r.number("max", false, 1.0, 1e-6));
+  if (gemm.max > 1) return r.error(r.key("max"), "must be at most 1 (a fraction of the peak)");
+  MS_ASSIGN_OR_RETURN(gemm.half_gflop, r.number("half_gflop", false, 0, 0));
+  MS_RETURN_IF_ERROR(r.refuse_unknown());
+  const YAML::Node points = device.child("gemm_points");
+  if (!points) return Status::OK();
+  if (!points.IsSequence())
+    return r.error(device.key("gemm_points"), "must be a list of [gflop, gflop_per_s]");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string where = device.key("gemm_points") + "[" + std::to_string(i) + "]";
+    try {
+      const double f = points[i][0].as<double>(), rate = points[i][1].as<double>();
+      if (!(f > 0) || !(rate > 0) || points[i].size() != 2) throw YAML::Exception({}, "");
+      gemm.points.emplace_back(f, rate);
+    } catch (const YAML::Exception&) {
+      return r.error(where, "must be [gflop, gflop_per_s], both positive");
+    }
+  }
+  std::sort(gemm.points.begin(), gemm.points.end());
+  return Status::OK();
+}
+
+Status read_device(MapReader& top, Device& d, const std::string& file) {
+  if (!top.has("device")) return top.error("device", "is required (the device profile)");
+  MapReader r(top.child("device"), "device", file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than(
+      {"name", "dtype", "peak_tflops", "memory_bandwidth_gbs", "attention_efficiency",
+       "gemm_efficiency", "gemm_points", "measured_ops", "measured_ops_concurrent", "source"}));
+  MS_ASSIGN_OR_RETURN(d.name, r.text("name", false, "device"));
+  MS_ASSIGN_OR_RETURN(d.dtype, r.text("dtype", false, "f32"));
+  if (d.dtype != "f32" && d.dtype != "bf16" && d.dtype != "fp8") {
+    return r.error("device.dtype", "must be f32, bf16 or fp8 (got " + d.dtype + ")");
+  }
+  MapReader peaks(r.child("peak_tflops"), "device.peak_tflops", file);
+  if (!r.has("peak_tflops")) return r.error("device.peak_tflops", "is required (TFLOP/s by dtype)");
+  MS_RETURN_IF_ERROR(peaks.check_is_map());
+  for (const char* dtype : {"f32", "tf32", "bf16", "f16", "fp8"}) {
+    if (!peaks.has(dtype)) continue;
+    MS_ASSIGN_OR_RETURN(d.peak_tflops[dtype], peaks.number(dtype, true, 0, 1e-9));
+  }
+  MS_RETURN_IF_ERROR(peaks.refuse_unknown());
+  if (!d.peak_tflops.count(d.dtype)) {
+    return r.error("device.peak_tflops." + d.dtype, "is required: device.dtype is " + d.dtype);
+  }
+  MS_ASSIGN_OR_RETURN(d.memory_bandwidth_gbs, r.number("memory_bandwidth_gbs", true, 0, 1e-6));
+  MS_ASSIGN_OR_RETURN(d.attention_efficiency, r.number("attention_efficiency", false, 0.5, 1e-6));
+  MS_RETURN_IF_ERROR(read_gemm(r, d.gemm, file));
+  for (const auto& [key, table] : {std::pair<const char*, MeasuredOps*>{"measured_ops", &d.measured},
+                                   {"measured_ops_concurrent", &d.measured_concurrent}}) {
+    const YAML::Node ops = r.child(key);
+    if (!ops) continue;
+    if (!ops.IsMap()) return r.error(r.key(key), "must map op shapes to seconds");
+    for (const auto& entry : ops) {
+      try {
+        (*table)[entry.first.as<std::string>()] = entry.second.as<double>();
+      } catch (const YAML::Exception&) {
+        return r.error(r.key(key) + "." + entry.first.as<std::string>(), "must be seconds");
+      }
+    }
+  }
+  r.has("source");
+  return r.refuse_unknown();
+}
+
+}  // namespace
+
+double Cluster::peak_flops() const { return device.peak_tflops.at(device.dtype) * 1e12; }
+
+Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(source + ":" + std::to_string(e.mark.line + 1) + ": not YAML: " + e.msg);
+  }
+  Cluster c;
+  c.source = source;
+  MapReader top(root, "", source);
+  if (!root.IsMap()) return top.error("(top level)", "must be a mapping of cluster keys");
+  MS_RETURN_IF_ERROR(top.refuse_keys_other_than(
+      {"name", "ranks", "ranks_per_node", "devices_per_node", "concurrency_efficiency",
+       "memory_per_rank_gib", "runtime_overhead_mib", "overlap_dp", "step_overhead_ms", "device",
+       "links", "source"}));
+  MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
+  MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
+  MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
+  MS_ASSIGN_OR_RETURN(c.devices_per_node,
+                      top.integer("devices_per_node", false, c.ranks_per_node, 1));
+  MS_ASSIGN_OR_RETURN(c.concurrency_efficiency,
+                      top.number("concurrency_efficiency", false, 1, 1e-3));
+  if (c.concurrency_efficiency > 1) {
+    return top.error("concurrency_efficiency",
+                     "must be at most 1 (a fraction of one rank's speed alone)");
+  }
+  MS_ASSIGN_OR_RETURN(c.memory_per_rank_gib, top.number("memory_per_rank_gib", true, 0, 1e-6));
+  MS_ASSIGN_OR_RETURN(c.runtime_overhead_mib, top.number("runtime_overhead_mib", false, 0, 0));
+  MS_ASSIGN_OR_RETURN(c.overlap_dp, top.boolean("overlap_dp", false));
+  MS_ASSIGN_OR_RETURN(c.step_overhead_ms, top.number("step_overhead_ms", false, 0, 0));
+  MS_RETURN_IF_ERROR(read_device(top, c.device, source));
+  if (!top.has("links")) return top.error("links", "is required (intra_node, inter_node)");
+  MapReader links(top.child("links"), "links", source);
+  MS_RETURN_IF_ERROR(links.check_is_map());
+  MS_RETURN_IF_ERROR(links.refuse_keys_other_than({"intra_node", "inter_node"}));
+  MS_ASSIGN_OR_RETURN(c.intra_node, read_link(links, "intra_node", source));
+  if (links.has("inter_node")) {
+    MS_ASSIGN_OR_RETURN(c.inter_node, read_link(links, "inter_node", source));
+  } else if (c.ranks > c.ranks_per_node) {
+    return links.error("links.inter_node", "is required: ranks (" + std::to_string(c.ranks) +
+                                               ") span more than one node of " +
+                                               std::to_string(c.ranks_per_node));
+  } else {
+    c.inter_node = c.intra_node;
+  }
+  MS_RETURN_IF_ERROR(links.refuse_unknown());
+  top.has("source");
+  MS_RETURN_IF_ERROR(top.refuse_unknown());
+  return c;
+}
+
+Result<Cluster> load_cluster(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("no cluster file at " + path + " (see configs/clusters/)");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IOError("reading cluster file " + path);
+  return cluster_from_yaml_text(text.str(), path);
+}
+
+std::string cluster_to_yaml(const Cluster& c) {
+  YAML::Emitter out;
+  out.SetDoublePrecision(6);
+  out << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << c.name;
+  out << YAML::Key << "ranks" << YAML::Value << c.ranks;
+  out << YAML::Key << "ranks_per_node" << YAML::Value << c.ranks_per_node;
+  out << YAML::Key << "devices_per_node" << YAML::Value << c.devices_per_node;
+  out << YAML::Key << "concurrency_efficiency" << YAML::Value << c.concurrency_efficiency;
+  out << YAML::Key << "memory_per_rank_gib" << YAML::Value << c.memory_per_rank_gib;
+  out << YAML::Key << "runtime_overhead_mib" << YAML::Value << c.runtime_overhead_mib;
+  out << YAML::Key << "overlap_dp" << YAML::Value << c.overlap_dp;
+  out << YAML::Key << "step_overhead_ms" << YAML::Value << c.step_overhead_ms;
+  out << YAML::Key << "device" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "name" << YAML::Value << c.device.name;
+  out << YAML::Key << "dtype" << YAML::Value << c.device.dtype;
+  out << YAML::Key << "peak_tflops" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  for (const auto& [dtype, v] : c.device.peak_tflops) out << YAML::Key << dtype << YAML::Value << v;
+  out << YAML::EndMap;
+  out << YAML::Key << "memory_bandwidth_gbs" << YAML::Value << c.device.memory_bandwidth_gbs;
+  out << YAML::Key << "attention_efficiency" << YAML::Value << c.device.attention_efficiency;
+  out << YAML::Key << "gemm_efficiency" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+      << "max" << YAML::Value << c.device.gemm.max << YAML::Key << "half_gflop" << YAML::Value
+      << c.device.gemm.half_gflop << YAML::EndMap;
+  if (!c.device.gemm.points.empty()) {
+    out << YAML::Key << "gemm_points" << YAML::Value << YAML::BeginSeq;
+    for (const auto& [f, rate] : c.device.gemm.points) {
+      out << YAML::Flow << YAML::BeginSeq << f << rate << YAML::EndSeq;
+    }
+    out << YAML::EndSeq;
+  }
+  for (const auto& [key, table] :
+       {std::pair<const char*, const MeasuredOps*>{"measured_ops", &c.device.measured},
+        {"measured_ops_concurrent", &c.device.measured_concurrent}}) {
+    if (table->empty()) continue;
+    out << YAML::Key << key << YAML::Value << YAML::BeginMap;
+    for (const auto& [op, s] : *table) out << YAML::Key << op << YAML::Value << s;
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  out << YAML::Key << "links" << YAML::Value << YAML::BeginMap;
+  for (const auto& [name, link] :
+       {std::pair<const char*, Link>{"intra_node", c.intra_node}, {"inter_node", c.inter_node}}) {
+    out << YAML::Key << name << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "bandwidth_gbs" << YAML::Value << link.bandwidth_gbs << YAML::Key << "latency_us"
+        << YAML::Value << link.latency_us << YAML::EndMap;
+  }
+  out << YAML::EndMap << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+Status apply_diagnose_check(const std::string& path, Cluster& cluster) {
+  std::ifstream in(path);
+  if (!in) return NotFound("no ms-diagnose check JSON at " + path);
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgument(path + ": not JSON (" + e.what() +
+                           "); pass `ms-diagnose check --json` output");
+  }
+  if (!doc.contains("collectives") || !doc["collectives"].is_array() || !doc.contains("ranks")) {
+    return InvalidArgument(
+        path + ": no \"collectives\" and \"ranks\": not `ms-diagnose check --json` output");
+  }
+  std::set<std::string> hosts;
+  for (const auto& r : doc["ranks"]) hosts.insert(r.value("host", ""));
+  for (const auto& c : doc["collectives"]) {
+    if (c.value("collective", "") != "all_reduce") continue;
+    double small_time = -1, big_bw = 0;
+    int64_t small = INT64_MAX, big = 0;
+    for (const auto& row : c["rows"]) {
+      const auto& p = row["out_of_place"];
+      if (p.is_null()) continue;
+      const int64_t size = row.value("size", int64_t{0});
+      if (size < small) small = size, small_time = p.value("time_us", -1.0);
+      if (size > big) big = size, big_bw = p.value("busbw_gbs", 0.0);
+    }
+    if (big_bw <= 0 || small_time < 0) break;
+    const int n = static_cast<int>(doc["ranks"].size());
+    Link link{big_bw, small_time / std::max(1, 2 * (n - 1))};
+    (hosts.size() > 1 ? cluster.inter_node : cluster.intra_node) = link;
+    return Status::OK();
+  }
+  return InvalidArgument(path +
+                         ": no all_reduce rows with measured times (run `ms-diagnose check "
+                         "--json` with the all_reduce collective)");
+}
+
+}  // namespace ms::plan

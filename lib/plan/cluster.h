@@ -1,0 +1,84 @@
+// The cluster file of `ms-train plan` (docs/plan.md): how many ranks a job gets, how they sit on
+// nodes, how much memory each has, and what the hardware does: a device profile (peak FLOP/s
+// per dtype with an efficiency curve, memory bandwidth, intra- and inter-node link bandwidth and
+// latency), optionally with op times measured at the exact shapes (`ms-train plan --profile`).
+// Every error names the key and the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ms::plan {
+
+// One link class, as the busbw model of nccl-tests sees it: a collective of b bytes over n ranks
+// takes latency * steps + b * factor(n) / bandwidth (comm_cost.h).
+struct Link {
+  double bandwidth_gbs = 0;  // bus bandwidth a collective sustains, 1e9 bytes/s
+  double latency_us = 0;     // per algorithm step
+};
+
+// GEMM efficiency against flops: max * f / (f + half_gflop), f in GFLOP (1e9) per call; or,
+// where measured, points (GFLOP per call, GFLOP/s achieved) interpolated in log f.
+struct GemmCurve {
+  double max = 1.0;
+  double half_gflop = 0;
+  std::vector<std::pair<double, double>> points;  // ascending in GFLOP
+};
+
+// An op measured at one shape: "gemm MxNxK" or "attn_fwd/attn_bwd BxTxHxKVxHD", seconds per call.
+using MeasuredOps = std::map<std::string, double>;
+
+struct Device {
+  std::string name;
+  // The dtype the GEMMs run in: f32 (weights, activations f32), bf16, or fp8 (GEMMs at the fp8
+  // peak; weights and activations held in bf16, as Transformer Engine does).
+  std::string dtype = "f32";
+  std::map<std::string, double> peak_tflops;  // by dtype
+  double memory_bandwidth_gbs = 0;
+  GemmCurve gemm;
+  double attention_efficiency = 0.5;  // attention's fraction of the GEMM rate at its shape
+  MeasuredOps measured;               // --profile: exact shapes, one rank alone
+  // The same shapes timed with every rank of the node running them at once (shared caches and
+  // memory bandwidth): used when a job has more than one rank on a node.
+  MeasuredOps measured_concurrent;
+};
+
+struct Cluster {
+  std::string source;  // the file it came from
+  std::string name;
+  int ranks = 0;
+  int ranks_per_node = 0;
+  int devices_per_node = 0;  // ranks beyond this on a node share the devices (oversubscribed)
+  // A rank's speed while every rank of the node computes, against one rank alone (shared memory
+  // bandwidth and caches, clocks, other tenants of the machine); 1 for dedicated devices.
+  double concurrency_efficiency = 1;
+  double memory_per_rank_gib = 0;
+  double runtime_overhead_mib = 0;  // a process's own memory (MPI, BLAS, buffers), not the model's
+  bool overlap_dp = false;          // the dp gradient reduction overlaps the backward
+  double step_overhead_ms = 0;      // fixed per-step cost outside the model (loader, logging)
+  Device device;
+  Link intra_node, inter_node;
+
+  double peak_flops() const;  // per device, in the compute dtype
+  int bytes_per_element() const { return device.dtype == "f32" ? 4 : 2; }
+};
+
+// Parses the cluster file at `path`. NotFound/IOError for the file; InvalidArgument naming the
+// file and the key for a missing, mistyped or out-of-range value, or an unknown key.
+Result<Cluster> load_cluster(const std::string& path);
+Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string& source);
+
+// The cluster as YAML that cluster_from_yaml_text reads back (what --profile writes).
+std::string cluster_to_yaml(const Cluster& cluster);
+
+// Replaces the link figures with those measured by `ms-diagnose check --json` (file `path`): the
+// all_reduce rows give the bus bandwidth (largest size) and the latency (smallest size); they
+// go to the intra-node link when the check ran within one node, else to the inter-node link.
+Status apply_diagnose_check(const std::string& path, Cluster& cluster);
+
+}  // namespace ms::plan

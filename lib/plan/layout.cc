@@ -1,0 +1,97 @@
+// Layouts as config values and flags; see layout.h.
+#include "plan/layout.h"
+
+#include "model/transformer.h"
+#include "parallel/tp_layout.h"
+#include "train/run_checks.h"
+
+namespace ms::plan {
+
+Result<Layout> layout_of(const config::RunConfig& config, int world_size) {
+  if (config.parallel.cp > 1) {
+    return InvalidArgument("parallel.cp (" + std::to_string(config.parallel.cp) +
+                           ") is not modelled by ms-train plan yet: predict the layout at "
+                           "parallel.cp=1 (docs/plan.md, Limits)");
+  }
+  MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(config, world_size));
+  const config::ParallelConfig& p = config.parallel;
+  Layout l;
+  l.dp = dp;
+  l.tp = static_cast<int>(p.tp);
+  l.pp = static_cast<int>(p.pp);
+  l.vpp = static_cast<int>(p.vpp);
+  l.ep = static_cast<int>(p.ep);
+  l.schedule = p.schedule;
+  l.micro_batch = config.train.micro_batch;
+  l.zero = p.zero == 1;
+  l.recompute = p.recompute;
+  l.sequence_parallel = p.sequence_parallel;
+  MS_RETURN_IF_ERROR(check_layout(config, l, world_size));
+  return l;
+}
+
+config::RunConfig apply_layout(const config::RunConfig& config, const Layout& l) {
+  config::RunConfig c = config;
+  c.parallel.dp = l.dp;
+  c.parallel.tp = l.tp;
+  c.parallel.pp = l.pp;
+  c.parallel.vpp = l.vpp;
+  c.parallel.ep = l.ep;
+  c.parallel.schedule = l.schedule;
+  c.parallel.pp_layers.clear();
+  c.parallel.zero = l.zero ? 1 : 0;
+  c.parallel.recompute = l.recompute;
+  c.parallel.sequence_parallel = l.sequence_parallel;
+  c.parallel.loaders = 0;
+  c.parallel.cp = 1;  // context parallelism is not in the search yet (docs/plan.md)
+  c.train.micro_batch = l.micro_batch;
+  return c;
+}
+
+Status check_layout(const config::RunConfig& config, const Layout& l, int world_size) {
+  const config::RunConfig c = apply_layout(config, l);
+  MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(c, world_size));
+  if (dp != l.dp) {
+    return InvalidArgument("dp " + std::to_string(l.dp) + " does not fill " +
+                           std::to_string(world_size) + " ranks at tp " + std::to_string(l.tp) +
+                           ", pp " + std::to_string(l.pp));
+  }
+  const config::ModelConfig& m = c.model;
+  MS_RETURN_IF_ERROR(
+      parallel::check_tp_model({m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, l.tp));
+  return model::validate_model_config(m);
+}
+
+std::vector<std::string> set_flags(const Layout& l) {
+  std::vector<std::string> flags = {
+      "parallel.dp=" + std::to_string(l.dp),
+      "parallel.tp=" + std::to_string(l.tp),
+      "parallel.pp=" + std::to_string(l.pp),
+      "parallel.vpp=" + std::to_string(l.vpp),
+      "parallel.schedule=" + l.schedule,
+      "parallel.ep=" + std::to_string(l.ep),
+      "parallel.zero=" + std::to_string(l.zero ? 1 : 0),
+      "parallel.recompute=" + std::string(config::enum_to_name(l.recompute)),
+      "parallel.sequence_parallel=" + std::string(l.sequence_parallel ? "true" : "false"),
+      "parallel.loaders=0",
+      "parallel.cp=1",
+      "train.micro_batch=" + std::to_string(l.micro_batch),
+  };
+  return flags;
+}
+
+std::string layout_name(const Layout& l) {
+  std::string s =
+      "dp" + std::to_string(l.dp) + " tp" + std::to_string(l.tp) + " pp" + std::to_string(l.pp);
+  if (l.vpp > 1) s += " vpp" + std::to_string(l.vpp);
+  if (l.ep > 1) s += " ep" + std::to_string(l.ep);
+  if (l.pp > 1) s += " " + l.schedule;
+  s += " mb" + std::to_string(l.micro_batch);
+  s += l.zero ? " zero1" : " zero0";
+  if (l.recompute != config::Recompute::kNone)
+    s += " rc-" + std::string(config::enum_to_name(l.recompute));
+  if (l.tp > 1 && !l.sequence_parallel) s += " no-sp";
+  return s;
+}
+
+}  // namespace ms::plan

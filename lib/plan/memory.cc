@@ -1,0 +1,162 @@
+// Per-rank memory of a layout; see memory.h.
+#include "plan/memory.h"
+
+#include <algorithm>
+
+#include "model/transformer.h"
+#include "parallel/pp_placement.h"
+#include "parallel/pp_schedule.h"
+#include "parallel/tp_layout.h"
+#include "parallel/tp_shards.h"
+#include "train/layout_report.h"
+#include "train/run_checks.h"
+
+namespace ms::plan {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+bool is_routed_expert(const std::string& name) {
+  return name.find(".experts.") != std::string::npos;
+}
+
+}  // namespace
+
+Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config, const Layout& l) {
+  const config::RunConfig c = apply_layout(config, l);
+  std::vector<RankElements> out(static_cast<size_t>(l.pp));
+  MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs,
+                      model::parameter_specs(c.model));
+  for (const model::ParameterSpec& p : specs) {
+    MS_ASSIGN_OR_RETURN(const comm::ShardSpec shard,
+                        parallel::tp_shard(p.name, p.global_shape, l.tp, 0));
+    std::vector<int> ranks = {0};
+    if (l.pp > 1 || l.vpp > 1) {
+      MS_ASSIGN_OR_RETURN(
+          ranks, parallel::pp_ranks_holding(p.name, c.model.n_layers, c.model.tie_embeddings, l.pp,
+                                            l.vpp, c.parallel.pp_layers));
+    }
+    for (int r : ranks) {
+      if (is_routed_expert(p.name)) {
+        out[static_cast<size_t>(r)].expert += shard.numel() / l.ep;
+      } else {
+        out[static_cast<size_t>(r)].dense += shard.numel();
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// Zero-bubble defers each linear layer's weight-gradient GEMM dW += dy^T x with copies of x and
+// dy (model/model_impl.h, DeferredGemm) until its W pass: per layer and micro-batch, the inputs
+// of q, k, v, o, gate, up and down and their output gradients, and lm_head's on the last stage.
+// Routed experts compute their weight gradients at once and keep nothing.
+double deferred_weight_grad_bytes(const config::RunConfig& c, const Layout& l,
+                                  const train::PipelineLayout& pipeline, int r) {
+  if (l.schedule != "zero-bubble") return 0;
+  const config::ModelConfig& m = c.model;
+  const double N = static_cast<double>(l.micro_batch * c.train.seq_len),
+               D = static_cast<double>(m.d_model);
+  const double hd = static_cast<double>(m.d_model / m.n_heads);
+  const double q = static_cast<double>(m.n_heads / l.tp) * hd,
+               kv = static_cast<double>(m.n_kv_heads / l.tp) * hd;
+  const double ff = m.moe.num_experts > 0 ? static_cast<double>(m.moe.shared_expert_d_ff / l.tp)
+                                          : static_cast<double>(m.d_ff / l.tp);
+  const double per_layer = N * (4 * D + 2 * q + 2 * kv + (ff > 0 ? 3 * D + 3 * ff : 0));
+  double floats = 0;
+  const size_t stages = pipeline.stages.size();
+  for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
+    floats += per_layer * static_cast<double>(pipeline.stages[s].count);
+    if (s + 1 == stages) {
+      floats += N * (D + static_cast<double>(parallel::padded_vocab(m.vocab_size, l.tp) / l.tp));
+    }
+  }
+  return 4.0 * floats;
+}
+
+// Activation bytes of pipeline rank r: its chunks' activation_bytes_of, times the micro-batches
+// in flight, as the trainer's start-up line counts them.
+Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
+                                const train::PipelineLayout& pipeline, int r) {
+  const config::ModelConfig& m = c.model;
+  MS_ASSIGN_OR_RETURN(const parallel::VocabShard vocab,
+                      parallel::vocab_shard(m.vocab_size, l.tp, 0));
+  model::ActivationDims dims{.tp = l.tp,
+                             .sequence_parallel = l.sequence_parallel,
+                             .heads = m.n_heads / l.tp,
+                             .kv_heads = m.n_kv_heads / l.tp,
+                             .d_ff = m.d_ff / l.tp,
+                             .shared_d_ff = m.moe.shared_expert_d_ff / l.tp,
+                             .vocab_rows = std::max<int64_t>(0, vocab.real_end() - vocab.begin),
+                             .recompute = l.recompute,
+                             .layers = 0,
+                             .last_chunk = false};
+  const size_t stages = pipeline.stages.size();
+  double total = 0, largest = 0;
+  for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
+    dims.layers = pipeline.stages[s].count;
+    dims.last_chunk = s + 1 == stages;
+    const double chunk =
+        static_cast<double>(model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
+    total += chunk;
+    largest = std::max(largest, chunk);
+  }
+  if (l.pp == 1) return total;
+  // pp_peak_in_flight counts (micro-batch, chunk) pairs between forward and backward, each
+  // holding one chunk's activations: the largest chunk's, to stay on the safe side. (The
+  // trainer's start-up line multiplies the sum over chunks instead, which over-counts by up to
+  // vpp under the interleaved schedule.)
+  const int in_flight = parallel::pp_peak_in_flight(pipeline.schedule, r);
+  const double per_pair = l.vpp > 1 ? largest : total;
+  const double deferred = deferred_weight_grad_bytes(c, l, pipeline, r);
+  return per_pair * in_flight + deferred * in_flight;
+}
+
+}  // namespace
+
+Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, const Layout& l,
+                                            const std::vector<RankElements>& elements, int bytes,
+                                            double overhead_mib) {
+  const config::RunConfig c = apply_layout(config, l);
+  MS_ASSIGN_OR_RETURN(const train::PipelineLayout pipeline, train::check_pipeline(c, l.dp));
+  if (elements.size() != static_cast<size_t>(l.pp)) {
+    return InvalidArgument("rank_memory: elements for " + std::to_string(elements.size()) +
+                           " pipeline ranks, layout has " + std::to_string(l.pp));
+  }
+  std::vector<RankMemory> out(static_cast<size_t>(l.pp));
+  const int edp = std::max(1, l.dp / l.ep);  // expert weights are replicated over dp / ep
+  for (int r = 0; r < l.pp; ++r) {
+    RankMemory& m = out[static_cast<size_t>(r)];
+    m.pp_rank = r;
+    m.dense_elements = elements[static_cast<size_t>(r)].dense;
+    m.expert_elements = elements[static_cast<size_t>(r)].expert;
+    const train::RankMemoryPlan dense = train::rank_memory_plan(m.dense_elements, l.dp, l.zero);
+    const train::RankMemoryPlan expert = train::rank_memory_plan(m.expert_elements, edp, l.zero);
+    const double f32_weights = dense.weights_mib + expert.weights_mib;
+    m.weights_mib = f32_weights * bytes / 4.0;
+    // ZeRO-1 also holds the reduced shard of the gradients (DistributedOptimizer's grad_shard_),
+    // 1/dp of them, which rank_memory_plan (and so the trainer's start-up line) leaves out.
+    m.gradients_mib = dense.gradients_mib + expert.gradients_mib;
+    if (l.zero) m.gradients_mib += dense.gradients_mib / l.dp + expert.gradients_mib / edp;
+    m.optimizer_mib = dense.optimizer_mib + expert.optimizer_mib;
+    if (bytes == 2) {
+      // Mixed precision: an f32 master copy beside the bf16 weights, in the optimizer state
+      // (sharded with it under ZeRO-1; rank_memory_plan's ZeRO figure already counts it).
+      if (!l.zero) m.optimizer_mib += f32_weights;
+    }
+    MS_ASSIGN_OR_RETURN(const double acts, activation_bytes(c, l, pipeline, r));
+    m.activations_mib = acts * bytes / 4.0 / kMiB;
+    m.overhead_mib = overhead_mib;
+  }
+  return out;
+}
+
+const RankMemory& peak_rank(const std::vector<RankMemory>& ranks) {
+  return *std::max_element(
+      ranks.begin(), ranks.end(),
+      [](const RankMemory& a, const RankMemory& b) { return a.total_mib() < b.total_mib(); });
+}
+
+}  // namespace ms::plan

@@ -1,0 +1,48 @@
+// Peak memory of one rank under a layout, split as the trainer's start-up line splits it:
+// weights, gradients and optimizer state (train/layout_report.h's rank_memory_plan, for the
+// slice the rank holds: its tp shard, its pipeline stages, its experts under ep) and
+// activations (model::activation_bytes_of of its chunks, times the micro-batches its schedule
+// keeps in flight: parallel::pp_peak_in_flight, plus the operand copies zero-bubble keeps for its
+// deferred weight gradients). Under ZeRO-1 the gradients include the reduced 1/dp shard the
+// distributed optimizer holds besides the full gradients, which rank_memory_plan omits. Pure:
+// nothing is allocated.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "config/run_config.h"
+#include "core/status.h"
+#include "plan/layout.h"
+
+namespace ms::plan {
+
+struct RankMemory {
+  int pp_rank = 0;
+  int64_t dense_elements = 0, expert_elements = 0;  // local parameter elements
+  double weights_mib = 0, gradients_mib = 0, optimizer_mib = 0, activations_mib = 0;
+  double overhead_mib = 0;  // the cluster's runtime_overhead_mib
+  double total_mib() const {
+    return weights_mib + gradients_mib + optimizer_mib + activations_mib + overhead_mib;
+  }
+};
+
+// The local parameter elements of each pipeline rank (tp rank 0, whose slice is the largest):
+// dense and routed-expert ones apart. Depends only on tp, pp, vpp and ep, so a search computes
+// it once per such combination.
+struct RankElements {
+  int64_t dense = 0, expert = 0;
+};
+Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config,
+                                                const Layout& layout);
+
+// Per pipeline rank, for element bytes `bytes` (4: f32 everywhere, as on the CPU; 2: bf16
+// weights and activations with f32 gradients, master weights and moments, as on GPUs).
+Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, const Layout& layout,
+                                            const std::vector<RankElements>& elements, int bytes,
+                                            double overhead_mib);
+
+// The pipeline rank with the largest total.
+const RankMemory& peak_rank(const std::vector<RankMemory>& ranks);
+
+}  // namespace ms::plan

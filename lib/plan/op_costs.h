@@ -1,0 +1,66 @@
+// Per-op times of one rank: GEMMs, attention and elementwise work at the shapes a layout
+// produces, and collectives on the link its group spans. A time is measured where the cluster
+// file holds the op at that exact shape (`ms-train plan --profile --config`), else derived from
+// the device profile: GEMMs from the efficiency curve, attention as a GEMM of its FLOPs at
+// device.attention_efficiency of that rate, elementwise work from the memory bandwidth. Ranks
+// beyond the node's devices share them (an oversubscribed CPU), which slows compute by the ratio,
+// and with more than one rank on a node each runs at the cluster's concurrency_efficiency, or at
+// the op's own time measured with every rank running it (device.measured_ops_concurrent).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "plan/cluster.h"
+#include "plan/comm_cost.h"
+
+namespace ms::plan {
+
+// What-if factors: compute 2 is twice as fast compute (GEMMs, attention, memory), net 0.5 links
+// at half the bandwidth and twice the latency.
+struct Scaling {
+  double compute = 1, net = 1;
+};
+
+struct AttentionOp {
+  int64_t batch = 1, seq = 1, heads = 1, kv_heads = 1, head_dim = 1, window = 0;
+};
+
+// The names measured ops are stored under: "gemm 512x352x128" (m x n x k, row-major
+// C(m,n) = A(m,k) B(k,n)), "attn_fwd 4x128x4x4x32x0" (batch x seq x heads x kv_heads x
+// head_dim x window), "attn_bwd ...".
+std::string gemm_key(int64_t m, int64_t n, int64_t k);
+std::string attention_key(const AttentionOp& a, bool backward);
+double attention_flops(const AttentionOp& a, bool backward);
+
+class CostModel {
+ public:
+  // `ranks_on_node`: the job's ranks on one node (min(world, ranks_per_node)).
+  CostModel(const Cluster& cluster, int ranks_on_node, Scaling scaling = {});
+
+  double gemm_seconds(int64_t m, int64_t n, int64_t k) const;
+  double attention_seconds(const AttentionOp& a, bool backward) const;
+  double elementwise_seconds(double bytes) const;
+  // A collective over `n` ranks, on the inter-node link when `inter_node`.
+  double comm_seconds(Collective op, double bytes, int n, bool inter_node) const;
+
+  // The GEMM rate the curve gives for one call of `flops` FLOPs (before sharing), flop/s.
+  double curve_rate(double flops) const;
+  double compute_share() const { return share_; }
+  const Cluster& cluster() const { return cluster_; }
+
+  // While set, every op looked up is added to `keys` (what --profile then measures).
+  void record_ops(std::set<std::string>* keys) { record_ = keys; }
+
+ private:
+  double measured_or(const std::string& key, double derived) const;
+  const Cluster& cluster_;
+  double share_ = 1;
+  double oversubscription_ = 1;  // devices / ranks on a node, at most 1
+  bool concurrent_ = false;      // more than one rank on a node
+  Scaling scaling_;
+  std::set<std::string>* record_ = nullptr;
+};
+
+}  // namespace ms::plan

@@ -1,0 +1,266 @@
+// The predicted step of a layout; see predict.h.
+#include "plan/predict.h"
+
+#include <algorithm>
+#include <array>
+
+#include "model/transformer.h"
+#include "parallel/tp_layout.h"
+#include "plan/pipeline_replay.h"
+#include "train/run_checks.h"
+
+namespace ms::plan {
+namespace {
+
+// One rank's share of a layer, for a micro-batch of B sequences of T tokens.
+struct LayerShape {
+  int64_t B = 0, T = 0, N = 0, Nr = 0, D = 0, hd = 0, heads = 0, kv_heads = 0, d_ff = 0,
+          shared_d_ff = 0, experts = 0, top_k = 0, local_experts = 0, expert_rows = 0, vocab = 0,
+          window = 0;
+  bool sp = false;
+};
+
+LayerShape layer_shape(const config::RunConfig& c, const Layout& l) {
+  const config::ModelConfig& m = c.model;
+  LayerShape s;
+  s.B = l.micro_batch;
+  s.T = c.train.seq_len;
+  s.N = s.B * s.T;
+  s.sp = l.tp > 1 && l.sequence_parallel;
+  s.Nr = s.sp ? s.N / l.tp : s.N;
+  s.D = m.d_model;
+  s.hd = m.d_model / m.n_heads;
+  s.heads = m.n_heads / l.tp;
+  s.kv_heads = m.n_kv_heads / l.tp;
+  s.d_ff = m.d_ff / l.tp;
+  s.shared_d_ff = m.moe.shared_expert_d_ff / l.tp;
+  s.experts = m.moe.num_experts;
+  s.top_k = m.moe.top_k;
+  if (s.experts > 0) {
+    s.local_experts = s.experts / l.ep;
+    // Balanced routing: the N * top_k assignments of each of the ep ranks spread evenly.
+    s.expert_rows = std::max<int64_t>(1, s.N * s.top_k * l.ep / s.experts);
+  }
+  s.vocab = parallel::padded_vocab(m.vocab_size, l.tp) / l.tp;
+  s.window = m.sliding_window;
+  return s;
+}
+
+// Forward GEMMs (m, n, k) of one layer.
+std::vector<std::array<int64_t, 3>> layer_gemms(const LayerShape& s) {
+  std::vector<std::array<int64_t, 3>> g = {{s.N, s.heads * s.hd, s.D},
+                                           {s.N, s.kv_heads * s.hd, s.D},
+                                           {s.N, s.kv_heads * s.hd, s.D},
+                                           {s.N, s.D, s.heads * s.hd}};
+  auto mlp = [&](int64_t rows, int64_t f) {
+    g.push_back({rows, f, s.D});
+    g.push_back({rows, f, s.D});
+    g.push_back({rows, s.D, f});
+  };
+  if (s.experts == 0) {
+    mlp(s.N, s.d_ff);
+  } else {
+    g.push_back({s.N, s.experts, s.D});
+    for (int64_t e = 0; e < s.local_experts; ++e) mlp(s.expert_rows, s.d_ff);
+    if (s.shared_d_ff > 0) mlp(s.N, s.shared_d_ff);
+  }
+  return g;
+}
+
+// Bytes of the elementwise passes of one layer's forward (norms, rope, residuals, SwiGLU,
+// routing): each float read and written once per pass; the backward moves about twice this.
+double layer_elementwise_bytes(const LayerShape& s) {
+  const double ffn = s.experts == 0 ? 3.0 * s.N * s.d_ff
+                                    : 3.0 * s.expert_rows * s.local_experts * s.d_ff +
+                                          4.0 * s.N * s.experts + 3.0 * s.N * s.shared_d_ff;
+  return 4.0 * (12.0 * s.Nr * s.D + 4.0 * s.N * (s.heads + s.kv_heads) * s.hd + ffn);
+}
+
+AttentionOp attention_op(const LayerShape& s) {
+  return {s.B, s.T, s.heads, s.kv_heads, s.hd, s.window};
+}
+
+struct Costs {
+  ChunkTimes times;
+  // Per micro-batch, forward and backward.
+  double tp_bytes = 0, ep_bytes = 0, tp_seconds = 0, ep_seconds = 0;
+};
+
+// One micro-batch's collectives inside a layer, forward (backward is the same again):
+// tensor parallelism 2 all-reduces of (N, D), or with sequence parallelism 2 all-gathers and
+// 2 reduce-scatters; expert parallelism 2 all-to-alls of the routed rows (dispatch, combine).
+struct LayerComm {
+  double tp_seconds = 0, ep_seconds = 0, tp_bytes = 0, ep_bytes = 0;
+  double seconds() const { return tp_seconds + ep_seconds; }
+};
+
+LayerComm layer_comm(const CostModel& model, const LayerShape& s, const Layout& l, int bytes,
+                     int ep_bytes_per_element) {
+  LayerComm out;
+  const int rpn = model.cluster().ranks_per_node;
+  if (l.tp > 1) {
+    const double b = static_cast<double>(s.N * s.D) * bytes;
+    const bool inter = l.tp > rpn;
+    if (s.sp) {
+      out.tp_seconds = 2 * (model.comm_seconds(Collective::kAllGather, b, l.tp, inter) +
+                            model.comm_seconds(Collective::kReduceScatter, b, l.tp, inter));
+      out.tp_bytes = 4 * b * bus_factor(Collective::kAllGather, l.tp);
+    } else {
+      out.tp_seconds = 2 * model.comm_seconds(Collective::kAllReduce, b, l.tp, inter);
+      out.tp_bytes = 2 * b * bus_factor(Collective::kAllReduce, l.tp);
+    }
+  }
+  if (l.ep > 1 && s.experts > 0) {
+    const double b = static_cast<double>(s.N * s.top_k * s.D) * ep_bytes_per_element;
+    const bool inter = l.tp * l.ep > rpn;
+    // Counts first (a latency-bound all-to-all), then the rows, both ways.
+    out.ep_seconds = 2 * (model.comm_seconds(Collective::kAllToAll, 8.0 * l.ep, l.ep, inter) +
+                          model.comm_seconds(Collective::kAllToAll, b, l.ep, inter));
+    out.ep_bytes = 2 * b * bus_factor(Collective::kAllToAll, l.ep);
+  }
+  return out;
+}
+
+Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layout& l,
+                  int64_t layers, bool first, bool last) {
+  const LayerShape s = layer_shape(c, l);
+  const int bytes = model.cluster().bytes_per_element();
+  const int ep_bytes = c.parallel.ep_comm_dtype == "bf16" ? 2 : 4;
+  double fwd = 0, bwd_input = 0, bwd_weight = 0;
+  for (const auto& [m, n, k] : layer_gemms(s)) {
+    fwd += model.gemm_seconds(m, n, k);
+    bwd_input += model.gemm_seconds(m, k, n);   // dX = dY W^T
+    bwd_weight += model.gemm_seconds(k, n, m);  // dW = X^T dY
+  }
+  const double attn_fwd = model.attention_seconds(attention_op(s), false);
+  const double elem = model.elementwise_seconds(layer_elementwise_bytes(s));
+  const LayerComm comm = layer_comm(model, s, l, bytes, ep_bytes);
+  fwd += attn_fwd + elem + comm.seconds();
+  bwd_input += model.attention_seconds(attention_op(s), true) + 2 * elem + comm.seconds();
+  if (l.recompute == config::Recompute::kFull) bwd_input += fwd;
+  if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd;
+  Costs out;
+  out.times = {fwd * layers, bwd_input * layers, bwd_weight * layers};
+  out.tp_bytes = 2 * comm.tp_bytes * layers;
+  out.ep_bytes = 2 * comm.ep_bytes * layers;
+  out.tp_seconds = 2 * comm.tp_seconds * layers;
+  out.ep_seconds = 2 * comm.ep_seconds * layers;
+  if (first) {
+    const double embed = model.elementwise_seconds(4.0 * 2 * s.Nr * s.D);
+    out.times.forward += embed;
+    out.times.backward_weight += embed;
+  }
+  if (last) {
+    // lm_head, the loss's softmax over the rank's vocabulary slice, the final norm.
+    out.times.forward += model.gemm_seconds(s.N, s.vocab, s.D) +
+                         model.elementwise_seconds(4.0 * (3.0 * s.N * s.vocab + 4.0 * s.Nr * s.D));
+    out.times.backward_input +=
+        model.gemm_seconds(s.N, s.D, s.vocab) +
+        model.elementwise_seconds(4.0 * (2.0 * s.N * s.vocab + 8.0 * s.Nr * s.D));
+    out.times.backward_weight += model.gemm_seconds(s.D, s.vocab, s.N);
+    if (s.sp) {
+      const double b = static_cast<double>(s.N * s.D) * bytes;
+      const double t = model.comm_seconds(Collective::kAllGather, b, l.tp,
+                                          l.tp > model.cluster().ranks_per_node);
+      out.times.forward += t;
+      out.times.backward_input += t;
+      out.tp_bytes += 2 * b * bus_factor(Collective::kAllGather, l.tp);
+      out.tp_seconds += 2 * t;
+    }
+  }
+  return out;
+}
+
+// The dp reduction of one pipeline rank's gradients: ZeRO-1 reduce-scatters the gradients and
+// all-gathers the updated parameters, else one all-reduce. Dense weights over dp, routed
+// experts over the expert-data-parallel group (dp / ep).
+AxisTraffic dp_traffic(const CostModel& model, const Layout& l, const RankElements& e, int bytes) {
+  AxisTraffic out;
+  const bool inter = l.tp * l.dp > model.cluster().ranks_per_node;
+  auto reduce = [&](int64_t elements, int n) {
+    const double grads = static_cast<double>(elements) * 4.0;
+    const double params = static_cast<double>(elements) * bytes;
+    if (l.zero) {
+      out.seconds += model.comm_seconds(Collective::kReduceScatter, grads, n, inter) +
+                     model.comm_seconds(Collective::kAllGather, params, n, inter);
+      out.bytes += (grads + params) * bus_factor(Collective::kReduceScatter, n);
+    } else {
+      out.seconds += model.comm_seconds(Collective::kAllReduce, grads, n, inter);
+      out.bytes += grads * bus_factor(Collective::kAllReduce, n);
+    }
+  };
+  reduce(e.dense, l.dp);
+  reduce(e.expert, std::max(1, l.dp / l.ep));
+  return out;
+}
+
+// The update: AdamW reads and writes parameter, gradient and both moments of the elements the
+// rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient.
+double optimizer_seconds(const CostModel& model, const Layout& l, const RankElements& e) {
+  const double local = static_cast<double>(e.dense + e.expert);
+  const double updated = l.zero ? static_cast<double>(e.dense) / l.dp +
+                                      static_cast<double>(e.expert) / std::max(1, l.dp / l.ep)
+                                : local;
+  return model.elementwise_seconds(8.0 * local + 28.0 * updated);
+}
+
+}  // namespace
+
+Result<Prediction> predict(const CostModel& model, const config::RunConfig& config, const Layout& l,
+                           const std::vector<RankElements>& elements, int world) {
+  const config::RunConfig c = apply_layout(config, l);
+  MS_ASSIGN_OR_RETURN(const train::PipelineLayout pipeline, train::check_pipeline(c, l.dp));
+  const Cluster& cluster = model.cluster();
+  const int bytes = cluster.bytes_per_element();
+  Prediction p;
+  p.layout = l;
+  const size_t stages = pipeline.stages.size();
+  std::vector<std::vector<ChunkTimes>> chunks(static_cast<size_t>(l.pp));
+  const int64_t m = pipeline.schedule.micro_batches;
+  for (size_t st = 0; st < stages; ++st) {
+    const Costs costs =
+        chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
+    chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
+    if (st % static_cast<size_t>(l.pp) == 0) {
+      p.tp.bytes += costs.tp_bytes * static_cast<double>(m);
+      p.ep.bytes += costs.ep_bytes * static_cast<double>(m);
+      p.tp.seconds += costs.tp_seconds * static_cast<double>(m);
+      p.ep.seconds += costs.ep_seconds * static_cast<double>(m);
+    }
+  }
+  const LayerShape s = layer_shape(c, l);
+  const double act_bytes = static_cast<double>(s.Nr * s.D) * bytes;
+  const bool pp_inter =
+      l.tp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;
+  const double p2p = l.pp > 1 ? model.comm_seconds(Collective::kP2P, act_bytes, 2, pp_inter) : 0;
+  MS_ASSIGN_OR_RETURN(const ReplayResult replay, replay_pipeline(pipeline.schedule, chunks, p2p));
+  p.compute_s = replay.makespan;
+  p.bubble = l.pp > 1 ? replay.bubble : 0;
+  if (l.pp > 1) {
+    // Rank 0 sends each micro-batch's activation out of every chunk but the last stage's and
+    // the gradient out of every chunk but stage 0's: 2 vpp - 1 messages for vpp chunks.
+    p.pp.bytes = act_bytes * static_cast<double>(m) * (2.0 * l.vpp - 1);
+    p.pp.seconds = p2p * static_cast<double>(m) * (2.0 * l.vpp - 1);
+  }
+  MS_ASSIGN_OR_RETURN(p.memory,
+                      rank_memory(config, l, elements, bytes, cluster.runtime_overhead_mib));
+  p.peak = peak_rank(p.memory);
+  double dp_seconds = 0, opt_seconds = 0;
+  for (const RankElements& e : elements) {
+    const AxisTraffic t = dp_traffic(model, l, e, bytes);
+    if (t.seconds >= dp_seconds) p.dp = t;
+    dp_seconds = std::max(dp_seconds, t.seconds);
+    opt_seconds = std::max(opt_seconds, optimizer_seconds(model, l, e));
+  }
+  p.dp_exposed_s =
+      cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  p.optimizer_s = opt_seconds;
+  p.step_s = p.compute_s + p.dp_exposed_s + p.optimizer_s + cluster.step_overhead_ms * 1e-3;
+  const double tokens = static_cast<double>(c.train.global_batch * c.train.seq_len);
+  p.tokens_per_s = tokens / p.step_s;
+  const double peak = cluster.peak_flops() * model.compute_share() * world;
+  p.mfu = tokens * model::training_flops_per_token(c.model, c.train.seq_len) / p.step_s / peak;
+  return p;
+}
+
+}  // namespace ms::plan

@@ -1,0 +1,45 @@
+// The predicted step of one layout: per-chunk op costs (op_costs.h) at the layout's shapes,
+// tensor- and expert-parallel collectives inside each chunk, the pipeline replayed with the
+// trainer's schedule (pipeline_replay.h), then the data-parallel gradient reduction (ZeRO-1:
+// reduce-scatter plus all-gather of the parameters; else all-reduce) and the optimizer update.
+#pragma once
+
+#include <vector>
+
+#include "config/run_config.h"
+#include "core/status.h"
+#include "plan/layout.h"
+#include "plan/memory.h"
+#include "plan/op_costs.h"
+
+namespace ms::plan {
+
+// Bus bytes one rank moves per step on each axis (bytes x bus factor, the nccl-tests busbw
+// convention), and the seconds the step spends in them.
+struct AxisTraffic {
+  double bytes = 0;
+  double seconds = 0;
+};
+
+struct Prediction {
+  Layout layout;
+  double step_s = 0;
+  double mfu = 0;  // model FLOPs (no recomputation) / (step time x ranks x peak per rank)
+  double tokens_per_s = 0;
+  double bubble = 0;        // pipeline idle fraction from the replay
+  double compute_s = 0;     // pipeline makespan (compute, tp/ep collectives, p2p)
+  double dp_exposed_s = 0;  // dp reduction left after any overlap
+  double optimizer_s = 0;
+  AxisTraffic dp, tp, pp, ep;
+  std::vector<RankMemory> memory;  // per pipeline rank
+  RankMemory peak;                 // the largest
+  double peak_gib() const { return peak.total_mib() / 1024.0; }
+};
+
+// Predicts `layout` for `config` on `model`'s cluster with `world` ranks. `elements`: from
+// rank_elements(config, layout).
+Result<Prediction> predict(const CostModel& model, const config::RunConfig& config,
+                           const Layout& layout, const std::vector<RankElements>& elements,
+                           int world);
+
+}  // namespace ms::plan

@@ -1,0 +1,301 @@
+// Measuring a cluster file on this machine; see profile.h.
+#include "plan/profile.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "core/memory_bandwidth.h"
+#include "core/timer.h"
+#include "ops/attention.h"
+#include "ops/gemm.h"
+#include "plan/op_costs.h"
+#include "plan/search.h"
+
+namespace ms::plan {
+namespace {
+
+// The lower quartile of the seconds per call of `op` over at least 8 calls and `min_seconds`:
+// not the best (the trainer's ops run under whatever else the machine does) and not the mean
+// (one call descheduled by another process would count in full).
+template <typename F>
+double time_op(F&& op, double min_seconds) {
+  op();  // warm: page faults, BLAS buffers
+  std::vector<double> times;
+  double total = 0;
+  while (total < min_seconds || times.size() < 8) {
+    Stopwatch watch;
+    op();
+    times.push_back(watch.elapsed_s());
+    total += times.back();
+  }
+  const auto quartile = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 4);
+  std::nth_element(times.begin(), quartile, times.end());
+  return *quartile;
+}
+
+double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
+  std::vector<float> a(static_cast<size_t>(m * k), 0.01f), b(static_cast<size_t>(k * n), 0.02f),
+      c(static_cast<size_t>(m * n), 0.0f);
+  return time_op(
+      [&] {
+        ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, m, n, k, 1.0f, a.data(), k, b.data(),
+                   n, 0.0f, c.data(), n);
+      },
+      min_seconds);
+}
+
+double attention_time(const AttentionOp& op, bool backward, double min_seconds) {
+  ops::AttentionShape s{.batch = op.batch,
+                        .seq = op.seq,
+                        .heads = op.heads,
+                        .kv_heads = op.kv_heads,
+                        .head_dim = op.head_dim,
+                        .window = op.window,
+                        .block = 64};
+  const size_t q = static_cast<size_t>(op.batch * op.seq * op.heads * op.head_dim);
+  const size_t kv = static_cast<size_t>(op.batch * op.seq * op.kv_heads * op.head_dim);
+  std::vector<float> Q(q, 0.01f), K(kv, 0.02f), V(kv, 0.03f), O(q),
+      lse(q / static_cast<size_t>(op.head_dim)), dO(q, 0.01f), dQ(q), dK(kv), dV(kv);
+  ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data());
+  if (!backward) {
+    return time_op(
+        [&] { ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data()); },
+        min_seconds);
+  }
+  return time_op(
+      [&] {
+        ops::attention_backward(s, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
+                                dQ.data(), dK.data(), dV.data());
+      },
+      min_seconds);
+}
+
+// Parses a measured-op key back into its op and times it.
+Result<double> time_key(const std::string& key, double min_seconds) {
+  long long v[6] = {0, 0, 0, 0, 0, 0};
+  if (key.rfind("gemm ", 0) == 0 &&
+      std::sscanf(key.c_str() + 5, "%lldx%lldx%lld", &v[0], &v[1], &v[2]) == 3) {
+    return gemm_time(v[0], v[1], v[2], min_seconds);
+  }
+  const bool bwd = key.rfind("attn_bwd ", 0) == 0;
+  if ((bwd || key.rfind("attn_fwd ", 0) == 0) &&
+      std::sscanf(key.c_str() + 9, "%lldx%lldx%lldx%lldx%lldx%lld", &v[0], &v[1], &v[2], &v[3],
+                  &v[4], &v[5]) == 6) {
+    return attention_time({v[0], v[1], v[2], v[3], v[4], v[5]}, bwd, min_seconds);
+  }
+  return InvalidArgument("profile: unknown op key '" + key + "'");
+}
+
+double resident_mib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  }
+  return 0;
+}
+
+double node_memory_gib() {
+  const double pages = static_cast<double>(sysconf(_SC_PHYS_PAGES));
+  return pages * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1024.0 * 1024.0 * 1024.0);
+}
+
+// The node's cores, not this rank's affinity mask (mpirun binds each rank to one core).
+int node_cores() { return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))); }
+
+// Every GEMM and attention shape the search looks up for the config on 1 to plan_ranks ranks.
+Result<std::set<std::string>> op_keys(const ProfileOptions& options) {
+  std::set<std::string> keys;
+  Cluster any;
+  any.devices_per_node = 1;
+  any.device.peak_tflops["f32"] = 1;
+  any.device.memory_bandwidth_gbs = 1;
+  any.intra_node = any.inter_node = {1, 1};
+  any.ranks_per_node = 1;
+  CostModel recorder(any, 1);
+  recorder.record_ops(&keys);
+  for (int w = 1; w <= options.plan_ranks; ++w) {
+    for (const Layout& l : candidate_layouts(*options.config, w)) {
+      MS_ASSIGN_OR_RETURN(const std::vector<RankElements> e, rank_elements(*options.config, l));
+      MS_RETURN_IF_ERROR(predict(recorder, *options.config, l, e, w).status());
+    }
+  }
+  return keys;
+}
+
+// Every rank times every op shape at once; rank 0's times.
+Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& options,
+                              Cluster& c) {
+  MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+  for (const std::string& key : keys) {
+    MS_RETURN_IF_ERROR(world.barrier());
+    MS_ASSIGN_OR_RETURN(const double s, time_key(key, options.min_seconds_per_op));
+    if (world.rank() == 0) c.device.measured_concurrent[key] = s;
+  }
+  return Status::OK();
+}
+
+// The compute side of the profile, on rank 0 alone.
+Status measure_device(const ProfileOptions& options, Cluster& c) {
+  Device& d = c.device;
+  d.name = options.name + " (one core, OpenBLAS sgemm, measured by ms-train plan --profile)";
+  d.dtype = "f32";
+  for (int64_t n : {32, 64, 128, 256, 512, 1024}) {
+    const double s = gemm_time(n, n, n, options.min_seconds_per_op);
+    const double flops = 2.0 * static_cast<double>(n * n * n);
+    d.gemm.points.emplace_back(flops / 1e9, flops / s / 1e9);
+  }
+  double peak = 0;
+  for (const auto& [f, rate] : d.gemm.points) peak = std::max(peak, rate);
+  d.peak_tflops["f32"] = peak / 1e3;
+  d.gemm.max = 1.0;
+  d.memory_bandwidth_gbs = measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 5);
+  // Attention's rate against a GEMM of the same FLOPs, at a mid-sized shape.
+  const CostModel model(c, 1);
+  const AttentionOp probe{4, 256, 8, 8, 64, 0};
+  const double flops = attention_flops(probe, false);
+  d.attention_efficiency =
+      flops / attention_time(probe, false, options.min_seconds_per_op) / model.curve_rate(flops);
+  if (options.config != nullptr) {
+    MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+    for (const std::string& key : keys) {
+      MS_ASSIGN_OR_RETURN(d.measured[key], time_key(key, options.min_seconds_per_op));
+    }
+  }
+  return Status::OK();
+}
+
+// Latency: the larger of a 1000-round 8-byte ping-pong between ranks 0 and 1 (half a round
+// trip) and the cost of a collective between compute, as the trainer issues them: 50 rounds of
+// a GEMM then a 256 KiB all-reduce, less the GEMMs and the all-reduce's bandwidth term, per
+// ring step. On an oversubscribed or shared CPU the second is far larger: a rank that waits
+// yields its core, and the collective completes only when every peer is scheduled again.
+// Bus bandwidth: all-reduces of 16 MiB over every rank.
+Status measure_links(comm::Communicator& world, Cluster& c) {
+  std::vector<float> small(2, 1.0f);
+  MS_RETURN_IF_ERROR(world.barrier());
+  const int rounds = 1000;
+  Stopwatch watch;
+  for (int i = 0; i < rounds && world.rank() < 2; ++i) {
+    if (world.rank() == 0) {
+      MS_RETURN_IF_ERROR(world.send(small.data(), 2, DType::kF32, 1, 7));
+      MS_RETURN_IF_ERROR(world.recv(small.data(), 2, DType::kF32, 1, 7));
+    } else {
+      MS_RETURN_IF_ERROR(world.recv(small.data(), 2, DType::kF32, 0, 7));
+      MS_RETURN_IF_ERROR(world.send(small.data(), 2, DType::kF32, 0, 7));
+    }
+  }
+  const double ping_us = watch.elapsed_s() / rounds / 2 * 1e6;
+  const size_t count = size_t{4} << 20;
+  std::vector<float> send(count, 1.0f), recv(count);
+  MS_RETURN_IF_ERROR(
+      world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
+  MS_RETURN_IF_ERROR(world.barrier());
+  const int reps = 5;
+  watch.reset();
+  for (int i = 0; i < reps; ++i) {
+    MS_RETURN_IF_ERROR(
+        world.allreduce(send.data(), recv.data(), count, DType::kF32, comm::ReduceOp::kSum));
+  }
+  const double t = watch.elapsed_s() / reps;
+  const int n = world.size();
+  const double busbw = static_cast<double>(count * 4) / t * 2.0 * (n - 1) / n / 1e9;
+  // Collectives between compute.
+  const size_t mid = size_t{64} << 10;
+  const int mixed_rounds = 50;
+  const double gemm_s = gemm_time(256, 256, 256, 0.05);
+  std::vector<double> rounds_s;
+  MS_RETURN_IF_ERROR(world.barrier());
+  for (int i = 0; i < mixed_rounds; ++i) {
+    watch.reset();
+    gemm_time(256, 256, 256, 0);
+    MS_RETURN_IF_ERROR(
+        world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
+    rounds_s.push_back(watch.elapsed_s());
+  }
+  // The lower quartile of the rounds, as for the op timings.
+  std::nth_element(rounds_s.begin(), rounds_s.begin() + mixed_rounds / 4, rounds_s.end());
+  double mixed = rounds_s[mixed_rounds / 4];
+  MS_RETURN_IF_ERROR(world.broadcast(&mixed, sizeof(double), DType::kU8, 0));
+  // gemm_time(.., 0) runs the GEMM 9 times (a warm-up and 8 timed).
+  const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
+  const double sync_us = std::max(0.0, mixed - 9 * gemm_s - wire) / (2.0 * (n - 1)) * 1e6;
+  c.intra_node = {busbw, std::max(ping_us, sync_us)};
+  c.inter_node = c.intra_node;
+  return Status::OK();
+}
+
+// A trainer-like mix of work (a GEMM and a STREAM triad over 64 MiB), timed over about a second.
+double mixed_work_seconds() {
+  return time_op(
+      [] {
+        gemm_time(256, 256, 256, 0.05);
+        measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 2);
+      },
+      1.0);
+}
+
+// Every rank runs the mix at once; rank 0's time against its time alone.
+Result<double> measure_concurrency(comm::Communicator& world, double alone_seconds) {
+  MS_RETURN_IF_ERROR(world.barrier());
+  double seconds = mixed_work_seconds();
+  MS_RETURN_IF_ERROR(world.broadcast(&seconds, sizeof(double), DType::kU8, 0));
+  return std::min(1.0, alone_seconds / seconds);
+}
+
+// Runs `work` on rank 0 while the other ranks sleep (a rank waiting inside an MPI call spins and
+// would take a core from the measurement), then agrees on its status.
+Status on_rank0_alone(comm::Communicator& world, const std::function<Status()>& work) {
+  uint8_t done = 0;
+  MS_ASSIGN_OR_RETURN(comm::Request request, world.ibroadcast(&done, 1, DType::kU8, 0));
+  Status status = Status::OK();
+  if (world.rank() == 0) {
+    status = work();
+  } else {
+    for (;;) {
+      MS_ASSIGN_OR_RETURN(const bool finished, request.test());
+      if (finished) break;
+      usleep(2000);
+    }
+  }
+  MS_RETURN_IF_ERROR(request.wait());
+  MS_RETURN_IF_ERROR(world.barrier());
+  return status;
+}
+
+}  // namespace
+
+Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions& options) {
+  if (world.size() < 2) {
+    return InvalidArgument(
+        "--profile measures the links too and needs at least two ranks: run "
+        "`mpirun -np 2 ms-train plan --profile FILE`");
+  }
+  Cluster c;
+  c.name = options.name;
+  c.ranks = world.size();
+  c.ranks_per_node = world.size();
+  c.devices_per_node = node_cores();
+  c.memory_per_rank_gib = node_memory_gib() / world.size();
+  c.device.peak_tflops["f32"] = 1;  // replaced by the measurement; the curve needs a peak first
+  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] { return measure_device(options, c); }));
+  double alone = 0;
+  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] {
+    alone = mixed_work_seconds();
+    return Status::OK();
+  }));
+  MS_RETURN_IF_ERROR(world.broadcast(&alone, sizeof(double), DType::kU8, 0));
+  MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(world, alone));
+  if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(world, options, c));
+  MS_RETURN_IF_ERROR(measure_links(world, c));
+  c.runtime_overhead_mib = resident_mib();
+  return c;
+}
+
+}  // namespace ms::plan

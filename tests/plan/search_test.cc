@@ -1,0 +1,169 @@
+// The layout search: only layouts the trainer accepts, the global batch fixed, the memory limit
+// honoured, and what-if scaling moving step times the right way.
+#include "plan/search.h"
+
+#include <gtest/gtest.h>
+
+#include "train/run_checks.h"
+
+namespace ms::plan {
+namespace {
+
+Cluster test_cluster(int ranks, double memory_gib) {
+  Result<Cluster> c = cluster_from_yaml_text(
+      "name: test\nranks: " + std::to_string(ranks) +
+          "\nranks_per_node: 4\nmemory_per_rank_gib: " + std::to_string(memory_gib) +
+          "\ndevice: {name: d, dtype: f32, peak_tflops: {f32: 0.1}, memory_bandwidth_gbs: 10,"
+          " gemm_efficiency: {max: 0.9, half_gflop: 0.001}}\n"
+          "links:\n  intra_node: {bandwidth_gbs: 1, latency_us: 5}\n"
+          "  inter_node: {bandwidth_gbs: 0.2, latency_us: 20}\n",
+      "test.yaml");
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return *c;
+}
+
+config::RunConfig model() {
+  config::RunConfig c;
+  c.model.vocab_size = 1024;
+  c.model.d_model = 128;
+  c.model.n_layers = 4;
+  c.model.n_heads = 4;
+  c.model.n_kv_heads = 4;
+  c.model.d_ff = 352;
+  c.model.max_seq_len = 128;
+  c.train.seq_len = 128;
+  c.train.global_batch = 16;
+  c.train.micro_batch = 4;
+  return c;
+}
+
+TEST(Search, OffersOnlyLayoutsTheTrainerAccepts) {
+  const config::RunConfig c = model();
+  const std::vector<Layout> layouts = candidate_layouts(c, 4);
+  ASSERT_FALSE(layouts.empty());
+  bool saw_tp = false, saw_pp = false, saw_interleaved = false, saw_zb = false;
+  for (const Layout& l : layouts) {
+    const config::RunConfig applied = apply_layout(c, l);
+    Result<int> dp = train::data_parallel_size(applied, 4);
+    ASSERT_TRUE(dp.ok()) << layout_name(l) << ": " << dp.status().to_string();
+    EXPECT_EQ(*dp, l.dp);
+    // The global batch is fixed: dp x micro-batch x micro-batches per step.
+    EXPECT_EQ(l.dp * l.micro_batch * l.micro_batches(c.train.global_batch), c.train.global_batch);
+    saw_tp |= l.tp > 1;
+    saw_pp |= l.pp > 1;
+    saw_interleaved |= l.schedule == "interleaved";
+    saw_zb |= l.schedule == "zero-bubble";
+  }
+  EXPECT_TRUE(saw_tp && saw_pp && saw_interleaved && saw_zb);
+}
+
+TEST(Search, ExpertParallelismOnlyForMoe) {
+  config::RunConfig c = model();
+  for (const Layout& l : candidate_layouts(c, 4)) EXPECT_EQ(l.ep, 1);
+  c.model.moe.num_experts = 4;
+  bool saw_ep = false;
+  for (const Layout& l : candidate_layouts(c, 4)) saw_ep |= l.ep > 1;
+  EXPECT_TRUE(saw_ep);
+}
+
+TEST(Search, RanksFastestFirstWithinTheMemoryLimit) {
+  const Cluster cluster = test_cluster(4, 64);
+  Result<SearchResult> r = search_layouts(cluster, model(), 4);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_GT(r->ranked.size(), 10u);
+  for (size_t i = 1; i < r->ranked.size(); ++i)
+    EXPECT_LE(r->ranked[i - 1].step_s, r->ranked[i].step_s);
+  EXPECT_EQ(r->over_memory, 0);
+}
+
+TEST(Search, HonoursTheMemoryLimit) {
+  const Cluster roomy = test_cluster(4, 64);
+  Result<SearchResult> all = search_layouts(roomy, model(), 4);
+  ASSERT_TRUE(all.ok());
+  // A limit between the smallest and the largest peak excludes some layouts, keeps the rest.
+  double lo = 1e30, hi = 0;
+  for (const Prediction& p : all->ranked)
+    lo = std::min(lo, p.peak.total_mib()), hi = std::max(hi, p.peak.total_mib());
+  const double limit_gib = (lo + hi) / 2 / 1024;
+  Result<SearchResult> tight = search_layouts(test_cluster(4, limit_gib), model(), 4);
+  ASSERT_TRUE(tight.ok()) << tight.status().to_string();
+  EXPECT_GT(tight->over_memory, 0);
+  EXPECT_EQ(tight->ranked.size() + static_cast<size_t>(tight->over_memory), all->ranked.size());
+  for (const Prediction& p : tight->ranked) EXPECT_LE(p.peak.total_mib(), limit_gib * 1024);
+  Result<SearchResult> none = search_layouts(test_cluster(4, lo / 2 / 1024), model(), 4);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("memory_per_rank_gib"), std::string::npos);
+}
+
+TEST(Search, WhatIfScalesStepTimesTheRightWay) {
+  const Cluster cluster = test_cluster(4, 64);
+  const config::RunConfig c = model();
+  const Layout dp4{.dp = 4, .micro_batch = 4};
+  Result<Prediction> base = predict_layout(cluster, c, dp4, 4);
+  Result<Prediction> slow_net = predict_layout(cluster, c, dp4, 4, {.compute = 1, .net = 0.5});
+  Result<Prediction> fast = predict_layout(cluster, c, dp4, 4, {.compute = 2, .net = 1});
+  ASSERT_TRUE(base.ok() && slow_net.ok() && fast.ok());
+  EXPECT_GT(slow_net->step_s, base->step_s);
+  EXPECT_GT(slow_net->dp_exposed_s, base->dp_exposed_s * 1.9);
+  EXPECT_LT(fast->step_s, base->step_s);
+  EXPECT_NEAR(fast->compute_s, base->compute_s / 2, 1e-12);  // dp alone: no comm in the pipeline
+  // Faster links never make the best layout slower.
+  Result<SearchResult> b = search_layouts(cluster, c, 4);
+  Result<SearchResult> n = search_layouts(cluster, c, 4, {.compute = 1, .net = 4});
+  ASSERT_TRUE(b.ok() && n.ok());
+  EXPECT_LE(n->ranked.front().step_s, b->ranked.front().step_s);
+}
+
+TEST(Search, MoreLinkTrafficOnSlowerLinks) {
+  // tp over the inter-node link (tp 4 on nodes of 2) costs more than within a node.
+  Cluster cluster = test_cluster(4, 64);
+  const config::RunConfig c = model();
+  const Layout tp4{.dp = 1, .tp = 4, .micro_batch = 4};
+  Result<Prediction> within = predict_layout(cluster, c, tp4, 4);
+  cluster.ranks_per_node = 2;
+  Result<Prediction> across = predict_layout(cluster, c, tp4, 4);
+  ASSERT_TRUE(within.ok() && across.ok());
+  EXPECT_GT(within->tp.bytes, 0);
+  EXPECT_DOUBLE_EQ(within->tp.bytes, across->tp.bytes);
+  EXPECT_GT(across->tp.seconds, within->tp.seconds);
+}
+
+TEST(Search, ParsesWhatIf) {
+  Result<Scaling> s = parse_what_if("net=0.5,compute=2");
+  ASSERT_TRUE(s.ok());
+  EXPECT_DOUBLE_EQ(s->net, 0.5);
+  EXPECT_DOUBLE_EQ(s->compute, 2);
+  EXPECT_FALSE(parse_what_if("net=0").ok());
+  EXPECT_FALSE(parse_what_if("disk=2").ok());
+  EXPECT_FALSE(parse_what_if("net").ok());
+  EXPECT_NE(parse_what_if("net=fast").status().message().find("net=fast"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ms::plan
+
+namespace ms::plan {
+namespace {
+
+TEST(OpCosts, MeasuredShapesWinAndConcurrentTimesServeSeveralRanksPerNode) {
+  Cluster c = test_cluster(4, 64);
+  c.devices_per_node = 2;
+  c.concurrency_efficiency = 0.5;
+  const std::string key = gemm_key(64, 64, 64);
+  c.device.measured[key] = 1e-3;
+  const CostModel alone(c, 1);
+  EXPECT_DOUBLE_EQ(alone.gemm_seconds(64, 64, 64), 1e-3);
+  // Two ranks on the node, no concurrent measurement: the alone time at concurrency_efficiency.
+  EXPECT_DOUBLE_EQ(CostModel(c, 2).gemm_seconds(64, 64, 64), 2e-3);
+  // A concurrent measurement replaces that; four ranks on two devices share them on top.
+  c.device.measured_concurrent[key] = 1.5e-3;
+  EXPECT_DOUBLE_EQ(CostModel(c, 2).gemm_seconds(64, 64, 64), 1.5e-3);
+  EXPECT_DOUBLE_EQ(CostModel(c, 4).gemm_seconds(64, 64, 64), 3e-3);
+  // A shape not measured comes from the curve: 2 m n k / (peak * efficiency).
+  const double flops = 2.0 * 128 * 128 * 128;
+  EXPECT_NEAR(alone.gemm_seconds(128, 128, 128), flops / alone.curve_rate(flops), 1e-15);
+  EXPECT_NEAR(alone.curve_rate(1e12), 0.1e12 * 0.9 * 1000 / 1000.001, 1e3);
+}
+
+}  // namespace
+}  // namespace ms::plan
