@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/timer.h"
 #include "model/buffers.h"
@@ -35,7 +37,72 @@ struct Transformer::Impl::CpHop {
   comm::Request send, recv;
   double issued = 0;
   bool active = false;
+  bool sent = false, received = false;  // seen complete by cp_poll
 };
+
+namespace {
+
+// The pieces a ring step's attention is computed in, so that the transfers in flight can be
+// polled between them (MPI moves a nonblocking transfer only inside MPI calls): one per
+// sequence, or for a single sequence its two halves (chunks r and 2cp-1-r).
+struct QueryPiece {
+  int64_t b = 0, t0 = 0, len = 0;
+};
+
+std::vector<QueryPiece> query_pieces(const Dims& d) {
+  std::vector<QueryPiece> pieces;
+  if (d.B > 1 || d.T < 2) {
+    for (int64_t b = 0; b < d.B; ++b) pieces.push_back({b, 0, d.T});
+  } else {
+    pieces.push_back({0, 0, d.T / 2});
+    pieces.push_back({0, d.T / 2, d.T - d.T / 2});
+  }
+  return pieces;
+}
+
+// `mask` (over all B x T queries and keys) narrowed to piece p's queries and its sequence's keys.
+ops::AttentionMask piece_mask(const ops::AttentionMask& mask, const QueryPiece& p, int64_t T) {
+  const int64_t q = p.b * T + p.t0, k = p.b * T;
+  ops::AttentionMask out = mask;
+  out.q_index = mask.q_index + q;
+  out.k_index = mask.k_index + k;
+  if (mask.q_doc.present()) {
+    out.q_doc.i32 = mask.q_doc.i32 == nullptr ? nullptr : mask.q_doc.i32 + q;
+    out.q_doc.i64 = mask.q_doc.i64 == nullptr ? nullptr : mask.q_doc.i64 + q;
+    out.k_doc.i32 = mask.k_doc.i32 == nullptr ? nullptr : mask.k_doc.i32 + k;
+    out.k_doc.i64 = mask.k_doc.i64 == nullptr ? nullptr : mask.k_doc.i64 + k;
+  }
+  return out;
+}
+
+ops::AttentionShape piece_shape(ops::AttentionShape s, const QueryPiece& p, int64_t T) {
+  s.batch = 1;
+  s.seq = p.len;
+  s.kv_seq = T;
+  return s;
+}
+
+}  // namespace
+
+void Transformer::Impl::cp_poll(CpHop& hop) {
+  if (!hop.active || !cp.error.ok()) return;
+  const double t0 = wall_time_s();
+  for (auto [request, done] : {std::pair{&hop.recv, &hop.received}, {&hop.send, &hop.sent}}) {
+    if (*done) continue;
+    Result<bool> r = request->test();
+    if (!r.ok()) {
+      cp.error = r.status();
+      break;
+    }
+    *done = *r;
+  }
+  const double t1 = wall_time_s();
+  if (hop.sent && hop.received) {
+    hop.active = false;
+    cp.active_s += t1 - hop.issued;
+  }
+  cp.exposed_s += t1 - t0;
+}
 
 void Transformer::Impl::cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n,
                                      int tag) {
@@ -62,8 +129,8 @@ void Transformer::Impl::cp_start_hop(CpHop& hop, const float* send, float* recv,
 void Transformer::Impl::cp_finish_hop(CpHop& hop) {
   if (!hop.active) return;
   const double t0 = wall_time_s();
-  Status st = hop.recv.wait();
-  if (st.ok()) st = hop.send.wait();
+  Status st = hop.received ? Status::OK() : hop.recv.wait();
+  if (st.ok() && !hop.sent) st = hop.send.wait();
   const double t1 = wall_time_s();
   hop.active = false;
   cp.active_s += t1 - hop.issued;
@@ -97,11 +164,13 @@ ops::AttentionMask Transformer::Impl::cp_mask(int source) const {
 void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
   const int P = cp.size;
   const ops::AttentionShape shape = attention_shape(d);
-  const int64_t qd = tp.heads * head_dim(), kvn = d.N * tp.kv_heads * head_dim();
+  const int64_t H = tp.heads, qd = H * head_dim(), kvd = tp.kv_heads * head_dim();
+  const int64_t kvn = d.N * kvd;
   float* out = sized(a.attn, d.N * qd);
-  float* lse = sized(a.lse, d.B * tp.heads * d.T);
+  float* lse = sized(a.lse, d.B * H * d.T);
   float* block_out = sized(scratch.cp_out, d.N * qd);
-  float* block_lse = sized(scratch.cp_lse, d.B * tp.heads * d.T);
+  float* block_lse = sized(scratch.cp_lse, d.B * H * d.T);
+  const std::vector<QueryPiece> pieces = query_pieces(d);
   // [k | v] of the block held now and of the one arriving.
   float* cur = sized(scratch.cp_kv[0], 2 * kvn);
   float* next = sized(scratch.cp_kv[1], 2 * kvn);
@@ -112,13 +181,24 @@ void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
     CpHop hop;
     if (s + 1 < P) cp_start_hop(hop, cur, next, 2 * kvn, kKvTag);
     const ops::AttentionMask mask = cp_mask(source);
-    if (s == 0) {
-      ops::attention_block_forward(shape, mask, a.q.data(), cur, cur + kvn, out, lse);
-    } else {
-      ops::attention_block_forward(shape, mask, a.q.data(), cur, cur + kvn, block_out,
-                                   block_lse);
-      ops::attention_merge(shape, block_out, block_lse, out, lse);
+    // The first block goes straight into the accumulator, later ones are merged into it.
+    float* to_out = s == 0 ? out : block_out;
+    float* to_lse = s == 0 ? lse : block_lse;
+    for (const QueryPiece& p : pieces) {
+      const int64_t q = p.b * d.T + p.t0;
+      float* piece_out = sized(scratch.cp_piece[0], p.len * qd);
+      float* piece_lse = sized(scratch.cp_piece[1], H * p.len);
+      ops::attention_block_forward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
+                                   a.q.data() + q * qd, cur + p.b * d.T * kvd,
+                                   cur + kvn + p.b * d.T * kvd, piece_out, piece_lse);
+      std::memcpy(to_out + q * qd, piece_out, static_cast<size_t>(p.len * qd) * sizeof(float));
+      for (int64_t h = 0; h < H; ++h) {
+        std::memcpy(to_lse + (p.b * H + h) * d.T + p.t0, piece_lse + h * p.len,
+                    static_cast<size_t>(p.len) * sizeof(float));
+      }
+      cp_poll(hop);
     }
+    if (s > 0) ops::attention_merge(shape, block_out, block_lse, out, lse);
     cp_finish_hop(hop);
     std::swap(cur, next);
   }
@@ -128,7 +208,9 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
                                               float* dk, float* dv, const Dims& d) {
   const int P = cp.size;
   const ops::AttentionShape shape = attention_shape(d);
-  const int64_t kvn = d.N * tp.kv_heads * head_dim();
+  const int64_t H = tp.heads, qd = H * head_dim(), kvd = tp.kv_heads * head_dim();
+  const int64_t kvn = d.N * kvd;
+  const std::vector<QueryPiece> pieces = query_pieces(d);
   float* cur = sized(scratch.cp_kv[0], 2 * kvn);
   float* next = sized(scratch.cp_kv[1], 2 * kvn);
   float* grad = zeroed(scratch.cp_grad[0], 2 * kvn);  // dK | dV of the block held now
@@ -139,8 +221,20 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
     const int source = (cp.rank + P - s) % P;
     CpHop kv_hop, grad_hop;
     if (s + 1 < P) cp_start_hop(kv_hop, cur, next, 2 * kvn, kKvTag);
-    ops::attention_block_backward(shape, cp_mask(source), a.q.data(), cur, cur + kvn,
-                                  a.attn.data(), a.lse.data(), dout, dq, grad, grad + kvn);
+    const ops::AttentionMask mask = cp_mask(source);
+    for (const QueryPiece& p : pieces) {
+      const int64_t q = p.b * d.T + p.t0, k = p.b * d.T * kvd;
+      float* piece_lse = sized(scratch.cp_piece[1], H * p.len);
+      for (int64_t h = 0; h < H; ++h) {
+        std::memcpy(piece_lse + h * p.len, a.lse.data() + (p.b * H + h) * d.T + p.t0,
+                    static_cast<size_t>(p.len) * sizeof(float));
+      }
+      ops::attention_block_backward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
+                                    a.q.data() + q * qd, cur + k, cur + kvn + k,
+                                    a.attn.data() + q * qd, piece_lse, dout + q * qd,
+                                    dq + q * qd, grad + k, grad + kvn + k);
+      cp_poll(kv_hop);
+    }
     // The accumulator goes on with its block; the last hop takes it home.
     cp_start_hop(grad_hop, grad, grad_next, 2 * kvn, kGradTag);
     cp_finish_hop(kv_hop);

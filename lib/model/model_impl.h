@@ -122,6 +122,7 @@ struct Scratch {
   // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
   // output and lse before the merge, a dK/dV accumulator held and arriving.
   std::vector<float> cp_kv[2], cp_out, cp_lse, cp_grad[2];
+  std::vector<float> cp_piece[2];  // one query piece's attention output and lse
   std::vector<uint16_t> ep_wire[4];
 };
 
@@ -332,6 +333,7 @@ struct Transformer::Impl {
   struct CpHop;
   void cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n, int tag);
   void cp_finish_hop(CpHop& hop);
+  void cp_poll(CpHop& hop);  // tests the hop's transfers; records its completion when seen
 
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.
