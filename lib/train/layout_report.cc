@@ -72,18 +72,20 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
       {m.n_heads, m.n_kv_heads, m.d_ff, m.moe.shared_expert_d_ff}, tp));
   MS_ASSIGN_OR_RETURN(const PipelineLayout pipeline, check_pipeline(config, dp));
   const int pp = pipeline.schedule.pp;
+  const int cp = static_cast<int>(config.parallel.cp);
   const comm::MeshShape shape{.pp = pp, .dp = dp, .tp = tp, .ep = 1,
-                              .loaders = static_cast<int>(config.parallel.loaders), .cp = 1};
+                              .loaders = static_cast<int>(config.parallel.loaders), .cp = cp};
   MS_ASSIGN_OR_RETURN(const comm::MeshLayout mesh, comm::MeshLayout::create(shape, world_size));
   MS_ASSIGN_OR_RETURN(const std::vector<model::ParameterSpec> specs, model::parameter_specs(m));
 
   std::ostringstream out;
   out << "# layout on " << world_size << " rank(s): ";
   if (pp > 1) out << "pp " << pp << " x ";
-  out << "dp " << dp << " x tp " << tp;
+  out << "dp " << dp << (cp > 1 ? " x cp " + std::to_string(cp) : "") << " x tp " << tp;
   if (shape.loaders > 0) out << " + " << shape.loaders << " loader rank(s)";
-  out << (pp > 1 ? "\n# rank = (pp_rank * dp + dp_rank) * tp + tp_rank"
-                 : "\n# rank = dp_rank * tp + tp_rank")
+  const std::string dp_term = cp > 1 ? "(dp_rank * cp + cp_rank)" : "dp_rank";
+  out << (pp > 1 ? "\n# rank = (pp_rank * dp + " + dp_term + ") * tp + tp_rank"
+                 : "\n# rank = " + dp_term + " * tp + tp_rank")
       << " (tp varies fastest); loader ranks come last\n";
   for (int r = 0; r < world_size; ++r) {
     const comm::MeshCoord c = mesh.coord(r);
@@ -91,7 +93,7 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
       out << "rank " << r << ": loader\n";
     } else {
       out << "rank " << r << ": " << (pp > 1 ? "pp " + std::to_string(c.pp) + ", " : "") << "dp "
-          << c.dp << ", tp " << c.tp << "\n";
+          << c.dp << (cp > 1 ? ", cp " + std::to_string(c.cp) : "") << ", tp " << c.tp << "\n";
     }
   }
   if (pp > 1) out << describe_stages(pipeline, config.model.tie_embeddings);
@@ -129,7 +131,8 @@ Result<std::string> describe_layout(const config::RunConfig& config, int world_s
     }
     out << "\n";
   }
-  const RankMemoryPlan mem = rank_memory_plan(local_elements, dp, config.parallel.zero == 1);
+  // ZeRO-1 shards over dp x cp (every cp rank holds its dp rank's tensors).
+  const RankMemoryPlan mem = rank_memory_plan(local_elements, dp * cp, config.parallel.zero == 1);
   char line[240];
   std::snprintf(line, sizeof(line),
                 "# per model rank (%s): weights %.1f MiB, gradients %.1f MiB, optimizer "

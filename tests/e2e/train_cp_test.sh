@@ -76,6 +76,12 @@ done
 "$BIN/ms-ckpt" verify "$work/save-cp2/checkpoints/step-00000005" > /dev/null 2>&1 ||
   fail "the cp 2 checkpoint does not verify"
 
+# --dry-run shows which rank holds which cp rank (rank = (dp_rank * cp + cp_rank) * tp + tp_rank).
+out=$("$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" "${base[@]}" --set parallel.cp=2 \
+  --set parallel.tp=2 --dry-run --ranks 4 2>&1) || { echo "$out"; fail "dry run at cp 2 x tp 2"; }
+grep -q "rank 3: dp 0, cp 1, tp 1" <<<"$out" || { echo "$out"; fail "the dry run lacks the cp coordinates"; }
+passed=$((passed + 1))
+
 # Refused before any step, naming the key and the rule.
 refused 2 "train.seq_len (32) must be divisible by 2 * parallel.cp (6)" --set parallel.cp=3
 refused 3 "parallel.cp * parallel.tp = 2 * 1 must divide the 3 trainer rank(s)" --set parallel.cp=2
