@@ -31,6 +31,7 @@ struct Prediction {
   double dp_exposed_s = 0;  // dp reduction left after any overlap
   double optimizer_s = 0;
   AxisTraffic dp, tp, pp, ep;
+  AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
   std::vector<RankMemory> memory;  // per pipeline rank
   RankMemory peak;                 // the largest
   double peak_gib() const { return peak.total_mib() / 1024.0; }
