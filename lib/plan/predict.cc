@@ -264,6 +264,9 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
         chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
     chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
     if (st % static_cast<size_t>(l.pp) == 0) {
+      p.forward_s += costs.times.forward * static_cast<double>(m);
+      p.backward_s +=
+          (costs.times.backward_input + costs.times.backward_weight) * static_cast<double>(m);
       p.tp.bytes += costs.tp_bytes * static_cast<double>(m);
       p.ep.bytes += costs.ep_bytes * static_cast<double>(m);
       p.tp.seconds += costs.tp_seconds * static_cast<double>(m);

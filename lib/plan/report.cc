@@ -123,6 +123,8 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"pipeline_s", p.compute_s},
           {"dp_exposed_s", p.dp_exposed_s},
           {"optimizer_s", p.optimizer_s},
+          {"forward_s", p.forward_s},
+          {"backward_s", p.backward_s},
           {"peak_memory_mib", p.peak.total_mib()},
           {"memory", memory},
           {"axes",

@@ -103,8 +103,19 @@ print(f"{statistics.median(steps):.5f}")
 PY
 }
 
+phases() {  # "fwd bwd wait optim": medians over steps 3..10 of rank 0's telemetry phases
+  python3 - "$1" <<'PY'
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r["phases"] for r in rows if r.get("kind") == "step" and 3 <= r.get("step", 0) <= 10]
+print(" ".join("%.4f" % statistics.median(r[k] for r in rows)
+               for k in ("fwd_s", "bwd_s", "comm_wait_s", "optim_s")))
+PY
+}
+
 printf "%-34s %4s %10s %10s %7s %10s %10s %7s\n" layout np pred_s meas_s err% pred_MiB meas_MiB err%
 : > "$WORK/errors.txt"
+: > "$WORK/phases.txt"
 run() {  # run <label> <ranks> <cluster> [--set args...]
   local label=$1 np=$2 cluster=$3
   shift 3
@@ -125,6 +136,17 @@ label, np, ps, ms, pm, mm, errs = sys.argv[1], sys.argv[2], *map(float, sys.argv
 es, em = (ps / ms - 1) * 100, (pm / mm - 1) * 100
 print(f"{label:<34} {np:>4} {ps:10.4f} {ms:10.4f} {es:+7.1f} {pm:10.1f} {mm:10.1f} {em:+7.1f}")
 open(errs, "a").write(f"{label} {es} {em}\n")
+PY
+  # Per phase, pipeline rank 0: the telemetry's forward, backward, communication wait and
+  # optimizer against the planner's forward, backward and optimizer (what is left of its step
+  # is bubble, exposed dp reduction and step overhead).
+  python3 - "$label" "$pred" $(phases "$WORK/$label/telemetry/$(ls "$WORK/$label/telemetry" | head -1)") \
+    >> "$WORK/phases.txt" <<'PY'
+import json, sys
+label, d = sys.argv[1], json.loads(sys.argv[2])
+f, b, w, o = map(float, sys.argv[3:7])
+print(f"{label:<34} fwd {d['forward_s']:.4f}/{f:.4f}  bwd {d['backward_s']:.4f}/{b:.4f}  "
+      f"optim {d['optimizer_s']:.4f}/{o:.4f}  comm_wait -/{w:.4f}  (predicted/measured s)")
 PY
 }
 
@@ -149,6 +171,8 @@ wt = max(rows, key=lambda r: abs(float(r[1]))); wm = max(rows, key=lambda r: abs
 print(f"# step time: median |error| {statistics.median(t):.1f}%, worst {wt[0]} {float(wt[1]):+.1f}%")
 print(f"# peak memory: median |error| {statistics.median(m):.1f}%, worst {wm[0]} {float(wm[2]):+.1f}%")
 PY
+echo "# per phase, pipeline rank 0"
+cat "$WORK/phases.txt"
 
 # Published large-scale runs, predicted from the shipped GPU cluster files (docs/benchmarks.md
 # gives the published figures and sources). The model shapes come from --set; nothing is
