@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
@@ -81,6 +82,30 @@ double layer_elementwise_bytes(const LayerShape& s) {
 // The whole sequence's attention: under context parallelism a rank computes its T / cp queries
 // against every key block of the ring, and the balanced chunks (parallel/cp_layout.h) give each
 // rank 1/cp of the causal work, so its time is this op's over cp.
+// The elements SwiGLU produces in one layer's forward: the dense MLP's, or every local expert's
+// routed rows and the shared expert's.
+double swiglu_elements(const LayerShape& s) {
+  return s.experts == 0 ? static_cast<double>(s.N * s.d_ff)
+                        : static_cast<double>(s.expert_rows * s.local_experts * s.d_ff) +
+                              static_cast<double>(s.N * s.shared_d_ff);
+}
+
+// One layer's elementwise work, forward and backward. Memory traffic at the device's bandwidth,
+// except SwiGLU where the profile measured it: its exp per element makes it arithmetic-bound on
+// a CPU, several times slower than its 3 floats of traffic per element at STREAM speed.
+std::pair<double, double> layer_elementwise_seconds(const CostModel& model, const LayerShape& s) {
+  const Device& d = model.cluster().device;
+  const double bytes = layer_elementwise_bytes(s);
+  if (d.swiglu_forward_ns_per_element <= 0 || d.swiglu_backward_ns_per_element <= 0) {
+    const double t = model.elementwise_seconds(bytes);
+    return {t, 2 * t};
+  }
+  const double swiglu = swiglu_elements(s);
+  const double rest = model.elementwise_seconds(bytes - 4.0 * 3.0 * swiglu);
+  return {rest + model.per_element_seconds(swiglu, d.swiglu_forward_ns_per_element),
+          2 * rest + model.per_element_seconds(swiglu, d.swiglu_backward_ns_per_element)};
+}
+
 AttentionOp attention_op(const LayerShape& s) {
   return {s.B, s.full_T, s.heads, s.kv_heads, s.hd, s.window};
 }
@@ -170,10 +195,10 @@ Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layo
   const double attn_fwd = model.attention_seconds(attention_op(s), false) / l.cp;
   const double attn_bwd = model.attention_seconds(attention_op(s), true) / l.cp;
   const RingComm ring = ring_comm(model, s, l, attn_fwd, attn_bwd);
-  const double elem = model.elementwise_seconds(layer_elementwise_bytes(s));
+  const auto [elem_fwd, elem_bwd] = layer_elementwise_seconds(model, s);
   const LayerComm comm = layer_comm(model, s, l, bytes, ep_bytes);
-  fwd += attn_fwd + ring.fwd_exposed_s + elem + comm.seconds();
-  bwd_input += attn_bwd + ring.bwd_exposed_s + 2 * elem + comm.seconds();
+  fwd += attn_fwd + ring.fwd_exposed_s + elem_fwd + comm.seconds();
+  bwd_input += attn_bwd + ring.bwd_exposed_s + elem_bwd + comm.seconds();
   // Recomputing the attention reruns its forward ring too.
   if (l.recompute == config::Recompute::kFull) bwd_input += fwd;
   if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd + ring.fwd_exposed_s;
@@ -236,14 +261,19 @@ AxisTraffic dp_traffic(const CostModel& model, const Layout& l, const RankElemen
 }
 
 // The update: AdamW reads and writes parameter, gradient and both moments of the elements the
-// rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient.
+// rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient. Where
+// the profile timed the trainer's AdamW (device.adamw_ns_per_element), the update takes that
+// per element: its sqrt and division per element, not the memory traffic, bound it on a CPU.
 double optimizer_seconds(const CostModel& model, const Layout& l, const RankElements& e) {
   const double local = static_cast<double>(e.dense + e.expert);
   const int dpc = l.dp * l.cp;
   const double updated = l.zero ? static_cast<double>(e.dense) / dpc +
                                       static_cast<double>(e.expert) / std::max(1, dpc / l.ep)
                                 : local;
-  return model.elementwise_seconds(8.0 * local + 28.0 * updated);
+  const double ns = model.cluster().device.adamw_ns_per_element;
+  const double update =
+      ns > 0 ? model.per_element_seconds(updated, ns) : model.elementwise_seconds(28.0 * updated);
+  return model.elementwise_seconds(8.0 * local) + update;
 }
 
 }  // namespace
