@@ -128,8 +128,9 @@ void add_parallel_keys(Schema<Cfg>& s) {
         "With parallel.ep above 1: each MoE layer's tokens are cut into this many chunks whose "
         "all-to-alls run while the other chunks' experts compute (the dispatch of chunk i+1 and "
         "the combine of chunk i-1 during chunk i; the shared expert during the first "
-        "dispatch). 1 waits for each all-to-all at once. The chunking changes only the "
-        "summation order of the experts' weight gradients.",
+        "dispatch). 1 waits for each all-to-all at once (the default: on the CPU with OpenMPI "
+        "the chunks measured slower). The chunking changes only the summation order of the "
+        "experts' weight gradients.",
         &Cfg::parallel, &P::ep_overlap_chunks).at_least(1).at_most(64);
   s.add("parallel.expert_tp",
         "With parallel.tp above 1 and MoE layers: true splits every routed expert over the tp "

@@ -73,7 +73,9 @@ struct ParallelConfig {
   int64_t ep = 1;
   int64_t cp = 1;  // context parallelism: each sequence split over cp ranks (ring attention)
   std::string ep_comm_dtype = "f32";  // f32 | bf16: the wire format of the ep all-to-alls
-  int64_t ep_overlap_chunks = 2;      // token chunks of a MoE layer's all-to-all round trip
+  // Token chunks of a MoE layer's all-to-all round trip. 1 by default: on the CPU with
+  // OpenMPI more chunks measured slower (docs/bench/train.md, "Expert parallelism").
+  int64_t ep_overlap_chunks = 1;
   bool expert_tp = true;  // with tp > 1: experts split over tp (else whole, tokens split)
   int64_t zero = 1;
   int64_t loaders = 0;  // trailing world ranks that run data loaders instead of the model

@@ -4,7 +4,7 @@
 #     1024-token BPE learned from the corpus), ep = 2 against dp = 2 on 2 ranks, f32 and bf16
 #     dispatch: tokens/s (mean of the steps after the first), the all-to-all bytes per step,
 #     the share of the all-to-all time hidden behind compute and the exposed all-to-all time
-#     against the step time, with the round trips in 1 (no overlap), 2 (the default) and 4
+#     against the step time, with the round trips in 1 (no overlap, the default), 2 and 4
 #     chunks (parallel.ep_overlap_chunks);
 #  2. configs/tiny-moe.yaml for 100 steps at ep = 2 with f32 and with bf16 dispatch on the
 #     GPT-2 Shakespeare plan: the largest loss difference over the 100 steps and at the end.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Expert parallelism in ms-train, specified by equivalence with the single-process run (issue
 # 14): a 4-layer MoE model (4 experts, top-2, a shared expert) trained 5 steps at ep = 2 and 4,
-# with the all-to-alls in 1, 2 (the default) and 4 overlapped chunks, whole (not tp-split)
+# with the all-to-alls in 1 (the default), 2 and 4 overlapped chunks, whole (not tp-split)
 # experts under tp 2 with and without ep, ep = 2 x dp 4, ep = 2 x tp = 2, ep = 2 x pp = 2, top-1, without the shared expert, with
 # ZeRO-1 off, with the router z-loss, with auxiliary-loss-free balancing, logs losses and gradient norms within 1e-5 relative of the one-rank run at every
 # step, and the same validation loss; the same layout twice is bitwise identical; a capacity
@@ -43,7 +43,7 @@ for layout in "2 ep2 --set parallel.ep=2" \
               "4 ep2full --set parallel.ep=2 --set parallel.recompute=full" \
               "2 tp2whole --set parallel.tp=2 --set parallel.expert_tp=false" \
               "4 ep2tp2whole --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=false" \
-              "2 ep2c1 --set parallel.ep=2 --set parallel.ep_overlap_chunks=1" \
+              "2 ep2c2 --set parallel.ep=2 --set parallel.ep_overlap_chunks=2" \
               "4 ep4c4 --set parallel.ep=4 --set parallel.ep_overlap_chunks=4"; do
   read -r np name args <<<"$layout"
   # shellcheck disable=SC2086
@@ -64,10 +64,10 @@ model_line() { grep -o 'model: .* parameters ([0-9.]*M active)' "$1"; }
 [ "$(model_line "$work/ep4.log")" = "$(model_line "$work/ref.log")" ] ||
   fail "ep 4 reports another model size: $(model_line "$work/ep4.log")"
 summary='expert-parallel all-to-all: [0-9]+ all-to-alls, [0-9.]+ MiB sent to other ranks per step; up to [0-9]+% hidden behind compute'
-grep -qE "$summary .*parallel.ep_overlap_chunks 2" "$work/ep2.log" || fail "no all-to-all summary"
-# Without chunks nothing can hide: every all-to-all is waited for as soon as it is issued.
-grep -qE "up to 0% hidden .*parallel.ep_overlap_chunks 1;" "$work/ep2c1.log" ||
-  fail "ep_overlap_chunks 1 claims overlap: $(grep all-to-all "$work/ep2c1.log")"
+grep -qE "$summary .*parallel.ep_overlap_chunks 2" "$work/ep2c2.log" || fail "no all-to-all summary"
+# Without chunks (the default) nothing can hide: every all-to-all is waited for at once.
+grep -qE "up to 0% hidden .*parallel.ep_overlap_chunks 1;" "$work/ep2.log" ||
+  fail "ep_overlap_chunks 1 claims overlap: $(grep all-to-all "$work/ep2.log")"
 
 # The same layout twice: bitwise the same losses and gradient norms.
 train 4 "$work/ep2tp2-again" --set parallel.ep=2 --set parallel.tp=2
