@@ -172,6 +172,7 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   MS_RETURN_IF_ERROR(r.check_is_map());
   MS_RETURN_IF_ERROR(r.refuse_keys_other_than(
       {"name", "dtype", "peak_tflops", "memory_bandwidth_gbs", "attention_efficiency",
+       "adamw_ns_per_element", "swiglu_forward_ns_per_element", "swiglu_backward_ns_per_element",
        "gemm_efficiency", "gemm_points", "measured_ops", "measured_ops_concurrent", "source"}));
   MS_ASSIGN_OR_RETURN(d.name, r.text("name", false, "device"));
   MS_ASSIGN_OR_RETURN(d.dtype, r.text("dtype", false, "f32"));
@@ -191,6 +192,11 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   }
   MS_ASSIGN_OR_RETURN(d.memory_bandwidth_gbs, r.number("memory_bandwidth_gbs", true, 0, 1e-6));
   MS_ASSIGN_OR_RETURN(d.attention_efficiency, r.number("attention_efficiency", false, 0.5, 1e-6));
+  MS_ASSIGN_OR_RETURN(d.adamw_ns_per_element, r.number("adamw_ns_per_element", false, 0, 0));
+  MS_ASSIGN_OR_RETURN(d.swiglu_forward_ns_per_element,
+                      r.number("swiglu_forward_ns_per_element", false, 0, 0));
+  MS_ASSIGN_OR_RETURN(d.swiglu_backward_ns_per_element,
+                      r.number("swiglu_backward_ns_per_element", false, 0, 0));
   MS_RETURN_IF_ERROR(read_gemm(r, d.gemm, file));
   for (const auto& [key, table] : {std::pair<const char*, MeasuredOps*>{"measured_ops", &d.measured},
                                    {"measured_ops_concurrent", &d.measured_concurrent}}) {
@@ -294,6 +300,12 @@ std::string cluster_to_yaml(const Cluster& c) {
   out << YAML::EndMap;
   out << YAML::Key << "memory_bandwidth_gbs" << YAML::Value << c.device.memory_bandwidth_gbs;
   out << YAML::Key << "attention_efficiency" << YAML::Value << c.device.attention_efficiency;
+  for (const auto& [key, v] :
+       {std::pair<const char*, double>{"adamw_ns_per_element", c.device.adamw_ns_per_element},
+        {"swiglu_forward_ns_per_element", c.device.swiglu_forward_ns_per_element},
+        {"swiglu_backward_ns_per_element", c.device.swiglu_backward_ns_per_element}}) {
+    if (v > 0) out << YAML::Key << key << YAML::Value << v;
+  }
   out << YAML::Key << "gemm_efficiency" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
       << "max" << YAML::Value << c.device.gemm.max << YAML::Key << "half_gflop" << YAML::Value
       << c.device.gemm.half_gflop << YAML::EndMap;

@@ -42,6 +42,12 @@ struct Device {
   double memory_bandwidth_gbs = 0;
   GemmCurve gemm;
   double attention_efficiency = 0.5;  // attention's fraction of the GEMM rate at its shape
+  // The trainer's per-element kernels bound by arithmetic (exp, sqrt, division), not by memory
+  // traffic, measured by --profile in ns per element, one rank alone: the AdamW update
+  // (train::Optimizer::step, per element updated) and SwiGLU (ops::swiglu_forward and
+  // swiglu_backward, per output element). 0: not measured, costed as memory traffic.
+  double adamw_ns_per_element = 0;
+  double swiglu_forward_ns_per_element = 0, swiglu_backward_ns_per_element = 0;
   MeasuredOps measured;               // --profile: exact shapes, one rank alone
   // The same shapes timed with every rank of the node running them at once (shared caches and
   // memory bandwidth): used when a job has more than one rank on a node.

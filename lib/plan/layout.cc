@@ -8,11 +8,6 @@
 namespace ms::plan {
 
 Result<Layout> layout_of(const config::RunConfig& config, int world_size) {
-  if (config.parallel.cp > 1) {
-    return InvalidArgument("parallel.cp (" + std::to_string(config.parallel.cp) +
-                           ") is not modelled by ms-train plan yet: predict the layout at "
-                           "parallel.cp=1 (docs/plan.md, Limits)");
-  }
   MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(config, world_size));
   const config::ParallelConfig& p = config.parallel;
   Layout l;
@@ -21,6 +16,7 @@ Result<Layout> layout_of(const config::RunConfig& config, int world_size) {
   l.pp = static_cast<int>(p.pp);
   l.vpp = static_cast<int>(p.vpp);
   l.ep = static_cast<int>(p.ep);
+  l.cp = static_cast<int>(p.cp);
   l.schedule = p.schedule;
   l.micro_batch = config.train.micro_batch;
   l.zero = p.zero == 1;
@@ -43,18 +39,24 @@ config::RunConfig apply_layout(const config::RunConfig& config, const Layout& l)
   c.parallel.recompute = l.recompute;
   c.parallel.sequence_parallel = l.sequence_parallel;
   c.parallel.loaders = 0;
-  c.parallel.cp = 1;  // context parallelism is not in the search yet (docs/plan.md)
+  c.parallel.cp = l.cp;
   c.train.micro_batch = l.micro_batch;
   return c;
 }
 
 Status check_layout(const config::RunConfig& config, const Layout& l, int world_size) {
   const config::RunConfig c = apply_layout(config, l);
+  // The config schema's rule (config/run_config.cc), which a loaded config has passed but a
+  // layout the search makes up has not: each cp rank holds 2 chunks of T / (2 cp) tokens.
+  if (l.cp < 1 || c.train.seq_len % (2 * l.cp) != 0) {
+    return InvalidArgument("train.seq_len (" + std::to_string(c.train.seq_len) +
+                           ") must be divisible by 2 * parallel.cp = " + std::to_string(2 * l.cp));
+  }
   MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(c, world_size));
   if (dp != l.dp) {
     return InvalidArgument("dp " + std::to_string(l.dp) + " does not fill " +
                            std::to_string(world_size) + " ranks at tp " + std::to_string(l.tp) +
-                           ", pp " + std::to_string(l.pp));
+                           ", pp " + std::to_string(l.pp) + ", cp " + std::to_string(l.cp));
   }
   const config::ModelConfig& m = c.model;
   MS_RETURN_IF_ERROR(
@@ -74,7 +76,7 @@ std::vector<std::string> set_flags(const Layout& l) {
       "parallel.recompute=" + std::string(config::enum_to_name(l.recompute)),
       "parallel.sequence_parallel=" + std::string(l.sequence_parallel ? "true" : "false"),
       "parallel.loaders=0",
-      "parallel.cp=1",
+      "parallel.cp=" + std::to_string(l.cp),
       "train.micro_batch=" + std::to_string(l.micro_batch),
   };
   return flags;
@@ -84,6 +86,7 @@ std::string layout_name(const Layout& l) {
   std::string s =
       "dp" + std::to_string(l.dp) + " tp" + std::to_string(l.tp) + " pp" + std::to_string(l.pp);
   if (l.vpp > 1) s += " vpp" + std::to_string(l.vpp);
+  if (l.cp > 1) s += " cp" + std::to_string(l.cp);
   if (l.ep > 1) s += " ep" + std::to_string(l.ep);
   if (l.pp > 1) s += " " + l.schedule;
   s += " mb" + std::to_string(l.micro_batch);

@@ -14,7 +14,8 @@
 namespace ms::plan {
 
 struct Layout {
-  int dp = 1, tp = 1, pp = 1, vpp = 1, ep = 1;
+  // world = pp x dp x cp x tp; ep folds over dp x cp (train/run_checks.h).
+  int dp = 1, tp = 1, pp = 1, vpp = 1, ep = 1, cp = 1;
   std::string schedule = "1f1b";
   int64_t micro_batch = 1;
   bool zero = true;
@@ -30,7 +31,7 @@ struct Layout {
 Result<Layout> layout_of(const config::RunConfig& config, int world_size);
 
 // `config` with `layout` applied (parallel.* and train.micro_batch; pp_layers cleared, an even
-// split; parallel.cp 1 and no loader ranks).
+// split; no loader ranks, which context parallelism refuses).
 config::RunConfig apply_layout(const config::RunConfig& config, const Layout& layout);
 
 // OK when the trainer accepts `layout` for `config` on `world_size` ranks: the world-size

@@ -57,7 +57,7 @@ double deferred_weight_grad_bytes(const config::RunConfig& c, const Layout& l,
                                   const train::PipelineLayout& pipeline, int r) {
   if (l.schedule != "zero-bubble") return 0;
   const config::ModelConfig& m = c.model;
-  const double N = static_cast<double>(l.micro_batch * c.train.seq_len),
+  const double N = static_cast<double>(l.micro_batch * c.train.seq_len / l.cp),
                D = static_cast<double>(m.d_model);
   const double hd = static_cast<double>(m.d_model / m.n_heads);
   const double q = static_cast<double>(m.n_heads / l.tp) * hd,
@@ -98,8 +98,9 @@ Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
   for (size_t s = static_cast<size_t>(r); s < stages; s += static_cast<size_t>(l.pp)) {
     dims.layers = pipeline.stages[s].count;
     dims.last_chunk = s + 1 == stages;
-    const double chunk =
-        static_cast<double>(model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len));
+    // A cp rank holds T / cp tokens of each sequence (the trainer's start-up line counts them so).
+    const double chunk = static_cast<double>(
+        model::activation_bytes_of(m, dims, l.micro_batch, c.train.seq_len / l.cp));
     total += chunk;
     largest = std::max(largest, chunk);
   }
@@ -126,20 +127,23 @@ Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, con
                            " pipeline ranks, layout has " + std::to_string(l.pp));
   }
   std::vector<RankMemory> out(static_cast<size_t>(l.pp));
-  const int edp = std::max(1, l.dp / l.ep);  // expert weights are replicated over dp / ep
+  // Gradients are reduced, and ZeRO-1 shards, over dp x cp (the trainer's dp_cp group); expert
+  // weights are replicated over dp x cp / ep (ep folds over dp x cp).
+  const int dpc = l.dp * l.cp;
+  const int edp = std::max(1, dpc / l.ep);
   for (int r = 0; r < l.pp; ++r) {
     RankMemory& m = out[static_cast<size_t>(r)];
     m.pp_rank = r;
     m.dense_elements = elements[static_cast<size_t>(r)].dense;
     m.expert_elements = elements[static_cast<size_t>(r)].expert;
-    const train::RankMemoryPlan dense = train::rank_memory_plan(m.dense_elements, l.dp, l.zero);
+    const train::RankMemoryPlan dense = train::rank_memory_plan(m.dense_elements, dpc, l.zero);
     const train::RankMemoryPlan expert = train::rank_memory_plan(m.expert_elements, edp, l.zero);
     const double f32_weights = dense.weights_mib + expert.weights_mib;
     m.weights_mib = f32_weights * bytes / 4.0;
     // ZeRO-1 also holds the reduced shard of the gradients (DistributedOptimizer's grad_shard_),
-    // 1/dp of them, which rank_memory_plan (and so the trainer's start-up line) leaves out.
+    // 1/(dp cp) of them, which rank_memory_plan (and so the trainer's start-up line) leaves out.
     m.gradients_mib = dense.gradients_mib + expert.gradients_mib;
-    if (l.zero) m.gradients_mib += dense.gradients_mib / l.dp + expert.gradients_mib / edp;
+    if (l.zero) m.gradients_mib += dense.gradients_mib / dpc + expert.gradients_mib / edp;
     m.optimizer_mib = dense.optimizer_mib + expert.optimizer_mib;
     if (bytes == 2) {
       // Mixed precision: an f32 master copy beside the bf16 weights, in the optimizer state

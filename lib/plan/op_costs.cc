@@ -84,6 +84,10 @@ double CostModel::elementwise_seconds(double bytes) const {
   return bytes / (cluster_.device.memory_bandwidth_gbs * 1e9) / share_ / scaling_.compute;
 }
 
+double CostModel::per_element_seconds(double elements, double ns_per_element) const {
+  return elements * ns_per_element * 1e-9 / share_ / scaling_.compute;
+}
+
 double CostModel::comm_seconds(Collective op, double bytes, int n, bool inter_node) const {
   Link link = inter_node ? cluster_.inter_node : cluster_.intra_node;
   link.bandwidth_gbs *= scaling_.net;

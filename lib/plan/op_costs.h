@@ -42,6 +42,8 @@ class CostModel {
   double gemm_seconds(int64_t m, int64_t n, int64_t k) const;
   double attention_seconds(const AttentionOp& a, bool backward) const;
   double elementwise_seconds(double bytes) const;
+  // `elements` of a kernel measured at `ns_per_element` (one rank alone).
+  double per_element_seconds(double elements, double ns_per_element) const;
   // A collective over `n` ranks, on the inter-node link when `inter_node`.
   double comm_seconds(Collective op, double bytes, int n, bool inter_node) const;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
@@ -12,9 +13,10 @@
 namespace ms::plan {
 namespace {
 
-// One rank's share of a layer, for a micro-batch of B sequences of T tokens.
+// One rank's share of a layer, for a micro-batch of B sequences of T tokens each (the rank's
+// T = seq_len / cp under context parallelism; full_T the whole sequence).
 struct LayerShape {
-  int64_t B = 0, T = 0, N = 0, Nr = 0, D = 0, hd = 0, heads = 0, kv_heads = 0, d_ff = 0,
+  int64_t B = 0, T = 0, full_T = 0, N = 0, Nr = 0, D = 0, hd = 0, heads = 0, kv_heads = 0, d_ff = 0,
           shared_d_ff = 0, experts = 0, top_k = 0, local_experts = 0, expert_rows = 0, vocab = 0,
           window = 0;
   bool sp = false;
@@ -24,7 +26,8 @@ LayerShape layer_shape(const config::RunConfig& c, const Layout& l) {
   const config::ModelConfig& m = c.model;
   LayerShape s;
   s.B = l.micro_batch;
-  s.T = c.train.seq_len;
+  s.full_T = c.train.seq_len;
+  s.T = s.full_T / l.cp;
   s.N = s.B * s.T;
   s.sp = l.tp > 1 && l.sequence_parallel;
   s.Nr = s.sp ? s.N / l.tp : s.N;
@@ -76,14 +79,71 @@ double layer_elementwise_bytes(const LayerShape& s) {
   return 4.0 * (12.0 * s.Nr * s.D + 4.0 * s.N * (s.heads + s.kv_heads) * s.hd + ffn);
 }
 
+// The whole sequence's attention: under context parallelism a rank computes its T / cp queries
+// against every key block of the ring, and the balanced chunks (parallel/cp_layout.h) give each
+// rank 1/cp of the causal work, so its time is this op's over cp.
+// The elements SwiGLU produces in one layer's forward: the dense MLP's, or every local expert's
+// routed rows and the shared expert's.
+double swiglu_elements(const LayerShape& s) {
+  return s.experts == 0 ? static_cast<double>(s.N * s.d_ff)
+                        : static_cast<double>(s.expert_rows * s.local_experts * s.d_ff) +
+                              static_cast<double>(s.N * s.shared_d_ff);
+}
+
+// One layer's elementwise work, forward and backward. Memory traffic at the device's bandwidth,
+// except SwiGLU where the profile measured it: its exp per element makes it arithmetic-bound on
+// a CPU, several times slower than its 3 floats of traffic per element at STREAM speed.
+std::pair<double, double> layer_elementwise_seconds(const CostModel& model, const LayerShape& s) {
+  const Device& d = model.cluster().device;
+  const double bytes = layer_elementwise_bytes(s);
+  if (d.swiglu_forward_ns_per_element <= 0 || d.swiglu_backward_ns_per_element <= 0) {
+    const double t = model.elementwise_seconds(bytes);
+    return {t, 2 * t};
+  }
+  const double swiglu = swiglu_elements(s);
+  const double rest = model.elementwise_seconds(bytes - 4.0 * 3.0 * swiglu);
+  return {rest + model.per_element_seconds(swiglu, d.swiglu_forward_ns_per_element),
+          2 * rest + model.per_element_seconds(swiglu, d.swiglu_backward_ns_per_element)};
+}
+
 AttentionOp attention_op(const LayerShape& s) {
-  return {s.B, s.T, s.heads, s.kv_heads, s.hd, s.window};
+  return {s.B, s.full_T, s.heads, s.kv_heads, s.hd, s.window};
+}
+
+// Context parallelism's ring (model/cp_attention.cc), per layer and micro-batch. Each hop is a
+// p2p of one key/value block, 2 x B x T/cp x kv_heads/tp x head_dim f32 values (the trainer
+// sends f32), to the next rank while receiving from the previous. Forward: cp - 1 hops, each
+// started before the step's block of attention compute (1/cp of the rank's attention) and waited
+// for after it, so a hop costs only what exceeds that compute: max(0, hop - block). Backward: the
+// key/value block's cp - 1 hops overlap the block's compute the same way, but each of the cp
+// dK/dV accumulator hops starts after it and is exposed in full.
+struct RingComm {
+  double hop_bytes = 0, hop_s = 0;
+  double fwd_exposed_s = 0, bwd_exposed_s = 0;
+  double bytes = 0, seconds = 0;  // on the wire, forward and backward
+};
+
+RingComm ring_comm(const CostModel& model, const LayerShape& s, const Layout& l, double attn_fwd_s,
+                   double attn_bwd_s) {
+  RingComm out;
+  if (l.cp <= 1) return out;
+  const double cp = static_cast<double>(l.cp);
+  out.hop_bytes = 2.0 * static_cast<double>(s.B * s.T * s.kv_heads * s.hd) * 4.0;
+  const bool inter = l.tp * l.cp > model.cluster().ranks_per_node;
+  out.hop_s = model.comm_seconds(Collective::kP2P, out.hop_bytes, 2, inter);
+  out.fwd_exposed_s = (cp - 1) * std::max(0.0, out.hop_s - attn_fwd_s / cp);
+  out.bwd_exposed_s = (cp - 1) * std::max(0.0, out.hop_s - attn_bwd_s / cp) + cp * out.hop_s;
+  const double hops = (cp - 1) + (cp - 1) + cp;
+  out.bytes = hops * out.hop_bytes * bus_factor(Collective::kP2P, 2);
+  out.seconds = hops * out.hop_s;
+  return out;
 }
 
 struct Costs {
   ChunkTimes times;
   // Per micro-batch, forward and backward.
   double tp_bytes = 0, ep_bytes = 0, tp_seconds = 0, ep_seconds = 0;
+  double cp_bytes = 0, cp_seconds = 0;  // the ring's, on the wire
 };
 
 // One micro-batch's collectives inside a layer, forward (backward is the same again):
@@ -132,19 +192,24 @@ Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layo
     bwd_input += model.gemm_seconds(m, k, n);   // dX = dY W^T
     bwd_weight += model.gemm_seconds(k, n, m);  // dW = X^T dY
   }
-  const double attn_fwd = model.attention_seconds(attention_op(s), false);
-  const double elem = model.elementwise_seconds(layer_elementwise_bytes(s));
+  const double attn_fwd = model.attention_seconds(attention_op(s), false) / l.cp;
+  const double attn_bwd = model.attention_seconds(attention_op(s), true) / l.cp;
+  const RingComm ring = ring_comm(model, s, l, attn_fwd, attn_bwd);
+  const auto [elem_fwd, elem_bwd] = layer_elementwise_seconds(model, s);
   const LayerComm comm = layer_comm(model, s, l, bytes, ep_bytes);
-  fwd += attn_fwd + elem + comm.seconds();
-  bwd_input += model.attention_seconds(attention_op(s), true) + 2 * elem + comm.seconds();
+  fwd += attn_fwd + ring.fwd_exposed_s + elem_fwd + comm.seconds();
+  bwd_input += attn_bwd + ring.bwd_exposed_s + elem_bwd + comm.seconds();
+  // Recomputing the attention reruns its forward ring too.
   if (l.recompute == config::Recompute::kFull) bwd_input += fwd;
-  if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd;
+  if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd + ring.fwd_exposed_s;
   Costs out;
   out.times = {fwd * layers, bwd_input * layers, bwd_weight * layers};
   out.tp_bytes = 2 * comm.tp_bytes * layers;
   out.ep_bytes = 2 * comm.ep_bytes * layers;
   out.tp_seconds = 2 * comm.tp_seconds * layers;
   out.ep_seconds = 2 * comm.ep_seconds * layers;
+  out.cp_bytes = ring.bytes * static_cast<double>(layers);
+  out.cp_seconds = ring.seconds * static_cast<double>(layers);
   if (first) {
     const double embed = model.elementwise_seconds(4.0 * 2 * s.Nr * s.D);
     out.times.forward += embed;
@@ -172,11 +237,12 @@ Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layo
 }
 
 // The dp reduction of one pipeline rank's gradients: ZeRO-1 reduce-scatters the gradients and
-// all-gathers the updated parameters, else one all-reduce. Dense weights over dp, routed
-// experts over the expert-data-parallel group (dp / ep).
+// all-gathers the updated parameters, else one all-reduce. Dense weights over dp x cp (the
+// trainer's dp_cp group: every cp rank holds a share of the tokens), routed experts over the
+// expert-data-parallel group (dp x cp / ep).
 AxisTraffic dp_traffic(const CostModel& model, const Layout& l, const RankElements& e, int bytes) {
   AxisTraffic out;
-  const bool inter = l.tp * l.dp > model.cluster().ranks_per_node;
+  const bool inter = l.tp * l.cp * l.dp > model.cluster().ranks_per_node;
   auto reduce = [&](int64_t elements, int n) {
     const double grads = static_cast<double>(elements) * 4.0;
     const double params = static_cast<double>(elements) * bytes;
@@ -189,19 +255,25 @@ AxisTraffic dp_traffic(const CostModel& model, const Layout& l, const RankElemen
       out.bytes += grads * bus_factor(Collective::kAllReduce, n);
     }
   };
-  reduce(e.dense, l.dp);
-  reduce(e.expert, std::max(1, l.dp / l.ep));
+  reduce(e.dense, l.dp * l.cp);
+  reduce(e.expert, std::max(1, l.dp * l.cp / l.ep));
   return out;
 }
 
 // The update: AdamW reads and writes parameter, gradient and both moments of the elements the
-// rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient.
+// rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient. Where
+// the profile timed the trainer's AdamW (device.adamw_ns_per_element), the update takes that
+// per element: its sqrt and division per element, not the memory traffic, bound it on a CPU.
 double optimizer_seconds(const CostModel& model, const Layout& l, const RankElements& e) {
   const double local = static_cast<double>(e.dense + e.expert);
-  const double updated = l.zero ? static_cast<double>(e.dense) / l.dp +
-                                      static_cast<double>(e.expert) / std::max(1, l.dp / l.ep)
+  const int dpc = l.dp * l.cp;
+  const double updated = l.zero ? static_cast<double>(e.dense) / dpc +
+                                      static_cast<double>(e.expert) / std::max(1, dpc / l.ep)
                                 : local;
-  return model.elementwise_seconds(8.0 * local + 28.0 * updated);
+  const double ns = model.cluster().device.adamw_ns_per_element;
+  const double update =
+      ns > 0 ? model.per_element_seconds(updated, ns) : model.elementwise_seconds(28.0 * updated);
+  return model.elementwise_seconds(8.0 * local) + update;
 }
 
 }  // namespace
@@ -222,16 +294,21 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
         chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
     chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
     if (st % static_cast<size_t>(l.pp) == 0) {
+      p.forward_s += costs.times.forward * static_cast<double>(m);
+      p.backward_s +=
+          (costs.times.backward_input + costs.times.backward_weight) * static_cast<double>(m);
       p.tp.bytes += costs.tp_bytes * static_cast<double>(m);
       p.ep.bytes += costs.ep_bytes * static_cast<double>(m);
       p.tp.seconds += costs.tp_seconds * static_cast<double>(m);
       p.ep.seconds += costs.ep_seconds * static_cast<double>(m);
+      p.cp.bytes += costs.cp_bytes * static_cast<double>(m);
+      p.cp.seconds += costs.cp_seconds * static_cast<double>(m);
     }
   }
   const LayerShape s = layer_shape(c, l);
   const double act_bytes = static_cast<double>(s.Nr * s.D) * bytes;
   const bool pp_inter =
-      l.tp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;
+      l.tp * l.cp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;
   const double p2p = l.pp > 1 ? model.comm_seconds(Collective::kP2P, act_bytes, 2, pp_inter) : 0;
   MS_ASSIGN_OR_RETURN(const ReplayResult replay, replay_pipeline(pipeline.schedule, chunks, p2p));
   p.compute_s = replay.makespan;

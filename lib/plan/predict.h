@@ -30,7 +30,12 @@ struct Prediction {
   double compute_s = 0;     // pipeline makespan (compute, tp/ep collectives, p2p)
   double dp_exposed_s = 0;  // dp reduction left after any overlap
   double optimizer_s = 0;
+  // Pipeline rank 0's forward and backward (input and weight) time per step, summed over its
+  // micro-batches and chunks, collectives inside them included: what the trainer's telemetry
+  // reports as phases.fwd_s and phases.bwd_s.
+  double forward_s = 0, backward_s = 0;
   AxisTraffic dp, tp, pp, ep;
+  AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
   std::vector<RankMemory> memory;  // per pipeline rank
   RankMemory peak;                 // the largest
   double peak_gib() const { return peak.total_mib() / 1024.0; }

@@ -7,15 +7,21 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <set>
+#include <span>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/memory_bandwidth.h"
 #include "core/timer.h"
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "plan/op_costs.h"
 #include "plan/search.h"
+#include "train/optimizer.h"
 
 namespace ms::plan {
 namespace {
@@ -48,6 +54,45 @@ double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
                    n, 0.0f, c.data(), n);
       },
       min_seconds);
+}
+
+// Per-element kernels of the trainer that are arithmetic-bound, timed over 1 Mi elements (4 MiB
+// per array: out of the caches, as a layer's activations and a model's parameters are), in ns
+// per element: the AdamW update over one segment, SwiGLU forward and backward.
+constexpr int64_t kElementwiseProbe = int64_t{1} << 20;
+
+Result<double> adamw_ns(double min_seconds) {
+  const int64_t n = kElementwiseProbe;
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt,
+                      train::Optimizer::create(config::OptimConfig{}, n, 1));
+  std::vector<float> w(static_cast<size_t>(n), 0.5f), g(static_cast<size_t>(n), 0.01f);
+  const train::OptimSegment seg{.param = 0, .offset = 0, .length = n, .weight_decay = true};
+  Status status = Status::OK();
+  const double s = time_op(
+      [&] {
+        Status st = opt->step(w, g, std::span<const train::OptimSegment>(&seg, 1),
+                              train::OptimStep{.lr = 1e-4, .grad_scale = 1.0},
+                              [](std::span<double>) { return Status::OK(); });
+        if (!st.ok()) status = st;
+      },
+      min_seconds);
+  MS_RETURN_IF_ERROR(status);
+  return s / static_cast<double>(n) * 1e9;
+}
+
+std::pair<double, double> swiglu_ns(double min_seconds) {
+  const size_t n = static_cast<size_t>(kElementwiseProbe);
+  std::vector<float> gate(n, 0.3f), up(n, 0.7f), out(n), dout(n, 0.1f), dgate(n), dup(n);
+  const double f = time_op(
+      [&] { ops::swiglu_forward(gate.data(), up.data(), out.data(), kElementwiseProbe); },
+      min_seconds);
+  const double b = time_op(
+      [&] {
+        ops::swiglu_backward(gate.data(), up.data(), dout.data(), dgate.data(), dup.data(),
+                             kElementwiseProbe);
+      },
+      min_seconds);
+  return {f / static_cast<double>(n) * 1e9, b / static_cast<double>(n) * 1e9};
 }
 
 double attention_time(const AttentionOp& op, bool backward, double min_seconds) {
@@ -156,6 +201,9 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   d.peak_tflops["f32"] = peak / 1e3;
   d.gemm.max = 1.0;
   d.memory_bandwidth_gbs = measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 5);
+  MS_ASSIGN_OR_RETURN(d.adamw_ns_per_element, adamw_ns(options.min_seconds_per_op));
+  std::tie(d.swiglu_forward_ns_per_element, d.swiglu_backward_ns_per_element) =
+      swiglu_ns(options.min_seconds_per_op);
   // Attention's rate against a GEMM of the same FLOPs, at a mid-sized shape.
   const CostModel model(c, 1);
   const AttentionOp probe{4, 256, 8, 8, 64, 0};

@@ -43,7 +43,7 @@ nlohmann::ordered_json axis_json(const AxisTraffic& a) {
 std::string prediction_row_header() {
   return "#  layout                                        step_s    tok/s   mfu%  bubble%  "
          "peak_GiB = weights + grads + optim + acts (+ runtime)       dp_MB    tp_MB    pp_MB    "
-         "ep_MB\n";
+         "ep_MB    cp_MB\n";
 }
 
 std::string prediction_row(size_t index, const Prediction& p) {
@@ -52,11 +52,11 @@ std::string prediction_row(size_t index, const Prediction& p) {
   std::snprintf(
       line, sizeof(line),
       "%-2zu %-45s %8.4g %8.0f %6.1f %7.1f   %8.3f = %7.3f + %7.3f + %7.3f + %7.3f (+ %.3f)"
-      "  %8.2f %8.2f %8.2f %8.2f\n",
+      "  %8.2f %8.2f %8.2f %8.2f %8.2f\n",
       index, layout_name(p.layout).c_str(), p.step_s, p.tokens_per_s, p.mfu * 100, p.bubble * 100,
       p.peak_gib(), m.weights_mib / 1024, m.gradients_mib / 1024, m.optimizer_mib / 1024,
       m.activations_mib / 1024, m.overhead_mib / 1024, p.dp.bytes / kMB, p.tp.bytes / kMB,
-      p.pp.bytes / kMB, p.ep.bytes / kMB);
+      p.pp.bytes / kMB, p.ep.bytes / kMB, p.cp.bytes / kMB);
   return line;
 }
 
@@ -108,6 +108,7 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
             {"pp", l.pp},
             {"vpp", l.vpp},
             {"ep", l.ep},
+            {"cp", l.cp},
             {"schedule", l.schedule},
             {"micro_batch", l.micro_batch},
             {"zero", l.zero ? 1 : 0},
@@ -122,13 +123,16 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"pipeline_s", p.compute_s},
           {"dp_exposed_s", p.dp_exposed_s},
           {"optimizer_s", p.optimizer_s},
+          {"forward_s", p.forward_s},
+          {"backward_s", p.backward_s},
           {"peak_memory_mib", p.peak.total_mib()},
           {"memory", memory},
           {"axes",
            {{"dp", axis_json(p.dp)},
             {"tp", axis_json(p.tp)},
             {"pp", axis_json(p.pp)},
-            {"ep", axis_json(p.ep)}}}};
+            {"ep", axis_json(p.ep)},
+            {"cp", axis_json(p.cp)}}}};
 }
 
 nlohmann::ordered_json plan_json(const PlanContext& ctx, const SearchResult& result,

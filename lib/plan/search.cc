@@ -30,6 +30,9 @@ std::vector<std::pair<std::string, int>> schedules(int pp, int64_t n_layers) {
   return out;
 }
 
+constexpr config::Recompute kRecompute[] = {
+    config::Recompute::kNone, config::Recompute::kSelective, config::Recompute::kFull};
+
 int ranks_on_node(const Cluster& cluster, int world) {
   return std::min(world, cluster.ranks_per_node);
 }
@@ -45,29 +48,38 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
              .ok()) {
       continue;
     }
+    const std::vector<bool> sp_values =
+        tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{true};
     for (int64_t pp : divisors(world / tp)) {
       if (pp > m.n_layers) continue;
-      const int64_t dp = world / (tp * pp);
-      if (config.train.global_batch % dp != 0) continue;
-      for (int64_t ep : divisors(dp)) {
-        if (ep > 1 && (m.moe.num_experts == 0 || m.moe.num_experts % ep != 0)) continue;
-        for (const auto& [schedule, vpp] : schedules(static_cast<int>(pp), m.n_layers)) {
-          for (int64_t mb : divisors(config.train.global_batch / dp)) {
-            for (bool zero : {true, false}) {
-              for (config::Recompute rc : {config::Recompute::kNone, config::Recompute::kSelective,
-                                           config::Recompute::kFull}) {
-                for (bool sp : tp > 1 ? std::vector<bool>{true, false} : std::vector<bool>{true}) {
-                  Layout l{.dp = static_cast<int>(dp),
-                           .tp = static_cast<int>(tp),
-                           .pp = static_cast<int>(pp),
-                           .vpp = vpp,
-                           .ep = static_cast<int>(ep),
-                           .schedule = schedule,
-                           .micro_batch = mb,
-                           .zero = zero,
-                           .recompute = rc,
-                           .sequence_parallel = sp};
-                  if (check_layout(config, l, world).ok()) out.push_back(l);
+      // Context parallelism cuts each sequence into 2 cp chunks, and is refused with a capacity
+      // factor (check_layout refuses both; this only skips the loops below).
+      for (int64_t cp : divisors(world / (tp * pp))) {
+        if (cp > 1 && (config.train.seq_len % (2 * cp) != 0 || m.moe.capacity_factor > 0)) {
+          continue;
+        }
+        const int64_t dp = world / (tp * pp * cp);
+        if (config.train.global_batch % dp != 0) continue;
+        for (int64_t ep : divisors(dp * cp)) {
+          if (ep > 1 && (m.moe.num_experts == 0 || m.moe.num_experts % ep != 0)) continue;
+          for (const auto& [schedule, vpp] : schedules(static_cast<int>(pp), m.n_layers)) {
+            for (int64_t mb : divisors(config.train.global_batch / dp)) {
+              for (bool zero : {true, false}) {
+                for (config::Recompute rc : kRecompute) {
+                  for (bool sp : sp_values) {
+                    Layout l{.dp = static_cast<int>(dp),
+                             .tp = static_cast<int>(tp),
+                             .pp = static_cast<int>(pp),
+                             .vpp = vpp,
+                             .ep = static_cast<int>(ep),
+                             .cp = static_cast<int>(cp),
+                             .schedule = schedule,
+                             .micro_batch = mb,
+                             .zero = zero,
+                             .recompute = rc,
+                             .sequence_parallel = sp};
+                    if (check_layout(config, l, world).ok()) out.push_back(l);
+                  }
                 }
               }
             }
@@ -93,6 +105,7 @@ Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunCon
   const double limit_mib = cluster.memory_per_rank_gib * 1024.0;
   SearchResult result;
   result.world = world;
+  // Parameters per rank depend on tp, pp, vpp and ep, not on dp or cp.
   std::map<std::tuple<int, int, int, int>, std::vector<RankElements>> elements;
   double smallest_peak = -1;
   for (const Layout& l : candidate_layouts(config, world)) {

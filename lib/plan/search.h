@@ -1,10 +1,10 @@
 // The layout search of `ms-train plan`: every layout the trainer accepts for the model on the
 // cluster's ranks with the config's global batch (tp over the divisors that split the heads and
-// d_ff, pp over those that split the layers, vpp with the interleaved schedule, the three
-// schedules, ep over the divisors of dp that split the experts, every micro-batch size that
-// divides the per-rank batch, ZeRO-1 on and off, the three recomputation modes, sequence
-// parallelism on and off), each predicted (predict.h), those over the memory limit set aside,
-// the rest ranked by step time.
+// d_ff, pp over those that split the layers, cp over those that cut the sequence into 2 cp
+// chunks, vpp with the interleaved schedule, the three schedules, ep over the divisors of
+// dp x cp that split the experts, every micro-batch size that divides the per-rank batch, ZeRO-1
+// on and off, the three recomputation modes, sequence parallelism on and off), each predicted
+// (predict.h), those over the memory limit set aside, the rest ranked by step time.
 #pragma once
 
 #include <string>

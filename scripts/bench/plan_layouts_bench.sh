@@ -35,6 +35,11 @@ sources:
 YAML
   "$BIN/ms-data" plan --config "$WORK/mix.yaml" --output "$WORK/s128.plan" > /dev/null
 fi
+if [ ! -f "$WORK/s512.plan" ]; then  # the context-parallel model's 512-token sequences
+  sed -e 's/^seq_len: 128/seq_len: 512/' -e 's/^total_samples: 4000/total_samples: 1000/' \
+    "$WORK/mix.yaml" > "$WORK/mix512.yaml"
+  "$BIN/ms-data" plan --config "$WORK/mix512.yaml" --output "$WORK/s512.plan" > /dev/null
+fi
 
 # The two models: dense (8 layers of d_model 256) and MoE (4 experts, top-2) for the ep layouts.
 common=(--set data.plan="$WORK/s128.plan" --set train.steps="$STEPS" --set train.eval_every=0
@@ -46,6 +51,12 @@ common=(--set data.plan="$WORK/s128.plan" --set train.steps="$STEPS" --set train
         --set model.max_seq_len=128 --set train.seq_len=128 --set train.global_batch=8
         --set model.tie_embeddings=false)
 moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.d_ff=352)
+# The context-parallel layouts' model: 4 layers of d_model 128 on 512-token sequences, global
+# batch 4 (the shipped configs/long-context.yaml is too slow for 2 cores).
+cpm=(--set data.plan="$WORK/s512.plan" --set model.d_model=128 --set model.n_layers=4
+     --set model.n_heads=4 --set model.n_kv_heads=4 --set model.d_ff=352
+     --set model.max_seq_len=512 --set train.seq_len=512 --set train.global_batch=4
+     --set train.micro_batch=2)
 CONFIG=$SRC/configs/tiny-dense.yaml
 
 # A cluster file per model, measured here with that model's op shapes; 4 ranks on one node.
@@ -61,6 +72,7 @@ profile() {  # profile <file> [model --set args...]
 }
 profile "$WORK/dense.cluster.yaml"
 profile "$WORK/moe.cluster.yaml" "${moe[@]}"
+profile "$WORK/cp.cluster.yaml" "${cpm[@]}"
 
 peak_mib() {  # the largest rss_bytes over the ranks' host samples up to their last step
   python3 - "$1" <<'PY'
@@ -85,7 +97,7 @@ if ! grep -q "^# calibrated" "$WORK/dense.cluster.yaml"; then
                 --ranks 1 "${common[@]}" "${tiny[@]}" |
               python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["peak_memory_mib"] - d["memory"][0]["runtime_mib"])')
   overhead=$(python3 -c "print(round(max(0, $(peak_mib "$WORK/tiny") - $tiny_pred), 1))")
-  for f in "$WORK/dense.cluster.yaml" "$WORK/moe.cluster.yaml"; do
+  for f in "$WORK/dense.cluster.yaml" "$WORK/moe.cluster.yaml" "$WORK/cp.cluster.yaml"; do
     sed -i -e "s/^runtime_overhead_mib: .*/runtime_overhead_mib: $overhead/" "$f"
     echo "# calibrated runtime_overhead_mib from a 1-layer d_model 16 run: $overhead" >> "$f"
   done
@@ -103,8 +115,19 @@ print(f"{statistics.median(steps):.5f}")
 PY
 }
 
+phases() {  # "fwd bwd wait optim": medians over steps 3..10 of rank 0's telemetry phases
+  python3 - "$1" <<'PY'
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r["phases"] for r in rows if r.get("kind") == "step" and 3 <= r.get("step", 0) <= 10]
+print(" ".join("%.4f" % statistics.median(r[k] for r in rows)
+               for k in ("fwd_s", "bwd_s", "comm_wait_s", "optim_s")))
+PY
+}
+
 printf "%-34s %4s %10s %10s %7s %10s %10s %7s\n" layout np pred_s meas_s err% pred_MiB meas_MiB err%
 : > "$WORK/errors.txt"
+: > "$WORK/phases.txt"
 run() {  # run <label> <ranks> <cluster> [--set args...]
   local label=$1 np=$2 cluster=$3
   shift 3
@@ -126,6 +149,17 @@ es, em = (ps / ms - 1) * 100, (pm / mm - 1) * 100
 print(f"{label:<34} {np:>4} {ps:10.4f} {ms:10.4f} {es:+7.1f} {pm:10.1f} {mm:10.1f} {em:+7.1f}")
 open(errs, "a").write(f"{label} {es} {em}\n")
 PY
+  # Per phase, pipeline rank 0: the telemetry's forward, backward, communication wait and
+  # optimizer against the planner's forward, backward and optimizer (what is left of its step
+  # is bubble, exposed dp reduction and step overhead).
+  python3 - "$label" "$pred" $(phases "$WORK/$label/telemetry/$(ls "$WORK/$label/telemetry" | head -1)") \
+    >> "$WORK/phases.txt" <<'PY'
+import json, sys
+label, d = sys.argv[1], json.loads(sys.argv[2])
+f, b, w, o = map(float, sys.argv[3:7])
+print(f"{label:<34} fwd {d['forward_s']:.4f}/{f:.4f}  bwd {d['backward_s']:.4f}/{b:.4f}  "
+      f"optim {d['optimizer_s']:.4f}/{o:.4f}  comm_wait -/{w:.4f}  (predicted/measured s)")
+PY
 }
 
 D=$WORK/dense.cluster.yaml
@@ -141,6 +175,9 @@ run "dp3-zero0"           3 "$D" --set train.global_batch=12 --set parallel.dp=3
 run "moe-ep2"             2 "$M" "${moe[@]}" --set parallel.ep=2
 run "moe-dp2-ep1-rc-full" 2 "$M" "${moe[@]}" --set parallel.recompute=full
 run "moe-ep2-tp2"         4 "$M" "${moe[@]}" --set parallel.ep=2 --set parallel.tp=2
+C=$WORK/cp.cluster.yaml
+run "seq512-cp2"          2 "$C" "${cpm[@]}" --set parallel.cp=2
+run "seq512-cp2-dp2"      4 "$C" "${cpm[@]}" --set parallel.cp=2 --set parallel.dp=2
 python3 - "$WORK/errors.txt" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1])]
@@ -149,6 +186,8 @@ wt = max(rows, key=lambda r: abs(float(r[1]))); wm = max(rows, key=lambda r: abs
 print(f"# step time: median |error| {statistics.median(t):.1f}%, worst {wt[0]} {float(wt[1]):+.1f}%")
 print(f"# peak memory: median |error| {statistics.median(m):.1f}%, worst {wm[0]} {float(wm[2]):+.1f}%")
 PY
+echo "# per phase, pipeline rank 0"
+cat "$WORK/phases.txt"
 
 # Published large-scale runs, predicted from the shipped GPU cluster files (docs/benchmarks.md
 # gives the published figures and sources). The model shapes come from --set; nothing is
@@ -163,14 +202,14 @@ print("%-34s %s: step %.2f s, %.0f tok/s/GPU, MFU %.1f%%, bubble %.1f%%, peak %.
       d["name"], d["step_s"], d["tokens_per_s"] / r, d["mfu"] * 100, d["bubble"] * 100, d["peak_memory_mib"] / 1024))' "$label" "$ranks"
 }
 # NeMo 24.12 performance summary: Llama-3 70B, 64 H100, FP8, GBS 128, MBS 1, seq 8192,
-# TP 4, PP 4, CP 2, VP 5 (cp is not in the trainer: folded into dp here).
+# TP 4, PP 4, CP 2, VP 5 (dp 2).
 sed 's/^  dtype: bf16/  dtype: fp8/' "$SRC/configs/clusters/h100-8x.yaml" > "$WORK/h100-fp8.yaml"
 published "llama3-70b-h100-fp8-nemo" "$WORK/h100-fp8.yaml" 64 \
   --set model.vocab_size=128256 --set model.d_model=8192 --set model.n_layers=80 \
   --set model.n_heads=64 --set model.n_kv_heads=8 --set model.d_ff=28672 \
   --set model.max_seq_len=8192 --set train.seq_len=8192 --set train.global_batch=128 \
-  --set model.tie_embeddings=false --set train.micro_batch=1 --set parallel.dp=4 \
-  --set parallel.tp=4 --set parallel.pp=4 --set parallel.vpp=5 --set parallel.schedule=interleaved
+  --set model.tie_embeddings=false --set train.micro_batch=1 --set parallel.dp=2 \
+  --set parallel.cp=2 --set parallel.tp=4 --set parallel.pp=4 --set parallel.vpp=5 --set parallel.schedule=interleaved
 # MegaScale (NSDI 2024): 175B on 12,288 GPUs, batch 6144, seq 2048, MFU 55.2%; GPT-3 175B shape
 # with the parallel block, its 4x GELU MLP as a SwiGLU of the same parameter count.
 published "megascale-175b-12288-a100" "$SRC/configs/clusters/a100-8x.yaml" 12288 \

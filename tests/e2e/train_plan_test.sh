@@ -3,7 +3,8 @@
 # cluster file prints ranked layouts and the --set flags of the best, which `ms-train --dry-run`
 # accepts and which train for two steps under mpirun; --json parses and every layout in it fits
 # the memory limit with the global batch unchanged; --what-if reports the change; --evaluate
-# predicts a config's own layout; a 70B model on the H100 file plans without allocating it;
+# predicts a config's own layout, context-parallel ones too, and the fastest cp layout's flags
+# train; a 70B model on the H100 file plans without allocating it;
 # --profile writes a cluster file the planner reads back; a bad cluster file is refused naming
 # the file and the key; plain `ms-train --dry-run` is unchanged.
 # Usage: train_plan_test.sh <mpirun> <bin dir> <source dir>
@@ -44,20 +45,24 @@ steps = [l["step_s"] for l in d["layouts"]]
 assert steps == sorted(steps), steps
 for l in d["layouts"]:
     x = l["layout"]
-    assert x["dp"] * x["tp"] * x["pp"] == 4, x
+    assert x["dp"] * x["tp"] * x["pp"] * x["cp"] == 4, x
     assert d["global_batch"] % (x["dp"] * x["micro_batch"]) == 0, x
     assert 0 < l["peak_memory_mib"] <= limit, l
     m = l["memory"][0]
     assert abs(m["weights_mib"] + m["gradients_mib"] + m["optimizer_mib"] + m["activations_mib"]
                + m["runtime_mib"] - m["total_mib"]) < 1e-6, m
     assert 0 < l["mfu"] < 1 and 0 <= l["bubble"] < 1, l
-    assert set(l["axes"]) == {"dp", "tp", "pp", "ep"}, l
-for l in d["layouts"][:3]:
+    assert set(l["axes"]) == {"dp", "tp", "pp", "ep", "cp"}, l
+# The best first (it trains below), then the next two without cp for the dry run, which does not
+# take cp layouts yet (see the cp part below).
+best, rest = d["layouts"][0], [l for l in d["layouts"][1:] if l["layout"]["cp"] == 1][:2]
+for l in [best] + rest:
     print(" ".join("--set " + f for f in l["set"]))
 PY
 
-# The printed flags run: the dry run accepts the top three; the best trains two steps.
+# The printed flags run: the dry run accepts the top layouts without cp; the best trains two steps.
 while read -r flags; do
+  [[ $flags == *parallel.cp=1* ]] || continue
   # shellcheck disable=SC2086
   "$BIN/ms-train" --config "$config" "${model[@]}" $flags --dry-run --ranks 4 > "$work/dry.txt" 2>&1 ||
     fail "the planner's flags do not run: $flags: $(cat "$work/dry.txt")"
@@ -68,6 +73,29 @@ best=$(head -1 "$work/flags.txt")
   --set run.dir="$work/best" --set train.steps=2 --set train.eval_every=0 --set checkpoint.every=0 \
   --set train.mfu_peak_gflops=1 > "$work/best.out" 2>&1 || fail "the best layout does not train: $(tail -20 "$work/best.out")"
 grep -q "step 2/2" "$work/best/log.txt" || fail "no step 2 in the best layout's log"
+
+# Context parallelism is searched: the fastest cp layout of all that fit (seq_len 32 splits
+# into 2 cp chunks for cp 2, 4, 8, 16) trains two steps with its flags.
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --top 100000 --json > "$work/all.json"
+cpflags=$(python3 - "$work/all.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+cp = [l for l in d["layouts"] if l["layout"]["cp"] > 1]
+assert cp, "no cp layout offered"
+l = cp[0]
+assert "parallel.cp=%d" % l["layout"]["cp"] in l["set"], l["set"]
+assert " cp%d" % l["layout"]["cp"] in l["name"], l["name"]
+assert l["axes"]["cp"]["bytes"] > 0, l["axes"]
+print(" ".join("--set " + f for f in l["set"]))
+PY
+) || fail "no cp layout in the search: $(head -c 400 "$work/all.json")"
+# (Not through --dry-run yet: train::describe_layout builds its mesh with cp 1 and refuses
+# every cp > 1 layout, configs/long-context.yaml's too; training them is the stronger check.)
+# shellcheck disable=SC2086
+"$MPIRUN" --oversubscribe -np 4 "$BIN/ms-train" --config "$config" "${model[@]}" $cpflags \
+  --set run.dir="$work/cp" --set train.steps=2 --set train.eval_every=0 --set checkpoint.every=0 \
+  --set train.mfu_peak_gflops=1 > "$work/cp.out" 2>&1 || fail "the cp layout does not train: $(tail -20 "$work/cp.out")"
+grep -q "step 2/2" "$work/cp/log.txt" || fail "no step 2 in the cp layout's log"
 
 # --what-if: slower links and faster compute report a change.
 "$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --what-if net=0.5,compute=2 \
@@ -84,6 +112,14 @@ grep -q "unknown factor 'disk'" "$work/err.txt" || fail "what-if error: $(cat "$
 "$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --ranks 2 --evaluate \
   --set parallel.pp=2 --set parallel.dp=1 > "$work/eval.txt" || fail "evaluate exited $?"
 grep -q "^# pp rank 1:" "$work/eval.txt" || fail "no per-stage memory: $(cat "$work/eval.txt")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --ranks 2 --evaluate \
+  --set parallel.cp=2 > "$work/eval.txt" || fail "evaluate with cp exited $?"
+grep -q "^1  dp1 tp1 pp1 cp2 mb2 " "$work/eval.txt" || fail "no cp2 layout evaluated: $(cat "$work/eval.txt")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --ranks 3 --evaluate \
+  --set parallel.cp=2 --set parallel.loaders=1 > /dev/null 2> "$work/err.txt" &&
+  fail "cp with a loader rank was evaluated"
+grep -q "parallel.cp (2) does not work with parallel.loaders (1)" "$work/err.txt" ||
+  fail "cp with loaders error: $(cat "$work/err.txt")"
 
 # A 70B model on 64 H100s plans in seconds: it is never allocated.
 llama70b=(--set model.vocab_size=128256 --set model.d_model=8192 --set model.n_layers=80

@@ -57,11 +57,20 @@ TEST(Cluster, RoundTripsThroughYaml) {
   ASSERT_TRUE(c.ok());
   c->device.gemm.points = {{0.001, 50}, {1, 90}};
   c->device.measured["gemm 8x8x8"] = 1e-6;
+  c->device.adamw_ns_per_element = 6.5;
+  c->device.swiglu_forward_ns_per_element = 7;
+  c->device.swiglu_backward_ns_per_element = 8.25;
   Result<Cluster> back = cluster_from_yaml_text(cluster_to_yaml(*c), "again.yaml");
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->device.gemm.points.size(), 2u);
   EXPECT_DOUBLE_EQ(back->device.measured.at("gemm 8x8x8"), 1e-6);
   EXPECT_DOUBLE_EQ(back->memory_per_rank_gib, 80);
+  EXPECT_DOUBLE_EQ(back->device.adamw_ns_per_element, 6.5);
+  EXPECT_DOUBLE_EQ(back->device.swiglu_forward_ns_per_element, 7);
+  EXPECT_DOUBLE_EQ(back->device.swiglu_backward_ns_per_element, 8.25);
+  // Not measured: absent from the file, and read back as 0 (memory traffic only).
+  EXPECT_EQ(cluster_to_yaml(*cluster_from_yaml_text(kValid, "c.yaml")).find("ns_per_element"),
+            std::string::npos);
 }
 
 TEST(Cluster, MissingKeysAreNamed) {

@@ -165,5 +165,30 @@ TEST(OpCosts, MeasuredShapesWinAndConcurrentTimesServeSeveralRanksPerNode) {
   EXPECT_NEAR(alone.curve_rate(1e12), 0.1e12 * 0.9 * 1000 / 1000.001, 1e3);
 }
 
+// The profile's per-element kernels (SwiGLU, AdamW) replace those kernels' memory traffic, by
+// exactly their elements times the measured ns, and nothing else moves.
+TEST(OpCosts, MeasuredElementwiseKernelsReplaceTheirMemoryTraffic) {
+  const config::RunConfig c = model();  // 4 layers, d_ff 352, seq 128, batch 16
+  Cluster traffic = test_cluster(1, 64);
+  Cluster measured = traffic;
+  measured.device.swiglu_forward_ns_per_element = 5;
+  measured.device.swiglu_backward_ns_per_element = 7;
+  measured.device.adamw_ns_per_element = 10;
+  Layout l;
+  l.micro_batch = 4;
+  Result<Prediction> a = predict_layout(traffic, c, l, 1);
+  Result<Prediction> b = predict_layout(measured, c, l, 1);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const double bw = 10e9;                      // test_cluster's memory_bandwidth_gbs
+  const double swiglu = 4.0 * 128 * 352;       // elements per layer and micro-batch
+  const double calls = 4.0 * 4;                // layers x micro-batches
+  EXPECT_NEAR(b->forward_s - a->forward_s, calls * swiglu * (5e-9 - 12.0 / bw), 1e-12);
+  EXPECT_NEAR(b->backward_s - a->backward_s, calls * swiglu * (7e-9 - 24.0 / bw), 1e-12);
+  // One rank, no ZeRO sharding: every element is updated; traffic 8 + 28 bytes per element.
+  const double elements = a->optimizer_s * bw / 36.0;
+  EXPECT_NEAR(b->optimizer_s, elements * (8.0 / bw + 10e-9), 1e-12);
+  EXPECT_GT(b->step_s, a->step_s);
+}
+
 }  // namespace
 }  // namespace ms::plan
