@@ -23,8 +23,8 @@ Status check_positive(const char* name, int value) {
                          std::to_string(value));
 }
 
-// "parallel.dp=4", or "parallel.dp*cp=2*2=4" when cp is not 1: no config key sets cp yet, so a
-// cp-less run's messages do not mention it.
+// "parallel.dp=4", or "parallel.dp*cp=2*2=4" when cp is not 1, so a run without context
+// parallelism is not told about it.
 std::string folded_size(const MeshShape& shape) {
   if (shape.cp == 1) return "parallel.dp=" + std::to_string(shape.dp);
   return "parallel.dp*cp=" + std::to_string(shape.dp) + "*" + std::to_string(shape.cp) + "=" +

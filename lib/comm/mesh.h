@@ -66,7 +66,7 @@ class MeshLayout {
  public:
   // InvalidArgument when a size is < 1 (loaders < 0), ep does not divide dp * cp, or world_size
   // is not pp * dp * cp * tp + loaders (the message names all the sizes; cp only when it is not
-  // 1, as no config key sets it yet).
+  // 1, so a run without context parallelism is not told about it).
   static Result<MeshLayout> create(const MeshShape& shape, int world_size);
 
   const MeshShape& shape() const { return shape_; }
