@@ -391,11 +391,14 @@ void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m,
   const int64_t* offsets = split ? m.slice_offsets.data() : m.routing.offsets.data();
   const int64_t rows = offsets[El];
   float* xp = sized(s.permuted, n * k * D);
-  ops::moe_permute_forward(x, m.routing, xp, D);
-  if (split) {
-    float* all = sized(s.ep_back, n * k * D);
-    std::copy_n(xp, n * k * D, all);
-    pick_rows(all, m.slice_rows, xp, D);
+  if (!split) {
+    ops::moe_permute_forward(x, m.routing, xp, D);
+  } else {
+    // This rank's rows only, each its token's input.
+    for (size_t i = 0; i < m.slice_rows.size(); ++i) {
+      const int64_t token = m.routing.token_of_row[static_cast<size_t>(m.slice_rows[i])];
+      std::copy_n(x + token * D, D, xp + static_cast<int64_t>(i) * D);
+    }
     float* dy = sized(s.ep_grad, rows * D);
     pick_rows(dyp, m.slice_rows, dy, D);
     dyp = dy;

@@ -7,39 +7,14 @@
 
 #include "model/transformer.h"
 #include "plan/search.h"
+#include "plan_fixtures.h"
 #include "train/run_checks.h"
 
 namespace ms::plan {
 namespace {
 
-Cluster cluster(int ranks, double memory_gib, double bandwidth_gbs, double latency_us) {
-  Result<Cluster> c = cluster_from_yaml_text(
-      "name: test\nranks: " + std::to_string(ranks) +
-          "\nranks_per_node: 4\nmemory_per_rank_gib: " + std::to_string(memory_gib) +
-          "\ndevice: {name: d, dtype: f32, peak_tflops: {f32: 0.1}, memory_bandwidth_gbs: 10,"
-          " gemm_efficiency: {max: 0.9, half_gflop: 0.001}}\n"
-          "links:\n  intra_node: {bandwidth_gbs: " +
-          std::to_string(bandwidth_gbs) + ", latency_us: " + std::to_string(latency_us) +
-          "}\n  inter_node: {bandwidth_gbs: 0.2, latency_us: 20}\n",
-      "test.yaml");
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  return *c;
-}
-
-config::RunConfig model() {
-  config::RunConfig c;
-  c.model.vocab_size = 1024;
-  c.model.d_model = 128;
-  c.model.n_layers = 4;
-  c.model.n_heads = 4;
-  c.model.n_kv_heads = 4;
-  c.model.d_ff = 352;
-  c.model.max_seq_len = 128;
-  c.train.seq_len = 128;
-  c.train.global_batch = 16;
-  c.train.micro_batch = 4;
-  return c;
-}
+using fixtures::small_model;
+using fixtures::test_cluster;
 
 Layout cp_layout(int dp, int cp, int64_t micro_batch) {
   Layout l;
@@ -50,7 +25,7 @@ Layout cp_layout(int dp, int cp, int64_t micro_batch) {
 }
 
 TEST(PlanCp, SearchOffersCpLayoutsTheTrainerAccepts) {
-  const config::RunConfig c = model();
+  const config::RunConfig c = small_model();
   bool saw_cp = false, saw_cp_dp = false;
   for (const Layout& l : candidate_layouts(c, 4)) {
     Result<int> dp = train::data_parallel_size(apply_layout(c, l), 4);
@@ -80,7 +55,7 @@ TEST(PlanCp, SearchOffersCpLayoutsTheTrainerAccepts) {
 }
 
 TEST(PlanCp, ExpertParallelismFoldsOverDpTimesCp) {
-  config::RunConfig c = model();
+  config::RunConfig c = small_model();
   c.model.moe.num_experts = 4;
   bool saw = false;
   for (const Layout& l : candidate_layouts(c, 4)) {
@@ -91,8 +66,8 @@ TEST(PlanCp, ExpertParallelismFoldsOverDpTimesCp) {
 }
 
 TEST(PlanCp, RingBytesAreTheKeyValueAndGradientHops) {
-  const config::RunConfig c = model();
-  const Cluster cl = cluster(2, 64, 1, 5);
+  const config::RunConfig c = small_model();
+  const Cluster cl = test_cluster(2, 64, 1, 5);
   Result<Prediction> p = predict_layout(cl, c, cp_layout(1, 2, 4), 2);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   // One hop: K and V of B x T/cp tokens x kv_heads x head_dim f32 = 2 x 4 x 64 x 4 x 32 x 4.
@@ -109,16 +84,16 @@ TEST(PlanCp, RingBytesAreTheKeyValueAndGradientHops) {
 }
 
 TEST(PlanCp, ComputeSplitsLikeDataParallelismAndSlowLinksExposeTheGradientHops) {
-  const config::RunConfig c = model();
+  const config::RunConfig c = small_model();
   // Nearly free links: cp 2 does the work of dp 2 (half the GEMM rows per rank, 1/cp of the
   // causal attention over the whole sequence), so the two steps are close.
-  const Cluster fast = cluster(2, 64, 1e6, 0);
+  const Cluster fast = test_cluster(2, 64, 1e6, 0);
   Result<Prediction> cp = predict_layout(fast, c, cp_layout(1, 2, 4), 2);
   Result<Prediction> dp = predict_layout(fast, c, cp_layout(2, 1, 4), 2);
   ASSERT_TRUE(cp.ok() && dp.ok());
   EXPECT_NEAR(cp->compute_s / dp->compute_s, 1.0, 0.15);
   // A slow link: at least the cp dK/dV hops per layer and micro-batch are exposed.
-  const Cluster slow = cluster(2, 64, 0.01, 2000);
+  const Cluster slow = test_cluster(2, 64, 0.01, 2000);
   Result<Prediction> cp_slow = predict_layout(slow, c, cp_layout(1, 2, 4), 2);
   ASSERT_TRUE(cp_slow.ok());
   const double hop_s = CostModel(slow, 2).comm_seconds(Collective::kP2P, 2.0 * 4 * 64 * 4 * 32 * 4,
@@ -129,8 +104,8 @@ TEST(PlanCp, ComputeSplitsLikeDataParallelismAndSlowLinksExposeTheGradientHops) 
 }
 
 TEST(PlanCp, MemoryHoldsTOverCpTokensAndShardsOverDpTimesCp) {
-  const config::RunConfig c = model();
-  const Cluster cl = cluster(2, 64, 1, 5);
+  const config::RunConfig c = small_model();
+  const Cluster cl = test_cluster(2, 64, 1, 5);
   Result<Prediction> cp = predict_layout(cl, c, cp_layout(1, 2, 4), 2);
   Result<Prediction> dp = predict_layout(cl, c, cp_layout(2, 1, 4), 2);
   Result<Prediction> one = predict_layout(cl, c, cp_layout(1, 1, 4), 1);
@@ -157,14 +132,14 @@ TEST(PlanCp, MemoryHoldsTOverCpTokensAndShardsOverDpTimesCp) {
 }
 
 TEST(PlanCp, ALongSequenceUnderATightLimitChoosesCp) {
-  config::RunConfig c = model();
+  config::RunConfig c = small_model();
   c.model.n_layers = 2;
   c.model.max_seq_len = 8192;
   c.train.seq_len = 8192;
   c.train.global_batch = 2;
   c.train.micro_batch = 1;
   // The smallest peak of the layouts without cp and with it, with room for all.
-  Result<SearchResult> all = search_layouts(cluster(2, 1e6, 1, 5), c, 2);
+  Result<SearchResult> all = search_layouts(test_cluster(2, 1e6, 1, 5), c, 2);
   ASSERT_TRUE(all.ok()) << all.status().to_string();
   double without = 1e30, with = 1e30;
   for (const Prediction& p : all->ranked) {
@@ -173,7 +148,7 @@ TEST(PlanCp, ALongSequenceUnderATightLimitChoosesCp) {
   }
   ASSERT_LT(with, without) << "cp should hold the fewest activations of a long sequence";
   // A limit between them: only cp layouts fit, and the best is one.
-  Result<SearchResult> tight = search_layouts(cluster(2, (with + without) / 2, 1, 5), c, 2);
+  Result<SearchResult> tight = search_layouts(test_cluster(2, (with + without) / 2, 1, 5), c, 2);
   ASSERT_TRUE(tight.ok()) << tight.status().to_string();
   EXPECT_GT(tight->ranked.front().layout.cp, 1) << layout_name(tight->ranked.front().layout);
   for (const Prediction& p : tight->ranked) EXPECT_GT(p.layout.cp, 1) << layout_name(p.layout);

@@ -4,41 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include "plan_fixtures.h"
 #include "train/run_checks.h"
 
 namespace ms::plan {
 namespace {
 
-Cluster test_cluster(int ranks, double memory_gib) {
-  Result<Cluster> c = cluster_from_yaml_text(
-      "name: test\nranks: " + std::to_string(ranks) +
-          "\nranks_per_node: 4\nmemory_per_rank_gib: " + std::to_string(memory_gib) +
-          "\ndevice: {name: d, dtype: f32, peak_tflops: {f32: 0.1}, memory_bandwidth_gbs: 10,"
-          " gemm_efficiency: {max: 0.9, half_gflop: 0.001}}\n"
-          "links:\n  intra_node: {bandwidth_gbs: 1, latency_us: 5}\n"
-          "  inter_node: {bandwidth_gbs: 0.2, latency_us: 20}\n",
-      "test.yaml");
-  EXPECT_TRUE(c.ok()) << c.status().to_string();
-  return *c;
-}
-
-config::RunConfig model() {
-  config::RunConfig c;
-  c.model.vocab_size = 1024;
-  c.model.d_model = 128;
-  c.model.n_layers = 4;
-  c.model.n_heads = 4;
-  c.model.n_kv_heads = 4;
-  c.model.d_ff = 352;
-  c.model.max_seq_len = 128;
-  c.train.seq_len = 128;
-  c.train.global_batch = 16;
-  c.train.micro_batch = 4;
-  return c;
-}
+using fixtures::small_model;
+using fixtures::test_cluster;
 
 TEST(Search, OffersOnlyLayoutsTheTrainerAccepts) {
-  const config::RunConfig c = model();
+  const config::RunConfig c = small_model();
   const std::vector<Layout> layouts = candidate_layouts(c, 4);
   ASSERT_FALSE(layouts.empty());
   bool saw_tp = false, saw_pp = false, saw_interleaved = false, saw_zb = false;
@@ -58,7 +34,7 @@ TEST(Search, OffersOnlyLayoutsTheTrainerAccepts) {
 }
 
 TEST(Search, ExpertParallelismOnlyForMoe) {
-  config::RunConfig c = model();
+  config::RunConfig c = small_model();
   for (const Layout& l : candidate_layouts(c, 4)) EXPECT_EQ(l.ep, 1);
   c.model.moe.num_experts = 4;
   bool saw_ep = false;
@@ -68,7 +44,7 @@ TEST(Search, ExpertParallelismOnlyForMoe) {
 
 TEST(Search, RanksFastestFirstWithinTheMemoryLimit) {
   const Cluster cluster = test_cluster(4, 64);
-  Result<SearchResult> r = search_layouts(cluster, model(), 4);
+  Result<SearchResult> r = search_layouts(cluster, small_model(), 4);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_GT(r->ranked.size(), 10u);
   for (size_t i = 1; i < r->ranked.size(); ++i)
@@ -78,26 +54,26 @@ TEST(Search, RanksFastestFirstWithinTheMemoryLimit) {
 
 TEST(Search, HonoursTheMemoryLimit) {
   const Cluster roomy = test_cluster(4, 64);
-  Result<SearchResult> all = search_layouts(roomy, model(), 4);
+  Result<SearchResult> all = search_layouts(roomy, small_model(), 4);
   ASSERT_TRUE(all.ok());
   // A limit between the smallest and the largest peak excludes some layouts, keeps the rest.
   double lo = 1e30, hi = 0;
   for (const Prediction& p : all->ranked)
     lo = std::min(lo, p.peak.total_mib()), hi = std::max(hi, p.peak.total_mib());
   const double limit_gib = (lo + hi) / 2 / 1024;
-  Result<SearchResult> tight = search_layouts(test_cluster(4, limit_gib), model(), 4);
+  Result<SearchResult> tight = search_layouts(test_cluster(4, limit_gib), small_model(), 4);
   ASSERT_TRUE(tight.ok()) << tight.status().to_string();
   EXPECT_GT(tight->over_memory, 0);
   EXPECT_EQ(tight->ranked.size() + static_cast<size_t>(tight->over_memory), all->ranked.size());
   for (const Prediction& p : tight->ranked) EXPECT_LE(p.peak.total_mib(), limit_gib * 1024);
-  Result<SearchResult> none = search_layouts(test_cluster(4, lo / 2 / 1024), model(), 4);
+  Result<SearchResult> none = search_layouts(test_cluster(4, lo / 2 / 1024), small_model(), 4);
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("memory_per_rank_gib"), std::string::npos);
 }
 
 TEST(Search, WhatIfScalesStepTimesTheRightWay) {
   const Cluster cluster = test_cluster(4, 64);
-  const config::RunConfig c = model();
+  const config::RunConfig c = small_model();
   const Layout dp4{.dp = 4, .micro_batch = 4};
   Result<Prediction> base = predict_layout(cluster, c, dp4, 4);
   Result<Prediction> slow_net = predict_layout(cluster, c, dp4, 4, {.compute = 1, .net = 0.5});
@@ -117,7 +93,7 @@ TEST(Search, WhatIfScalesStepTimesTheRightWay) {
 TEST(Search, MoreLinkTrafficOnSlowerLinks) {
   // tp over the inter-node link (tp 4 on nodes of 2) costs more than within a node.
   Cluster cluster = test_cluster(4, 64);
-  const config::RunConfig c = model();
+  const config::RunConfig c = small_model();
   const Layout tp4{.dp = 1, .tp = 4, .micro_batch = 4};
   Result<Prediction> within = predict_layout(cluster, c, tp4, 4);
   cluster.ranks_per_node = 2;
@@ -168,7 +144,7 @@ TEST(OpCosts, MeasuredShapesWinAndConcurrentTimesServeSeveralRanksPerNode) {
 // The profile's per-element kernels (SwiGLU, AdamW) replace those kernels' memory traffic, by
 // exactly their elements times the measured ns, and nothing else moves.
 TEST(OpCosts, MeasuredElementwiseKernelsReplaceTheirMemoryTraffic) {
-  const config::RunConfig c = model();  // 4 layers, d_ff 352, seq 128, batch 16
+  const config::RunConfig c = small_model();  // 4 layers, d_ff 352, seq 128, batch 16
   Cluster traffic = test_cluster(1, 64);
   Cluster measured = traffic;
   measured.device.swiglu_forward_ns_per_element = 5;
