@@ -210,10 +210,6 @@ void add_train_keys(Schema<Cfg>& s) {
         &Cfg::train, &T::overlap_grad_reduce);
   s.add("train.bucket_mb", "Gradient bucket size in MiB for the data-parallel reduction.",
         &Cfg::train, &T::bucket_mb).above(0.0);
-  s.add("train.debug_slow_rank", "Test-only: rank that sleeps train.debug_slow_ms every step; "
-        "-1 for none.", &Cfg::train, &T::debug_slow_rank).at_least(-1);
-  s.add("train.debug_slow_ms", "Test-only: milliseconds train.debug_slow_rank sleeps each step.",
-        &Cfg::train, &T::debug_slow_ms).at_least(0.0);
   s.add("train.document_mask",
         "Document masking of packed samples: a token attends only to the tokens of its own "
         "document, documents ending at (and including) the end-of-document token (data.eod_id). "
@@ -252,6 +248,39 @@ void add_io_keys(Schema<Cfg>& s) {
         &TelemetryConfig::every_s).above(0.0);
   s.add("telemetry.trace", "Write per-rank traces of compute and collectives to run.dir/trace.",
         &Cfg::telemetry, &TelemetryConfig::trace);
+  s.add("telemetry.watchdog_s",
+        "Seconds a collective may wait before the watchdog writes run.dir/inflight/"
+        "rank-NNNNN.json (what `ms-diagnose hang` and `supervise` read); 0: no watchdog.",
+        &Cfg::telemetry, &TelemetryConfig::watchdog_s).at_least(0.0);
+}
+
+// Test-only fault injection; a "slot" is the rank's machine slot (DebugConfig).
+void add_debug_keys(Schema<Cfg>& s) {
+  using D = DebugConfig;
+  s.add("debug.slow_rank", "Test-only: the slot that sleeps debug.slow_ms at the start of "
+        "every step from debug.slow_from_step on (a slow machine); -1 for none.",
+        &Cfg::debug, &D::slow_rank).at_least(-1);
+  s.add("debug.slow_ms", "Test-only: milliseconds debug.slow_rank sleeps each step.",
+        &Cfg::debug, &D::slow_ms).at_least(0.0);
+  s.add("debug.slow_from_step", "Test-only: the first step debug.slow_rank is slow in.",
+        &Cfg::debug, &D::slow_from_step).at_least(1);
+  s.add("debug.kill_rank", "Test-only: the slot killed by SIGKILL at the start of "
+        "debug.kill_step (a crashed machine); -1 for none.", &Cfg::debug, &D::kill_rank)
+      .at_least(-1);
+  s.add("debug.kill_step", "Test-only: the step debug.kill_rank dies in.", &Cfg::debug,
+        &D::kill_step).at_least(1);
+  s.add("debug.hang_rank", "Test-only: the slot that stops forever at the start of "
+        "debug.hang_step, leaving its peers waiting in a collective (a hung machine); -1 for "
+        "none.", &Cfg::debug, &D::hang_rank).at_least(-1);
+  s.add("debug.hang_step", "Test-only: the step debug.hang_rank hangs in.", &Cfg::debug,
+        &D::hang_step).at_least(1);
+  s.add("debug.nan_rank", "Test-only: the slot whose training loss is NaN at debug.nan_step "
+        "(a numerical fault); -1 for none.", &Cfg::debug, &D::nan_rank).at_least(-1);
+  s.add("debug.nan_step", "Test-only: the step of the NaN loss.", &Cfg::debug, &D::nan_step)
+      .at_least(1);
+  s.add("debug.nan_repeat", "Test-only: false makes the NaN loss transient (once per run.dir, "
+        "remembered in run.dir/debug/); true repeats it every time the step runs, as bad data "
+        "or code would.", &Cfg::debug, &D::nan_repeat);
 }
 
 using IntOf = int64_t (*)(const Cfg&);
@@ -358,6 +387,7 @@ Schema<Cfg> build_run_config_schema() {
   add_optim_keys(s);
   add_train_keys(s);
   add_io_keys(s);
+  add_debug_keys(s);
   add_model_rules(s);
   add_parallel_rules(s);
   add_optim_rules(s);

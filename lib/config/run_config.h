@@ -122,8 +122,6 @@ struct TrainConfig {
   double mfu_peak_gflops = 0;  // per rank; 0: measure the sgemm rate at start
   bool overlap_grad_reduce = true;
   double bucket_mb = 4.0;
-  int64_t debug_slow_rank = -1;  // test-only fault injection: -1 for none
-  double debug_slow_ms = 0;
   bool document_mask = false;       // attention stays inside each document of a packed sample
   bool document_positions = false;  // rotary positions restart per document (needs the mask)
   bool operator==(const TrainConfig&) const = default;
@@ -147,7 +145,26 @@ struct CheckpointConfig {
 struct TelemetryConfig {
   double every_s = 1.0;
   bool trace = true;
+  double watchdog_s = 300;  // a collective waiting this long is reported; 0: no watchdog
   bool operator==(const TelemetryConfig&) const = default;
+};
+
+// Test-only fault injection (docs/supervise.md, "Fault injection"). A rank is named by its
+// machine slot: its place in the launch `ms-diagnose supervise` started first (which it passes
+// in MS_SUPERVISE_SLOTS), else its world rank, so an injected fault stays on its slot across
+// restarts the way a real fault stays on its machine. -1: no such fault.
+struct DebugConfig {
+  int64_t slow_rank = -1;  // sleeps slow_ms at the start of every step from slow_from_step on
+  double slow_ms = 0;
+  int64_t slow_from_step = 1;
+  int64_t kill_rank = -1;  // killed by SIGKILL at the start of step kill_step
+  int64_t kill_step = 1;
+  int64_t hang_rank = -1;  // stops at the start of step hang_step and never returns
+  int64_t hang_step = 1;
+  int64_t nan_rank = -1;  // its loss is NaN at step nan_step
+  int64_t nan_step = 1;
+  bool nan_repeat = false;  // false: once per run.dir (a transient fault); true: every time
+  bool operator==(const DebugConfig&) const = default;
 };
 
 struct RunConfig {
@@ -159,6 +176,7 @@ struct RunConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   TelemetryConfig telemetry;
+  DebugConfig debug;
   bool operator==(const RunConfig&) const = default;
 };
 

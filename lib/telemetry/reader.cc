@@ -74,12 +74,13 @@ Result<double> optional_number(const json& j, std::string_view key, double fallb
 using LineFn =
     std::function<Status(const json& record, const std::string& at, size_t line)>;
 
-// Calls `fn` for each JSON object line of `path`. Blank lines are skipped; an incomplete last
-// line (no newline: the writer died mid-line) is skipped with a warning.
-Status for_each_record(const std::string& path, const LineFn& fn) {
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(path));
+// Calls `fn` for each JSON object line of `text`, the lines of `path` from `first_line` on.
+// Blank lines are skipped; an incomplete last line (no newline: the writer died mid-line, or is
+// still writing it) is skipped with a warning.
+Status for_each_record_in(std::string_view text, const std::string& path, size_t first_line,
+                          const LineFn& fn) {
   size_t begin = 0;
-  for (size_t line_no = 1; begin < text.size(); ++line_no) {
+  for (size_t line_no = first_line; begin < text.size(); ++line_no) {
     const size_t end = text.find('\n', begin);
     const bool complete = end != std::string::npos;
     const std::string_view line(text.data() + begin, (complete ? end : text.size()) - begin);
@@ -96,6 +97,12 @@ Status for_each_record(const std::string& path, const LineFn& fn) {
     MS_RETURN_IF_ERROR(fn(record, where(path, line_no), line_no));
   }
   return Status::OK();
+}
+
+// for_each_record_in over the whole file at `path`.
+Status for_each_record(const std::string& path, const LineFn& fn) {
+  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  return for_each_record_in(text, path, 1, fn);
 }
 
 Status check_format_version(const json& record, const std::string& at) {
@@ -291,12 +298,10 @@ Status check_rank(int64_t rank, int expected, const std::string& at) {
 
 }  // namespace
 
-Result<RankTelemetry> read_telemetry_file(const std::string& path) {
-  RankTelemetry out;
-  out.rank = -1;
-  out.path = path;
-  Status status = for_each_record(path, [&](const json& j, const std::string& at,
-                                            size_t line) -> Status {
+Status append_telemetry_lines(std::string_view text, size_t first_line, RankTelemetry& out) {
+  if (out.steps.empty() && out.hosts.empty()) out.rank = -1;
+  return for_each_record_in(text, out.path, first_line, [&](const json& j, const std::string& at,
+                                                            size_t line) -> Status {
     MS_ASSIGN_OR_RETURN(std::string kind, string_at(j, "kind", at));
     if (kind == "meta") return check_format_version(j, at);
     if (kind != "host" && kind != "step") return Status::OK();
@@ -316,7 +321,13 @@ Result<RankTelemetry> read_telemetry_file(const std::string& path) {
     }
     return Status::OK();
   });
-  MS_RETURN_IF_ERROR(status);
+}
+
+Result<RankTelemetry> read_telemetry_file(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  RankTelemetry out;
+  out.path = path;
+  MS_RETURN_IF_ERROR(append_telemetry_lines(text, 1, out));
   if (out.rank < 0) return Corruption(path + ": holds no host or step records");
   return out;
 }

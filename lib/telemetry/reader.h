@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +25,11 @@ struct RankTelemetry {
 // Reads one rank file (its rank is taken from the records; the file name is not trusted).
 // Times (t, t0, t1, offset_s) beyond +-kMaxAbsTimeS are Corruption naming file:line and key.
 Result<RankTelemetry> read_telemetry_file(const std::string& path);
+// Appends the records of `text`, lines of out.path numbered from `first_line` on, to `out` (for
+// readers that follow a file as it grows). An incomplete last line is skipped with a warning,
+// so callers pass complete lines only. out.rank is set by the first record; -1 while `out`
+// holds none.
+Status append_telemetry_lines(std::string_view text, size_t first_line, RankTelemetry& out);
 // Reads every rank-*.jsonl in `dir`, ordered by rank. NotFound when the directory is missing or
 // holds no rank files; Corruption when two files claim the same rank.
 Result<std::vector<RankTelemetry>> read_telemetry_dir(const std::string& dir);

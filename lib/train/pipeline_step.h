@@ -56,7 +56,7 @@ class PipelineStep {
   // The mean loss of `batches` without gradients (evaluation): each micro-batch passes the
   // virtual stages in order, by blocking transfers. The same on every pp rank. Collective.
   Result<double> evaluate(std::span<const data::MicroBatch> batches);
-  // Test-only (train.debug_slow_ms): seconds this rank sleeps before each forward, a slow stage.
+  // Test-only (debug.slow_ms): seconds this rank sleeps before each forward, a slow stage.
   void set_forward_delay(double seconds) { forward_delay_s_ = seconds; }
 
  private:

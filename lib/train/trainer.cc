@@ -73,7 +73,10 @@ Trainer::Trainer(config::RunConfig config, comm::Communicator& world)
 
 // A trainer rank that goes away (normally or on an error) releases its loader rank, so loader
 // ranks never outlive the training.
-Trainer::~Trainer() { stop_loaders(); }
+Trainer::~Trainer() {
+  stop_loaders();
+  if (s_->watchdog) world_.set_watchdog(nullptr);
+}
 
 comm::Communicator& Trainer::trainers() const {
   return s_->mesh && s_->loaders > 0 ? s_->mesh->model() : world_;
@@ -109,6 +112,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
+  MS_RETURN_IF_ERROR(comm::agree(world_, start_watchdog(), "starting the watchdog"));
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
                               .tp = static_cast<int>(config_.parallel.tp),
@@ -136,6 +140,18 @@ Status Trainer::build() {
   return build_pipeline();
 }
 
+// The fault injector for this rank's slot, and the watchdog every communicator split from
+// world_ inherits (so it must be set before the mesh is made).
+Status Trainer::start_watchdog() {
+  MS_ASSIGN_OR_RETURN(const int64_t slot, FaultInjector::slot_of(world_.rank()));
+  s_->faults.emplace(config_.debug, slot, config_.run.dir);
+  if (config_.telemetry.watchdog_s <= 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(s_->watchdog, comm::Watchdog::start({.timeout_s = config_.telemetry.watchdog_s,
+                                                           .dir = config_.run.dir}));
+  world_.set_watchdog(s_->watchdog);
+  return Status::OK();
+}
+
 // The pipeline step's executor over this rank's chunks (with parallel.pp > 1).
 Status Trainer::build_pipeline() {
   const parallel::PpScheduleShape& shape = s_->pipeline.schedule;
@@ -146,9 +162,6 @@ Status Trainer::build_pipeline() {
                       PipelineStep::create(s_->mesh->pp(), shape, std::move(chunks),
                                            s_->trace.get(),
                                            trace_group_name(s_->mesh->pp(), trainers().size())));
-  if (config_.train.debug_slow_rank == world_.rank()) {
-    s_->pipeline_step->set_forward_delay(config_.train.debug_slow_ms / 1e3 / shape.micro_batches);
-  }
   if (world_.rank() == 0) {
     Result<double> bubble = parallel::pp_theoretical_bubble(shape);
     char line[240];
@@ -511,6 +524,7 @@ Result<bool> Trainer::agree_to_stop() {
 Result<Trainer::StepResult> Trainer::train_step(int64_t step) {
   Stopwatch watch;
   StepResult result;
+  s_->faults->at_step_start(step);
   s_->dist->begin_step();
   MS_RETURN_IF_ERROR(accumulate_gradients(step, result));
   {
@@ -550,6 +564,7 @@ Status Trainer::run_pipeline(int64_t step, StepResult& result) {
       batches.push_back(local_tokens(std::move(batch)));
     }
   }
+  s_->pipeline_step->set_forward_delay(s_->faults->slow_ms(step) / 1e3 / s_->micro_batches);
   MS_ASSIGN_OR_RETURN(const PipelineStepResult r, s_->pipeline_step->run(step, batches));
   result.local_loss = r.loss;
   result.local_aux = r.aux;
@@ -581,8 +596,8 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
   };
   hooks.poll = [this] { s_->dist->poll(); };
   const double t0 = wall_time_s();
-  if (micro_index == 0 && config_.train.debug_slow_rank == world_.rank()) {
-    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(config_.train.debug_slow_ms));
+  if (micro_index == 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(s_->faults->slow_ms(step)));
   }
   MS_ASSIGN_OR_RETURN(const model::LossStats stats,
                       s_->model->forward_backward(batch->inputs.data(), batch->targets.data(),
@@ -607,6 +622,11 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
 // loss is not finite stops every rank with the same error, naming that rank.
 Status Trainer::reduce_loss(int64_t step, StepResult& result) {
   comm::Communicator& dp = replicas();
+  if (s_->faults->poison_loss(step)) {
+    MS_LOG(Warn) << "debug.nan_rank: slot " << s_->faults->slot() << " poisons its loss at step "
+                 << step;
+    result.local_loss = std::nan("");
+  }
   std::vector<double> values(3 + static_cast<size_t>(dp.size()), 0.0);
   values[0] = result.local_loss;
   values[1] = result.local_aux;

@@ -109,6 +109,7 @@ class Trainer {
   Status check_config();
   Status open_data();
   Status build_model();
+  Status start_watchdog();
   Status build_pipeline();
   std::vector<model::Parameter*> all_parameters() const;
   bool is_tied_copy(const model::Parameter& p) const;

@@ -10,11 +10,13 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/mesh.h"
+#include "comm/watchdog.h"
 #include "data/disaggregated.h"
 #include "data/loader.h"
 #include "model/transformer.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
+#include "train/fault_injection.h"
 #include "train/optimizer_set.h"
 #include "train/pipeline_step.h"
 #include "train/run_checks.h"
@@ -48,6 +50,8 @@ struct Trainer::State {
   std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;
+  std::shared_ptr<comm::Watchdog> watchdog;  // with telemetry.watchdog_s > 0
+  std::optional<FaultInjector> faults;       // the debug.* keys for this rank's slot
   std::unique_ptr<telemetry::TraceWriter> trace;
   uint64_t tp_comm_seq = 0;  // numbers the tp collectives in the trace
   double flops_per_token = 0;

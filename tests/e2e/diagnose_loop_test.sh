@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Closing the diagnosis loop on real training output: a 4-rank ms-train run in which rank 2 is
-# slowed on purpose (train.debug_slow_rank, a test-only fault injection) must be named both by
+# slowed on purpose (debug.slow_rank, a test-only fault injection) must be named both by
 # `ms-diagnose stragglers` (from the run's traces) and by `ms-diagnose detect` (from the run's
 # telemetry, ranks as machines since the test runs on one host).
 # Usage: diagnose_loop_test.sh <mpirun> <bin dir> <source dir>
@@ -23,7 +23,7 @@ shakespeare_plan 32 512 16
   --set model.max_seq_len=32 --set train.seq_len=32 --set train.steps=24 \
   --set train.global_batch=8 --set train.micro_batch=2 --set train.eval_every=0 \
   --set train.mfu_peak_gflops=1 --set telemetry.every_s=0.25 \
-  --set train.debug_slow_rank=$SLOW_RANK --set train.debug_slow_ms=300 > "$work/train.log" 2>&1 ||
+  --set debug.slow_rank=$SLOW_RANK --set debug.slow_ms=300 > "$work/train.log" 2>&1 ||
   { cat "$work/train.log"; fail "training failed"; }
 
 # Stragglers: the slowed rank heads the workers' shares of the waste.

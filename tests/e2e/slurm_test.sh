@@ -64,7 +64,7 @@ done
 [ -f data/shakespeare.plan ] || fail "no plan"
 passed=$((passed + 1))
 
-# Rank 0 sleeps 150 ms a step (train.debug_slow_*, no effect on the numbers), so an interruption
+# Rank 0 sleeps 150 ms a step (debug.slow_*, no effect on the numbers), so an interruption
 # sent after step 5 lands well before the last step.
 # LAYOUT adds --set keys of the parallel layout; REF names the uninterrupted run of that layout.
 STEPS=30
@@ -75,7 +75,7 @@ train_args() {  # train_args <run dir>
     --set train.seq_len=16 --set train.steps=$STEPS --set train.global_batch=4 \
     --set train.micro_batch=2 --set train.eval_every=0 --set train.log_every=1 \
     --set checkpoint.every=5 --set checkpoint.keep=3 --set run.dir="$1" \
-    --set train.debug_slow_rank=0 --set train.debug_slow_ms=150 ${LAYOUT:+$LAYOUT}
+    --set debug.slow_rank=0 --set debug.slow_ms=150 ${LAYOUT:+$LAYOUT}
 }
 # step -> loss from rank 0's telemetry; a step logged twice (redone after a resume) keeps its
 # last value.

@@ -135,7 +135,7 @@ passed=$((passed + 4))
 # (nonblocking sends, p2p dependencies) reproduces the run, names the slowed rank first and
 # reports the measured bubble beside the schedule's.
 train 4 "$work/slow" --set parallel.pp=4 --set telemetry.trace=true --set train.steps=3 \
-  --set train.debug_slow_rank=2 --set train.debug_slow_ms=400
+  --set debug.slow_rank=2 --set debug.slow_ms=400
 status=0
 out=$("$BIN/ms-diagnose" stragglers "$work/slow/trace" 2>&1) || status=$?
 [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || { echo "$out"; fail "stragglers exited $status"; }

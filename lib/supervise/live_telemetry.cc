@@ -1,0 +1,78 @@
+#include "supervise/live_telemetry.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+namespace ms::supervise {
+namespace {
+
+template <typename T>
+void drop_before(std::vector<T>& records, double t) {
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [t](const T& r) { return r.t < t; }),
+                records.end());
+}
+
+}  // namespace
+
+Result<std::vector<telemetry::StepRecordRead>> LiveTelemetry::poll() {
+  std::vector<telemetry::StepRecordRead> steps;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir_, ec)) return steps;
+  std::vector<std::string> paths;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("rank-", 0) == 0 && entry.path().extension() == ".jsonl") {
+      paths.push_back(entry.path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const std::string& path : paths) {
+    File& file = files_[path];
+    file.records.path = path;
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    if (ec) continue;  // gone between the listing and now
+    if (size < file.offset) {  // replaced: start over
+      file = File();
+      file.records.path = path;
+    }
+    if (size == file.offset) continue;
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(file.offset));
+    std::string text(size - file.offset, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
+    const size_t complete = text.rfind('\n');
+    if (complete == std::string::npos) continue;  // a line still being written
+    text.resize(complete + 1);
+    const size_t before = file.records.steps.size();
+    MS_RETURN_IF_ERROR(telemetry::append_telemetry_lines(text, file.next_line, file.records));
+    file.offset += text.size();
+    file.next_line += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+    steps.insert(steps.end(), file.records.steps.begin() + static_cast<std::ptrdiff_t>(before),
+                 file.records.steps.end());
+  }
+  return steps;
+}
+
+std::vector<telemetry::RankTelemetry> LiveTelemetry::since(double t) const {
+  std::vector<telemetry::RankTelemetry> out;
+  for (const auto& [path, file] : files_) {
+    telemetry::RankTelemetry r = file.records;
+    drop_before(r.hosts, t);
+    drop_before(r.steps, t);
+    if (!r.hosts.empty() || !r.steps.empty()) out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  return out;
+}
+
+void LiveTelemetry::forget_before(double t) {
+  for (auto& [path, file] : files_) {
+    drop_before(file.records.hosts, t);
+    drop_before(file.records.steps, t);
+  }
+}
+
+}  // namespace ms::supervise
