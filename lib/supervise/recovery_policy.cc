@@ -44,7 +44,8 @@ Decision RecoveryPolicy::choose(const Incident& incident) const {
   for (const Past& past : history_) {
     if (incident.machine >= 0 && past.incident.machine == incident.machine) named_before = true;
     if (past.incident.kind != incident.kind || past.incident.step != incident.step) continue;
-    const bool kept_same = incident.machine >= 0 && past.incident.machine == incident.machine &&
+    const bool kept_same = incident.kind != FaultKind::kNumerical && incident.machine >= 0 &&
+                           past.incident.machine == incident.machine &&
                            past.decision.action != Action::kEvictAndRestart;
     if (kept_same) {
       return {Action::kEvictAndRestart, incident.machine, false,

@@ -8,8 +8,8 @@
 //     and detect, say), or an earlier incident that named it too. Otherwise the removal is held
 //     back and the job restarts as it was;
 //   - the same kind of fault at the same step again after a restart is a code or data fault,
-//     and stops the job, unless the machine it names is one that was kept (held back) the
-//     first time: then it is that machine's second signal, and it goes;
+//     and stops the job, unless it is not numerical and names a machine that was kept (held
+//     back) the first time: then it is that machine's second signal, and it goes;
 //   - more than max_restarts restarts stop the job.
 #pragma once
 
