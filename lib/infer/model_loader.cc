@@ -16,6 +16,7 @@
 #include "ckpt/hf_names.h"
 #include "ckpt/manifest.h"
 #include "ckpt/safetensors.h"
+#include "infer/quantized_model.h"
 #include "io/atomic_file.h"
 #include "ops/cast.h"
 
@@ -72,6 +73,9 @@ std::vector<size_t> kept_parameters(model::Transformer& model, const ParameterFi
 }  // namespace
 
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep) {
+  // A directory `ms-infer quantize` wrote holds codes and scales instead of some weights.
+  MS_ASSIGN_OR_RETURN(const bool quantized, is_quantized_model(dir));
+  if (quantized) return load_quantized_model(dir, keep);
   // One reader for config.json and the safetensors files (ckpt::open_hf_model, which ms-ckpt
   // import uses too): the config's sizes are checked against the weights' shapes, and those
   // against the files, before the model is allocated.

@@ -34,7 +34,9 @@ using ParameterFilter = std::function<bool(const model::Transformer& model, size
 // accepting its sliding_window and ms_parallel_block keys), checks its sizes against the
 // safetensors headers (model.safetensors, or the files model.safetensors.index.json names,
 // which must lie inside dir) before the model is allocated, then reads every tensor the model
-// needs (F32, BF16 or F16; converted to f32) and dir/tokenizer.json. Errors name the file and
+// needs (F32, BF16 or F16; converted to f32) and dir/tokenizer.json. A quantized model
+// directory (infer/quantized_model.h) is read by load_quantized_model, its quantized weights
+// installed for serving. Errors name the file and
 // the tensor (missing, wrong shape, unexpected) or key. The caller owns the result.
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {});
 

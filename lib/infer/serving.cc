@@ -103,6 +103,17 @@ int64_t held_bytes(const LoadedModel& m) {
 
 // Converts the loaded linear weights to the served format and logs what that holds.
 Status convert_weights(LoadedModel& loaded, const WeightOptions& options) {
+  if (loaded.serving_weights.matrices > 0) {  // a quantized model directory
+    if (options.format != ops::WeightFormat::kF32) {
+      return InvalidArgument("--weights " + std::string(ops::weight_format_name(options.format)) +
+                             ": the model's linear weights are already quantized; serve it "
+                             "without --weights");
+    }
+    MS_LOG(Info) << "weights as stored: " << loaded.serving_weights.matrices
+                 << " quantized linear weights, "
+                 << static_cast<double>(held_bytes(loaded)) / 1e6 << " MB of weights held";
+    return Status::OK();
+  }
   MS_ASSIGN_OR_RETURN(loaded.serving_weights, quantize_for_serving(*loaded.model, options));
   char held[64];
   std::snprintf(held, sizeof(held), "%.2f MB", static_cast<double>(held_bytes(loaded)) / 1e6);

@@ -33,11 +33,9 @@ Status check_weight_options(const WeightOptions& options) {
 Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
                                                 const WeightOptions& options) {
   MS_RETURN_IF_ERROR(check_weight_options(options));
-  ServingWeightStats stats;
-  if (options.format == ops::WeightFormat::kF32) return stats;
+  if (options.format == ops::WeightFormat::kF32) return ServingWeightStats{};
   std::vector<model::Parameter>& params = model.parameters();
-  auto table = std::make_shared<QuantTable>(params.size());
-  std::vector<size_t> converted;
+  std::vector<ConvertedWeight> weights;
   for (size_t i : model.cached_linear_parameters()) {
     const model::Parameter& p = params[i];
     if (!held(p)) continue;
@@ -45,11 +43,43 @@ Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
     Result<ops::QuantizedMatrix> q = ops::quantize_weights(p.value.data<float>(), rows, cols,
                                                            options.format, options.group_size);
     if (!q.ok()) return q.status().with_context("tensor " + p.name);
-    stats.f32_bytes += static_cast<int64_t>(p.value.nbytes());
-    stats.quantized_bytes += q->bytes();
-    (*table)[i] = std::move(q).value();
+    weights.push_back({i, std::move(q).value()});
+  }
+  return install_quantized_weights(model, std::move(weights));
+}
+
+Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
+                                                     std::vector<ConvertedWeight> weights) {
+  std::vector<model::Parameter>& params = model.parameters();
+  std::vector<size_t> linear = model.cached_linear_parameters();
+  std::sort(linear.begin(), linear.end());
+  auto table = std::make_shared<QuantTable>(params.size());
+  std::vector<size_t> converted;
+  std::vector<bool> seen(params.size(), false);
+  ServingWeightStats stats;
+  for (ConvertedWeight& w : weights) {
+    const size_t i = w.param_index;
+    if (!std::binary_search(linear.begin(), linear.end(), i)) {
+      return InvalidArgument((i < params.size() ? "tensor " + params[i].name
+                                                : "parameter index " + std::to_string(i)) +
+                             " is not a linear weight the serving kernels multiply by");
+    }
+    const model::Parameter& p = params[i];
+    if (seen[i]) return InvalidArgument("tensor " + p.name + " is converted twice");
+    seen[i] = true;
+    if (w.matrix.rows != p.global_shape[0] || w.matrix.cols != p.global_shape[1]) {
+      return InvalidArgument("tensor " + p.name + " is quantized as (" +
+                             std::to_string(w.matrix.rows) + ", " +
+                             std::to_string(w.matrix.cols) + ") but the model needs " +
+                             shape_string(p.global_shape));
+    }
+    if (w.matrix.format == ops::WeightFormat::kF32) continue;
+    stats.f32_bytes += w.matrix.rows * w.matrix.cols * static_cast<int64_t>(sizeof(float));
+    stats.quantized_bytes += w.matrix.bytes();
+    (*table)[i] = std::move(w.matrix);
     converted.push_back(i);
   }
+  if (converted.empty()) return stats;
   std::sort(converted.begin(), converted.end());
   model.release_for_serving([&](size_t i) {
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "model/transformer.h"
@@ -36,6 +37,20 @@ Status check_weight_options(const WeightOptions& options);
 // (a shape the group size does not divide, a non-finite weight); the model is unchanged then.
 Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
                                                 const WeightOptions& options);
+
+// One converted linear weight: its index into model.parameters() and its quantized value.
+struct ConvertedWeight {
+  size_t param_index = 0;
+  ops::QuantizedMatrix matrix;
+};
+
+// Installs matrices built elsewhere (a quantized model file, infer/quantized_model.h, or a
+// per-tensor assignment) as quantize_for_serving does: their f32 values are released and the
+// hook multiplies by them. InvalidArgument naming the tensor when an index is not one of
+// cached_linear_parameters(), is listed twice, or its matrix has another shape than the
+// parameter; the model is unchanged then. A matrix in f32 format is skipped (kept as loaded).
+Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
+                                                     std::vector<ConvertedWeight> weights);
 
 // "int4 (group 64): 98 linear weights, 12.58 MB as f32 -> 1.77 MB" (or "f32").
 std::string describe(const WeightOptions& options, const ServingWeightStats& stats);
