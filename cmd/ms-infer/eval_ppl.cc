@@ -13,6 +13,7 @@
 #include "core/timer.h"
 #include "infer/bit_allocation.h"
 #include "infer/perplexity.h"
+#include "infer/quantized_model.h"
 #include "infer/token_windows.h"
 
 namespace ms::infer_cmd {
@@ -37,7 +38,14 @@ Result<int> run_eval(const EvalArgs& a) {
   const Stopwatch clock;
   MS_ASSIGN_OR_RETURN(const infer::PerplexityResult r,
                       infer::perplexity(*m.model, windows, a.batch));
-  const std::string weights = infer::format_label(a.weights);
+  std::string weights = infer::format_label(a.weights);
+  if (!a.model.empty()) {
+    MS_ASSIGN_OR_RETURN(const bool quantized, infer::is_quantized_model(a.model));
+    if (quantized) {
+      MS_ASSIGN_OR_RETURN(weights, infer::describe_quantized_model(a.model));
+      weights = "stored: " + weights;
+    }
+  }
   if (a.json) {
     const nlohmann::ordered_json j = {{"model", a.model.empty() ? a.checkpoint : a.model},
                                       {"weights", weights},

@@ -335,6 +335,27 @@ Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConf
 
 }  // namespace
 
+Result<std::string> describe_quantized_model(const std::string& dir) {
+  MS_ASSIGN_OR_RETURN(const ckpt::SafetensorsFile file,
+                      ckpt::SafetensorsFile::open(model_file(dir)));
+  const auto meta = file.metadata().find(kQuantizationMetadataKey);
+  if (meta == file.metadata().end()) return std::string("f32 (not quantized)");
+  MS_ASSIGN_OR_RETURN(const auto formats, parse_metadata(meta->second, file.path()));
+  std::map<std::string, int64_t> counts;
+  for (const auto& [name, f] : formats) {
+    std::string label(ops::weight_format_name(f.options.format));
+    if (f.options.format == ops::WeightFormat::kInt4) {
+      label += "-g" + std::to_string(f.options.group_size);
+    }
+    ++counts[label];
+  }
+  std::string text;
+  for (const auto& [label, n] : counts) {
+    text += (text.empty() ? "" : ", ") + label + " x" + std::to_string(n);
+  }
+  return text.empty() ? std::string("f32") : text;
+}
+
 Result<LoadedModel> load_quantized_model(const std::string& dir, const ParameterFilter& keep,
                                          QuantizedValues values) {
   MS_ASSIGN_OR_RETURN(const config::ModelConfig cfg, read_config(dir));

@@ -55,6 +55,10 @@ Status save_quantized_model(const model::Transformer& model, const FormatAssignm
 // only when the file exists but its header cannot be read.
 Result<bool> is_quantized_model(const std::string& dir);
 
+// The formats a quantized model directory's metadata names, by count: "int8 x4, int4-g64 x24"
+// (the other weights are f32). Errors are load_quantized_model's for the metadata.
+Result<std::string> describe_quantized_model(const std::string& dir);
+
 // How load_quantized_model hands the quantized weights over.
 enum class QuantizedValues {
   kServe,        // installed in the serving hook (install_quantized_weights), f32 released
