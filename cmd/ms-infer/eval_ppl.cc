@@ -21,13 +21,13 @@ namespace {
 
 struct EvalArgs {
   std::string model, checkpoint, dataset;
+  std::string reference_model, reference_checkpoint;  // for the KL column; both empty: none
   infer::WeightOptions weights;
   int64_t seq_len = 0, samples = 0, batch = 8;
   bool json = false;
 };
 
 Result<int> run_eval(const EvalArgs& a) {
-  if (a.dataset.empty()) return InvalidArgument("--dataset is required");
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
                       infer::load_for_evaluation(a.model, a.checkpoint, a.weights));
   const config::ModelConfig& cfg = m.model->config();
@@ -46,6 +46,12 @@ Result<int> run_eval(const EvalArgs& a) {
       weights = "stored: " + weights;
     }
   }
+  double kl = -1;
+  if (!a.reference_model.empty() || !a.reference_checkpoint.empty()) {
+    MS_ASSIGN_OR_RETURN(infer::LoadedModel ref,
+                        infer::load_for_evaluation(a.reference_model, a.reference_checkpoint, {}));
+    MS_ASSIGN_OR_RETURN(kl, infer::mean_kl(*ref.model, *m.model, windows, a.batch));
+  }
   if (a.json) {
     const nlohmann::ordered_json j = {{"model", a.model.empty() ? a.checkpoint : a.model},
                                       {"weights", weights},
@@ -55,13 +61,16 @@ Result<int> run_eval(const EvalArgs& a) {
                                       {"tokens", r.tokens},
                                       {"windows", r.windows},
                                       {"seq_len", len}};
-    std::printf("%s\n", j.dump().c_str());
+    nlohmann::ordered_json out = j;
+    if (kl >= 0) out["kl_to_reference"] = kl;
+    std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("perplexity %.4f (mean NLL %.5f nats) over %lld tokens in %lld windows of %lld; "
                 "weights %s; %.1f s\n",
                 r.perplexity, r.mean_nll, static_cast<long long>(r.tokens),
                 static_cast<long long>(r.windows), static_cast<long long>(len), weights.c_str(),
                 clock.elapsed_s());
+    if (kl >= 0) std::printf("KL(reference || model) %.4e nats per token\n", kl);
   }
   return 0;
 }
@@ -76,7 +85,8 @@ void add_eval_ppl_command(cli::Tool& tool) {
   sub->add_option("--checkpoint", a->checkpoint,
                   "Training checkpoint (step dir, checkpoints dir or latest file)");
   sub->add_option("--dataset", a->dataset,
-                  "Held-out tokens: a dataset prefix (ms-data build) or a text file");
+                  "Held-out tokens: a dataset prefix (ms-data build) or a text file")
+      ->required();
   sub->add_option_function<std::string>(
          "--weights",
          [a](const std::string& name) { a->weights.format = *ops::parse_weight_format(name); },
@@ -96,6 +106,11 @@ void add_eval_ppl_command(cli::Tool& tool) {
   sub->add_option("--batch", a->batch, "Windows per forward")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  sub->add_option("--reference-model", a->reference_model,
+                  "Also report the mean KL divergence of this model's next-token distributions "
+                  "from those of the reference (a model directory, f32 as loaded)");
+  sub->add_option("--reference-checkpoint", a->reference_checkpoint,
+                  "The same with a training checkpoint as the reference");
   sub->add_flag("--json", a->json, "Print one JSON object instead of the line");
 }
 

@@ -4,7 +4,7 @@
 // --memory-budget and --calibration, a format per weight chosen after LLM-PQ: each weight's
 // sensitivity to each format is measured on calibration text, and the least-error assignment
 // within the budget is found by dynamic programming (infer/bit_allocation.h). The table of the
-// assignment is printed beside uniform int8 and int4. The work is in lib/infer; this file parses
+// assignment is printed beside each uniform format. The work is in lib/infer; this file parses
 // options and prints.
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +14,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "cmd/common/registry.h"
+#include "core/timer.h"
 #include "infer/bit_allocation.h"
 #include "infer/model_loader.h"
 #include "infer/quant_sensitivity.h"
@@ -96,12 +97,17 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
   MS_ASSIGN_OR_RETURN(const infer::KlReference ref, infer::KlReference::create(model, windows));
   std::fprintf(stderr, "quantize: measuring sensitivities on %lld windows of %lld tokens\n",
                static_cast<long long>(windows.count()), static_cast<long long>(len));
+  const Stopwatch clock;
   MS_ASSIGN_OR_RETURN(
       const std::vector<infer::AllocationItem> items,
       infer::measure_sensitivity(model, ref, [](size_t done, size_t total) {
         std::fprintf(stderr, "\rquantize: %zu/%zu weights measured", done, total);
         if (done == total) std::fprintf(stderr, "\n");
       }));
+  size_t measured = 0;
+  for (const infer::AllocationItem& item : items) measured += item.choices.size() - 1;
+  std::fprintf(stderr, "quantize: %zu measurements (weight x format) in %.1f s\n", measured,
+               clock.elapsed_s());
   const int64_t minimum = fixed + infer::minimum_bytes(items);
   if (budget < minimum) {
     return InvalidArgument("--memory-budget " + a.budget + " (" + std::to_string(budget) +
@@ -115,13 +121,16 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
   std::printf("# %-22s %16s %16s %12s %12s\n", "assignment", "weights", "bytes", "sum of KL",
               "measured KL");
   MS_RETURN_IF_ERROR(print_summary_row("budget " + a.budget, alloc, items, fixed, ref, model));
-  const infer::WeightOptions int4{ops::WeightFormat::kInt4, a.weights.group_size};
-  MS_RETURN_IF_ERROR(print_summary_row(
-      "uniform int8", infer::uniform_allocation(items, {ops::WeightFormat::kInt8, 0}), items,
-      fixed, ref, model));
-  MS_RETURN_IF_ERROR(print_summary_row("uniform " + infer::format_label(int4),
-                                       infer::uniform_allocation(items, int4), items, fixed, ref,
-                                       model));
+  const infer::WeightOptions uniform[] = {{ops::WeightFormat::kBF16, 0},
+                                          {ops::WeightFormat::kInt8, 0},
+                                          {ops::WeightFormat::kInt4, 128},
+                                          {ops::WeightFormat::kInt4, 64},
+                                          {ops::WeightFormat::kInt4, 32}};
+  for (const infer::WeightOptions& f : uniform) {
+    MS_RETURN_IF_ERROR(print_summary_row("uniform " + infer::format_label(f),
+                                         infer::uniform_allocation(items, f), items, fixed, ref,
+                                         model));
+  }
   std::printf("# the dynamic programme counted in units of %lld bytes (%s)\n",
               static_cast<long long>(alloc.unit), alloc.exact ? "exact" : "sizes rounded up");
   return assignment_of(items, alloc);
@@ -183,8 +192,7 @@ void add_quantize_command(cli::Tool& tool) {
       ->check(CLI::IsMember({"f32", "bf16", "int8", "int4"}))
       ->default_str("int8");
   sub->add_option("--group-size", a->weights.group_size,
-                  "Inputs per int4 scale: 32, 64 or 128 (with --memory-budget: the uniform int4 "
-                  "row of the comparison)")
+                  "Inputs per int4 scale with --weights int4: 32, 64 or 128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
   sub->add_option("--memory-budget", a->budget,

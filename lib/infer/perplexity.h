@@ -29,6 +29,13 @@ struct PerplexityResult {
 Result<PerplexityResult> perplexity(model::Transformer& model, const TokenWindows& windows,
                                     int64_t batch);
 
+// Mean KL(reference || model) of the next-token distributions over every position of the
+// windows, `batch` windows at a time: how far a quantized model's predictions moved from the
+// f32 model's, on text the calibration never saw. InvalidArgument when the two models differ in
+// vocabulary or the windows are longer than either's max_seq_len; forward_logits's errors.
+Result<double> mean_kl(model::Transformer& reference, model::Transformer& model,
+                       const TokenWindows& windows, int64_t batch);
+
 // The model to evaluate: a Hugging Face directory or checkpoint (load_model) with its linear
 // weights quantized and dequantized in place as `weights` says (f32: as loaded), or a quantized
 // model directory (quantized_model.h) with its stored codes dequantized, where `weights` must

@@ -8,10 +8,7 @@
 #include "ops/quant.h"
 
 namespace ms::infer {
-namespace {
-
-// Row-wise log-softmax of (rows, vocab) logits, in place.
-void log_softmax(float* x, int64_t rows, int64_t vocab) {
+void log_softmax_rows(float* x, int64_t rows, int64_t vocab) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * vocab;
     const float top = *std::max_element(row, row + vocab);
@@ -22,7 +19,19 @@ void log_softmax(float* x, int64_t rows, int64_t vocab) {
   }
 }
 
-}  // namespace
+double sum_kl_rows(const float* log_p, const float* log_q, int64_t rows, int64_t vocab) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = log_p + r * vocab;
+    const float* q = log_q + r * vocab;
+    double kl = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      kl += std::exp(static_cast<double>(p[v])) * (static_cast<double>(p[v]) - q[v]);
+    }
+    total += std::max(kl, 0.0);
+  }
+  return total;
+}
 
 Result<KlReference> KlReference::create(model::Transformer& model, const TokenWindows& windows) {
   if (windows.seq_len > model.config().max_seq_len) {
@@ -38,7 +47,7 @@ Result<KlReference> KlReference::create(model::Transformer& model, const TokenWi
   MS_ASSIGN_OR_RETURN(Tensor logits,
                       model.forward_logits(ref.inputs_.data(), windows.count(), windows.seq_len));
   ref.log_probs_.assign(logits.data<float>(), logits.data<float>() + logits.numel());
-  log_softmax(ref.log_probs_.data(), logits.numel() / ref.vocab_, ref.vocab_);
+  log_softmax_rows(ref.log_probs_.data(), logits.numel() / ref.vocab_, ref.vocab_);
   return ref;
 }
 
@@ -47,18 +56,8 @@ Result<double> KlReference::kl(model::Transformer& model) const {
                                                           windows_->seq_len));
   float* q = logits.data<float>();
   const int64_t rows = logits.numel() / vocab_;
-  log_softmax(q, rows, vocab_);
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = log_probs_.data() + r * vocab_;
-    const float* qr = q + r * vocab_;
-    double kl = 0;
-    for (int64_t v = 0; v < vocab_; ++v) {
-      kl += std::exp(static_cast<double>(p[v])) * (static_cast<double>(p[v]) - qr[v]);
-    }
-    total += std::max(kl, 0.0);
-  }
-  return total / static_cast<double>(rows);
+  log_softmax_rows(q, rows, vocab_);
+  return sum_kl_rows(log_probs_.data(), q, rows, vocab_) / static_cast<double>(rows);
 }
 
 Result<double> KlReference::kl(model::Transformer& model, const FormatAssignment& formats) const {

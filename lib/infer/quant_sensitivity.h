@@ -20,6 +20,12 @@
 
 namespace ms::infer {
 
+// Row-wise log-softmax of (rows, vocab) logits, in place.
+void log_softmax_rows(float* x, int64_t rows, int64_t vocab);
+// Sum over rows of KL(p || q) = sum_v p_v (log p_v - log q_v), from log-probabilities
+// (rows, vocab); a row's rounding below zero counts as zero.
+double sum_kl_rows(const float* log_p, const float* log_q, int64_t rows, int64_t vocab);
+
 // The f32 model's log-probabilities over the calibration windows, (windows * seq_len, vocab).
 class KlReference {
  public:

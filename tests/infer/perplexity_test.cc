@@ -183,5 +183,28 @@ TEST(QuantSensitivityTest, KlIsZeroUnchangedAndGrowsWithCoarserFormats) {
   }
 }
 
+// eval-ppl's held-out KL is the sensitivities' KL, batched.
+TEST(QuantSensitivityTest, MeanKlOfTwoModelsEqualsTheReferenceKl) {
+  auto f32 = take(model::Transformer::create(model_config(), 5));
+  auto q = take(model::Transformer::create(model_config(), 5));
+  const FormatAssignment int8 = uniform_assignment(*q, {ops::WeightFormat::kInt8, 0});
+  ASSERT_TRUE(dequantize_in_place(*q, int8).ok());
+  const TokenWindows w = random_windows(3, 10, f32->config().vocab_size);
+  EXPECT_EQ(take(mean_kl(*f32, *f32, w, 2)), 0.0);
+  const double batched = take(mean_kl(*f32, *q, w, 2));
+  const KlReference ref = take(KlReference::create(*f32, w));
+  const double whole = take(ref.kl(*f32, int8));
+  EXPECT_GT(batched, 0.0);
+  EXPECT_NEAR(batched, whole, 1e-2 * whole);  // float log-probabilities, batched differently
+  auto other = take(model::Transformer::create(
+      [] {
+        config::ModelConfig c = model_config();
+        c.vocab_size = 64;
+        return c;
+      }(),
+      5));
+  EXPECT_FALSE(mean_kl(*f32, *other, w, 2).ok());
+}
+
 }  // namespace
 }  // namespace ms::infer
