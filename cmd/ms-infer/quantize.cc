@@ -94,6 +94,20 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
                       infer::read_token_windows(a.calibration, *m.tokenizer, len,
                                                 a.calibration_samples, model.config().vocab_size));
   const int64_t fixed = fixed_bytes(model);
+  // Refused before the measurements: the smallest sizes do not depend on them.
+  std::vector<infer::AllocationItem> sizes;
+  for (size_t i : model.cached_linear_parameters()) {
+    const model::Parameter& p = model.parameters()[i];
+    sizes.push_back({p.name, infer::candidate_formats(p.global_shape[0], p.global_shape[1])});
+  }
+  const int64_t minimum = fixed + infer::minimum_bytes(sizes);
+  if (budget < minimum) {
+    return InvalidArgument("--memory-budget " + a.budget + " (" + std::to_string(budget) +
+                           " bytes) is below the smallest assignment, " +
+                           infer::format_bytes(minimum) + " (" + std::to_string(minimum) +
+                           " bytes: every linear weight in its smallest format and " +
+                           std::to_string(fixed) + " bytes of other weights in f32)");
+  }
   MS_ASSIGN_OR_RETURN(const infer::KlReference ref, infer::KlReference::create(model, windows));
   std::fprintf(stderr, "quantize: measuring sensitivities on %lld windows of %lld tokens\n",
                static_cast<long long>(windows.count()), static_cast<long long>(len));
@@ -108,14 +122,6 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
   for (const infer::AllocationItem& item : items) measured += item.choices.size() - 1;
   std::fprintf(stderr, "quantize: %zu measurements (weight x format) in %.1f s\n", measured,
                clock.elapsed_s());
-  const int64_t minimum = fixed + infer::minimum_bytes(items);
-  if (budget < minimum) {
-    return InvalidArgument("--memory-budget " + a.budget + " (" + std::to_string(budget) +
-                           " bytes) is below the smallest assignment, " +
-                           infer::format_bytes(minimum) + " (" + std::to_string(minimum) +
-                           " bytes: every linear weight in its smallest format and " +
-                           std::to_string(fixed) + " bytes of other weights in f32)");
-  }
   MS_ASSIGN_OR_RETURN(const infer::Allocation alloc, infer::allocate_bits(items, budget - fixed));
   print_table(items, alloc);
   std::printf("# %-22s %16s %16s %12s %12s\n", "assignment", "weights", "bytes", "sum of KL",

@@ -85,17 +85,21 @@ done
 # quantized directories' exactly.
 eval_ppl int4-g64-in-memory --checkpoint $ckpt --weights int4 --group-size 64
 
-bytes_of() { stat -c %s "$1/model.safetensors"; }
+# The weight bytes a directory holds: its model.safetensors without the header.
+bytes_of() {
+  python3 -c 'import struct,sys,os; f=sys.argv[1]; n=struct.unpack("<Q", open(f,"rb").read(8))[0]; print(os.path.getsize(f) - 8 - n)' \
+    "$1/model.safetensors"
+}
 # Two budgets: the bytes of uniform int4-g64 (the same memory, formats spent where they matter)
 # and halfway between uniform int4-g128 and uniform int8.
 BUDGETS=${BUDGETS:-"$(bytes_of q-int4-g64) $((($(bytes_of q-int8) + $(bytes_of q-int4-g128)) / 2))"}
 for budget in $BUDGETS; do
   echo "# mixed model under --memory-budget $budget (calibration: 16 windows of the training text)"
-  rm -rf q-mixed-$budget
+  rm -rf q-mixed q-mixed-$budget
   "$BIN/ms-infer" quantize --checkpoint $ckpt -o q-mixed-$budget --memory-budget "$budget" \
     --calibration train --calibration-samples 16 2>&1 | grep -v "weights measured" |
     tee mixed-$budget.txt
   eval_ppl "mixed ($budget B)" --model q-mixed-$budget
 done
-for q in q-*; do printf '%-14s %10d bytes\n' "$q" "$(bytes_of "$q")"; done
+for q in q-*; do printf '%-18s %10d weight bytes\n' "$q" "$(bytes_of "$q")"; done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
