@@ -192,6 +192,23 @@ TEST_F(QuantizedModelDir, DequantizedLoadHoldsTheDequantizedWeights) {
   }
 }
 
+// A rank that holds part of the model (disaggregated serving) reads only its parameters.
+TEST_F(QuantizedModelDir, KeepFilterReleasesTheParametersItRejects) {
+  save(uniform(ops::WeightFormat::kInt8));
+  const ParameterFilter keep = [](const model::Transformer& m, size_t i) {
+    return m.parameters()[i].name.find("layers.1.") == std::string::npos;
+  };
+  LoadedModel loaded = take(load_quantized_model(dir_, keep));
+  const std::vector<size_t> linear = loaded.model->cached_linear_parameters();
+  EXPECT_EQ(loaded.serving_weights.matrices, static_cast<int64_t>(linear.size()) - 7);
+  for (const model::Parameter& p : loaded.model->parameters()) {
+    if (p.name.find("layers.1.") != std::string::npos) {
+      EXPECT_EQ(p.value.raw_data(), nullptr) << p.name;
+    }
+  }
+  EXPECT_NE(loaded.model->parameters()[0].value.raw_data(), nullptr);  // the embedding
+}
+
 TEST_F(QuantizedModelDir, RefusesScalesWhoseShapeDoesNotMatchTheGroupSize) {
   const std::string down = "model.layers.0.mlp.down_proj.weight";  // (32, 64)
   save(uniform(ops::WeightFormat::kInt4, 32));
