@@ -6,9 +6,13 @@
 // of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
 // every rank (colocated replicas, or attention and expert ranks with --attention-ranks), with
 // each rank's role, pipeline idle fraction and token traffic; the sweep runs on one process.
+// With --draft-model the throughput run is made twice, by the target alone and speculatively,
+// and the speedup of the output token rate is printed.
 // The measurements live in lib/infer/bench.h; this file parses options and prints.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +35,10 @@ struct BenchArgs {
   infer::ServeOptions serving;  // engine sizes and the ranks' roles
 };
 
-Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+// Serves the random requests (speculatively when `draft` is set) and prints the summary;
+// returns the output tokens per second (rank 0; 0 elsewhere).
+Result<double> run_throughput(const BenchArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                              comm::Communicator& world) {
   const int64_t V = m.model->config().vocab_size;
   std::vector<infer::Request> reqs;
   for (int64_t i = 0; i < a.num_prompts; ++i) {
@@ -41,11 +48,38 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communica
     r.max_tokens = a.output_len;
     reqs.push_back(std::move(r));
   }
-  MS_ASSIGN_OR_RETURN(infer::ServeResult result, infer::serve(m, reqs, a.serving, world));
-  if (world.rank() != 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result,
+                      infer::serve(m, reqs, a.serving, world, {}, draft));
+  if (world.rank() != 0) return 0.0;
   MS_ASSIGN_OR_RETURN(std::string summary, infer::format_throughput(result));
   std::fputs(summary.c_str(), stdout);
   if (world.size() > 1) std::printf("%s", infer::describe(result).c_str());
+  if (draft != nullptr) {
+    std::fputs(infer::describe_speculation(result, a.serving.engine.draft_tokens).c_str(), stdout);
+  }
+  double out_tokens = 0;
+  for (const infer::Completion& c : result.completions) {
+    out_tokens += static_cast<double>(c.tokens.size());
+  }
+  return out_tokens / std::max(result.seconds, 1e-12);
+}
+
+// Without a draft: one throughput run. With one: the same requests served by the target alone,
+// then speculatively, and the ratio of their output token rates.
+Status run_throughputs(const BenchArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                       comm::Communicator& world) {
+  if (draft == nullptr) return run_throughput(a, m, nullptr, world).status();
+  if (world.rank() == 0) std::printf("without the draft:\n");
+  MS_ASSIGN_OR_RETURN(const double alone, run_throughput(a, m, nullptr, world));
+  if (world.rank() == 0) {
+    std::printf("with the draft (--draft-tokens %lld):\n",
+                static_cast<long long>(a.serving.engine.draft_tokens));
+  }
+  MS_ASSIGN_OR_RETURN(const double speculative, run_throughput(a, m, draft, world));
+  if (world.rank() == 0) {
+    std::printf("speculative speedup: %.2fx output tokens/s (%.2f vs %.2f)\n",
+                speculative / std::max(alone, 1e-12), speculative, alone);
+  }
   return Status::OK();
 }
 
@@ -78,7 +112,11 @@ Result<int> bench_in_world(const BenchArgs& a, comm::Communicator& world) {
                 static_cast<long long>(c.d_model), static_cast<long long>(c.n_layers),
                 c.moe.num_experts > 0 ? ", MoE" : "");
   }
-  MS_RETURN_IF_ERROR(run_throughput(a, m, world));
+  std::optional<infer::LoadedModel> draft;
+  if (!a.serving.draft_model.empty()) {
+    MS_ASSIGN_OR_RETURN(draft, infer::load_draft_for_serving(a.serving, m, world));
+  }
+  MS_RETURN_IF_ERROR(run_throughputs(a, m, draft ? &*draft : nullptr, world));
   if (world.size() == 1) MS_RETURN_IF_ERROR(run_sweep(a, m));
   return 0;
 }
@@ -88,6 +126,7 @@ Result<int> run_bench(const BenchArgs& a) {
     return InvalidArgument(
         "--num-prompts and --input-len must be at least 1, --output-len at least 2");
   }
+  MS_RETURN_IF_ERROR(check_draft_flags(a.serving));
   return cli::run_in_world(
       [&](comm::MpiCommunicator& world) { return bench_in_world(a, world); });
 }

@@ -74,4 +74,39 @@ int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& p
   return ids[p.size() - 1];
 }
 
+std::vector<double> token_distribution(const float* logits, int64_t vocab,
+                                       const SamplingParams& params) {
+  std::vector<double> out(static_cast<size_t>(vocab), 0.0);
+  if ((params.top_k <= 0 || params.top_k >= vocab) && params.top_p >= 1.0) {
+    // Nothing is cut, so the ranking (a sort of the whole vocabulary) is not needed.
+    const double top = logits[argmax(logits, vocab)];
+    double sum = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      out[i] = std::exp((logits[i] - top) / params.temperature);
+      sum += out[i];
+    }
+    for (double& x : out) x /= sum;
+    return out;
+  }
+  const std::vector<int32_t> ids = ranked_candidates(logits, vocab, params.top_k);
+  const std::vector<double> p = nucleus(logits, ids, params.temperature, params.top_p);
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  for (size_t i = 0; i < p.size(); ++i) out[static_cast<size_t>(ids[i])] = p[i] / total;
+  return out;
+}
+
+int32_t sample_distribution(std::span<const double> probs, double u) {
+  const double total = std::accumulate(probs.begin(), probs.end(), 0.0);
+  const double target = u * total;
+  double cumulative = 0;
+  int32_t last = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0) continue;
+    cumulative += probs[i];
+    last = static_cast<int32_t>(i);
+    if (target < cumulative) return last;
+  }
+  return last;
+}
+
 }  // namespace ms::infer
