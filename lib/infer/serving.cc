@@ -256,19 +256,16 @@ Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const Lo
     const int64_t draft_vocab = loaded->model->config().vocab_size;
     const int64_t target_vocab = target.model->config().vocab_size;
     if (draft_vocab != target_vocab) {
-      local = InvalidArgument("--draft-model " + path + ": vocab_size " +
-                              std::to_string(draft_vocab) + " differs from the target's " +
-                              std::to_string(target_vocab) +
+      local = InvalidArgument("vocab_size " + std::to_string(draft_vocab) +
+                              " differs from the target's " + std::to_string(target_vocab) +
                               "; the draft must share the target's tokenizer");
     } else if (loaded->tokenizer->content_hash() != target.tokenizer->content_hash()) {
-      local = InvalidArgument("--draft-model " + path + ": its tokenizer.json differs from the "
-                              "target's; the draft must share the target's tokenizer");
+      local = InvalidArgument("its tokenizer.json differs from the target's; the draft must "
+                              "share the target's tokenizer");
     }
   }
   if (local.ok()) local = convert_weights(*loaded, options.weights);
-  if (!local.ok() && !path.empty() && local.message().find(path) == std::string::npos) {
-    local = Status(local.code(), "--draft-model " + path + ": " + local.message());
-  }
+  if (!local.ok()) local = Status(local.code(), "--draft-model " + path + ": " + local.message());
   MS_RETURN_IF_ERROR(comm::agree(comm, local, "loading the draft model"));
   return loaded;
 }
