@@ -30,6 +30,7 @@ namespace {
 struct BenchArgs {
   std::string model, checkpoint;
   int64_t num_prompts = 32, input_len = 32, output_len = 32;
+  double temperature = 0;  // of the throughput run's requests (0: greedy), seeded by index
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   double stream_mib = 256;
   infer::ServeOptions serving;  // engine sizes and the ranks' roles
@@ -46,6 +47,8 @@ Result<double> run_throughput(const BenchArgs& a, infer::LoadedModel& m, infer::
     r.id = std::to_string(i);
     r.prompt = infer::random_prompt(a.input_len, V, static_cast<uint64_t>(i));
     r.max_tokens = a.output_len;
+    r.sampling.temperature = a.temperature;
+    r.sampling.seed = static_cast<uint64_t>(i);
     reqs.push_back(std::move(r));
   }
   MS_ASSIGN_OR_RETURN(infer::ServeResult result,
@@ -141,6 +144,9 @@ void add_bench_command(cli::Tool& tool) {
   sub->add_option("--model", a->model, "Hugging Face model directory");
   sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint");
   sub->add_option("--num-prompts", a->num_prompts, "Requests in the throughput run")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->temperature,
+                  "Sampling temperature of the throughput run (0: greedy; request i has seed i)")
       ->capture_default_str();
   sub->add_option("--input-len", a->input_len, "Prompt tokens per request (PP)")
       ->capture_default_str();

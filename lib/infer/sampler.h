@@ -17,7 +17,8 @@ struct SamplingParams {
 };
 
 // logits: (vocab). Returns the token for completion index `index` (0 for the first generated
-// token). Candidates are ordered by logit, then id, so the result is deterministic.
+// token). Candidates are ordered by logit, then id, so the result is deterministic; when
+// top-k and top-p cut nothing they are taken in id order (no sort of the vocabulary).
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params,
                      int64_t index);
 

@@ -146,5 +146,24 @@ TEST(SpeculativeRule, DistributionsAreThoseTheSamplerDrawsFrom) {
   }
 }
 
+// sample_token, with and without a cut (the uncut path skips the sort), draws from
+// token_distribution: the rule's p is what the target alone samples from.
+TEST(SpeculativeRule, TheSamplerDrawsFromTheTokenDistribution) {
+  const float logits[] = {0.3f, -0.2f, 1.1f, 0.0f, 0.7f, -1.5f};
+  for (const SamplingParams& params :
+       {SamplingParams{0.9, 0, 1.0, 5}, SamplingParams{1.2, 4, 0.9, 6}}) {
+    const Dist p = token_distribution(logits, 6, params);
+    std::vector<int64_t> counts(6, 0);
+    for (int64_t i = 0; i < kTrials; ++i) ++counts[sample_token(logits, 6, params, i)];
+    for (size_t t = 0; t < 6; ++t) {
+      if (p[t] == 0) {
+        EXPECT_EQ(counts[t], 0) << t;
+      }
+    }
+    const auto [stat, df] = chi_square(counts, p);
+    EXPECT_LT(stat, chi_square_bound(df)) << "top_k " << params.top_k;
+  }
+}
+
 }  // namespace
 }  // namespace ms::infer
