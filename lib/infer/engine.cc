@@ -58,7 +58,8 @@ Engine::Engine(model::Transformer& model, const data::Tokenizer* tokenizer,
       cache_(model.config(), options.kv_blocks, options.block_size),
       draft_(draft) {
   if (draft_ != nullptr) {
-    draft_cache_ = std::make_unique<KvCache>(draft->config(), options.kv_blocks, options.block_size);
+    draft_cache_ =
+        std::make_unique<KvCache>(draft->config(), options.kv_blocks, options.block_size);
   }
 }
 

@@ -49,8 +49,8 @@ std::pair<double, int64_t> chi_square(const std::vector<int64_t>& counts, const 
   for (size_t t = 0; t < p.size(); ++t) {
     if (p[t] <= 0) continue;
     const double expected = p[t] * static_cast<double>(kTrials);
-    stat += (static_cast<double>(counts[t]) - expected) * (static_cast<double>(counts[t]) - expected) /
-            expected;
+    const double diff = static_cast<double>(counts[t]) - expected;
+    stat += diff * diff / expected;
     ++cells;
   }
   return {stat, cells - 1};
@@ -105,8 +105,8 @@ TEST(SpeculativeRule, KeepingEveryDraftTokenFailsTheSameCheck) {
   }
   // Resampling from p instead of from the residual max(0, p - q) is biased too.
   const Rule resample_from_p = [](const Dist& p, const Dist& q, int32_t x, double ua, double ur) {
-    return ua * q[static_cast<size_t>(x)] < p[static_cast<size_t>(x)] ? x
-                                                                        : sample_distribution(p, ur);
+    const size_t i = static_cast<size_t>(x);
+    return ua * q[i] < p[i] ? x : sample_distribution(p, ur);
   };
   EXPECT_FALSE(follows(cases()[0].p, cases()[0].q, resample_from_p));
 }
