@@ -38,14 +38,16 @@ inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--group-size", o.weights.group_size, "Inputs per int4 scale: 32, 64 or 128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
-  sub->add_option("--draft-model", o.draft_model,
-                  "Speculative decoding: a smaller model with the target's tokenizer (a Hugging "
-                  "Face directory, or a training checkpoint) that proposes tokens the target "
-                  "verifies")
-      ->check(CLI::ExistingPath);
+  CLI::Option* draft =
+      sub->add_option("--draft-model", o.draft_model,
+                      "Speculative decoding: a smaller model with the target's tokenizer (a "
+                      "Hugging Face directory, or a training checkpoint) that proposes tokens "
+                      "the target verifies")
+          ->check(CLI::ExistingPath);
   sub->add_option("--draft-tokens", o.engine.draft_tokens,
                   "Tokens the draft proposes per round (with --draft-model)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(draft);
 }
 
 // The draft flags' refusals that need no model: k below 1, and a draft with disaggregated

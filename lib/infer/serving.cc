@@ -264,7 +264,12 @@ Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const Lo
                               "share the target's tokenizer");
     }
   }
-  if (local.ok()) local = convert_weights(*loaded, options.weights);
+  if (local.ok()) {
+    const config::ModelConfig& c = loaded->model->config();
+    MS_LOG(Info) << "draft model " << path << ": " << loaded->model->parameter_count()
+                 << " parameters, d_model " << c.d_model << ", " << c.n_layers << " layers";
+    local = convert_weights(*loaded, options.weights);
+  }
   if (!local.ok()) local = Status(local.code(), "--draft-model " + path + ": " + local.message());
   MS_RETURN_IF_ERROR(comm::agree(comm, local, "loading the draft model"));
   return loaded;

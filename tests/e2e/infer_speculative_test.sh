@@ -4,8 +4,9 @@
 # `ms-infer generate --draft-model` with more requests than batch slots must print exactly the
 # target-alone greedy completions for k = 1 and 4 and report its acceptance; the target as its
 # own draft must have every proposal accepted; the quick stdin mode agrees; `ms-infer bench
-# --draft-model` reports both runs and the speedup; and a draft with another vocabulary, k = 0
-# and a draft with --attention-ranks are refused by name.
+# --draft-model` reports both runs and the speedup; and a draft with another vocabulary or
+# tokenizer, k = 0, --draft-tokens without a draft and a draft with --attention-ranks are
+# refused by name.
 # Usage: infer_speculative_test.sh <bin dir> <source dir> <make_tiny_model binary>
 set -euo pipefail
 BIN=$1
@@ -78,6 +79,17 @@ refused() {  # refused <expected message> <generate flags...>
   grep -q -- "$want" "$work/refused.txt" || fail "$*: $(cat "$work/refused.txt")"
 }
 refused 'vocab_size 50432 differs from the target.s 50304' --draft-model "$work/other_vocab"
+# The same vocabulary size under another tokenizer: two tokens' ids swapped.
+cp -r "$work/draft" "$work/other_tokenizer"
+python3 - "$work/other_tokenizer/tokenizer.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+v = t["model"]["vocab"]
+v["the"], v["and"] = v["and"], v["the"]
+json.dump(t, open(sys.argv[1], "w"))
+PY
+refused 'its tokenizer.json differs from the target.s' --draft-model "$work/other_tokenizer"
+refused '\-\-draft-tokens requires --draft-model' --draft-tokens 3
 refused '\-\-draft-tokens (0) must be at least 1' --draft-model "$work/draft" --draft-tokens 0
 refused '\-\-draft-model cannot be combined with --attention-ranks' --draft-model "$work/draft" \
   --attention-ranks 1
