@@ -236,6 +236,37 @@ TEST(Speculation, StopTokensAndTheContextEndCutAcceptedRuns) {
   EXPECT_EQ(spec.draft_free_blocks, 64);
 }
 
+// Under document masking the document starts carried between rounds follow the accepted
+// tokens only. The end-of-document id is the target's most frequent greedy token, so
+// generated text crosses documents inside accepted runs (a twin draft) and around rejections
+// (a small draft); the output is the target's alone in both cases.
+TEST(Speculation, DocumentMaskingFollowsTheAcceptedTokens) {
+  auto target = make_model(testing::tiny_dense(), 1234);
+  auto twin = make_model(testing::tiny_dense(), 1234);
+  auto draft = make_model(small_draft(testing::tiny_dense()), 99);
+  std::vector<Request> reqs = mixed_requests(target->config().vocab_size);
+  for (Request& r : reqs) r.max_tokens = 16;
+  std::map<int32_t, int64_t> frequency;
+  for (const Completion& c : run(*target, nullptr, reqs, batch_of(3, 3)).out) {
+    for (int32_t t : c.tokens) ++frequency[t];
+  }
+  const int32_t eod = std::max_element(frequency.begin(), frequency.end(), [](auto a, auto b) {
+                        return a.second < b.second;
+                      })->first;
+  const model::DocumentMask mask{true, true, eod};
+  for (model::Transformer* m : {target.get(), twin.get(), draft.get()}) {
+    ASSERT_TRUE(m->set_document_mask(mask).ok());
+  }
+  const Served alone = run(*target, nullptr, reqs, batch_of(3, 3));
+  int64_t crossings = 0;
+  for (const Completion& c : alone.out) crossings += std::count(c.tokens.begin(), c.tokens.end(), eod);
+  ASSERT_GT(crossings, 2) << "the test needs generated end-of-document tokens";
+  for (model::Transformer* d : {twin.get(), draft.get()}) {
+    const Served spec = run(*target, d, reqs, batch_of(3, 3));
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(spec.out[i].tokens, alone.out[i].tokens);
+  }
+}
+
 // A draft whose context ends before the target's stops proposing there; the output stays the
 // target's.
 TEST(Speculation, ADraftWithAShorterContextFallsBackToPlainDecoding) {
