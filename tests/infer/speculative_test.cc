@@ -259,7 +259,9 @@ TEST(Speculation, DocumentMaskingFollowsTheAcceptedTokens) {
   }
   const Served alone = run(*target, nullptr, reqs, batch_of(3, 3));
   int64_t crossings = 0;
-  for (const Completion& c : alone.out) crossings += std::count(c.tokens.begin(), c.tokens.end(), eod);
+  for (const Completion& c : alone.out) {
+    crossings += std::count(c.tokens.begin(), c.tokens.end(), eod);
+  }
   ASSERT_GT(crossings, 2) << "the test needs generated end-of-document tokens";
   for (model::Transformer* d : {twin.get(), draft.get()}) {
     const Served spec = run(*target, d, reqs, batch_of(3, 3));
