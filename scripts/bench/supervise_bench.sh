@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ETTR and time to recover per fault kind under `ms-diagnose supervise` (issue 18), in one run
-# on the same machine: a 4-rank run of configs/tiny-dense.yaml's tiny shape (d_model 64, 2
-# layers, seq 64, global batch 12, a checkpoint every CKPT steps) for STEPS steps, once without
+# on the same machine: a 4-rank run of configs/tiny-dense.yaml shrunk to the e2e tests' model
+# (d_model 16, 1 layer, the GPT-2 vocabulary; seq 64, global batch 12, a checkpoint every CKPT
+# steps) for STEPS steps, once without
 # a fault and once with each fault kind injected half-way (a crash, a hang, a slow machine from
 # a quarter of the way, a transient NaN), with the supervisor's production defaults except the
 # timeouts, which are scaled to the run's ~0.1 s steps (--hang-timeout 10, detection window and
@@ -11,7 +12,7 @@
 set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/ms-supervise-bench}
-STEPS=${3:-300}
+STEPS=${3:-200}
 CKPT=${CKPT:-20}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$BUILD/bin
@@ -39,8 +40,8 @@ run() {  # run <label> [--set values...]
   "$BIN/ms-diagnose" supervise --ranks 4 --hang-timeout 10 --detect-window 5 --detect-period 5 \
     --detect-every 2 --quiet -- mpirun --oversubscribe -x OPENBLAS_NUM_THREADS -np '{np}' \
     "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" --set data.plan="$WORK/s64.plan" \
-    --set model.d_model=64 --set model.n_layers=2 --set model.n_heads=4 --set model.n_kv_heads=2 \
-    --set model.d_ff=128 --set model.max_seq_len=64 --set train.seq_len=64 \
+    --set model.d_model=16 --set model.n_layers=1 --set model.n_heads=2 --set model.n_kv_heads=1 \
+    --set model.d_ff=32 --set model.max_seq_len=64 --set train.seq_len=64 \
     --set train.steps="$STEPS" --set train.global_batch=12 --set train.micro_batch=1 \
     --set train.eval_every=0 --set train.log_every=50 --set train.mfu_peak_gflops=1 \
     --set checkpoint.every="$CKPT" --set telemetry.every_s=0.5 --set telemetry.trace=false \
