@@ -123,6 +123,19 @@ paste <(step_losses runs/demo-local | sed 's/.*"loss"://') \
        END { printf "largest loss difference pp=2 vs dp=2 over 10 steps: %.2e\n", m; exit bad }' ||
   { echo "pp=2 losses differ from dp=2 beyond 1e-5"; exit 1; }
 
+step "self-healing: the same 10 steps under ms-diagnose supervise, with rank 1 killed at step 6"
+rm -rf runs/demo-supervised
+"$BIN/ms-diagnose" supervise --ranks 2 --quiet -- mpirun --oversubscribe -np '{np}' \
+  "$BIN/ms-train" "${short[@]}" --set run.dir=runs/demo-supervised --set checkpoint.every=2 \
+  --set debug.kill_rank=1 --set debug.kill_step=6 2>&1 | grep -E "supervise: (crash|removing|completed|fault)"
+final_losses() {  # the last record of every step (a restarted run's come later)
+  step_losses "$1" | sed 's/"step":\([0-9]*\),"loss":/\1 /' | awk '{ l[$1] = $2 } END { for (s in l) print s, l[s] }' | sort -n
+}
+paste <(final_losses runs/demo-local) <(final_losses runs/demo-supervised) |
+  awk '{ d = $2 - $4; if (d < 0) d = -d; if (d > m) m = d; if (d > 1e-5 * $2 || $1 != $3) bad = 1 }
+       END { printf "largest loss difference of the recovered run vs the uninterrupted one: %.2e over %d steps\n", m, NR; exit bad || NR != 10 }' ||
+  { echo "the supervised run's losses differ from the uninterrupted run's"; exit 1; }
+
 step "the checkpoint: inspect, verify, reshard offline to tp=2 x dp=2 (ZeRO-1), compare, export"
 "$BIN/ms-ckpt" list "$RUN/checkpoints"
 "$BIN/ms-ckpt" inspect "$RUN/checkpoints" > "$RUN/inspect.txt"

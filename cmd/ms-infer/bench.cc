@@ -6,9 +6,13 @@
 // of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
 // every rank (colocated replicas, or attention and expert ranks with --attention-ranks), with
 // each rank's role, pipeline idle fraction and token traffic; the sweep runs on one process.
+// With --draft-model the throughput run is made twice, by the target alone and speculatively,
+// and the speedup of the output token rate is printed.
 // The measurements live in lib/infer/bench.h; this file parses options and prints.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,12 +30,16 @@ namespace {
 struct BenchArgs {
   std::string model, checkpoint;
   int64_t num_prompts = 32, input_len = 32, output_len = 32;
+  double temperature = 0;  // of the throughput run's requests (0: greedy), seeded by index
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   double stream_mib = 256;
   infer::ServeOptions serving;  // engine sizes and the ranks' roles
 };
 
-Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+// Serves the random requests (speculatively when `draft` is set) and prints the summary;
+// returns the output tokens per second (rank 0; 0 elsewhere).
+Result<double> run_throughput(const BenchArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                              comm::Communicator& world) {
   const int64_t V = m.model->config().vocab_size;
   std::vector<infer::Request> reqs;
   for (int64_t i = 0; i < a.num_prompts; ++i) {
@@ -39,13 +47,42 @@ Status run_throughput(const BenchArgs& a, infer::LoadedModel& m, comm::Communica
     r.id = std::to_string(i);
     r.prompt = infer::random_prompt(a.input_len, V, static_cast<uint64_t>(i));
     r.max_tokens = a.output_len;
+    r.sampling.temperature = a.temperature;
+    r.sampling.seed = static_cast<uint64_t>(i);
     reqs.push_back(std::move(r));
   }
-  MS_ASSIGN_OR_RETURN(infer::ServeResult result, infer::serve(m, reqs, a.serving, world));
-  if (world.rank() != 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result,
+                      infer::serve(m, reqs, a.serving, world, {}, draft));
+  if (world.rank() != 0) return 0.0;
   MS_ASSIGN_OR_RETURN(std::string summary, infer::format_throughput(result));
   std::fputs(summary.c_str(), stdout);
   if (world.size() > 1) std::printf("%s", infer::describe(result).c_str());
+  if (draft != nullptr) {
+    std::fputs(infer::describe_speculation(result, a.serving.engine.draft_tokens).c_str(), stdout);
+  }
+  double out_tokens = 0;
+  for (const infer::Completion& c : result.completions) {
+    out_tokens += static_cast<double>(c.tokens.size());
+  }
+  return out_tokens / std::max(result.seconds, 1e-12);
+}
+
+// Without a draft: one throughput run. With one: the same requests served by the target alone,
+// then speculatively, and the ratio of their output token rates.
+Status run_throughputs(const BenchArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                       comm::Communicator& world) {
+  if (draft == nullptr) return run_throughput(a, m, nullptr, world).status();
+  if (world.rank() == 0) std::printf("without the draft:\n");
+  MS_ASSIGN_OR_RETURN(const double alone, run_throughput(a, m, nullptr, world));
+  if (world.rank() == 0) {
+    std::printf("with the draft (--draft-tokens %lld):\n",
+                static_cast<long long>(a.serving.engine.draft_tokens));
+  }
+  MS_ASSIGN_OR_RETURN(const double speculative, run_throughput(a, m, draft, world));
+  if (world.rank() == 0) {
+    std::printf("speculative speedup: %.2fx output tokens/s (%.2f vs %.2f)\n",
+                speculative / std::max(alone, 1e-12), speculative, alone);
+  }
   return Status::OK();
 }
 
@@ -78,7 +115,11 @@ Result<int> bench_in_world(const BenchArgs& a, comm::Communicator& world) {
                 static_cast<long long>(c.d_model), static_cast<long long>(c.n_layers),
                 c.moe.num_experts > 0 ? ", MoE" : "");
   }
-  MS_RETURN_IF_ERROR(run_throughput(a, m, world));
+  std::optional<infer::LoadedModel> draft;
+  if (!a.serving.draft_model.empty()) {
+    MS_ASSIGN_OR_RETURN(draft, infer::load_draft_for_serving(a.serving, m, world));
+  }
+  MS_RETURN_IF_ERROR(run_throughputs(a, m, draft ? &*draft : nullptr, world));
   if (world.size() == 1) MS_RETURN_IF_ERROR(run_sweep(a, m));
   return 0;
 }
@@ -88,6 +129,7 @@ Result<int> run_bench(const BenchArgs& a) {
     return InvalidArgument(
         "--num-prompts and --input-len must be at least 1, --output-len at least 2");
   }
+  MS_RETURN_IF_ERROR(check_draft_flags(a.serving));
   return cli::run_in_world(
       [&](comm::MpiCommunicator& world) { return bench_in_world(a, world); });
 }
@@ -102,6 +144,9 @@ void add_bench_command(cli::Tool& tool) {
   sub->add_option("--model", a->model, "Hugging Face model directory");
   sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint");
   sub->add_option("--num-prompts", a->num_prompts, "Requests in the throughput run")
+      ->capture_default_str();
+  sub->add_option("--temperature", a->temperature,
+                  "Sampling temperature of the throughput run (0: greedy; request i has seed i)")
       ->capture_default_str();
   sub->add_option("--input-len", a->input_len, "Prompt tokens per request (PP)")
       ->capture_default_str();

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -130,8 +131,10 @@ std::function<void(const infer::Completion&)> progress_printer(size_t total, boo
   };
 }
 
-// Serves the requests over every rank; rank 0's progress line counts its own share.
+// Serves the requests over every rank (speculatively when `draft` is set); rank 0's progress
+// line counts its own share.
 Result<infer::ServeResult> serve_all(const GenerateArgs& a, infer::LoadedModel& m,
+                                     infer::LoadedModel* draft,
                                      const std::vector<infer::Request>& requests,
                                      comm::Communicator& world) {
   const infer::ServeOptions& o = a.serving;
@@ -140,16 +143,22 @@ Result<infer::ServeResult> serve_all(const GenerateArgs& a, infer::LoadedModel& 
   const size_t share = (requests.size() + servers - 1) / servers;
   MS_ASSIGN_OR_RETURN(
       infer::ServeResult result,
-      infer::serve(m, requests, o, world, progress_printer(share, a.progress && world.rank() == 0)));
+      infer::serve(m, requests, o, world, progress_printer(share, a.progress && world.rank() == 0),
+                   draft));
   if (world.rank() == 0 && world.size() > 1) {
     std::fprintf(stderr, "%s", infer::describe(result).c_str());
+  }
+  if (world.rank() == 0 && draft != nullptr) {
+    std::fprintf(stderr, "%s",
+                 infer::describe_speculation(result, o.engine.draft_tokens).c_str());
   }
   return result;
 }
 
-Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                     comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer, world.rank() == 0));
-  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(a, m, p.requests, world));
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(a, m, draft, p.requests, world));
   if (world.rank() != 0) return 0;
   std::string lines;
   for (int64_t s : p.slot) {
@@ -175,14 +184,15 @@ Result<std::string> one_prompt(const GenerateArgs& a, comm::Communicator& world)
   return text;
 }
 
-Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, comm::Communicator& world) {
+Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
+                    comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(const std::string text, one_prompt(a, world));
   infer::Request r = a.defaults;
   r.id = "prompt";
   r.prompt = m.tokenizer->encode(text);
   GenerateArgs quiet = a;
   quiet.progress = false;
-  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(quiet, m, {r}, world));
+  MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(quiet, m, draft, {r}, world));
   if (world.rank() != 0) return 0;
   const infer::Completion& c = result.completions[0];
   if (c.finish_reason == "error") return InvalidArgument("prompt refused: " + c.error);
@@ -193,13 +203,19 @@ Result<int> run_one(const GenerateArgs& a, infer::LoadedModel& m, comm::Communic
 Result<int> generate_in_world(const GenerateArgs& a, comm::Communicator& world) {
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
                       infer::load_for_serving(a.model, a.checkpoint, a.serving, world));
-  return a.prompts.empty() ? run_one(a, m, world) : run_file(a, m, world);
+  std::optional<infer::LoadedModel> draft;
+  if (!a.serving.draft_model.empty()) {
+    MS_ASSIGN_OR_RETURN(draft, infer::load_draft_for_serving(a.serving, m, world));
+  }
+  infer::LoadedModel* d = draft ? &*draft : nullptr;
+  return a.prompts.empty() ? run_one(a, m, d, world) : run_file(a, m, d, world);
 }
 
 Result<int> run_generate(const GenerateArgs& a) {
   if (!a.prompts.empty() && a.output.empty()) {
     return InvalidArgument("--prompts needs --output for the completions");
   }
+  MS_RETURN_IF_ERROR(check_draft_flags(a.serving));
   return cli::run_in_world(
       [&](comm::MpiCommunicator& world) { return generate_in_world(a, world); });
 }

@@ -6,13 +6,15 @@
 
 #include <string>
 
+#include "core/status.h"
 #include "infer/serving.h"
 #include "ops/quant.h"
 
 namespace ms::infer_cmd {
 
-// Adds --max-batch, --kv-blocks, --block-size, --attention-ranks, --micro-batches, --weights
-// and --group-size, bound to `o`, whose current values are the defaults shown.
+// Adds --max-batch, --kv-blocks, --block-size, --attention-ranks, --micro-batches, --weights,
+// --group-size, --draft-model and --draft-tokens, bound to `o`, whose current values are the
+// defaults shown.
 inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--max-batch", o.engine.max_batch, "Sequences decoded together at most")
       ->capture_default_str();
@@ -36,6 +38,30 @@ inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--group-size", o.weights.group_size, "Inputs per int4 scale: 32, 64 or 128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
+  CLI::Option* draft =
+      sub->add_option("--draft-model", o.draft_model,
+                      "Speculative decoding: a smaller model with the target's tokenizer (a "
+                      "Hugging Face directory, or a training checkpoint) that proposes tokens "
+                      "the target verifies")
+          ->check(CLI::ExistingPath);
+  sub->add_option("--draft-tokens", o.engine.draft_tokens,
+                  "Tokens the draft proposes per round (with --draft-model)")
+      ->capture_default_str()
+      ->needs(draft);
+}
+
+// The draft flags' refusals that need no model: k below 1, and a draft with disaggregated
+// serving, which cannot verify one (checked again when the draft is loaded).
+inline Status check_draft_flags(const infer::ServeOptions& o) {
+  if (o.engine.draft_tokens < 1) {
+    return InvalidArgument("--draft-tokens (" + std::to_string(o.engine.draft_tokens) +
+                           ") must be at least 1");
+  }
+  if (!o.draft_model.empty() && o.attention_ranks > 0) {
+    return InvalidArgument("--draft-model cannot be combined with --attention-ranks: "
+                           "disaggregated serving does not support speculative decoding");
+  }
+  return Status::OK();
 }
 
 }  // namespace ms::infer_cmd

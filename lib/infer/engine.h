@@ -9,6 +9,15 @@
 // runs out of cache and nothing is ever preempted; a request whose reservation exceeds the
 // whole cache, or whose prompt does not fit the context, is refused with a reason while the
 // others are served.
+//
+// With a draft model (speculative decoding, infer/speculative.h) each step of a decoding
+// sequence is a round: the draft, over its own paged cache, proposes up to draft_tokens tokens
+// one forward at a time (batched over every decoding sequence), and the target scores the
+// sequence's last token and the proposals in the same single forward as the other sequences'
+// chunks. The accepted prefix plus one token from the target are emitted; the rejected
+// positions are rolled back by moving each sequence's cached length back (their keys and values
+// are overwritten before anything reads them). Rounds never write past the admission
+// reservation: a round proposes at most max_tokens - generated - 1 tokens.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +63,7 @@ struct EngineOptions {
   int64_t block_size = 16;   // token positions per block
   bool stop_at_eos = true;   // the tokenizer's end-of-text token ends a sequence
   bool keep_logits = false;  // keep each step's logits in the completion (tests)
+  int64_t draft_tokens = 4;  // k: tokens the draft model proposes per round (with a draft)
 };
 
 // How one step's chunks go through the model. The engine's own is forward_cached on this rank;
@@ -72,17 +82,31 @@ struct EngineStats {
   int64_t decode_tokens = 0;
   int64_t max_active = 0;                 // most sequences in one step
   std::vector<int64_t> admitted_at_step;  // per request, the step it joined (-1: refused)
+  // A decode round is one sequence's share of a target forward after its prefill; it emits
+  // one token without a draft, up to draft_tokens + 1 with one.
+  int64_t decode_rounds = 0;
+  int64_t decode_generated = 0;  // tokens the rounds emitted (a stop token included)
+  int64_t draft_passes = 0;      // forwards of the draft model
+  int64_t draft_proposed = 0, draft_accepted = 0;
+
+  // Accepted draft tokens over proposed ones (0 when none were proposed).
+  double acceptance_rate() const;
+  // Tokens emitted per decode round: 1 without a draft.
+  double tokens_per_round() const;
 };
 
 class Engine {
  public:
   // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine, as
-  // must `forward` when given (null: forward_cached here). InvalidArgument when an option is
-  // not positive.
+  // must `forward` when given (null: forward_cached here), and `draft` (null: no speculative
+  // decoding; it may be `model` itself). InvalidArgument when an option is not positive, and
+  // with a draft: draft_tokens < 1, a vocabulary size other than the target's, or a `forward`
+  // (a disaggregated target cannot verify drafts).
   static Result<std::unique_ptr<Engine>> create(model::Transformer& model,
                                                 const data::Tokenizer* tokenizer,
                                                 const EngineOptions& options,
-                                                StepForward* forward = nullptr);
+                                                StepForward* forward = nullptr,
+                                                model::Transformer* draft = nullptr);
 
   // Serves every request to the end and returns their completions in request order.
   // on_done, when set, is called as each request finishes (progress). Per-request problems are
@@ -93,21 +117,33 @@ class Engine {
 
   const EngineStats& stats() const { return stats_; }
   const KvCache& cache() const { return cache_; }
+  // The draft model's cache (as many blocks as the target's), or null without a draft.
+  const KvCache* draft_cache() const { return draft_cache_.get(); }
 
  private:
   struct Sequence;
+  struct Proposal;
   Engine(model::Transformer& model, const data::Tokenizer* tokenizer, const EngineOptions& options,
-         StepForward* forward);
+         StepForward* forward, model::Transformer* draft);
   std::string refusal(const Request& r) const;
   bool admit(const Request& r, size_t index, std::vector<Sequence>& running);
   Status step(std::vector<Sequence>& running, const Stopwatch& clock);
-  bool finished(Sequence& s, int32_t token);
+  int64_t draft_budget(const Sequence& s) const;
+  Status propose(const std::vector<Sequence>& running, std::vector<Proposal>& proposals);
+  std::vector<int32_t> decide(const Sequence& s, const float* rows, const Proposal& proposal,
+                              int64_t& accepted) const;
+  void record(Sequence& s, const std::vector<int32_t>& tokens, const float* rows,
+              const Proposal& proposal, double now_ms);
+  bool finished(Sequence& s, int32_t token, int64_t next_position);
+  void free_blocks(Sequence& s);
 
   model::Transformer& model_;
   const data::Tokenizer* tokenizer_;
   EngineOptions options_;
   StepForward* forward_;  // null: model_.forward_cached
   KvCache cache_;
+  model::Transformer* draft_;              // null: no speculative decoding
+  std::unique_ptr<KvCache> draft_cache_;  // with draft_
   EngineStats stats_;
 };
 

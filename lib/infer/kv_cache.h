@@ -46,6 +46,7 @@ class KvCache {
   // Blocks needed to hold `positions` token positions.
   int64_t blocks_for(int64_t positions) const;
   BlockAllocator& allocator() { return allocator_; }
+  const BlockAllocator& allocator() const { return allocator_; }
   const model::PagedKvCache& view() const { return view_; }
   // Bytes of the arena (keys and values of every layer).
   int64_t bytes() const;

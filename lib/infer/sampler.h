@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 namespace ms::infer {
 
@@ -15,11 +17,25 @@ struct SamplingParams {
 };
 
 // logits: (vocab). Returns the token for completion index `index` (0 for the first generated
-// token). Candidates are ordered by logit, then id, so the result is deterministic.
+// token). Candidates are ordered by logit, then id, so the result is deterministic; when
+// top-k and top-p cut nothing they are taken in id order (no sort of the vocabulary).
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params,
                      int64_t index);
 
 // The argmax of logits: (vocab), lowest id on ties.
 int32_t argmax(const float* logits, int64_t vocab);
+
+// The distribution sample_token draws from at temperature > 0, over the whole vocabulary:
+// softmax at the temperature over the top-k candidates, cut to the top-p nucleus and
+// renormalized, zero for every other id. (vocab) doubles summing to 1. Speculative decoding
+// (infer/speculative.h) compares the target's and the draft's distributions after the same
+// transforms.
+std::vector<double> token_distribution(const float* logits, int64_t vocab,
+                                       const SamplingParams& params);
+
+// The token a uniform u in [0, 1) picks from probs (non-negative, any positive total) by its
+// cumulative sum in id order; the last id with positive probability when rounding leaves u
+// past the end.
+int32_t sample_distribution(std::span<const double> probs, double u);
 
 }  // namespace ms::infer

@@ -3,6 +3,7 @@
 #include "infer/serving.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -63,6 +64,11 @@ json report_json(const RankReport& r) {
               {"prefill_tokens", r.prefill_tokens},
               {"decode_tokens", r.decode_tokens},
               {"steps", r.steps},
+              {"decode_rounds", r.decode_rounds},
+              {"decode_generated", r.decode_generated},
+              {"draft_passes", r.draft_passes},
+              {"draft_proposed", r.draft_proposed},
+              {"draft_accepted", r.draft_accepted},
               {"pipeline",
                {{"steps", p.steps},
                 {"micro_batches", p.micro_batches},
@@ -81,6 +87,11 @@ RankReport report_from(const json& j) {
   r.prefill_tokens = j.at("prefill_tokens").get<int64_t>();
   r.decode_tokens = j.at("decode_tokens").get<int64_t>();
   r.steps = j.at("steps").get<int64_t>();
+  r.decode_rounds = j.at("decode_rounds").get<int64_t>();
+  r.decode_generated = j.at("decode_generated").get<int64_t>();
+  r.draft_passes = j.at("draft_passes").get<int64_t>();
+  r.draft_proposed = j.at("draft_proposed").get<int64_t>();
+  r.draft_accepted = j.at("draft_accepted").get<int64_t>();
   const json& p = j.at("pipeline");
   r.pipeline.steps = p.at("steps").get<int64_t>();
   r.pipeline.micro_batches = p.at("micro_batches").get<int64_t>();
@@ -133,7 +144,8 @@ struct Share {
 Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& requests,
                           const ServeOptions& o, const ServingLayout* layout,
                           comm::Communicator& comm, RankReport& report,
-                          const std::function<void(const Completion&)>& on_done) {
+                          const std::function<void(const Completion&)>& on_done,
+                          LoadedModel* draft) {
   const int servers = disaggregated(o) ? o.attention_ranks : comm.size();
   Share share;
   std::vector<Request> mine;
@@ -147,7 +159,8 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
     remote = std::make_unique<RemoteExperts>(*loaded.model, comm, *layout, o.micro_batches);
   }
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                      Engine::create(*loaded.model, loaded.tokenizer.get(), o.engine, remote.get()));
+                      Engine::create(*loaded.model, loaded.tokenizer.get(), o.engine, remote.get(),
+                                     draft != nullptr ? draft->model.get() : nullptr));
   Result<std::vector<Completion>> out = engine->generate(mine, on_done);
   if (remote) {
     MS_RETURN_IF_ERROR(remote->finish());
@@ -158,7 +171,13 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
   report.requests = static_cast<int64_t>(mine.size());
   report.prefill_tokens = engine->stats().prefill_tokens;
   report.decode_tokens = engine->stats().decode_tokens;
-  report.steps = engine->stats().steps;
+  const EngineStats& stats = engine->stats();
+  report.steps = stats.steps;
+  report.decode_rounds = stats.decode_rounds;
+  report.decode_generated = stats.decode_generated;
+  report.draft_passes = stats.draft_passes;
+  report.draft_proposed = stats.draft_proposed;
+  report.draft_accepted = stats.draft_accepted;
   return share;
 }
 
@@ -232,9 +251,45 @@ Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::st
   return loaded;
 }
 
+Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const LoadedModel& target,
+                                           comm::Communicator& comm) {
+  if (disaggregated(options)) {
+    return InvalidArgument("--draft-model cannot be combined with --attention-ranks: speculative "
+                           "decoding verifies the drafts with the whole target on each rank, "
+                           "and disaggregated serving keeps the experts on other ranks");
+  }
+  const std::string& path = options.draft_model;
+  std::error_code ec;
+  const bool hf = std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
+  Result<LoadedModel> loaded = load_model(hf ? path : "", hf ? "" : path);
+  Status local = loaded.status();
+  if (local.ok()) {
+    const int64_t draft_vocab = loaded->model->config().vocab_size;
+    const int64_t target_vocab = target.model->config().vocab_size;
+    if (draft_vocab != target_vocab) {
+      local = InvalidArgument("vocab_size " + std::to_string(draft_vocab) +
+                              " differs from the target's " + std::to_string(target_vocab) +
+                              "; the draft must share the target's tokenizer");
+    } else if (loaded->tokenizer->content_hash() != target.tokenizer->content_hash()) {
+      local = InvalidArgument("its tokenizer.json differs from the target's; the draft must "
+                              "share the target's tokenizer");
+    }
+  }
+  if (local.ok()) {
+    const config::ModelConfig& c = loaded->model->config();
+    MS_LOG(Info) << "draft model " << path << ": " << loaded->model->parameter_count()
+                 << " parameters, d_model " << c.d_model << ", " << c.n_layers << " layers";
+    local = convert_weights(*loaded, options.weights);
+  }
+  if (!local.ok()) local = Status(local.code(), "--draft-model " + path + ": " + local.message());
+  MS_RETURN_IF_ERROR(comm::agree(comm, local, "loading the draft model"));
+  return loaded;
+}
+
 Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
                           const ServeOptions& options, comm::Communicator& comm,
-                          const std::function<void(const Completion&)>& on_done) {
+                          const std::function<void(const Completion&)>& on_done,
+                          LoadedModel* draft) {
   const int rank = comm.rank();
   RankReport report;
   report.role = role_of(options, rank);
@@ -251,7 +306,8 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
     MS_ASSIGN_OR_RETURN(report.pipeline, serve_experts(*loaded.model, comm, *layout));
   } else {
     MS_ASSIGN_OR_RETURN(share, serve_share(loaded, requests, options,
-                                           layout ? &*layout : nullptr, comm, report, on_done));
+                                           layout ? &*layout : nullptr, comm, report, on_done,
+                                           draft));
   }
   MS_RETURN_IF_ERROR(comm.barrier());
   ServeResult result;
@@ -322,6 +378,27 @@ std::string describe(const ServeResult& result) {
                   static_cast<double>(traffic) / 1e3 / std::max<double>(1, tokens));
   }
   return out;
+}
+
+std::string describe_speculation(const ServeResult& result, int64_t draft_tokens) {
+  int64_t rounds = 0, generated = 0, passes = 0, proposed = 0, accepted = 0;
+  for (const RankReport& r : result.ranks) {
+    rounds += r.decode_rounds;
+    generated += r.decode_generated;
+    passes += r.draft_passes;
+    proposed += r.draft_proposed;
+    accepted += r.draft_accepted;
+  }
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "speculative decoding: k %lld, acceptance %.3f (%lld of %lld draft tokens), "
+                "%.2f tokens per target forward per sequence, %lld draft passes\n",
+                static_cast<long long>(draft_tokens),
+                proposed > 0 ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0,
+                static_cast<long long>(accepted), static_cast<long long>(proposed),
+                rounds > 0 ? static_cast<double>(generated) / static_cast<double>(rounds) : 0.0,
+                static_cast<long long>(passes));
+  return line;
 }
 
 }  // namespace ms::infer

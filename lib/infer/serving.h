@@ -21,7 +21,8 @@
 namespace ms::infer {
 
 struct ServeOptions {
-  EngineOptions engine;
+  EngineOptions engine;     // engine.draft_tokens: k of speculative decoding
+  std::string draft_model;  // speculative decoding's draft: a model directory or checkpoint
   int attention_ranks = 0;  // 0: colocated
   int micro_batches = 2;    // ping-pong micro-batches per step (disaggregated)
   WeightOptions weights;    // the format the linear weights are served in
@@ -33,6 +34,9 @@ struct RankReport {
   int64_t weight_bytes = 0;  // parameter bytes the rank holds
   int64_t requests = 0;      // requests it served (attention and colocated ranks)
   int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0;
+  // Speculative decoding (EngineStats): zero without a draft.
+  int64_t decode_rounds = 0, decode_generated = 0, draft_passes = 0;
+  int64_t draft_proposed = 0, draft_accepted = 0;
   PipelineStats pipeline;    // disaggregated only
 };
 
@@ -53,14 +57,30 @@ ParameterFilter serving_filter(const ServeOptions& options, int rank, int world)
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
                                      const ServeOptions& options, comm::Communicator& comm);
 
-// Serves `requests` (identical on every rank) with `loaded` from load_for_serving. on_done is
-// called on this rank as each of its own requests finishes. Every rank must call it.
+// Loads options.draft_model, the draft of speculative decoding, on every rank: a directory
+// holding config.json is read as a Hugging Face model, anything else as a training checkpoint
+// (load_model), and its linear weights are converted as the target's. InvalidArgument, on
+// every rank, with --attention-ranks (disaggregated serving verifies no drafts), or when the
+// draft's vocabulary size or tokenizer differs from `target`'s. Collective like
+// load_for_serving.
+Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const LoadedModel& target,
+                                           comm::Communicator& comm);
+
+// Serves `requests` (identical on every rank) with `loaded` from load_for_serving, and with
+// speculative decoding when `draft` (from load_draft_for_serving) is given. on_done is called
+// on this rank as each of its own requests finishes. Every rank must call it.
 Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
                           const ServeOptions& options, comm::Communicator& comm,
-                          const std::function<void(const Completion&)>& on_done = {});
+                          const std::function<void(const Completion&)>& on_done = {},
+                          LoadedModel* draft = nullptr);
 
 // A few lines for rank 0 to print: the layout, each rank's role, weights, requests and (when
 // disaggregated) pipeline idle fraction and traffic, and the token traffic per token.
 std::string describe(const ServeResult& result);
+
+// The speculative-decoding line for rank 0 to print, summed over the ranks: k, the acceptance
+// rate (accepted draft tokens over proposed), tokens per target forward per sequence and the
+// draft's passes.
+std::string describe_speculation(const ServeResult& result, int64_t draft_tokens);
 
 }  // namespace ms::infer

@@ -101,8 +101,9 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
           TokenSlot{pos, c.blocks.data(), doc_start, documents.positions ? pos - doc_start : pos});
       // The end-of-document token belongs to the document it ends.
       if (documents.enabled && c.tokens[i] == documents.eod_id) doc_start = pos + 1;
+      if (c.all_logits) p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
     }
-    p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
+    if (!c.all_logits) p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
   }
   const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model;
   ops::embedding_forward(p.ids.data(), w(embed), sized(p.x, N * D), N, D);

@@ -3,8 +3,9 @@
 // that go through the model together. Transformer::forward_cached runs every projection of all
 // chunks' tokens as one matmul (the same weights and operators as training, model/compute.cc),
 // writes each token's keys and values into its sequence's blocks, and attends each token over
-// its own sequence's cached positions. A chunk is a whole prompt (prefill) or one new token
-// (decode); prefill and decode chunks may share one call.
+// its own sequence's cached positions. A chunk is a whole prompt (prefill), one new token
+// (decode), or several new tokens after cached ones (a speculative-decoding verify pass,
+// which wants the logits of every position: CachedChunk::all_logits); they may share one call.
 #pragma once
 
 #include <cstdint>
@@ -32,12 +33,15 @@ struct PagedKvCache {
 // document of tokens[0] began (0 <= doc_start <= start: just past the last end-of-document
 // token before `start`, model/documents.h's next_document_start): tokens attend from there
 // on, or from just past an end-of-document token inside the chunk, and with per-document
-// positions their rotary position counts from there. Ignored otherwise.
+// positions their rotary position counts from there. Ignored otherwise. With all_logits the
+// pass returns a logits row for every token of the chunk (in order) instead of for its last
+// token only.
 struct CachedChunk {
   std::span<const int32_t> tokens;
   int64_t start = 0;
   std::span<const int32_t> blocks;
   int64_t doc_start = 0;
+  bool all_logits = false;
 };
 
 // A replacement for the f32 weights of the cached forward's linear layers, installed by the

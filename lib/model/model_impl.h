@@ -256,7 +256,7 @@ struct CachedPassState {
   const PagedKvCache* cache = nullptr;
   std::vector<int32_t> ids;
   std::vector<TokenSlot> slots;
-  std::vector<int64_t> last_rows;  // row of each chunk's last token
+  std::vector<int64_t> last_rows;  // rows given logits: each chunk's last (all_logits: every)
   size_t layer = 0;                // the next layer to run, or the one awaiting its experts
   size_t layers_total = 0;
   bool awaiting_experts = false;

@@ -249,7 +249,8 @@ class Transformer {
   // Inference (model/inference.cc) needs the whole model on one rank (FailedPrecondition under
   // tp; load a tensor-parallel checkpoint into a single-process model to serve it). It runs `chunks` (see model/inference.h) through the model,
   // writing their keys and values into `cache`, and returns the logits of each chunk's last
-  // token, (chunks.size(), vocab_size) f32. InvalidArgument for an empty chunk, a token outside
+  // token, (chunks.size(), vocab_size) f32 (a chunk with all_logits contributes a row for each
+  // of its tokens instead, in order). InvalidArgument for an empty chunk, a token outside
   // the vocabulary, positions past model.max_seq_len, a block table too short or naming a block
   // outside the cache, or a cache shaped for another model; the cache is untouched then.
   Result<Tensor> forward_cached(std::span<const CachedChunk> chunks, const PagedKvCache& cache);

@@ -224,13 +224,16 @@ AttemptEnd Supervisor::exited(int status) {
 
 std::optional<AttemptEnd> Supervisor::check_hang(double now) {
   const double quiet = now - last_progress_t_;
-  const double limit = stepped_ ? options_.hang_timeout_s : options_.start_timeout_s;
-  if (quiet < limit) return std::nullopt;
+  if (quiet < options_.hang_timeout_s) return std::nullopt;
+  Result<std::vector<diag::InflightReport>> reports = diag::read_inflight_reports(config_.run.dir);
+  // Before the first step, start-up (loading, a checkpoint read) may take longer than a step
+  // without being stuck: only a rank the watchdog saw blocked makes it a hang that early.
+  const bool blocked = reports.ok() && !reports->empty();
+  if (!stepped_ && !blocked && quiet < options_.start_timeout_s) return std::nullopt;
   AttemptEnd end;
   end.detected_t = now;
   std::string summary = "no rank completed a step for " + seconds(quiet) +
                         (stepped_ ? " after step " + std::to_string(last_step_) : " since the start");
-  Result<std::vector<diag::InflightReport>> reports = diag::read_inflight_reports(config_.run.dir);
   std::vector<int> suspects;
   if (reports.ok() && !reports->empty()) {
     const diag::HangAnalysis analysis = diag::analyze_hang(*reports);

@@ -11,12 +11,22 @@
 #   three    a crash, a NaN and a hang in one run, with --max-evictions 2
 #   hold     --max-evictions 0: the crash's removal is held back, its repeat is the second signal
 #   repeat   a NaN that comes back at the same step: the job is stopped with a report (exit 1)
-# Usage: supervise_test.sh <mpirun> <bin dir> <source dir> <case>
+# With a fifth argument `srun` the job is launched by `srun -O --mpi=pmix -n {np}` on a running
+# Slurm cluster instead (labelled slurm; skips, exit 77, when none answers or srun has no PMIx).
+# Usage: supervise_test.sh <mpirun> <bin dir> <source dir> <case> [srun]
 set -euo pipefail
 MPIRUN=$1
 BIN=$2
 SRC=$3
 CASE=$4
+LAUNCHER=${5:-mpirun}
+if [ "$LAUNCHER" = srun ]; then
+  if [ -z "${SLURM_CONF:-}" ] && [ -f "${SLURM_LOCAL_DIR:-/tmp/ms-slurm}/slurm.conf" ]; then
+    export SLURM_CONF=${SLURM_LOCAL_DIR:-/tmp/ms-slurm}/slurm.conf
+  fi
+  command -v srun > /dev/null && sinfo -h > /dev/null 2>&1 || { echo "SKIP: no Slurm cluster answers"; exit 77; }
+  srun --mpi=list 2>&1 | grep -qw pmix || { echo "SKIP: srun offers no PMIx"; exit 77; }
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL [$CASE]: $*"; exit 1; }
@@ -24,7 +34,9 @@ source "$(dirname "$0")/lib.sh"
 
 shakespeare_plan 32 1024 16
 steps=30
-job=("$MPIRUN" --oversubscribe -np '{np}' "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml"
+launch=("$MPIRUN" --oversubscribe -np '{np}')
+[ "$LAUNCHER" = srun ] && launch=(srun -O --mpi=pmix -n '{np}')
+job=("${launch[@]}" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml"
      "${TINY_MODEL[@]}" --set data.plan="$work/s32.plan" --set model.max_seq_len=32
      --set train.seq_len=32 --set train.steps=$steps --set train.global_batch=12
      --set train.micro_batch=1 --set train.eval_every=0 --set train.log_every=1
@@ -138,4 +150,4 @@ case "$CASE" in
   *) fail "unknown case" ;;
 esac
 pgrep -f "$work" > /dev/null && fail "processes of the job are left running"
-echo "ms-diagnose supervise [$CASE]: passed"
+echo "ms-diagnose supervise [$CASE, $LAUNCHER]: passed"

@@ -17,7 +17,9 @@ shakespeare_plan 16 512 16
 
 stop_with() {  # stop_with TERM|USR1: the signal, to one rank (TERM) or to mpirun (USR1)
   local signal=$1
-  rm -rf "$work/run"
+  # The previous case's output must not satisfy the progress check below before the new
+  # launch's redirection (in the background job) truncates it.
+  rm -rf "$work/run" "$work/out.txt"
   "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" \
     --set data.plan="$work/s16.plan" --set run.dir="$work/run" --set model.d_model=16 \
     --set model.n_layers=1 --set model.n_heads=2 --set model.n_kv_heads=1 --set model.d_ff=32 \

@@ -3,7 +3,8 @@
 // with the run config and the tokenizer, and load_checkpoint_model, called on each rank alone,
 // reassembles whole tensors across the shards into a model with the saved weights (F32 exactly,
 // BF16 rounded once). A checkpoint lacking a tensor the config needs, or without the run config
-// saying which model it holds, is refused with the name of what is missing.
+// saying which model it holds, is refused with the name of what is missing. A checkpoint also
+// serves as the draft of speculative decoding (load_draft_for_serving, under every rank).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "ckpt/checkpoint.h"
 #include "comm/mpi_communicator.h"
 #include "infer/model_loader.h"
+#include "infer/serving.h"
 #include "ops/cast.h"
 
 namespace ms::infer {
@@ -171,6 +173,48 @@ TEST_F(CheckpointLoad, CheckpointWithoutRunConfigIsRefused) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("config_yaml is empty"), std::string::npos)
       << loaded.status().message();
+}
+
+// --draft-model takes a checkpoint as --checkpoint does: the checkpoint as the draft of its own
+// model gives the target-alone greedy tokens with every proposal accepted, summed over ranks.
+TEST_F(CheckpointLoad, ACheckpointServesAsTheDraft) {
+  save({});
+  ServeOptions options;
+  options.engine.kv_blocks = 64;
+  options.engine.draft_tokens = 3;
+  Result<LoadedModel> target = load_for_serving("", dir_, options, *world_);
+  ASSERT_TRUE(target.ok()) << target.status().message();
+  options.draft_model = dir_;
+  Result<LoadedModel> draft = load_draft_for_serving(options, *target, *world_);
+  ASSERT_TRUE(draft.ok()) << draft.status().message();
+  std::vector<Request> requests;
+  for (int i = 0; i < 4; ++i) {
+    Request r;
+    r.id = std::to_string(i);
+    r.prompt = target->tokenizer->encode(i % 2 == 0 ? "To be, or not" : "ROMEO:");
+    r.max_tokens = 6 + i;
+    requests.push_back(r);
+  }
+  Result<ServeResult> alone = serve(*target, requests, options, *world_);
+  Result<ServeResult> spec = serve(*target, requests, options, *world_, {}, &*draft);
+  ASSERT_TRUE(alone.ok() && spec.ok());
+  ServeOptions disaggregated = options;
+  disaggregated.attention_ranks = 1;
+  Result<LoadedModel> refused = load_draft_for_serving(disaggregated, *target, *world_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--attention-ranks"), std::string::npos);
+  if (world_->rank() != 0) return;
+  int64_t proposed = 0, accepted = 0;
+  for (const RankReport& r : spec->ranks) {
+    proposed += r.draft_proposed;
+    accepted += r.draft_accepted;
+  }
+  EXPECT_GT(proposed, 0);
+  EXPECT_EQ(accepted, proposed);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(spec->completions[i].tokens, alone->completions[i].tokens) << i;
+  }
+  EXPECT_NE(describe_speculation(*spec, 3).find("acceptance 1.000"), std::string::npos);
 }
 
 }  // namespace
