@@ -110,12 +110,9 @@ Status save_quantized_model(const model::Transformer& model, const FormatAssignm
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
-  // Views over the matrices' bytes (they outlive the write); names kept in a list whose
-  // elements do not move.
+  // Views over the matrices' bytes, which outlive the write; reserved so they do not move.
   std::vector<Tensor> views;
-  std::vector<std::string> names;
-  views.reserve(model.parameters().size() + 2 * weights.size());
-  names.reserve(views.capacity());
+  views.reserve(2 * weights.size());
   std::vector<ckpt::NamedTensor> tensors;
   size_t next = 0;
   for (size_t i = 0; i < model.parameters().size(); ++i) {
@@ -127,13 +124,11 @@ Status save_quantized_model(const model::Transformer& model, const FormatAssignm
     ops::QuantizedMatrix& m = weights[next++].matrix;
     views.push_back(Tensor::view_of(codes_dtype(m.format), codes_shape(m.format, m.rows, m.cols),
                                     m.values.data()));
-    names.push_back(qweight_name(p.name));
-    tensors.push_back({names.back(), &views.back()});
+    tensors.push_back({qweight_name(p.name), &views.back()});
     const std::vector<int64_t> scales = scales_shape({m.format, m.group_size}, m.rows, m.cols);
     if (scales.empty()) continue;
     views.push_back(Tensor::view_of(DType::kF32, scales, m.scales.data()));
-    names.push_back(scales_name(p.name));
-    tensors.push_back({names.back(), &views.back()});
+    tensors.push_back({scales_name(p.name), &views.back()});
   }
   MS_RETURN_IF_ERROR(ckpt::write_safetensors(
       model_file(dir), tensors,
