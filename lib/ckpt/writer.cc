@@ -135,8 +135,21 @@ std::string random_nonce() {
   return std::to_string(gen() & 0xffffffffffffull);
 }
 
-// Where a box waits before it is written: not copied yet, being copied by one thread, copied.
+// Where a bucket of the snapshot is: not copied yet, being copied by one thread, copied.
 enum CopyState : uint8_t { kNotCopied = 0, kCopying = 1, kCopied = 2 };
+
+// The snapshot is copied in buckets of at most this many bytes (the optimizer's default gradient
+// bucket), so a caller that must change a tensor while the writer copies it waits for one bucket
+// at most, and copies the rest of what it needs itself.
+constexpr uint64_t kCopyBucketBytes = 4ull << 20;
+
+// One bucket: bytes [offset, offset + bytes) of the caller's buffer `src`, staged at
+// `staging_offset`.
+struct CopyBucket {
+  const std::byte* src = nullptr;
+  uint64_t bytes = 0;
+  uint64_t staging_offset = 0;
+};
 
 }  // namespace
 
@@ -148,10 +161,12 @@ struct Checkpointer::Pending {
   std::vector<WriteItem> items;
   std::unique_ptr<std::byte[]> staging;
   uint64_t staging_bytes = 0;  // capacity of `staging`
-  // Per item a CopyState. The writer and the caller (before_overwrite) both copy; whoever moves
-  // an item from kNotCopied to kCopying copies it, the other waits for kCopied.
+  // The snapshot's buckets, in staging order, and a CopyState for each. The writer and the
+  // caller (before_overwrite) both copy; whoever moves a bucket from kNotCopied to kCopying
+  // copies it, the other waits for kCopied.
+  std::vector<CopyBucket> buckets;
   std::unique_ptr<std::atomic<uint8_t>[]> copy_state;
-  std::atomic<size_t> copied{0};  // items in kCopied
+  std::atomic<size_t> copied{0};  // buckets in kCopied
   uint64_t caller_copied_bytes = 0;
   double caller_copy_s = 0;
   double start_t = 0;
@@ -173,11 +188,13 @@ struct Checkpointer::Pending {
     if (publisher.joinable()) publisher.join();
   }
   void prepare_staging(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes);
-  bool copy_item(size_t i);
+  bool copy_bucket(size_t i);
   void copy_all() {
-    for (size_t i = 0; i < items.size(); ++i) copy_item(i);
+    for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i);
   }
-  bool snapshot_complete() const { return copied.load(std::memory_order_acquire) == items.size(); }
+  bool snapshot_complete() const {
+    return copied.load(std::memory_order_acquire) == buckets.size();
+  }
   void write_data_file(io::Env& env, int rank, bool background);
 };
 
@@ -198,20 +215,26 @@ void Checkpointer::Pending::prepare_staging(std::unique_ptr<std::byte[]> spare,
     staging_bytes = std::max<uint64_t>(total, 1);
     staging.reset(new std::byte[staging_bytes]);
   }
-  copy_state.reset(new std::atomic<uint8_t>[std::max<size_t>(items.size(), 1)]);
-  for (size_t i = 0; i < items.size(); ++i) copy_state[i].store(kNotCopied);
+  for (const WriteItem& item : items) {
+    const auto* src = static_cast<const std::byte*>(item.data) +
+                      static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
+    for (uint64_t at = 0; at < item.bytes; at += kCopyBucketBytes) {
+      buckets.push_back({src + at, std::min(kCopyBucketBytes, item.bytes - at),
+                         item.staging_offset + at});
+    }
+  }
+  copy_state.reset(new std::atomic<uint8_t>[std::max<size_t>(buckets.size(), 1)]);
+  for (size_t i = 0; i < buckets.size(); ++i) copy_state[i].store(kNotCopied);
 }
 
-// Makes sure item i is in staging: copies it when no other thread has started to, else waits
+// Makes sure bucket i is in staging: copies it when no other thread has started to, else waits
 // for that thread. True when this call made the copy.
-bool Checkpointer::Pending::copy_item(size_t i) {
+bool Checkpointer::Pending::copy_bucket(size_t i) {
   std::atomic<uint8_t>& state = copy_state[i];
   uint8_t seen = kNotCopied;
   if (state.compare_exchange_strong(seen, kCopying, std::memory_order_acq_rel)) {
-    const WriteItem& item = items[i];
-    const auto* src = static_cast<const std::byte*>(item.data) +
-                      static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
-    std::memcpy(staging.get() + item.staging_offset, src, item.bytes);
+    const CopyBucket& b = buckets[i];
+    std::memcpy(staging.get() + b.staging_offset, b.src, b.bytes);
     state.store(kCopied, std::memory_order_release);
     state.notify_all();
     copied.fetch_add(1, std::memory_order_acq_rel);
@@ -318,14 +341,11 @@ void Checkpointer::before_overwrite(const void* data, size_t bytes) {
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
   const auto* begin = static_cast<const std::byte*>(data);
-  for (size_t i = 0; i < p->items.size(); ++i) {
-    const WriteItem& item = p->items[i];
-    const auto* src = static_cast<const std::byte*>(item.data) +
-                      static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
-    // std::less gives a total order over pointers into different buffers.
-    const bool overlaps = std::less<const std::byte*>()(src, begin + bytes) &&
-                          std::less<const std::byte*>()(begin, src + item.bytes);
-    if (overlaps && p->copy_item(i)) p->caller_copied_bytes += item.bytes;
+  const std::less<const std::byte*> before;  // a total order over pointers into any buffers
+  for (size_t i = 0; i < p->buckets.size(); ++i) {
+    const CopyBucket& b = p->buckets[i];
+    const bool overlaps = before(b.src, begin + bytes) && before(begin, b.src + b.bytes);
+    if (overlaps && p->copy_bucket(i)) p->caller_copied_bytes += b.bytes;
   }
   const double s = watch.elapsed_s();
   p->caller_copy_s += s;
@@ -336,8 +356,8 @@ void Checkpointer::before_overwrite_all() {
   Pending* p = pending_.get();
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
-  for (size_t i = 0; i < p->items.size(); ++i) {
-    if (p->copy_item(i)) p->caller_copied_bytes += p->items[i].bytes;
+  for (size_t i = 0; i < p->buckets.size(); ++i) {
+    if (p->copy_bucket(i)) p->caller_copied_bytes += p->buckets[i].bytes;
   }
   const double s = watch.elapsed_s();
   p->caller_copy_s += s;
@@ -452,7 +472,7 @@ Status first_failure(const std::vector<json>& outcomes, int64_t step) {
 // an error when any rank's writes failed (the temporary directory is then removed).
 Result<bool> Checkpointer::agree_writes(bool wait) {
   int32_t done = wait || pending_->done.load(std::memory_order_acquire) ? 1 : 0;
-  if (!wait) {
+  if (!wait && comm_.size() > 1) {
     MS_RETURN_IF_ERROR(comm_.allreduce(&done, &done, 1, DType::kI32, comm::ReduceOp::kMin));
   }
   if (done == 0) return false;
@@ -505,7 +525,7 @@ Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
       outcome = pending_->publish_status.ok() ? 1 : 2;
     }
   }
-  MS_RETURN_IF_ERROR(comm_.broadcast(&outcome, 1, DType::kI32, 0));
+  if (comm_.size() > 1) MS_RETURN_IF_ERROR(comm_.broadcast(&outcome, 1, DType::kI32, 0));
   if (outcome == 0) {
     pending_->stall_s += watch.elapsed_s();
     return std::optional<SaveReport>();

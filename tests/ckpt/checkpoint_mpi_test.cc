@@ -247,6 +247,39 @@ TEST_F(CheckpointTest, CopyOnWriteSaveKeepsTheStepsValuesWhenTrainingOverwritesT
   expect_state(dir_ + "/step-00000021", 7, world_->rank(), world_->size());
 }
 
+// A tensor of three copy buckets (4 MiB each) per rank: an overwrite inside the middle one, made
+// while the writer is held, copies that bucket only; the writer copies the other two.
+TEST_F(CheckpointTest, CopyOnWriteCopiesOnlyTheBucketsAnOverwriteTouches) {
+  const int64_t n = 3 << 20;  // floats per rank: 12 MiB
+  const int64_t first = world_->rank() * n;
+  std::vector<float> mine(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(first + i);
+  const ShardSpec spec = *ShardSpec::flat_range({world_->size() * n}, first, first + n);
+  const std::vector<SaveTensor> tensors = {{"big", DType::kF32, spec, mine.data()}};
+  GatedEnv env;
+  Checkpointer ckpt(*world_, env);
+  SaveRequest r = request(40, true);
+  r.copy_on_write = true;
+  r.max_shard_bytes = 64ull << 20;
+  ASSERT_TRUE(ckpt.save(tensors, r).ok());
+  float* middle = mine.data() + n / 2;
+  ckpt.before_overwrite(middle, 1000 * sizeof(float));
+  std::fill(middle, middle + 1000, -1.0f);
+  env.open_gate();
+  auto finished = ckpt.finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().to_string();
+  ASSERT_TRUE(finished->has_value());
+  EXPECT_EQ((*finished)->caller_copied_bytes, 4u << 20);
+  auto m = Manifest::read(dir_ + "/step-00000040");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::vector<float> got(static_cast<size_t>(n));
+  const std::vector<LoadTensor> load = {{"big", DType::kF32, spec, got.data()}};
+  ASSERT_TRUE(load_tensors(dir_ + "/step-00000040", *m, load, {}, io::default_env()).ok());
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += got[static_cast<size_t>(i)] != static_cast<float>(first + i);
+  EXPECT_EQ(wrong, 0);
+}
+
 // Nothing copied on the caller's thread when it overwrites nothing before the writer is done,
 // and the staging buffer is reused by the next copy-on-write save.
 TEST_F(CheckpointTest, CopyOnWriteSavesWithoutOverwritesCopyNothingOnTheCaller) {
