@@ -4,12 +4,13 @@
 // tensor plus a pointer to its local elements. A replicated tensor (every rank holds all of it:
 // plain data parallelism) is written once, by a rank the planner picks so the bytes are spread
 // evenly over the replicas; a ZeRO flat range is decomposed into regular boxes of the global
-// tensor. The tensors are copied into a host staging buffer: by save() itself, so training may
-// change them as soon as it returns, or (an async save with copy_on_write) by the background
-// writer right after save() returns, the caller calling before_overwrite() before it changes a
-// saved tensor so that any box not yet copied is copied first. Either way the save holds the
-// values the tensors had at save(). A background thread (async) or the caller (sync) writes
-// this rank's data file into the shared temporary directory
+// tensor. A sync save writes straight from the tensors while the caller waits. An async save
+// copies them into a host staging buffer: in save() itself, so training may change them as soon
+// as it returns, or (copy_on_write) on the background writer right after save() returns, in
+// 4 MiB buckets, the caller calling before_overwrite() before it changes a saved tensor so that
+// any bucket not yet copied is copied first. Either way the save holds the values the tensors
+// had at save(). A background thread (async) or the caller (sync) writes this rank's data file
+// into the shared temporary directory
 // checkpoints/.tmp-step-XXXXXXXX-<nonce>/. The agreement needs MPI, so it happens on the calling
 // thread in poll()/finish(): the ranks agree that every write finished and gather the shard
 // records; rank 0 then writes manifest.json, copies tokenizer.json, renames the directory into

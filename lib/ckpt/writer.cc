@@ -192,6 +192,14 @@ struct Checkpointer::Pending {
   void copy_all() {
     for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i);
   }
+  // Where the writer reads `item`: staging, or the caller's tensor for a sync save.
+  const std::byte* item_bytes(const WriteItem& item) const {
+    if (staging == nullptr) {
+      return static_cast<const std::byte*>(item.data) +
+             static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
+    }
+    return staging.get() + item.staging_offset;
+  }
   bool snapshot_complete() const {
     return copied.load(std::memory_order_acquire) == buckets.size();
   }
@@ -263,8 +271,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     if (background) lower_thread_priority();
     WritePacer pacer(request.max_write_mbps * 1e6, wall_time_s());
     for (const WriteItem& item : items) {
-      std::string_view stored(reinterpret_cast<const char*>(staging.get() + item.staging_offset),
-                              item.bytes);
+      std::string_view stored(reinterpret_cast<const char*>(item_bytes(item)), item.bytes);
       std::string compressed;
       if (request.codec == "zstd") {
         compressed = io::compress(stored);
@@ -318,9 +325,13 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   pending->tmp_dir = request.checkpoints_dir + "/.tmp-" + step_dir_name(request.step) + "-" +
                      std::to_string(nonce);
   pending->final_dir = request.checkpoints_dir + "/" + step_dir_name(request.step);
-  pending->prepare_staging(std::move(spare_staging_), spare_staging_bytes_);
   const bool async = request.async;
-  if (!async || !request.copy_on_write) pending->copy_all();
+  // A sync save writes straight from the tensors: the caller waits for the write anyway, so a
+  // snapshot would only add a copy. The staging buffer is kept for the next async save.
+  if (async) {
+    pending->prepare_staging(std::move(spare_staging_), spare_staging_bytes_);
+    if (!request.copy_on_write) pending->copy_all();
+  }
   pending->request = std::move(request);
   pending_ = std::move(pending);
   if (async) {
@@ -342,7 +353,9 @@ void Checkpointer::before_overwrite(const void* data, size_t bytes) {
   Stopwatch watch;
   const auto* begin = static_cast<const std::byte*>(data);
   const std::less<const std::byte*> before;  // a total order over pointers into any buffers
-  for (size_t i = 0; i < p->buckets.size(); ++i) {
+  // From the last bucket back, while the writer copies from the first: the two meet instead of
+  // the caller waiting behind the writer for every bucket it reaches.
+  for (size_t i = p->buckets.size(); i-- > 0;) {
     const CopyBucket& b = p->buckets[i];
     const bool overlaps = before(b.src, begin + bytes) && before(begin, b.src + b.bytes);
     if (overlaps && p->copy_bucket(i)) p->caller_copied_bytes += b.bytes;
@@ -356,7 +369,7 @@ void Checkpointer::before_overwrite_all() {
   Pending* p = pending_.get();
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
-  for (size_t i = 0; i < p->buckets.size(); ++i) {
+  for (size_t i = p->buckets.size(); i-- > 0;) {  // backwards, as in before_overwrite
     if (p->copy_bucket(i)) p->caller_copied_bytes += p->buckets[i].bytes;
   }
   const double s = watch.elapsed_s();
@@ -478,8 +491,10 @@ Result<bool> Checkpointer::agree_writes(bool wait) {
   if (done == 0) return false;
   std::unique_ptr<Pending> p = std::move(pending_);
   if (p->writer.joinable()) p->writer.join();
-  spare_staging_ = std::move(p->staging);
-  spare_staging_bytes_ = p->staging_bytes;
+  if (p->staging != nullptr) {
+    spare_staging_ = std::move(p->staging);
+    spare_staging_bytes_ = p->staging_bytes;
+  }
   const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
                      {"records", p->records}};
   MS_ASSIGN_OR_RETURN(std::vector<json> outcomes, gather_outcomes(comm_, mine));

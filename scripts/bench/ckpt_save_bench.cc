@@ -299,10 +299,10 @@ Status bench_sync_save(comm::Communicator& world, const RankState& st, const Arg
 }
 
 // A training step: `gemms` (n, n) x (n, n) sgemms standing in for forward and backward, a
-// barrier standing in for the gradient reduction that keeps real data-parallel ranks in step (so
-// poll() does not absorb rank skew), then the optimizer update, which rewrites the whole state:
-// first before_overwrite_all(), as lib/train does, so an in-flight copy-on-write save keeps its
-// step's values.
+// barrier standing in for the gradient reduction that keeps real data-parallel ranks in step,
+// then the optimizer update, which rewrites the whole state (first before_overwrite_all(), as
+// lib/train does, so an in-flight copy-on-write save keeps its step's values), and a barrier
+// standing in for ZeRO's parameter all-gather (so poll() does not absorb rank skew).
 struct Compute {
   comm::Communicator& world;
   RankState& state;
@@ -323,7 +323,7 @@ struct Compute {
     if (checkpointer != nullptr) checkpointer->before_overwrite_all();
     state.negate();
     update_s += update.elapsed_s();
-    return Status::OK();
+    return world.barrier();
   }
 };
 
@@ -362,6 +362,8 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   MS_ASSIGN_OR_RETURN(const double stall_s,
                       max_over_ranks(world, save_call_s + poll_s + report->caller_copy_s));
   MS_ASSIGN_OR_RETURN(const double copy_s, max_over_ranks(world, report->caller_copy_s));
+  MS_ASSIGN_OR_RETURN(const double slowest_save_call_s, max_over_ranks(world, save_call_s));
+  MS_ASSIGN_OR_RETURN(const double slowest_poll_s, max_over_ranks(world, poll_s));
   MS_ASSIGN_OR_RETURN(const double busy_step_s,
                       max_over_ranks(world, compute_s / static_cast<double>(steps)));
   int64_t copied = static_cast<int64_t>(report->caller_copied_bytes);
@@ -372,10 +374,12 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
             printf_string("library total %.2f s; %.0f training steps ran meanwhile",
                           report->total_s, static_cast<double>(steps)));
   print_row(world, "save, async (" + label + "): stall (caller blocked)", stall_s, state_bytes, 0,
-            printf_string("%.2f%% of total, %.2f%% of a step (save() %.4f s + polls %.4f s + "
-                          "copies before the update %.4f s of %.0f MiB; library stall %.4f s)",
-                          100.0 * stall_s / total_s, 100.0 * stall_s / idle_step_s, save_call_s,
-                          poll_s, copy_s, static_cast<double>(copied) / kMiB, report->stall_s));
+            printf_string("%.2f%% of total, %.2f%% of a step (slowest rank's save() %.4f s, "
+                          "polls %.4f s, copies before the update %.4f s; %.0f MiB copied "
+                          "there, all ranks)",
+                          100.0 * stall_s / total_s, 100.0 * stall_s / idle_step_s,
+                          slowest_save_call_s, slowest_poll_s, copy_s,
+                          static_cast<double>(copied) / kMiB));
   if (world.rank() == 0) {
     std::printf("| (training during the async save) | %d | %.4f | - | - | mean step (%d sgemm-%"
                 PRId64 " + update %.0f ms) %.1f ms vs %.1f ms with no save running (%.2fx the "
@@ -395,7 +399,7 @@ Status bench_async_save(comm::Communicator& world, RankState& st, const Args& a,
   MS_ASSIGN_OR_RETURN(const double idle_step_s, max_over_ranks(world, idle_mine_s));
   if (world.rank() == 0) {
     std::printf("| (training, no save running) | %d | %.4f | - | - | mean step: %d sgemm-%" PRId64
-                " + barrier + update of the whole state |\n",
+                " + barrier + update of the whole state + barrier |\n",
                 world.size(), idle_step_s, a.gemms, a.gemm_n);
   }
   MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
