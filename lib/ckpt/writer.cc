@@ -49,7 +49,7 @@ struct WriteItem {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> global_shape;
-  const void* data = nullptr;  // the caller's elements; only read by snapshot()
+  const void* data = nullptr;  // the caller's elements: read by the snapshot or a sync write
   Box box;
   int64_t local_offset = 0;  // elements into data
   uint64_t bytes = 0;
@@ -143,8 +143,7 @@ enum CopyState : uint8_t { kNotCopied = 0, kCopying = 1, kCopied = 2 };
 // at most, and copies the rest of what it needs itself.
 constexpr uint64_t kCopyBucketBytes = 4ull << 20;
 
-// One bucket: bytes [offset, offset + bytes) of the caller's buffer `src`, staged at
-// `staging_offset`.
+// One bucket: the `bytes` bytes of a caller's tensor at `src`, staged at `staging_offset`.
 struct CopyBucket {
   const std::byte* src = nullptr;
   uint64_t bytes = 0;
