@@ -4,14 +4,20 @@
 // tensor plus a pointer to its local elements. A replicated tensor (every rank holds all of it:
 // plain data parallelism) is written once, by a rank the planner picks so the bytes are spread
 // evenly over the replicas; a ZeRO flat range is decomposed into regular boxes of the global
-// tensor. The tensors are first copied into host staging buffers, so training may change them
-// as soon as save() returns; a background thread (async) or the caller (sync) then writes this
-// rank's data file into the shared temporary directory checkpoints/.tmp-step-XXXXXXXX-<nonce>/.
-// The commit needs MPI, so it happens on the calling thread in poll()/finish(): the ranks agree
-// that every write finished, shard records are gathered to rank 0, which writes manifest.json,
-// copies tokenizer.json, renames the directory into place (io::commit_directory), replaces
-// checkpoints/latest and applies keep-last-N retention. A failed write on any rank fails the
-// save on every rank, removes the temporary directory, and commits nothing.
+// tensor. A sync save writes straight from the tensors while the caller waits. An async save
+// copies them into a host staging buffer: in save() itself, so training may change them as soon
+// as it returns, or (copy_on_write) on the background writer right after save() returns, in
+// 4 MiB buckets, the caller calling before_overwrite() before it changes a saved tensor so that
+// any bucket not yet copied is copied first. Either way the save holds the values the tensors
+// had at save(). A background thread (async) or the caller (sync) writes this rank's data file
+// into the shared temporary directory
+// checkpoints/.tmp-step-XXXXXXXX-<nonce>/. The agreement needs MPI, so it happens on the calling
+// thread in poll()/finish(): the ranks agree that every write finished and gather the shard
+// records; rank 0 then writes manifest.json, copies tokenizer.json, renames the directory into
+// place (io::commit_directory), replaces checkpoints/latest and applies keep-last-N retention,
+// on a background thread for an async save (so its fsyncs do not block training), and a later
+// poll() tells every rank the outcome. A failed write on any rank fails the save on every rank,
+// removes the temporary directory, and commits nothing.
 //
 // Load: each rank asks for the boxes or flat ranges it needs; only the shards overlapping them
 // are read (batched with io::Env::read_ranges), each verified against its crc32c, so any saved
@@ -113,15 +119,25 @@ struct SaveRequest {
   // Cap on this rank's data-file write rate in MB/s (10^6 bytes); 0: as fast as it goes. An
   // asynchronous writer also runs at a lower CPU and I/O priority than training.
   double max_write_mbps = 0;
+  // Async saves only: save() copies nothing and returns at once; the writer copies each box
+  // into staging before writing, and the caller must call Checkpointer::before_overwrite() (or
+  // before_overwrite_all()) before changing any saved tensor while the save is in flight.
+  bool copy_on_write = false;
 };
 
 // What a committed save cost; the same on every rank except bytes_written.
 struct SaveReport {
   int64_t step = 0;
   std::string step_dir;
-  double stall_s = 0;   // time the caller was blocked (snapshot + sync writes + commit)
+  // Time the caller was blocked: save() (snapshot, sync writes), every poll() and finish()
+  // until the commit, and the copies before_overwrite() made.
+  double stall_s = 0;
   double total_s = 0;   // from save() to the commit
   uint64_t bytes_written = 0;  // by this rank
+  // Copy-on-write saves: bytes of this rank's snapshot that before_overwrite() copied on the
+  // caller's thread because the writer had not copied them yet, and the time that took.
+  uint64_t caller_copied_bytes = 0;
+  double caller_copy_s = 0;
 };
 
 // Drives saves for one communicator. Every method is collective and must be called by the
@@ -146,6 +162,15 @@ class Checkpointer {
   // Waits for the in-flight save (if any) and commits it.
   Result<std::optional<SaveReport>> finish();
 
+  // Copy-on-write saves (SaveRequest::copy_on_write): call before changing any of the bytes
+  // [data, data + bytes) of a tensor handed to the in-flight save. Copies the boxes there the
+  // writer has not copied yet into staging (waiting for one it is copying), so the save keeps
+  // the values of its step. Not collective; cheap when the snapshot is complete or no save is
+  // in flight. Call it from the thread that calls save().
+  void before_overwrite(const void* data, size_t bytes);
+  // The same for every tensor of the in-flight save.
+  void before_overwrite_all();
+
   bool in_flight() const;
   const std::optional<SaveReport>& last_report() const { return last_report_; }
 
@@ -153,6 +178,7 @@ class Checkpointer {
 
  private:
   Result<std::optional<SaveReport>> commit(bool wait);
+  Result<bool> agree_writes(bool wait);
 
   comm::Communicator& comm_;
   io::Env& env_;

@@ -49,7 +49,7 @@ struct WriteItem {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> global_shape;
-  const void* data = nullptr;  // the caller's elements; only read by snapshot()
+  const void* data = nullptr;  // the caller's elements: read by the snapshot or a sync write
   Box box;
   int64_t local_offset = 0;  // elements into data
   uint64_t bytes = 0;
@@ -91,9 +91,10 @@ int64_t replicated_digest(std::span<const SaveTensor> tensors) {
 
 // Which boxes this rank writes. Slices only this rank holds are its own; replicated tensors are
 // cut into pieces that go, largest first, to the rank with the least bytes so far (counting
-// every rank's own slices), so every replica shares the write. Collective (one allgather).
+// every rank's own slices), so every replica shares the write. Collective (one allgather, which
+// also hands every rank rank 0's `nonce` for the temporary directory's name).
 Result<std::vector<WriteItem>> plan_writes(std::span<const SaveTensor> tensors, uint64_t max_bytes,
-                                           comm::Communicator& comm) {
+                                           comm::Communicator& comm, int64_t& nonce) {
   std::vector<WriteItem> mine, replicated;
   for (const SaveTensor& t : tensors) {
     if (t.data == nullptr && t.spec.numel() > 0) {
@@ -103,18 +104,19 @@ Result<std::vector<WriteItem>> plan_writes(std::span<const SaveTensor> tensors, 
       (t.replicated() ? replicated : mine).push_back(std::move(item));
     }
   }
-  int64_t own[2] = {0, replicated_digest(tensors)};
+  int64_t own[3] = {0, replicated_digest(tensors), nonce};
   for (const WriteItem& item : mine) own[0] += static_cast<int64_t>(item.bytes);
-  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
-  MS_RETURN_IF_ERROR(comm.allgather(own, all.data(), 2, DType::kI64));
+  std::vector<int64_t> all(3 * static_cast<size_t>(comm.size()));
+  MS_RETURN_IF_ERROR(comm.allgather(own, all.data(), 3, DType::kI64));
+  nonce = all[2];
   std::vector<int64_t> load(static_cast<size_t>(comm.size()));
   for (size_t r = 0; r < load.size(); ++r) {
-    if (all[2 * r + 1] != own[1]) {
+    if (all[3 * r + 1] != own[1]) {
       return InvalidArgument("ranks list different replicated tensors for the checkpoint (rank " +
                              std::to_string(r) + " differs from rank " +
                              std::to_string(comm.rank()) + ")");
     }
-    load[r] = all[2 * r];
+    load[r] = all[3 * r];
   }
   std::stable_sort(replicated.begin(), replicated.end(),
                    [](const WriteItem& a, const WriteItem& b) { return a.bytes > b.bytes; });
@@ -133,6 +135,21 @@ std::string random_nonce() {
   return std::to_string(gen() & 0xffffffffffffull);
 }
 
+// Where a bucket of the snapshot is: not copied yet, being copied by one thread, copied.
+enum CopyState : uint8_t { kNotCopied = 0, kCopying = 1, kCopied = 2 };
+
+// The snapshot is copied in buckets of at most this many bytes (the optimizer's default gradient
+// bucket), so a caller that must change a tensor while the writer copies it waits for one bucket
+// at most, and copies the rest of what it needs itself.
+constexpr uint64_t kCopyBucketBytes = 4ull << 20;
+
+// One bucket: the `bytes` bytes of a caller's tensor at `src`, staged at `staging_offset`.
+struct CopyBucket {
+  const std::byte* src = nullptr;
+  uint64_t bytes = 0;
+  uint64_t staging_offset = 0;
+};
+
 }  // namespace
 
 // One save between save() and its commit.
@@ -143,6 +160,14 @@ struct Checkpointer::Pending {
   std::vector<WriteItem> items;
   std::unique_ptr<std::byte[]> staging;
   uint64_t staging_bytes = 0;  // capacity of `staging`
+  // The snapshot's buckets, in staging order, and a CopyState for each. The writer and the
+  // caller (before_overwrite) both copy; whoever moves a bucket from kNotCopied to kCopying
+  // copies it, the other waits for kCopied.
+  std::vector<CopyBucket> buckets;
+  std::unique_ptr<std::atomic<uint8_t>[]> copy_state;
+  std::atomic<size_t> copied{0};  // buckets in kCopied
+  uint64_t caller_copied_bytes = 0;
+  double caller_copy_s = 0;
   double start_t = 0;
   double stall_s = 0;
   std::thread writer;
@@ -150,18 +175,41 @@ struct Checkpointer::Pending {
   Status write_status;
   json records = json::array();  // the shard records this rank wrote, with tensor metadata
   uint64_t bytes_written = 0;
+  // Rank 0, async: the manifest, rename and `latest` run on this thread once every rank's
+  // writes are in (see Checkpointer::commit).
+  std::thread publisher;
+  std::atomic<bool> published{false};
+  Status publish_status;
+  bool publishing = false;  // every rank: the writes were agreed and rank 0 is publishing
 
   ~Pending() {
     if (writer.joinable()) writer.join();
+    if (publisher.joinable()) publisher.join();
   }
-  void snapshot(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes);
-  void write_data_file(io::Env& env, int rank);
+  void prepare_staging(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes);
+  bool copy_bucket(size_t i);
+  void copy_all() {
+    for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i);
+  }
+  // Where the writer reads `item`: staging, or the caller's tensor for a sync save.
+  const std::byte* item_bytes(const WriteItem& item) const {
+    if (staging == nullptr) {
+      return static_cast<const std::byte*>(item.data) +
+             static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
+    }
+    return staging.get() + item.staging_offset;
+  }
+  bool snapshot_complete() const {
+    return copied.load(std::memory_order_acquire) == buckets.size();
+  }
+  void write_data_file(io::Env& env, int rank, bool background);
 };
 
-// Copies every box this rank writes into one staging buffer, in file order. The previous
-// save's buffer is reused when it is large enough: a fresh one would be page-faulted in (and
-// zeroed by the kernel) during the copy, which is most of the time training is blocked.
-void Checkpointer::Pending::snapshot(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes) {
+// Lays the boxes this rank writes out in one staging buffer, in file order. The previous save's
+// buffer is reused when it is large enough: a fresh one is page-faulted in (and zeroed by the
+// kernel) by its first copy, which costs more than the copy itself.
+void Checkpointer::Pending::prepare_staging(std::unique_ptr<std::byte[]> spare,
+                                            uint64_t spare_bytes) {
   uint64_t total = 0;
   for (WriteItem& item : items) {
     item.staging_offset = total;
@@ -177,22 +225,52 @@ void Checkpointer::Pending::snapshot(std::unique_ptr<std::byte[]> spare, uint64_
   for (const WriteItem& item : items) {
     const auto* src = static_cast<const std::byte*>(item.data) +
                       static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
-    std::memcpy(staging.get() + item.staging_offset, src, item.bytes);
+    for (uint64_t at = 0; at < item.bytes; at += kCopyBucketBytes) {
+      buckets.push_back({src + at, std::min(kCopyBucketBytes, item.bytes - at),
+                         item.staging_offset + at});
+    }
   }
+  copy_state.reset(new std::atomic<uint8_t>[std::max<size_t>(buckets.size(), 1)]);
+  for (size_t i = 0; i < buckets.size(); ++i) copy_state[i].store(kNotCopied);
 }
 
-// Writes rank-XXXXX.data into the temporary directory and records every shard. Runs on the
-// background thread for async saves; touches nothing but this Pending and the Env.
-void Checkpointer::Pending::write_data_file(io::Env& env, int rank) {
+// Makes sure bucket i is in staging: copies it when no other thread has started to, else waits
+// for that thread. True when this call made the copy.
+bool Checkpointer::Pending::copy_bucket(size_t i) {
+  std::atomic<uint8_t>& state = copy_state[i];
+  uint8_t seen = kNotCopied;
+  if (state.compare_exchange_strong(seen, kCopying, std::memory_order_acq_rel)) {
+    const CopyBucket& b = buckets[i];
+    std::memcpy(staging.get() + b.staging_offset, b.src, b.bytes);
+    state.store(kCopied, std::memory_order_release);
+    state.notify_all();
+    copied.fetch_add(1, std::memory_order_acq_rel);
+    return true;
+  }
+  while (seen != kCopied) {
+    state.wait(seen, std::memory_order_acquire);
+    seen = state.load(std::memory_order_acquire);
+  }
+  return false;
+}
+
+// Writes rank-XXXXX.data into the temporary directory (which every rank creates: mkdir of an
+// existing directory succeeds) and records every shard. Runs on the background thread for async
+// saves (`background`); touches nothing but this Pending and the Env. The boxes not yet in
+// staging are copied first, at training's priority so the snapshot is soon complete; the
+// writing then yields to training.
+void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool background) {
   const std::string name = data_file_name(rank);
   auto run = [&]() -> Status {
+    MS_RETURN_IF_ERROR(env.create_dirs(tmp_dir));
     if (items.empty()) return Status::OK();
     MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file,
                         env.open(tmp_dir + "/" + name, io::OpenMode::kCreateNew));
+    copy_all();
+    if (background) lower_thread_priority();
     WritePacer pacer(request.max_write_mbps * 1e6, wall_time_s());
     for (const WriteItem& item : items) {
-      std::string_view stored(reinterpret_cast<const char*>(staging.get() + item.staging_offset),
-                              item.bytes);
+      std::string_view stored(reinterpret_cast<const char*>(item_bytes(item)), item.bytes);
       std::string compressed;
       if (request.codec == "zstd") {
         compressed = io::compress(stored);
@@ -229,30 +307,6 @@ Checkpointer::~Checkpointer() = default;
 
 bool Checkpointer::in_flight() const { return pending_ != nullptr; }
 
-namespace {
-
-// Rank 0 creates the temporary directory and tells everyone its name (or that it failed).
-Result<std::string> make_temp_dir(comm::Communicator& comm, io::Env& env,
-                                  const SaveRequest& request) {
-  std::string nonce = comm.rank() == 0 ? random_nonce() : std::string();
-  const std::string base = request.checkpoints_dir + "/.tmp-" + step_dir_name(request.step) + "-";
-  Status made = Status::OK();
-  if (comm.rank() == 0) {
-    made = env.create_dirs(request.checkpoints_dir);
-    if (made.ok()) made = env.create_dir(base + nonce);
-  }
-  int64_t shared[2] = {made.ok() ? 1 : 0, comm.rank() == 0 ? std::stoll(nonce) : 0};
-  MS_RETURN_IF_ERROR(comm.broadcast(shared, 2, DType::kI64, 0));
-  if (!made.ok()) return made;
-  if (shared[0] == 0) {
-    return IOError("rank 0 could not create the temporary checkpoint directory in " +
-                   request.checkpoints_dir);
-  }
-  return base + std::to_string(shared[1]);
-}
-
-}  // namespace
-
 Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest request) {
   if (pending_) {
     Result<std::optional<SaveReport>> previous = finish();
@@ -264,27 +318,62 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   Stopwatch watch;
   auto pending = std::make_unique<Pending>();
   pending->start_t = wall_time_s();
-  MS_ASSIGN_OR_RETURN(pending->items, plan_writes(tensors, request.max_shard_bytes, comm_));
-  MS_ASSIGN_OR_RETURN(pending->tmp_dir, make_temp_dir(comm_, env_, request));
+  int64_t nonce = comm_.rank() == 0 ? std::stoll(random_nonce()) : 0;
+  MS_ASSIGN_OR_RETURN(pending->items,
+                      plan_writes(tensors, request.max_shard_bytes, comm_, nonce));
+  pending->tmp_dir = request.checkpoints_dir + "/.tmp-" + step_dir_name(request.step) + "-" +
+                     std::to_string(nonce);
   pending->final_dir = request.checkpoints_dir + "/" + step_dir_name(request.step);
-  pending->snapshot(std::move(spare_staging_), spare_staging_bytes_);
   const bool async = request.async;
+  // A sync save writes straight from the tensors: the caller waits for the write anyway, so a
+  // snapshot would only add a copy. The staging buffer is kept for the next async save.
+  if (async) {
+    pending->prepare_staging(std::move(spare_staging_), spare_staging_bytes_);
+    if (!request.copy_on_write) pending->copy_all();
+  }
   pending->request = std::move(request);
   pending_ = std::move(pending);
   if (async) {
     Pending* p = pending_.get();
     const int rank = comm_.rank();
-    p->writer = std::thread([p, rank, &env = env_] {
-      lower_thread_priority();
-      p->write_data_file(env, rank);
-    });
+    p->writer = std::thread([p, rank, &env = env_] { p->write_data_file(env, rank, true); });
     pending_->stall_s = watch.elapsed_s();
     return Status::OK();
   }
-  pending_->write_data_file(env_, comm_.rank());
+  pending_->write_data_file(env_, comm_.rank(), false);
   pending_->stall_s = watch.elapsed_s();
   MS_ASSIGN_OR_RETURN(last_report_, finish());
   return Status::OK();
+}
+
+void Checkpointer::before_overwrite(const void* data, size_t bytes) {
+  Pending* p = pending_.get();
+  if (p == nullptr || p->snapshot_complete()) return;
+  Stopwatch watch;
+  const auto* begin = static_cast<const std::byte*>(data);
+  const std::less<const std::byte*> before;  // a total order over pointers into any buffers
+  // From the last bucket back, while the writer copies from the first: the two meet instead of
+  // the caller waiting behind the writer for every bucket it reaches.
+  for (size_t i = p->buckets.size(); i-- > 0;) {
+    const CopyBucket& b = p->buckets[i];
+    const bool overlaps = before(b.src, begin + bytes) && before(begin, b.src + b.bytes);
+    if (overlaps && p->copy_bucket(i)) p->caller_copied_bytes += b.bytes;
+  }
+  const double s = watch.elapsed_s();
+  p->caller_copy_s += s;
+  p->stall_s += s;
+}
+
+void Checkpointer::before_overwrite_all() {
+  Pending* p = pending_.get();
+  if (p == nullptr || p->snapshot_complete()) return;
+  Stopwatch watch;
+  for (size_t i = p->buckets.size(); i-- > 0;) {  // backwards, as in before_overwrite
+    if (p->copy_bucket(i)) p->caller_copied_bytes += p->buckets[i].bytes;
+  }
+  const double s = watch.elapsed_s();
+  p->caller_copy_s += s;
+  p->stall_s += s;
 }
 
 Result<std::optional<SaveReport>> Checkpointer::poll() { return commit(false); }
@@ -390,39 +479,84 @@ Status first_failure(const std::vector<json>& outcomes, int64_t step) {
 
 }  // namespace
 
+// The first half of a commit: once every rank's writes are in, gathers the shard records and
+// has rank 0 publish them (on a thread for an async save). False while some rank still writes;
+// an error when any rank's writes failed (the temporary directory is then removed).
+Result<bool> Checkpointer::agree_writes(bool wait) {
+  int32_t done = wait || pending_->done.load(std::memory_order_acquire) ? 1 : 0;
+  if (!wait && comm_.size() > 1) {
+    MS_RETURN_IF_ERROR(comm_.allreduce(&done, &done, 1, DType::kI32, comm::ReduceOp::kMin));
+  }
+  if (done == 0) return false;
+  std::unique_ptr<Pending> p = std::move(pending_);
+  if (p->writer.joinable()) p->writer.join();
+  if (p->staging != nullptr) {
+    spare_staging_ = std::move(p->staging);
+    spare_staging_bytes_ = p->staging_bytes;
+  }
+  const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
+                     {"records", p->records}};
+  MS_ASSIGN_OR_RETURN(std::vector<json> outcomes, gather_outcomes(comm_, mine));
+  const Status failed = first_failure(outcomes, p->request.step);  // the same on every rank
+  if (!failed.ok()) {
+    if (comm_.rank() == 0) (void)env_.remove_all(p->tmp_dir);
+    return failed;
+  }
+  if (comm_.rank() == 0) {
+    auto publish_all = [p = p.get(), &env = env_, outcomes = std::move(outcomes)] {
+      Result<Manifest> m = assemble_manifest(outcomes, p->request);
+      p->publish_status =
+          m.ok() ? publish(env, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
+      p->published.store(true, std::memory_order_release);
+    };
+    if (p->request.async) {
+      p->publisher = std::thread(std::move(publish_all));
+    } else {
+      publish_all();
+    }
+  }
+  p->publishing = true;
+  pending_ = std::move(p);
+  return true;
+}
+
 Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
   if (!pending_) return std::optional<SaveReport>();
   Stopwatch watch;
-  int32_t done = wait || pending_->done.load(std::memory_order_acquire) ? 1 : 0;
-  if (!wait) {
-    MS_RETURN_IF_ERROR(comm_.allreduce(&done, &done, 1, DType::kI32, comm::ReduceOp::kMin));
+  if (!pending_->publishing) {
+    MS_ASSIGN_OR_RETURN(const bool agreed, agree_writes(wait));
+    // An async poll leaves rank 0's publishing to run until a later step.
+    if (!agreed || !wait) {
+      pending_->stall_s += watch.elapsed_s();
+      return std::optional<SaveReport>();
+    }
   }
-  if (done == 0) {
+  // Rank 0 says whether its publishing finished: 0 not yet, 1 committed, 2 failed.
+  int32_t outcome = 0;
+  if (comm_.rank() == 0) {
+    if (wait && pending_->publisher.joinable()) pending_->publisher.join();
+    if (pending_->published.load(std::memory_order_acquire)) {
+      outcome = pending_->publish_status.ok() ? 1 : 2;
+    }
+  }
+  if (comm_.size() > 1) MS_RETURN_IF_ERROR(comm_.broadcast(&outcome, 1, DType::kI32, 0));
+  if (outcome == 0) {
     pending_->stall_s += watch.elapsed_s();
     return std::optional<SaveReport>();
   }
   std::unique_ptr<Pending> p = std::move(pending_);
-  if (p->writer.joinable()) p->writer.join();
-  spare_staging_ = std::move(p->staging);
-  spare_staging_bytes_ = p->staging_bytes;
-  const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
-                     {"records", p->records}};
-  MS_ASSIGN_OR_RETURN(const std::vector<json> outcomes, gather_outcomes(comm_, mine));
-  Status status = first_failure(outcomes, p->request.step);
-  if (comm_.rank() == 0 && status.ok()) {
-    Result<Manifest> m = assemble_manifest(outcomes, p->request);
-    status = m.ok() ? publish(env_, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
-  }
-  int32_t committed = status.ok() ? 1 : 0;
-  MS_RETURN_IF_ERROR(comm_.broadcast(&committed, 1, DType::kI32, 0));
-  if (comm_.rank() == 0 && !status.ok()) (void)env_.remove_all(p->tmp_dir);
-  if (!status.ok()) return status;
-  if (committed == 0) {
+  if (p->publisher.joinable()) p->publisher.join();
+  if (outcome == 2) {
+    if (comm_.rank() == 0) {
+      (void)env_.remove_all(p->tmp_dir);
+      return p->publish_status;
+    }
     return IOError("committing checkpoint step " + std::to_string(p->request.step) +
                    " failed on rank 0 (see its log); nothing was committed");
   }
-  SaveReport report{p->request.step, p->final_dir, p->stall_s + watch.elapsed_s(),
-                    wall_time_s() - p->start_t, p->bytes_written};
+  SaveReport report{p->request.step,      p->final_dir,        p->stall_s + watch.elapsed_s(),
+                    wall_time_s() - p->start_t, p->bytes_written, p->caller_copied_bytes,
+                    p->caller_copy_s};
   if (comm_.rank() == 0) {
     char line[256];
     std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "

@@ -710,6 +710,9 @@ Status Trainer::update(int64_t step, StepResult& result) {
                  << verdict.describe(config_.optim.spike_guard.window);
     return Status::OK();
   }
+  // A copy-on-write checkpoint must hold the last saved step's weights, moments and routing
+  // bias: whatever of them its writer has not copied yet is copied before they change.
+  if (s_->checkpointer) s_->checkpointer->before_overwrite_all();
   MS_RETURN_IF_ERROR(
       s_->dist->apply(result.lr, clip_coefficient(result.grad_norm, config_.optim.grad_clip)));
   s_->guard->accept(result.loss, result.grad_norm);

@@ -198,6 +198,9 @@ Status Trainer::save_checkpoint(int64_t step) {
                                     {"skipped", guard.skipped}}}};
   request.tokenizer_path = s_->train_loader->tokenizer_path();
   request.async = config_.checkpoint.async;
+  // The writer copies the state while the next step runs; update() calls before_overwrite_all()
+  // before the optimizer changes it, so the save still holds this step's state.
+  request.copy_on_write = config_.checkpoint.async;
   request.max_write_mbps = config_.checkpoint.max_write_mbps;
   request.keep = config_.checkpoint.keep;
   s_->last_saved_step = step;

@@ -3,14 +3,19 @@
 // replicated over the data-parallel ranks, and both Adam moments split ZeRO-1 style, the
 // concatenation of all parameters cut into one contiguous flat range per rank. Three modes, each
 // run under mpirun with the rank count being the data-parallel size:
-//   save    --dir D      a synchronous save into D/sync (removed afterwards), then two asynchronous
-//                        saves through one Checkpointer into D/async while the caller keeps
-//                        "training" (per step an sgemm and a barrier, then Checkpointer::poll(),
-//                        as the trainer polls at step boundaries); reports the caller's stall
-//                        against the time to commit, for the first save (new staging buffer)
-//                        and the next (reused)
+//   save    --dir D      a synchronous save into D/sync (removed afterwards), then asynchronous
+//                        copy-on-write saves through one Checkpointer into D/async while the
+//                        caller keeps "training" (per step --gemms sgemms standing in for forward
+//                        and backward, a barrier, then the "optimizer update": before_overwrite_all()
+//                        and a pass that negates every element of the state, then
+//                        Checkpointer::poll(), as the trainer polls at step boundaries); reports
+//                        the caller's stall against the time to commit and the step time, for the
+//                        first save (new staging buffer), the next (reused) and, with
+//                        --paced-mbps, one written at that capped rate
 //   load    --ckpt S     a cold load of step directory S into this run's layout (crc32c checked,
-//                        every element compared with the value it was saved with)
+//                        every element compared with the value it was saved with: the manifest
+//                        state's "sign" says how many updates had negated it, so a save that
+//                        caught part of a later update shows as wrong elements)
 //   reshard --ckpt S --to dp=..,zero=.. --out D   offline resharding (reshard_checkpoint)
 // The page cache is dropped before every measurement when /proc/sys/vm/drop_caches is writable
 // (root); load and reshard rows then say "cold", otherwise "warm". Rates are compared with the
@@ -50,7 +55,9 @@ struct Args {
   int64_t state_mib = 1024;
   int layers = 16;
   int64_t gemm_n = 512;
-  int baseline_steps = 10;
+  int gemms = 32;
+  int baseline_steps = 5;
+  double paced_mbps = 0;
   double dd_write_mibs = 0, dd_read_mibs = 0;
 };
 
@@ -120,6 +127,7 @@ struct RankState {
   comm::SplitRange range;
   std::vector<Segment> segments;
   std::vector<float> params, moments[2];
+  float sign = 1;  // the state is sign * fill()'s values
 
   RankState(std::vector<WeightShape> w, int rank, int size)
       : weights(std::move(w)), range(comm::split_range(total_numel(weights), size, rank)),
@@ -136,15 +144,24 @@ struct RankState {
       }
     }
   }
-  // Elements that differ from fill()'s values.
+  // The simulated optimizer update: it rewrites every element of the state, as Adam does, and
+  // exactly (negation), so the values stay known.
+  void negate() {
+    for (float& x : params) x = -x;
+    for (auto& m : moments) {
+      for (float& x : m) x = -x;
+    }
+    sign = -sign;
+  }
+  // Elements that differ from sign * fill()'s values.
   int64_t count_wrong() const {
     int64_t wrong = 0;
     for (size_t i = 0; i < params.size(); ++i) {
-      wrong += params[i] != state_value(0, static_cast<int64_t>(i));
+      wrong += params[i] != sign * state_value(0, static_cast<int64_t>(i));
     }
     for (int k = 0; k < 2; ++k) {
       for (int64_t i = 0; i < range.length; ++i) {
-        wrong += moments[k][i] != state_value(k + 1, range.offset + i);
+        wrong += moments[k][i] != sign * state_value(k + 1, range.offset + i);
       }
     }
     return wrong;
@@ -245,14 +262,15 @@ std::string printf_string(const char* fmt, Args... args) {
 }
 
 ckpt::SaveRequest save_request(comm::Communicator& world, const std::string& dir, int64_t step,
-                               bool async) {
+                               bool async, float sign) {
   ckpt::SaveRequest r;
   r.checkpoints_dir = dir;
   r.step = step;
   r.layout = {world.size(), world.size(), 1, 1, 1, 1};
   r.config_yaml = "run: {name: ckpt_save_bench}\n";
-  r.state = {{"step", step}};
+  r.state = {{"step", step}, {"sign", sign}};
   r.async = async;
+  r.copy_on_write = async;  // the "training step" calls before_overwrite_all() before its update
   return r;
 }
 
@@ -264,7 +282,7 @@ Status bench_sync_save(comm::Communicator& world, const RankState& st, const Arg
   MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
   ckpt::Checkpointer checkpointer(world);
   Stopwatch watch;
-  MS_RETURN_IF_ERROR(checkpointer.save(tensors, save_request(world, a.dir + "/sync", 1, false)));
+  MS_RETURN_IF_ERROR(checkpointer.save(tensors, save_request(world, a.dir + "/sync", 1, false, st.sign)));
   MS_ASSIGN_OR_RETURN(const double seconds, max_over_ranks(world, watch.elapsed_s()));
   const ckpt::SaveReport& report = *checkpointer.last_report();
   print_row(world, "save, sync", seconds, state_bytes, a.dd_write_mibs,
@@ -280,83 +298,119 @@ Status bench_sync_save(comm::Communicator& world, const RankState& st, const Arg
   return world.barrier();
 }
 
-// A training step: one (n, n) x (n, n) sgemm, then a barrier standing in for the gradient
-// reduction that keeps real data-parallel ranks in step (so poll() does not absorb rank skew).
+// A training step: `gemms` (n, n) x (n, n) sgemms standing in for forward and backward, a
+// barrier standing in for the gradient reduction that keeps real data-parallel ranks in step,
+// then the optimizer update, which rewrites the whole state (first before_overwrite_all(), as
+// lib/train does, so an in-flight copy-on-write save keeps its step's values), and a barrier
+// standing in for ZeRO's parameter all-gather (so poll() does not absorb rank skew).
 struct Compute {
   comm::Communicator& world;
+  RankState& state;
   int64_t n;
+  int gemms;
   std::vector<float> a, b, c;
-  Compute(comm::Communicator& w, int64_t size)
-      : world(w), n(size), a(static_cast<size_t>(n * n), 0.5f),
+  double update_s = 0;  // in the update (copies of the snapshot included), summed
+  Compute(comm::Communicator& w, RankState& st, int64_t size, int count)
+      : world(w), state(st), n(size), gemms(count), a(static_cast<size_t>(n * n), 0.5f),
         b(static_cast<size_t>(n * n), 0.25f), c(static_cast<size_t>(n * n)) {}
-  Status step() {
-    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, n, n, n, 1.0f, a.data(), n, b.data(), n,
-               0.0f, c.data(), n);
+  Status step(ckpt::Checkpointer* checkpointer) {
+    for (int i = 0; i < gemms; ++i) {
+      ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, n, n, n, 1.0f, a.data(), n, b.data(),
+                 n, 0.0f, c.data(), n);
+    }
+    MS_RETURN_IF_ERROR(world.barrier());
+    Stopwatch update;
+    if (checkpointer != nullptr) checkpointer->before_overwrite_all();
+    state.negate();
+    update_s += update.elapsed_s();
     return world.barrier();
   }
 };
 
 Result<double> mean_step_s(Compute& compute, int steps) {
   Stopwatch watch;
-  for (int i = 0; i < steps; ++i) MS_RETURN_IF_ERROR(compute.step());
+  for (int i = 0; i < steps; ++i) MS_RETURN_IF_ERROR(compute.step(nullptr));
   return watch.elapsed_s() / steps;
 }
 
-// One asynchronous save while "training" continues: steps of compute, poll() after each.
-// `label` says whether the checkpointer's staging buffer is new (the first save of a run) or
-// reused from the previous save (every later save).
+// One asynchronous save while "training" continues: steps, poll() after each. `label` says
+// whether the checkpointer's staging buffer is new (the first save of a run) or reused from the
+// previous save (every later save), and whether the writes are paced.
 Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpointer,
                        Compute& compute, const std::vector<ckpt::SaveTensor>& tensors,
-                       const Args& a, int64_t step, const std::string& label,
+                       const Args& a, int64_t step, const std::string& label, double paced_mbps,
                        double state_bytes, double idle_step_s) {
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
+  ckpt::SaveRequest request = save_request(world, a.dir + "/async", step, true, compute.state.sign);
+  request.max_write_mbps = paced_mbps;
   Stopwatch total;
-  MS_RETURN_IF_ERROR(
-      checkpointer.save(tensors, save_request(world, a.dir + "/async", step, true)));
+  MS_RETURN_IF_ERROR(checkpointer.save(tensors, std::move(request)));
   const double save_call_s = total.elapsed_s();
   double poll_s = 0, compute_s = 0;
+  const double update_before_s = compute.update_s;
   int64_t steps = 0;
   std::optional<ckpt::SaveReport> report;
   while (!report) {
     Stopwatch one;
-    MS_RETURN_IF_ERROR(compute.step());
+    MS_RETURN_IF_ERROR(compute.step(&checkpointer));
     compute_s += one.lap_s();
     ++steps;
     MS_ASSIGN_OR_RETURN(report, checkpointer.poll());
     poll_s += one.elapsed_s();
   }
   MS_ASSIGN_OR_RETURN(const double total_s, max_over_ranks(world, total.elapsed_s()));
-  MS_ASSIGN_OR_RETURN(const double stall_s, max_over_ranks(world, save_call_s + poll_s));
+  MS_ASSIGN_OR_RETURN(const double stall_s,
+                      max_over_ranks(world, save_call_s + poll_s + report->caller_copy_s));
+  MS_ASSIGN_OR_RETURN(const double copy_s, max_over_ranks(world, report->caller_copy_s));
+  MS_ASSIGN_OR_RETURN(const double slowest_save_call_s, max_over_ranks(world, save_call_s));
+  MS_ASSIGN_OR_RETURN(const double slowest_poll_s, max_over_ranks(world, poll_s));
   MS_ASSIGN_OR_RETURN(const double busy_step_s,
                       max_over_ranks(world, compute_s / static_cast<double>(steps)));
+  int64_t copied = static_cast<int64_t>(report->caller_copied_bytes);
+  MS_RETURN_IF_ERROR(world.allreduce(&copied, &copied, 1, DType::kI64, comm::ReduceOp::kSum));
+  const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
   print_row(world, "save, async (" + label + "): total to commit", total_s, state_bytes,
             a.dd_write_mibs,
             printf_string("library total %.2f s; %.0f training steps ran meanwhile",
                           report->total_s, static_cast<double>(steps)));
   print_row(world, "save, async (" + label + "): stall (caller blocked)", stall_s, state_bytes, 0,
-            printf_string("%.1f%% of total (save() %.3f s + polls %.3f s; library stall %.3f s)",
-                          100.0 * stall_s / total_s, save_call_s, poll_s, report->stall_s));
+            printf_string("%.2f%% of total, %.2f%% of a step (slowest rank's save() %.4f s, "
+                          "polls %.4f s, copies before the update %.4f s; %.0f MiB copied "
+                          "there, all ranks)",
+                          100.0 * stall_s / total_s, 100.0 * stall_s / idle_step_s,
+                          slowest_save_call_s, slowest_poll_s, copy_s,
+                          static_cast<double>(copied) / kMiB));
   if (world.rank() == 0) {
-    std::printf("| (compute during the async save) | %d | %.4f | - | - | mean sgemm-%" PRId64
-                " step %.1f ms vs %.1f ms with no save running (%.2fx) |\n",
-                world.size(), busy_step_s, a.gemm_n, 1e3 * busy_step_s, 1e3 * idle_step_s,
-                busy_step_s / idle_step_s);
+    std::printf("| (training during the async save) | %d | %.4f | - | - | mean step (%d sgemm-%"
+                PRId64 " + update %.0f ms) %.1f ms vs %.1f ms with no save running (%.2fx the "
+                "speed) |\n",
+                world.size(), busy_step_s, a.gemms, a.gemm_n, 1e3 * update_s, 1e3 * busy_step_s,
+                1e3 * idle_step_s, idle_step_s / busy_step_s);
   }
   return Status::OK();
 }
 
-// Two asynchronous saves through one checkpointer, as a training run makes them: the first
-// allocates the staging buffer, the second reuses it.
-Status bench_async_save(comm::Communicator& world, const RankState& st, const Args& a,
+// Asynchronous saves through one checkpointer, as a training run makes them: the first
+// allocates the staging buffer, the next reuse it; with --paced-mbps a third is paced.
+Status bench_async_save(comm::Communicator& world, RankState& st, const Args& a,
                         double state_bytes) {
-  Compute compute(world, a.gemm_n);
+  Compute compute(world, st, a.gemm_n, a.gemms);
   MS_ASSIGN_OR_RETURN(const double idle_mine_s, mean_step_s(compute, a.baseline_steps));
   MS_ASSIGN_OR_RETURN(const double idle_step_s, max_over_ranks(world, idle_mine_s));
+  if (world.rank() == 0) {
+    std::printf("| (training, no save running) | %d | %.4f | - | - | mean step: %d sgemm-%" PRId64
+                " + barrier + update of the whole state + barrier |\n",
+                world.size(), idle_step_s, a.gemms, a.gemm_n);
+  }
   MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
   ckpt::Checkpointer checkpointer(world);
   MS_RETURN_IF_ERROR(time_async_save(world, checkpointer, compute, tensors, a, 2,
-                                     "first, new staging", state_bytes, idle_step_s));
-  return time_async_save(world, checkpointer, compute, tensors, a, 3, "next, staging reused",
+                                     "first, new staging", 0, state_bytes, idle_step_s));
+  MS_RETURN_IF_ERROR(time_async_save(world, checkpointer, compute, tensors, a, 3,
+                                     "next, staging reused", 0, state_bytes, idle_step_s));
+  if (a.paced_mbps <= 0) return Status::OK();
+  return time_async_save(world, checkpointer, compute, tensors, a, 4,
+                         printf_string("next, paced at %.0f MB/s", a.paced_mbps), a.paced_mbps,
                          state_bytes, idle_step_s);
 }
 
@@ -384,6 +438,7 @@ Status run_load(comm::Communicator& world, const Args& a) {
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(a.ckpt));
   RankState st(model_shapes(a.state_mib, a.layers), world.rank(), world.size());
   MS_ASSIGN_OR_RETURN(const std::vector<ckpt::LoadTensor> load, load_requests(st));
+  st.sign = m.state.value("sign", 1.0f);
   const std::vector<ckpt::ExpectedTensor> expected = expected_tensors(st.weights);
   MS_ASSIGN_OR_RETURN(const std::string cache, drop_page_cache(world));
   Stopwatch watch;
@@ -457,6 +512,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 4096));
   app.add_option("--gemm-n", a.gemm_n, "save: sgemm size of one simulated training step")
       ->check(CLI::Range(16, 8192));
+  app.add_option("--gemms", a.gemms, "save: sgemms per simulated training step")
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--paced-mbps", a.paced_mbps,
+                 "save: also time an async save with max_write_mbps at this rate (0: none)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--baseline-steps", a.baseline_steps, "save: steps timed with no save running")
       ->check(CLI::Range(1, 10000));
   app.add_option("--dd-write-mibs", a.dd_write_mibs, "dd conv=fsync write rate, same run, MiB/s");

@@ -4,8 +4,10 @@
 # `dd bs=1M conv=fsync` for writes, `dd bs=1M iflag=direct` after dropping the page cache for
 # reads. ckpt_save_bench (built with -DMS_BUILD_BENCH=ON) runs under mpirun with 1 and 2 ranks
 # (the rank count is the data-parallel size; weights replicated, Adam moments ZeRO-1):
-#   save     sync save, then async save while the caller runs sgemm "training steps" and polls:
-#            stall (caller blocked) against total time to the commit
+#   save     sync save, then async copy-on-write saves while the caller runs "training steps"
+#            (sgemms, then an update that rewrites the whole state) and polls: stall (caller
+#            blocked) against the time to commit and the step time, first save and later ones,
+#            and the step slowdown while writing, unpaced and paced at a quarter of dd's rate
 #   load     cold load into the same layout and into the other one (dp=2 -> 1, dp=1 -> 2)
 #   reshard  offline, dp=2 -> dp=1,zero=0 on 1 process and dp=1 -> dp=2,zero=1 on 2 processes
 # Pages are dropped before every measurement when run as root (/proc/sys/vm/drop_caches);
@@ -60,8 +62,9 @@ bench() {  # bench <ranks> <mode> <args...>
     --state-mib "$MIB" --dd-write-mibs "$W" --dd-read-mibs "$R"
 }
 step="step-00000002"  # the async save of `ckpt_save_bench save`
-bench 1 save --dir "$WORK/dp1"
-bench 2 save --dir "$WORK/dp2"
+paced=$(echo "scale=0; $W * 1.048576 / 4" | bc -l)  # MB/s, a quarter of dd's MiB/s
+bench 1 save --dir "$WORK/dp1" --paced-mbps "$paced"
+bench 2 save --dir "$WORK/dp2" --paced-mbps "$paced"
 bench 1 load --ckpt "$WORK/dp1/async/$step"
 bench 2 load --ckpt "$WORK/dp2/async/$step"
 bench 1 load --ckpt "$WORK/dp2/async/$step"

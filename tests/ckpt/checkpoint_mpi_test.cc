@@ -2,15 +2,19 @@
 // with the load spread over ranks, ZeRO-style flat ranges decomposed into boxes, loading into a
 // different split, async saves, retention, and the faults of the issue: injected write errors
 // and ENOSPC fail the save on every rank and commit nothing, damaged data files are refused
-// naming file, tensor and offset, and two saves in flight do not disturb each other.
+// naming file, tensor and offset, and two saves in flight do not disturb each other; a
+// copy-on-write save keeps its step's values when training overwrites them before the writer
+// copied them.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <set>
 
 #include "ckpt/checkpoint.h"
@@ -46,6 +50,46 @@ struct TestState {
             {"state.counter", DType::kI64, ShardSpec::replicated({}), &counter},
             {"optimizer.exp_avg.model.weight", DType::kF32, moment_spec, moments.data()}};
   }
+};
+
+// Passes everything to the default Env, except that opening a data file (rank-*.data) waits
+// until open_gate(): an async writer is held before it copies anything into staging.
+class GatedEnv final : public io::Env {
+ public:
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  Result<std::unique_ptr<io::File>> open(const std::string& path, io::OpenMode mode) override {
+    if (fs::path(path).filename().string().starts_with("rank-")) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return open_; });
+    }
+    return base_.open(path, mode);
+  }
+  Status read_ranges(io::File& file, std::span<const io::ReadRange> ranges) override {
+    return base_.read_ranges(file, ranges);
+  }
+  Status create_dir(const std::string& path) override { return base_.create_dir(path); }
+  Status rename(const std::string& from, const std::string& to) override {
+    return base_.rename(from, to);
+  }
+  Status remove_file(const std::string& path) override { return base_.remove_file(path); }
+  Status remove_dir(const std::string& path) override { return base_.remove_dir(path); }
+  Result<std::vector<std::string>> list_dir(const std::string& path) override {
+    return base_.list_dir(path);
+  }
+  bool exists(const std::string& path) override { return base_.exists(path); }
+  bool is_directory(const std::string& path) override { return base_.is_directory(path); }
+  Status sync_dir(const std::string& path) override { return base_.sync_dir(path); }
+  std::string_view backend_name() const override { return base_.backend_name(); }
+
+ private:
+  io::Env& base_ = io::default_env();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
 };
 
 class CheckpointTest : public ::testing::Test {
@@ -169,6 +213,91 @@ TEST_F(CheckpointTest, AsyncSaveCommitsAtAPollAndTheSnapshotIsIsolated) {
   EXPECT_GE(report->total_s, 0.0);
   EXPECT_GT(report->bytes_written, 0u);
   expect_state(dir_ + "/step-00000020", 7, world_->rank(), world_->size());
+}
+
+// Training overwrites the weight (after before_overwrite on it) while the writer is held before
+// its first copy, so the caller copies those boxes itself; then the writer runs and the rest is
+// overwritten after before_overwrite_all(), racing the writer's copies. The checkpoint must hold
+// the values of the save's step, not the later ones.
+TEST_F(CheckpointTest, CopyOnWriteSaveKeepsTheStepsValuesWhenTrainingOverwritesThem) {
+  TestState s(7, world_->rank(), world_->size());
+  GatedEnv env;
+  Checkpointer ckpt(*world_, env);
+  const std::vector<SaveTensor> tensors = s.tensors();
+  SaveRequest r = request(21, true);
+  r.copy_on_write = true;
+  ASSERT_TRUE(ckpt.save(tensors, r).ok());
+  ckpt.before_overwrite(s.weight.data(), s.weight.size() * sizeof(float));
+  std::fill(s.weight.begin(), s.weight.end(), -1.0f);
+  env.open_gate();
+  ckpt.before_overwrite_all();
+  std::fill(s.moments.begin(), s.moments.end(), -2.0f);
+  s.counter = -3;
+  std::optional<SaveReport> report;
+  while (!report) {
+    auto polled = ckpt.poll();
+    ASSERT_TRUE(polled.ok()) << polled.status().to_string();
+    report = *polled;
+  }
+  // Every rank writes some of the weight's 24-byte boxes (the planner spreads them), and the
+  // writer could copy none of them before the gate opened.
+  EXPECT_GT(report->caller_copied_bytes, 0u);
+  EXPECT_LE(report->caller_copied_bytes, report->bytes_written);
+  EXPECT_GE(report->stall_s, report->caller_copy_s);
+  expect_state(dir_ + "/step-00000021", 7, world_->rank(), world_->size());
+}
+
+// A tensor of three copy buckets (4 MiB each) per rank: an overwrite inside the middle one, made
+// while the writer is held, copies that bucket only; the writer copies the other two.
+TEST_F(CheckpointTest, CopyOnWriteCopiesOnlyTheBucketsAnOverwriteTouches) {
+  const int64_t n = 3 << 20;  // floats per rank: 12 MiB
+  const int64_t first = world_->rank() * n;
+  std::vector<float> mine(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mine[static_cast<size_t>(i)] = static_cast<float>(first + i);
+  const ShardSpec spec = *ShardSpec::flat_range({world_->size() * n}, first, first + n);
+  const std::vector<SaveTensor> tensors = {{"big", DType::kF32, spec, mine.data()}};
+  GatedEnv env;
+  Checkpointer ckpt(*world_, env);
+  SaveRequest r = request(40, true);
+  r.copy_on_write = true;
+  r.max_shard_bytes = 64ull << 20;
+  ASSERT_TRUE(ckpt.save(tensors, r).ok());
+  float* middle = mine.data() + n / 2;
+  ckpt.before_overwrite(middle, 1000 * sizeof(float));
+  std::fill(middle, middle + 1000, -1.0f);
+  env.open_gate();
+  auto finished = ckpt.finish();
+  ASSERT_TRUE(finished.ok()) << finished.status().to_string();
+  ASSERT_TRUE(finished->has_value());
+  EXPECT_EQ((*finished)->caller_copied_bytes, 4u << 20);
+  auto m = Manifest::read(dir_ + "/step-00000040");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  std::vector<float> got(static_cast<size_t>(n));
+  const std::vector<LoadTensor> load = {{"big", DType::kF32, spec, got.data()}};
+  ASSERT_TRUE(load_tensors(dir_ + "/step-00000040", *m, load, {}, io::default_env()).ok());
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += got[static_cast<size_t>(i)] != static_cast<float>(first + i);
+  EXPECT_EQ(wrong, 0);
+}
+
+// Nothing copied on the caller's thread when it overwrites nothing before the writer is done,
+// and the staging buffer is reused by the next copy-on-write save.
+TEST_F(CheckpointTest, CopyOnWriteSavesWithoutOverwritesCopyNothingOnTheCaller) {
+  Checkpointer ckpt(*world_);
+  for (int seed : {8, 9}) {
+    TestState s(seed, world_->rank(), world_->size());
+    const std::vector<SaveTensor> tensors = s.tensors();
+    SaveRequest r = request(30 + seed, true);
+    r.copy_on_write = true;
+    ASSERT_TRUE(ckpt.save(tensors, r).ok());
+    auto finished = ckpt.finish();
+    ASSERT_TRUE(finished.ok()) << finished.status().to_string();
+    ASSERT_TRUE(finished->has_value());
+    EXPECT_EQ((*finished)->caller_copied_bytes, 0u);
+    ckpt.before_overwrite_all();  // no save in flight: nothing to do
+    expect_state(dir_ + "/step-000000" + std::to_string(30 + seed), seed, world_->rank(),
+                 world_->size());
+  }
 }
 
 TEST_F(CheckpointTest, RetentionKeepsTheNewestAndLatestFollows) {
