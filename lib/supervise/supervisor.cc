@@ -95,6 +95,10 @@ class Supervisor {
   std::optional<AttemptEnd> check_hang(double now);
   std::optional<AttemptEnd> check_detect(double now);
   int machine_of_rank(int rank) const;
+  // The oldest telemetry detection looks at: two windows and a period back, in this attempt.
+  double detect_horizon(double now) const {
+    return std::max(attempt_t0_, now - 2 * options_.detect_window_s - options_.detect_period_s);
+  }
   std::string machine_name(int machine) const;
   Status keep_evidence(int incident_no, const AttemptEnd& end);
   Result<int> finish(const std::string& outcome, const std::string& reason);
@@ -285,9 +289,7 @@ std::optional<AttemptEnd> Supervisor::check_detect(double now) {
   last_detect_t_ = now;
   const bool by_host = !pool_.single_host_mode();
   if (pool_.machines_in_use() < 3) return std::nullopt;  // a majority is needed
-  const double from = std::max(attempt_t0_, now - 2 * options_.detect_window_s -
-                                                options_.detect_period_s);
-  telemetry_.forget_before(std::min(from, attempt_t0_));
+  const double from = detect_horizon(now);
   Result<diag::AlignedTelemetry> aligned = diag::align_telemetry(
       telemetry_.since(from), by_host ? telemetry::GroupBy::kHost : telemetry::GroupBy::kRank);
   if (!aligned.ok()) return std::nullopt;
@@ -378,6 +380,7 @@ Result<AttemptEnd> Supervisor::watch(int attempt) {
       return end;
     }
     const double now = wall_time_s();
+    telemetry_.forget_before(detect_horizon(now));  // keeps a long run's records bounded
     std::optional<AttemptEnd> end = check_hang(now);
     if (end) {
       end->exit_status = process_->end(10, SIGTERM);
