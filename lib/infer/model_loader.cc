@@ -72,6 +72,18 @@ std::vector<size_t> kept_parameters(model::Transformer& model, const ParameterFi
 
 }  // namespace
 
+Result<std::unique_ptr<data::Tokenizer>> load_dir_tokenizer(const std::string& dir,
+                                                            int64_t vocab_size) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<data::Tokenizer> tokenizer,
+                      data::Tokenizer::load(dir + "/tokenizer.json"));
+  if (tokenizer->vocab_size() > vocab_size) {
+    return InvalidArgument(dir + ": tokenizer.json has " +
+                           std::to_string(tokenizer->vocab_size()) +
+                           " tokens but config.json vocab_size is " + std::to_string(vocab_size));
+  }
+  return tokenizer;
+}
+
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep) {
   // A directory `ms-infer quantize` wrote holds codes and scales instead of some weights.
   MS_ASSIGN_OR_RETURN(const bool quantized, is_quantized_model(dir));
@@ -87,12 +99,7 @@ Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter&
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], hf.parameters, dir));
   }
-  MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(dir + "/tokenizer.json"));
-  if (loaded.tokenizer->vocab_size() > cfg.vocab_size) {
-    return InvalidArgument(
-        dir + ": tokenizer.json has " + std::to_string(loaded.tokenizer->vocab_size()) +
-        " tokens but config.json vocab_size is " + std::to_string(cfg.vocab_size));
-  }
+  MS_ASSIGN_OR_RETURN(loaded.tokenizer, load_dir_tokenizer(dir, cfg.vocab_size));
   return loaded;
 }
 

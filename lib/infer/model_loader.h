@@ -40,6 +40,11 @@ using ParameterFilter = std::function<bool(const model::Transformer& model, size
 // the tensor (missing, wrong shape, unexpected) or key. The caller owns the result.
 Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {});
 
+// dir/tokenizer.json of a Hugging Face or quantized model directory; InvalidArgument naming the
+// directory when it holds more tokens than the config's vocab_size.
+Result<std::unique_ptr<data::Tokenizer>> load_dir_tokenizer(const std::string& dir,
+                                                            int64_t vocab_size);
+
 // Reads a training checkpoint (a step directory, a checkpoints/ directory or its `latest` file;
 // any parallel layout, since whole tensors are read across shards): the model section of the
 // run config kept in the manifest, every parameter by name (F32 or BF16), and the

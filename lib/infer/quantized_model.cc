@@ -399,12 +399,7 @@ Result<LoadedModel> load_quantized_model(const std::string& dir, const Parameter
     MS_ASSIGN_OR_RETURN(loaded.serving_weights,
                         install_quantized_weights(model, std::move(converted)));
   }
-  MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(dir + "/tokenizer.json"));
-  if (loaded.tokenizer->vocab_size() > cfg.vocab_size) {
-    return InvalidArgument(
-        dir + ": tokenizer.json has " + std::to_string(loaded.tokenizer->vocab_size()) +
-        " tokens but config.json vocab_size is " + std::to_string(cfg.vocab_size));
-  }
+  MS_ASSIGN_OR_RETURN(loaded.tokenizer, load_dir_tokenizer(dir, cfg.vocab_size));
   return loaded;
 }
 

@@ -17,6 +17,7 @@
 #include "core/timer.h"
 #include "diag/detect.h"
 #include "diag/hang.h"
+#include "diag/robust_stats.h"
 #include "io/atomic_file.h"
 #include "supervise/ettr.h"
 #include "supervise/event_log.h"
@@ -54,13 +55,6 @@ std::string seconds(double s) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1fs", s);
   return text;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // How an attempt ended.
@@ -341,9 +335,9 @@ std::optional<AttemptEnd> Supervisor::check_detect(double now) {
         const size_t n = values[m].size();
         std::vector<double> tail(values[m].begin() + static_cast<std::ptrdiff_t>(n - std::min(n, window)),
                                  values[m].end());
-        (m == index ? suspect : others.emplace_back()) = median(tail);
+        (m == index ? suspect : others.emplace_back()) = diag::median(tail);
       }
-      const double normal = median(others);
+      const double normal = diag::median(others);
       if (normal <= 0 || suspect < (1 + options_.min_slowdown) * normal) continue;
       char line[160];
       std::snprintf(line, sizeof(line), "; its step compute is %.3fs against %.3fs (%.2fx)",
