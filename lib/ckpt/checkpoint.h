@@ -138,6 +138,9 @@ struct SaveReport {
   // caller's thread because the writer had not copied them yet, and the time that took.
   uint64_t caller_copied_bytes = 0;
   double caller_copy_s = 0;
+  // Async saves: bytes of staging this save allocated on this rank (0 when the buffer of an
+  // earlier save or of reserve_staging() served it).
+  uint64_t staging_allocated_bytes = 0;
 };
 
 // Drives saves for one communicator. Every method is collective and must be called by the
@@ -170,6 +173,13 @@ class Checkpointer {
   void before_overwrite(const void* data, size_t bytes);
   // The same for every tensor of the in-flight save.
   void before_overwrite_all();
+
+  // For async saves, ahead of the first: plans a save of `tensors` as save() would, allocates
+  // this rank's staging buffer for it and touches every page, so the run's first save waits on
+  // no page faults (later saves reuse the buffer; a fresh one is faulted in by its first copy,
+  // partly on the caller's thread). Collective, like save(); nothing when a kept buffer is
+  // already large enough. A save of other tensors still works: it allocates if it must.
+  Status reserve_staging(std::span<const SaveTensor> tensors, uint64_t max_shard_bytes);
 
   bool in_flight() const;
   const std::optional<SaveReport>& last_report() const { return last_report_; }

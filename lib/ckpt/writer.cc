@@ -168,6 +168,7 @@ struct Checkpointer::Pending {
   std::atomic<size_t> copied{0};  // buckets in kCopied
   uint64_t caller_copied_bytes = 0;
   double caller_copy_s = 0;
+  uint64_t staging_allocated_bytes = 0;
   double start_t = 0;
   double stall_s = 0;
   std::thread writer;
@@ -221,6 +222,7 @@ void Checkpointer::Pending::prepare_staging(std::unique_ptr<std::byte[]> spare,
   } else {
     staging_bytes = std::max<uint64_t>(total, 1);
     staging.reset(new std::byte[staging_bytes]);
+    staging_allocated_bytes = staging_bytes;
   }
   for (const WriteItem& item : items) {
     const auto* src = static_cast<const std::byte*>(item.data) +
@@ -343,6 +345,21 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   pending_->write_data_file(env_, comm_.rank(), false);
   pending_->stall_s = watch.elapsed_s();
   MS_ASSIGN_OR_RETURN(last_report_, finish());
+  return Status::OK();
+}
+
+Status Checkpointer::reserve_staging(std::span<const SaveTensor> tensors,
+                                     uint64_t max_shard_bytes) {
+  int64_t nonce = 0;  // the plan is not saved, so its directory name does not matter
+  MS_ASSIGN_OR_RETURN(const std::vector<WriteItem> items,
+                      plan_writes(tensors, max_shard_bytes, comm_, nonce));
+  uint64_t total = 0;
+  for (const WriteItem& item : items) total += item.bytes;
+  total = std::max<uint64_t>(total, 1);  // as prepare_staging sizes it
+  if (spare_staging_ != nullptr && spare_staging_bytes_ >= total) return Status::OK();
+  spare_staging_.reset(new std::byte[total]);
+  std::memset(spare_staging_.get(), 0, total);  // faults every page in now
+  spare_staging_bytes_ = total;
   return Status::OK();
 }
 
@@ -556,7 +573,7 @@ Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
   }
   SaveReport report{p->request.step,      p->final_dir,        p->stall_s + watch.elapsed_s(),
                     wall_time_s() - p->start_t, p->bytes_written, p->caller_copied_bytes,
-                    p->caller_copy_s};
+                    p->caller_copy_s, p->staging_allocated_bytes};
   if (comm_.rank() == 0) {
     char line[256];
     std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "

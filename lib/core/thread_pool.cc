@@ -3,10 +3,31 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <exception>
 
 namespace ms {
 namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until ready() or ThreadPool::kSpinMicros have passed; returns ready()'s last answer.
+template <class Ready>
+bool spin_until(Ready ready) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point give_up = Clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    if (i % 64 == 0 && Clock::now() >= give_up) return false;
+    cpu_relax();
+  }
+}
 
 // Shared by the caller of parallel_for and the helper tasks it submits. Held by shared_ptr
 // because a helper may only start after parallel_for has returned; it then finds no chunk left
@@ -21,15 +42,18 @@ struct ParallelForState {
   std::atomic<bool> failed{false};
   std::mutex mu;
   std::condition_variable done_cv;
-  int64_t chunks_finished = 0;
+  std::atomic<int64_t> chunks_finished{0};
   std::exception_ptr error;
 
   // Claims and runs chunks until none are left.
   void work() {
     for (int64_t c = next_chunk.fetch_add(1); c < num_chunks; c = next_chunk.fetch_add(1)) {
       run_chunk(c);
-      std::lock_guard<std::mutex> lock(mu);
-      if (++chunks_finished == num_chunks) done_cv.notify_all();
+      if (chunks_finished.fetch_add(1) + 1 == num_chunks) {
+        // Under mu, so a waiter that saw chunks unfinished is blocked by now, not about to be.
+        std::lock_guard<std::mutex> lock(mu);
+        done_cv.notify_all();
+      }
     }
   }
 
@@ -47,8 +71,10 @@ struct ParallelForState {
   }
 
   void wait() {
+    const auto all_done = [&] { return chunks_finished.load() == num_chunks; };
+    if (spin_until(all_done)) return;
     std::unique_lock<std::mutex> lock(mu);
-    done_cv.wait(lock, [&] { return chunks_finished == num_chunks; });
+    done_cv.wait(lock, all_done);
   }
 };
 
@@ -72,23 +98,32 @@ ThreadPool::~ThreadPool() {
 size_t ThreadPool::default_size() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 void ThreadPool::enqueue(std::function<void()> task) {
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     assert(!stopping_ && "submit on a ThreadPool that is being destroyed");
     queue_.push_back(std::move(task));
+    queued_.store(queue_.size());
+    // A spinning worker sees queued_; only a blocked one needs the (slow) wake-up. A worker
+    // about to block checks the queue under mu_ first, so it cannot miss this task.
+    wake = sleeping_ > 0;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
 void ThreadPool::worker_loop() {
   for (;;) {
+    spin_until([&] { return queued_.load(std::memory_order_relaxed) > 0; });
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lock(mu_);
+      ++sleeping_;
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --sleeping_;
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.store(queue_.size());
     }
     task();
   }

@@ -108,6 +108,7 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
   result.bandwidth_bytes_s = measure_stream_gbs(StreamKernel::kCopy, elements, 5) * 1e9;
   result.weight_bytes =
       options.weight_bytes > 0 ? options.weight_bytes : decode_weight_bytes(model);
+  result.linear_params = decode_weight_bytes(model) / 4;
   for (int64_t B : options.batch_sizes) {
     MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
                                                  options.block_size));
@@ -128,9 +129,9 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
   std::string out = line;
   out +=
       "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
-      "steps/s | of bound |      T s |    S t/s |\n"
+      "steps/s | of bound |      T s |    S t/s | PP GFLOP/s |\n"
       "|-------|--------|------|--------|----------|----------|----------|----------|"
-      "---------|----------|----------|----------|\n";
+      "---------|----------|----------|----------|------------|\n";
   for (const SweepRow& r : result.rows) {
     const double steps = static_cast<double>(tg - 1);
     const double steps_per_s = r.t_tg > 0 ? steps / r.t_tg : 0;
@@ -139,11 +140,12 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
     std::snprintf(
         line, sizeof(line),
         "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
-        "%8.3f | %8.1f |\n",
+        "%8.3f | %8.1f | %10.1f |\n",
         static_cast<long long>(pp), static_cast<long long>(tg), static_cast<long long>(B),
         static_cast<long long>(B * (pp + tg)), r.t_pp, static_cast<double>(B * pp) / r.t_pp,
         r.t_tg, static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
-        100.0 * steps_per_s / bound, total, static_cast<double>(B * (pp + tg - 1)) / total);
+        100.0 * steps_per_s / bound, total, static_cast<double>(B * (pp + tg - 1)) / total,
+        2.0 * result.linear_params * static_cast<double>(B * pp) / std::max(r.t_pp, 1e-12) / 1e9);
     out += line;
   }
   return out;

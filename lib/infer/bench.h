@@ -50,6 +50,9 @@ struct SweepRow {
 struct SweepResult {
   double bandwidth_bytes_s = 0;  // STREAM copy, read + write counted
   double weight_bytes = 0;       // per decode step (SweepOptions::weight_bytes)
+  // Weights a token multiplies through in the linear layers (decode_weight_bytes(model) / 4,
+  // whatever their format): a prefill's linear FLOPs are 2 x this x its tokens.
+  double linear_params = 0;
   std::vector<SweepRow> rows;    // one per batch size, in order
   double bound_steps_s() const { return bandwidth_bytes_s / weight_bytes; }
 };

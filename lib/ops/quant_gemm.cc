@@ -5,6 +5,7 @@
 
 #include <cassert>
 #include <cstdlib>
+#include <vector>
 
 #include "ops/parallel.h"
 #include "ops/quant_gemm_impl.h"
@@ -57,6 +58,30 @@ CpuPath pick_path() {
   return CpuPath::kScalar;
 }
 
+// The vector width a path's int4 kernel lays x out for (quant_gemm_impl.h).
+int64_t int4_pair_width(CpuPath path) {
+  switch (path) {
+    case CpuPath::kAvx2: return 8;
+    case CpuPath::kAvx512: return 16;
+    default: return 1;
+  }
+}
+
+// x: (n, cols) in column order -> out in blocks of 2 * width columns, each block's even columns
+// and then its odd ones. cols is a multiple of 2 * width (int4 groups are multiples of 32).
+void deinterleave_pairs(const float* x, int64_t n, int64_t cols, int64_t width, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* src = x + t * cols;
+    float* dst = out + t * cols;
+    for (int64_t b = 0; b < cols; b += 2 * width) {
+      for (int64_t i = 0; i < width; ++i) {
+        dst[b + i] = src[b + 2 * i];
+        dst[b + width + i] = src[b + 2 * i + 1];
+      }
+    }
+  }
+}
+
 // Output channels a task takes at least: enough weight bytes that the pool's hand-off is small
 // beside the work.
 int64_t min_rows_per_task(const QuantView& w) {
@@ -87,6 +112,15 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
   assert(w.rows >= 1 && w.cols >= 1);
   if (n <= 0) return;
   const QuantRowsFn fn = rows_fn(path);
+  const int64_t width = int4_pair_width(path);
+  if (w.format == WeightFormat::kInt4 && width > 1) {
+    assert(w.cols % (2 * width) == 0);
+    // One layout per call, read by every task; kept per thread so serving's calls reuse it.
+    thread_local std::vector<float> pairs;
+    pairs.resize(static_cast<size_t>(n * w.cols));
+    deinterleave_pairs(x, n, w.cols, width, pairs.data());
+    x = pairs.data();
+  }
   parallel_for(
       w.rows, [&](int64_t begin, int64_t end) { fn(x, w, y, n, begin, end); },
       min_rows_per_task(w));

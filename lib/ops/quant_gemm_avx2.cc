@@ -14,7 +14,6 @@ struct Avx2Path {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V splat(float v) { return _mm256_set1_ps(v); }
   static float sum(V v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -29,14 +28,16 @@ struct Avx2Path {
     const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
   }
-  // Four bytes hold columns c .. c + 7: nibble j (from the low end) is column c + j.
-  static V i4(const uint8_t* row, int64_t c) {
-    int32_t word;
-    std::memcpy(&word, row + c / 2, 4);
-    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256i nibbles =
-        _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(word), shifts), _mm256_set1_epi32(15));
-    return _mm256_cvtepi32_ps(_mm256_sub_epi32(nibbles, _mm256_set1_epi32(8)));
+  static V i4_scale(float s) { return _mm256_set1_ps(s); }
+  // Eight bytes, columns c .. c + 15: byte j widened to lane j holds column c + 2j in its low
+  // nibble and c + 2j + 1 in its high one, each as code + 8.
+  static void i4(const uint8_t* bytes, V scale, V& even, V& odd) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes)));
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m256i lo = _mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), eight);
+    const __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight);
+    even = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), scale);
+    odd = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), scale);
   }
 };
 

@@ -14,7 +14,6 @@ struct Avx512Path {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V splat(float v) { return _mm512_set1_ps(v); }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
   static V bf16(const uint8_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -24,15 +23,18 @@ struct Avx512Path {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
   }
-  // Eight bytes hold columns c .. c + 15: their low and high nibbles, interleaved byte by
-  // byte, are the codes in column order.
-  static V i4(const uint8_t* row, int64_t c) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + c / 2));
-    const __m128i mask = _mm_set1_epi8(0x0f);
-    const __m128i lo = _mm_and_si128(bytes, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-    const __m512i codes = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
-    return _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, _mm512_set1_epi32(8)));
+  // The group's 16 possible weights, (code - 8) * s, as a table indexed by code.
+  static V i4_scale(float s) {
+    const __m512 codes = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm512_mul_ps(codes, _mm512_set1_ps(s));
+  }
+  // Sixteen bytes, columns c .. c + 31: byte j widened to lane j; the table lookup reads the
+  // low four bits of a lane, so the low nibbles index it directly and the high ones after a
+  // shift.
+  static void i4(const uint8_t* bytes, V table, V& even, V& odd) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes)));
+    even = _mm512_permutexvar_ps(b, table);
+    odd = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table);
   }
 };
 

@@ -13,7 +13,8 @@
 
 namespace ms::ops {
 
-// Output channels [row_begin, row_end) of y: (n, w.rows) for every row of x: (n, w.cols).
+// Output channels [row_begin, row_end) of y: (n, w.rows) for every row of x: (n, w.cols). For
+// int4, x is in the path's pair layout (deinterleave_int4_x), not in column order.
 using QuantRowsFn = void (*)(const float* x, const QuantView& w, float* y, int64_t n,
                              int64_t row_begin, int64_t row_end);
 void quant_rows_scalar(const float* x, const QuantView& w, float* y, int64_t n, int64_t row_begin,
@@ -23,6 +24,11 @@ void quant_rows_avx2(const float* x, const QuantView& w, float* y, int64_t n, in
 void quant_rows_avx512(const float* x, const QuantView& w, float* y, int64_t n,
                        int64_t row_begin, int64_t row_end);
 
+// For int4, x comes in blocks of 2 * W columns (W the path's vector width), each holding the
+// block's even columns and then its odd ones (quant_gemm.cc lays it out): the order in which
+// a packed row's low and high nibbles come out of W bytes, so decoding needs no interleaving
+// shuffle. For the scalar twin (W = 1) that is column order.
+
 namespace {
 
 // Rows of x that share one decoded block of W.
@@ -30,96 +36,145 @@ constexpr int kTokenBlock = 4;
 // Output channels a task walks through for one block of x rows before moving to the next (their
 // weights stay in cache while every block of x passes over them).
 constexpr int64_t kRowTile = 16;
+// Output channels decoded side by side for a single row of x (a decode step) whose row is
+// longer than kGemvShortCols: each load of x then feeds that many rows of W, since such an x
+// no longer stays in the 32 KiB L1 data cache beside the streaming weights and would otherwise
+// be read from L2 once per row of W, several times W's own bytes. A shorter x stays in L1, and
+// there one row at a time is faster: W is then read as one sequential stream, which the
+// hardware prefetcher follows across rows, instead of kGemvRows short streams per block of
+// rows, each of which it has to pick up anew (measured with quant_gemm_bench, docs/infer.md).
+constexpr int kGemvRows = 4;
+constexpr int64_t kGemvShortCols = 4096;
 
 // Path P: using V; static constexpr int W; V zero(); V load(const float*);
-// V fmadd(V a, V b, V c) = a * b + c; V add(V, V); V splat(float); float sum(V);
+// V fmadd(V a, V b, V c) = a * b + c; V add(V, V); float sum(V);
 // V bf16(const uint8_t*), i8(const uint8_t*): W weights decoded to f32 from their first byte;
-// V i4(const uint8_t* row, int64_t c): the int4 codes of columns [c, c + W) of a packed row
-// (c a multiple of W), without their scale.
-template <class P, int T>
+// V i4_scale(float s): what i4 needs to give a group's weights times s;
+// void i4(const uint8_t* bytes, V scale, V& even, V& odd): the W bytes at `bytes` hold 2W
+// columns; even and odd get the weights (code * s, rounded once as in dequantize_weights) of
+// the even and the odd ones.
+//
+// Dot<P, T, R> computes T rows of x against R rows of W. Each of the T * R outputs has its own
+// K accumulators, filled in the same order whatever T and R are, so a row's bits depend on
+// neither how many rows of x come with it nor how many rows of W are decoded beside it.
+template <class P, int T, int R>
 struct Dot {
   using V = typename P::V;
-  // Independent accumulators per row of x, so FMA latency does not bound one chain; the same
-  // for every T, so a row's bits do not depend on how many rows come with it.
   static constexpr int K = 2;
+  using Acc = V[K][T][R];
 
-  // acc[k][t] += x[t, c] * w[c] over columns [begin, end) (a multiple of W apart), vector j
-  // going to accumulator j % K.
+  static void zero(Acc& acc) {
+    for (int k = 0; k < K; ++k) {
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) acc[k][t][r] = P::zero();
+      }
+    }
+  }
+  static float total(const Acc& acc, int t, int r) {
+    V v = acc[0][t][r];
+    for (int k = 1; k < K; ++k) v = P::add(v, acc[k][t][r]);
+    return P::sum(v);
+  }
+
+  // acc[k][t][r] += x[t, c] * w_r[c] over columns [0, body) (a multiple of W), vector j going
+  // to accumulator j % K; decode.vec(r, c) gives W weights of row r from column c.
   template <class Decode>
-  static void accumulate(const float* x, int64_t ld, int64_t begin, int64_t end, Decode decode,
-                         V (&acc)[K][T]) {
-    int64_t c = begin;
-    for (; c + K * P::W <= end; c += K * P::W) {
-      for (int k = 0; k < K; ++k) {
-        const V wv = decode.vec(c + k * P::W);
+  static void accumulate(const float* x, int64_t ld, int64_t body, const Decode& decode,
+                         Acc& acc) {
+    int64_t c = 0;
+    for (; c + K * P::W <= body; c += K * P::W) {
+      for (int k = 0; k < K; ++k) step(x, ld, c + k * P::W, decode, acc[k]);
+    }
+    for (int k = 0; c < body; c += P::W, ++k) step(x, ld, c, decode, acc[k]);
+  }
+  template <class Decode>
+  static void step(const float* x, int64_t ld, int64_t c, const Decode& decode,
+                   V (&acc)[T][R]) {
+    V wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = decode.vec(r, c);
+    for (int t = 0; t < T; ++t) {
+      const V xv = P::load(x + t * ld + c);
+      for (int r = 0; r < R; ++r) acc[t][r] = P::fmadd(xv, wv[r], acc[t][r]);
+    }
+  }
+
+  // f32, bf16 and int8 codes: the W-wide body through accumulate, the rest one column at a
+  // time. out[t][r] is the dot product of x row t with W row r (int8: before its scale).
+  template <class Decode>
+  static void run(const float* x, int64_t cols, const Decode& decode, float (&out)[T][R]) {
+    Acc acc;
+    zero(acc);
+    const int64_t body = cols - cols % P::W;
+    accumulate(x, cols, body, decode, acc);
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) {
+        float s = total(acc, t, r);
+        for (int64_t c = body; c < cols; ++c) s += x[t * cols + c] * decode.one(r, c);
+        out[t][r] = s;
+      }
+    }
+  }
+
+  // int4, x in the pair layout: per group, the scale is folded into the decode, and the even
+  // and odd columns of each block go to accumulators 0 and 1. The group size is a template
+  // argument so the short loop over a group's blocks unrolls.
+  static void run_int4(const float* x, const QuantView& w, int64_t r0, float (&out)[T][R]) {
+    switch (w.group_size) {
+      case 32: return run_int4_groups<32>(x, w, r0, out);
+      case 64: return run_int4_groups<64>(x, w, r0, out);
+      default: return run_int4_groups<128>(x, w, r0, out);
+    }
+  }
+  template <int G>
+  static void run_int4_groups(const float* x, const QuantView& w, int64_t r0,
+                              float (&out)[T][R]) {
+    const int64_t cols = w.cols, groups = cols / G;
+    const uint8_t* rows[R];
+    const float* scales[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.values + (r0 + r) * (cols / 2);
+      scales[r] = w.scales + (r0 + r) * groups;
+    }
+    Acc acc;
+    zero(acc);
+    for (int64_t g = 0; g < groups; ++g) {
+      V scale[R];
+      for (int r = 0; r < R; ++r) scale[r] = P::i4_scale(scales[r][g]);
+      for (int b = 0; b < G; b += 2 * P::W) {
+        const int64_t c = g * G + b;
+        V even[R], odd[R];
+        for (int r = 0; r < R; ++r) P::i4(rows[r] + c / 2, scale[r], even[r], odd[r]);
         for (int t = 0; t < T; ++t) {
-          acc[k][t] = P::fmadd(P::load(x + t * ld + c + k * P::W), wv, acc[k][t]);
+          const V xe = P::load(x + t * cols + c);
+          const V xo = P::load(x + t * cols + c + P::W);
+          for (int r = 0; r < R; ++r) {
+            acc[0][t][r] = P::fmadd(xe, even[r], acc[0][t][r]);
+            acc[1][t][r] = P::fmadd(xo, odd[r], acc[1][t][r]);
+          }
         }
       }
     }
-    for (int k = 0; c < end; c += P::W, ++k) {
-      const V wv = decode.vec(c);
-      for (int t = 0; t < T; ++t) acc[k][t] = P::fmadd(P::load(x + t * ld + c), wv, acc[k][t]);
-    }
-  }
-
-  static void zero(V (&acc)[K][T]) {
-    for (int k = 0; k < K; ++k) {
-      for (int t = 0; t < T; ++t) acc[k][t] = P::zero();
-    }
-  }
-  // The K accumulators of row t added into one vector, in a fixed order.
-  static V combine(const V (&acc)[K][T], int t) {
-    V v = acc[0][t];
-    for (int k = 1; k < K; ++k) v = P::add(v, acc[k][t]);
-    return v;
-  }
-
-  // Dot products of T rows of x (stride ld) with one row of W of `cols` columns: the W-wide
-  // body through accumulate, the rest one column at a time. decode gives the row's weights.
-  template <class Decode>
-  static void run(const float* x, int64_t ld, int64_t cols, Decode decode, float* out) {
-    V acc[K][T];
-    zero(acc);
-    const int64_t body = cols - cols % P::W;
-    accumulate(x, ld, 0, body, decode, acc);
     for (int t = 0; t < T; ++t) {
-      float s = P::sum(combine(acc, t));
-      for (int64_t c = body; c < cols; ++c) s += x[t * ld + c] * decode.one(c);
-      out[t] = s;
+      for (int r = 0; r < R; ++r) out[t][r] = total(acc, t, r);
     }
-  }
-
-  // int4: each group's partial sums are scaled once and added to the row's sums.
-  template <class Decode>
-  static void run_int4(const float* x, int64_t ld, const QuantView& w, Decode decode,
-                       const float* scales, float* out) {
-    V acc[T];
-    for (int t = 0; t < T; ++t) acc[t] = P::zero();
-    for (int64_t g = 0; g < w.cols / w.group_size; ++g) {
-      V part[K][T];
-      zero(part);
-      accumulate(x, ld, g * w.group_size, (g + 1) * w.group_size, decode, part);
-      const V s = P::splat(scales[g]);
-      for (int t = 0; t < T; ++t) acc[t] = P::fmadd(combine(part, t), s, acc[t]);
-    }
-    for (int t = 0; t < T; ++t) out[t] = P::sum(acc[t]);
   }
 };
 
 template <class P>
 struct F32Decode {
-  const float* row;
-  typename P::V vec(int64_t c) const { return P::load(row + c); }
-  float one(int64_t c) const { return row[c]; }
+  const float* w;  // row 0 of the R rows
+  int64_t ld;
+  typename P::V vec(int r, int64_t c) const { return P::load(w + r * ld + c); }
+  float one(int r, int64_t c) const { return w[r * ld + c]; }
 };
 template <class P>
 struct Bf16Decode {
-  const uint8_t* row;
-  typename P::V vec(int64_t c) const { return P::bf16(row + 2 * c); }
-  float one(int64_t c) const {
+  const uint8_t* w;
+  int64_t ld;  // bytes per row
+  typename P::V vec(int r, int64_t c) const { return P::bf16(w + r * ld + 2 * c); }
+  float one(int r, int64_t c) const {
     uint32_t bits = 0;
-    std::memcpy(&bits, row + 2 * c, 2);
+    std::memcpy(&bits, w + r * ld + 2 * c, 2);
     bits <<= 16;
     float v;
     std::memcpy(&v, &bits, 4);
@@ -127,46 +182,55 @@ struct Bf16Decode {
   }
 };
 template <class P>
-struct I4Decode {
-  const uint8_t* row;
-  typename P::V vec(int64_t c) const { return P::i4(row, c); }
-};
-template <class P>
 struct I8Decode {
-  const uint8_t* row;
-  typename P::V vec(int64_t c) const { return P::i8(row + c); }
-  float one(int64_t c) const { return static_cast<float>(static_cast<int8_t>(row[c])); }
+  const uint8_t* w;
+  int64_t ld;
+  typename P::V vec(int r, int64_t c) const { return P::i8(w + r * ld + c); }
+  float one(int r, int64_t c) const {
+    return static_cast<float>(static_cast<int8_t>(w[r * ld + c]));
+  }
 };
 
-// T rows of x against output channel r; writes y[t * w.rows + r].
-template <class P, int T>
-void dot_rows(const float* x, const QuantView& w, int64_t r, float* y) {
-  float out[T] = {};
+// T rows of x against output channels [r0, r0 + R); writes y[t * w.rows + r].
+template <class P, int T, int R>
+void dot_rows(const float* x, const QuantView& w, int64_t r0, float* y) {
+  float out[T][R] = {};
   const int64_t k = w.cols;
   switch (w.format) {
     case WeightFormat::kF32:
-      Dot<P, T>::run(x, k, k, F32Decode<P>{reinterpret_cast<const float*>(w.values) + r * k}, out);
+      Dot<P, T, R>::run(x, k, F32Decode<P>{reinterpret_cast<const float*>(w.values) + r0 * k, k},
+                        out);
       break;
     case WeightFormat::kBF16:
-      Dot<P, T>::run(x, k, k, Bf16Decode<P>{w.values + 2 * r * k}, out);
+      Dot<P, T, R>::run(x, k, Bf16Decode<P>{w.values + 2 * r0 * k, 2 * k}, out);
       break;
     case WeightFormat::kInt8:
-      Dot<P, T>::run(x, k, k, I8Decode<P>{w.values + r * k}, out);
-      for (int t = 0; t < T; ++t) out[t] *= w.scales[r];
+      Dot<P, T, R>::run(x, k, I8Decode<P>{w.values + r0 * k, k}, out);
+      for (int t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) out[t][r] *= w.scales[r0 + r];
+      }
       break;
-    case WeightFormat::kInt4: {
-      const int64_t groups = k / w.group_size;
-      Dot<P, T>::run_int4(x, k, w, I4Decode<P>{w.values + r * (k / 2)}, w.scales + r * groups,
-                          out);
+    case WeightFormat::kInt4:
+      Dot<P, T, R>::run_int4(x, w, r0, out);
       break;
-    }
   }
-  for (int t = 0; t < T; ++t) y[t * w.rows + r] = out[t];
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < R; ++r) y[t * w.rows + r0 + r] = out[t][r];
+  }
 }
 
+// Output channels [r0, r1) for T rows of x: a single long row of x takes kGemvRows channels
+// at a time, anything else one channel at a time (several rows of x already share each
+// decoded vector of W).
 template <class P, int T>
 void dot_tile(const float* x, const QuantView& w, float* y, int64_t r0, int64_t r1) {
-  for (int64_t r = r0; r < r1; ++r) dot_rows<P, T>(x, w, r, y);
+  int64_t r = r0;
+  if constexpr (T == 1) {
+    if (w.cols > kGemvShortCols) {
+      for (; r + kGemvRows <= r1; r += kGemvRows) dot_rows<P, 1, kGemvRows>(x, w, r, y);
+    }
+  }
+  for (; r < r1; ++r) dot_rows<P, T, 1>(x, w, r, y);
 }
 
 template <class P>

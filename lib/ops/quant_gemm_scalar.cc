@@ -12,7 +12,6 @@ struct ScalarPath {
   static V load(const float* p) { return *p; }
   static V fmadd(V a, V b, V c) { return a * b + c; }
   static V add(V a, V b) { return a + b; }
-  static V splat(float v) { return v; }
   static float sum(V v) { return v; }
   static V bf16(const uint8_t* p) {
     uint32_t bits = 0;
@@ -23,7 +22,12 @@ struct ScalarPath {
     return v;
   }
   static V i8(const uint8_t* p) { return static_cast<float>(static_cast<int8_t>(*p)); }
-  static V i4(const uint8_t* row, int64_t c) { return static_cast<float>(int4_code(row, c)); }
+  static V i4_scale(float s) { return s; }
+  // One byte, columns c and c + 1 (low and high nibble, each as code + 8).
+  static void i4(const uint8_t* bytes, V scale, V& even, V& odd) {
+    even = static_cast<float>((*bytes & 0x0f) - 8) * scale;
+    odd = static_cast<float>((*bytes >> 4) - 8) * scale;
+  }
 };
 
 }  // namespace

@@ -459,6 +459,7 @@ Result<TrainSummary> Trainer::run() {
   }
   summary.first_step = s_->start_step + 1;
   summary.steps_done = s_->start_step;
+  MS_RETURN_IF_ERROR(reserve_checkpoint_staging());
   for (int64_t step = s_->start_step + 1; step <= config_.train.steps; ++step) {
     MS_ASSIGN_OR_RETURN(const bool stop, agree_to_stop());
     if (stop) {

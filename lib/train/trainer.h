@@ -51,6 +51,10 @@
 #include "parallel/tp_overlap.h"
 #include "train/distributed_optimizer.h"
 
+namespace ms::ckpt {
+struct SaveTensor;
+}  // namespace ms::ckpt
+
 namespace ms::train {
 
 struct TrainSummary {
@@ -137,6 +141,8 @@ class Trainer {
   Status load_parameters();
   Status load_optimizer_state();
   Status restore_state();
+  Status checkpoint_tensors(std::vector<ckpt::SaveTensor>& tensors);
+  Status reserve_checkpoint_staging();
   Status save_checkpoint(int64_t step);
   Status poll_checkpoint();
   Status finish_checkpoints(TrainSummary& summary);

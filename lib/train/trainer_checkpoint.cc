@@ -8,6 +8,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "core/logging.h"
+#include "core/timer.h"
 #include "model/transformer.h"
 #include "io/env.h"
 #include "train/flat_layout.h"
@@ -122,10 +123,8 @@ Status Trainer::restore_state() {
   return Status::OK();
 }
 
-// Starts saving the state after `step` (weights, this rank's moments, non-tensor state). A
-// failed save is logged on every rank and training continues.
-Status Trainer::save_checkpoint(int64_t step) {
-  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
+// The tensors this rank hands to a save: weights and its optimizer moments.
+Status Trainer::checkpoint_tensors(std::vector<ckpt::SaveTensor>& tensors) {
   const std::vector<model::Parameter*> params = all_parameters();
   // Who writes what: a tensor every rank holds whole is deduplicated by the Checkpointer; a tp
   // slice is held alike by the ranks of a dp group, so dp rank 0 lists it; a ZeRO range is
@@ -154,7 +153,7 @@ Status Trainer::save_checkpoint(int64_t step) {
   const auto exclusive = [&](size_t i) {
     return params[i]->shard.is_replicated() && (pipeline || expert[i]);
   };
-  std::vector<ckpt::SaveTensor> tensors;
+  tensors.clear();
   for (size_t i = 0; i < params.size(); ++i) {
     const model::Parameter* p = params[i];
     if (lists_whole(i) && p->shard.numel() > 0) {
@@ -178,6 +177,29 @@ Status Trainer::save_checkpoint(int64_t step) {
       }
     }
   }
+  return Status::OK();
+}
+
+// Async saves: the staging buffer of the first save is allocated and faulted in before the
+// first step, so that save stalls no more than later ones.
+Status Trainer::reserve_checkpoint_staging() {
+  if (!config_.checkpoint.async || config_.checkpoint.every <= 0) return Status::OK();
+  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
+  std::vector<ckpt::SaveTensor> tensors;
+  MS_RETURN_IF_ERROR(checkpoint_tensors(tensors));
+  const Stopwatch watch;
+  MS_RETURN_IF_ERROR(
+      s_->checkpointer->reserve_staging(tensors, ckpt::SaveRequest{}.max_shard_bytes));
+  MS_LOG(Debug) << "checkpoint staging reserved in " << watch.elapsed_s() << " s";
+  return Status::OK();
+}
+
+// Starts saving the state after `step` (weights, this rank's moments, non-tensor state). A
+// failed save is logged on every rank and training continues.
+Status Trainer::save_checkpoint(int64_t step) {
+  if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
+  std::vector<ckpt::SaveTensor> tensors;
+  MS_RETURN_IF_ERROR(checkpoint_tensors(tensors));
   const SpikeGuardState guard = s_->guard->state();
   const data::LoaderState loader = s_->train_loader->state();
   ckpt::SaveRequest request;

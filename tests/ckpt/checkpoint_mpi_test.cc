@@ -300,6 +300,38 @@ TEST_F(CheckpointTest, CopyOnWriteSavesWithoutOverwritesCopyNothingOnTheCaller) 
   }
 }
 
+// reserve_staging sizes the buffer for the save: the first save allocates nothing and still
+// keeps its step's values when training overwrites them. Without it the first save allocates.
+TEST_F(CheckpointTest, ReservedStagingServesTheFirstSave) {
+  for (const bool reserve : {false, true}) {
+    TestState s(11, world_->rank(), world_->size());
+    const std::vector<SaveTensor> tensors = s.tensors();
+    GatedEnv env;
+    Checkpointer ckpt(*world_, env);
+    SaveRequest r = request(reserve ? 51 : 50, true);
+    r.copy_on_write = true;
+    if (reserve) {
+      ASSERT_TRUE(ckpt.reserve_staging(tensors, r.max_shard_bytes).ok());
+    }
+    ASSERT_TRUE(ckpt.save(tensors, r).ok());
+    ckpt.before_overwrite_all();  // the writer is held: the caller copies everything
+    std::fill(s.weight.begin(), s.weight.end(), -1.0f);
+    std::fill(s.moments.begin(), s.moments.end(), -2.0f);
+    env.open_gate();
+    auto finished = ckpt.finish();
+    ASSERT_TRUE(finished.ok()) << finished.status().to_string();
+    ASSERT_TRUE(finished->has_value());
+    if (reserve) {
+      EXPECT_EQ((*finished)->staging_allocated_bytes, 0u);
+    } else {
+      EXPECT_GE((*finished)->staging_allocated_bytes, (*finished)->caller_copied_bytes);
+      EXPECT_GT((*finished)->staging_allocated_bytes, 0u);
+    }
+    expect_state(dir_ + "/step-000000" + std::to_string(r.step), 11, world_->rank(),
+                 world_->size());
+  }
+}
+
 TEST_F(CheckpointTest, RetentionKeepsTheNewestAndLatestFollows) {
   Checkpointer ckpt(*world_);
   for (int step = 1; step <= 4; ++step) {

@@ -2,7 +2,9 @@
 #include "core/thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -78,6 +80,25 @@ TEST(ThreadPool, DestructionFinishesPendingWork) {
   }
   EXPECT_EQ(done.load(), 200);
   for (auto& f : futures) f.get();  // every future is ready, none broken
+}
+
+// A worker spins for a while after its last task, then blocks: work submitted in either state
+// must reach it (a lost wake-up would leave the future unready and fail here, not hang).
+TEST(ThreadPool, WorkReachesSpinningAndBlockedWorkers) {
+  ThreadPool pool(2);
+  for (int i = 0; i < 40; ++i) {
+    if (i % 2 == 1) {
+      std::this_thread::sleep_for(std::chrono::microseconds(4 * ThreadPool::kSpinMicros));
+    }
+    std::future<int> f = pool.submit([i] { return i; });
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "task " << i;
+    EXPECT_EQ(f.get(), i);
+    std::atomic<int64_t> sum{0};
+    pool.parallel_for(0, 1000, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) sum += k;
+    });
+    EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+  }
 }
 
 TEST(ThreadPool, DefaultSizeIsPositive) { EXPECT_GE(ThreadPool::default_size(), 1u); }

@@ -29,6 +29,7 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   SweepResult r;
   r.bandwidth_bytes_s = 10e9;
   r.weight_bytes = 1e9;  // bound: 10 decode steps/s
+  r.linear_params = 1e9;  // a prefill of 2 x 4 tokens in 0.5 s: 2 * 1e9 * 8 / 0.5 = 32 GFLOP/s
   r.rows.push_back({2, 0.5, 1.0});  // 2 decode steps in 1 s: 2 steps/s, 20% of the bound
   const std::string text = format_sweep(r, options);
   EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
@@ -37,6 +38,7 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
                       "     2.0 |    20.0% |"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("|       32.0 |\n"), std::string::npos) << text;
 }
 
 }  // namespace

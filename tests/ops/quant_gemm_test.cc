@@ -26,7 +26,8 @@ struct QuantGemmCase {
 void PrintTo(const QuantGemmCase& c, std::ostream* os) { *os << c.name; }
 
 // Shapes cover GEMV (n = 1), every remainder of the four-row blocks, column counts below,
-// at and past a vector width with tails, and output counts that leave partial tiles.
+// at and past a vector width with tails, output counts that leave partial tiles, and rows long
+// enough for the GEMV's blocks of four output channels.
 const QuantGemmCase kCases[] = {
     {"f32_gemv", WeightFormat::kF32, 0, 1, 37, 100},
     {"f32_gemm", WeightFormat::kF32, 0, 7, 33, 129},
@@ -42,6 +43,13 @@ const QuantGemmCase kCases[] = {
     {"int4_g64_gemm", WeightFormat::kInt4, 64, 4, 31, 192},
     {"int4_g128_gemv", WeightFormat::kInt4, 128, 1, 16, 384},
     {"int4_g128_gemm", WeightFormat::kInt4, 128, 11, 9, 256},
+    // Rows of x longer than kGemvShortCols: GEMV decodes four rows of W at a time there, and
+    // each output must keep the bits it has in the batch, which decodes one row at a time.
+    {"f32_gemm_long", WeightFormat::kF32, 0, 3, 7, 4100},
+    {"bf16_gemm_long", WeightFormat::kBF16, 0, 2, 5, 4099},
+    {"int8_gemm_long", WeightFormat::kInt8, 0, 6, 10, 4112},
+    {"int4_g32_gemm_long", WeightFormat::kInt4, 32, 2, 6, 4128},
+    {"int4_g64_gemm_long", WeightFormat::kInt4, 64, 5, 9, 4160},
 };
 
 // Largest error allowed, relative to sum_k |x_k w_k| of the output.

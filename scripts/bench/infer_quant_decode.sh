@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Decode at batch 1 against the memory-bandwidth bound, for every serving weight format, on a
+# random dense model of about 290 M parameters (GPT-2 vocabulary, written by
+# ms_infer_make_tiny_model): `ms-infer bench --weights f32|bf16|int8|int4` gives decode steps/s,
+# the bound (STREAM copy bandwidth measured in the same bench / the weight bytes that format
+# reads per step) and prefill GFLOP/s; PyTorch on the CPU (Debian's python3-torch, when
+# present) runs the same model directory in f32 with the same thread count, in the same run.
+# Usage: scripts/bench/infer_quant_decode.sh <build dir> [threads] [model writer's bin dir]
+#   The model writer is a test tool: pass a test build's bin dir when <build dir> is a
+#   benchmark build without tests. Results go in docs/bench/infer.md.
+set -euo pipefail
+BUILD=${1:-build}
+THREADS=${2:-${OPENBLAS_NUM_THREADS:-2}}
+TOOLS=${3:-$BUILD/bin}
+export OPENBLAS_NUM_THREADS=$THREADS MS_NUM_THREADS=$THREADS
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PP=64
+TG=32
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$TOOLS/ms_infer_make_tiny_model" --dir "$work/model" \
+  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" --d-model 1024 --layers 16 \
+  --heads 16 --kv-heads 8 --d-ff 2816 --max-seq-len 256 --seed 3
+
+# One bench per format; the B=1 row of its sweep and the bound line above it.
+summary="$work/summary.txt"
+: > "$summary"
+for spec in f32 bf16 int8 int4:32 int4:64 int4:128; do
+  format=${spec%%:*}
+  flags=(--weights "$format")
+  label=$format
+  if [ "$format" = int4 ]; then
+    flags+=(--group-size "${spec#*:}")
+    label="int4-g${spec#*:}"
+  fi
+  echo "== $label"
+  "$BUILD/bin/ms-infer" bench --model "$work/model" "${flags[@]}" --num-prompts 1 \
+    --input-len $PP --output-len $TG --batch-sizes 1 --stream-mib 256 > "$work/$label.txt"
+  grep -E '^memory bandwidth|^\|' "$work/$label.txt"
+  awk -F'|' -v label="$label" '
+    /^memory bandwidth/ {
+      match($0, /: [0-9.]+ GB\/s/); bw = substr($0, RSTART + 2, RLENGTH - 7)
+      match($0, /step: [0-9.]+ MB/); mb = substr($0, RSTART + 6, RLENGTH - 9) }
+    $2 + 0 > 0 && $4 + 0 == 1 {
+      printf "| %s | %.1f | %.2f | %.1f | %s | %.1f |\n", label, mb, bw, $10 + 0, $11, $14 + 0 }
+  ' "$work/$label.txt" >> "$summary"
+done
+
+echo
+echo "| weights | weight MB per step | copy GB/s | decode steps/s, B=1 | of bound | prefill GFLOP/s, B=1 |"
+echo "|---|---:|---:|---:|---:|---:|"
+cat "$summary"
+
+if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+  version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
+  echo
+  echo "-- pytorch $version f32, $THREADS threads, the same model directory"
+  /usr/bin/python3 "$SRC/scripts/bench/infer_bench_torch.py" --model "$work/model" \
+    --threads "$THREADS" --input-len $PP --output-len $TG --batch-sizes 1 | tee "$work/torch.txt"
+  awk '$1 == "torch_sweep" { printf "pytorch f32: decode %.1f steps/s (B=1)\n", ($7 - 1) / $13 }' \
+    "$work/torch.txt"
+else
+  echo "pytorch: python3-torch not installed; no comparison"
+fi
