@@ -84,12 +84,14 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
   model.release_for_serving([&](size_t i) {
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
   });
-  model.set_cached_linear([table](size_t i, const float* x, float* y, int64_t n) {
-    const ops::QuantizedMatrix& q = (*table)[i];
-    if (q.values.empty()) return false;
-    ops::quantized_linear(x, q.view(), y, n);
-    return true;
-  });
+  model.set_cached_linear(
+      [table](size_t i, const float* x, float* y, int64_t n) {
+        const ops::QuantizedMatrix& q = (*table)[i];
+        if (q.values.empty()) return false;
+        ops::quantized_linear(x, q.view(), y, n);
+        return true;
+      },
+      converted);
   stats.matrices = static_cast<int64_t>(converted.size());
   return stats;
 }
