@@ -74,8 +74,13 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
                              shape_string(p.global_shape));
     }
     if (w.matrix.format == ops::WeightFormat::kF32) continue;
-    stats.f32_bytes += w.matrix.rows * w.matrix.cols * static_cast<int64_t>(sizeof(float));
+    const int64_t f32 = w.matrix.rows * w.matrix.cols * static_cast<int64_t>(sizeof(float));
+    stats.f32_bytes += f32;
     stats.quantized_bytes += w.matrix.bytes();
+    if (model.routed_expert(i)) {
+      stats.routed_f32_bytes += f32;
+      stats.routed_quantized_bytes += w.matrix.bytes();
+    }
     (*table)[i] = std::move(w.matrix);
     converted.push_back(i);
   }

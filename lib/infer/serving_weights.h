@@ -27,6 +27,8 @@ struct ServingWeightStats {
   int64_t matrices = 0;        // linear weights converted
   int64_t f32_bytes = 0;       // their bytes as f32
   int64_t quantized_bytes = 0;  // their bytes now (values and scales)
+  // Of these, the routed MoE experts' (a decoded token reads top_k of num_experts of them).
+  int64_t routed_f32_bytes = 0, routed_quantized_bytes = 0;
 };
 
 // InvalidArgument naming the option when the group size is not one int4 accepts (checked for

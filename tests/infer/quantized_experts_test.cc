@@ -19,6 +19,7 @@
 
 #include "ckpt/safetensors.h"
 #include "core/philox.h"
+#include "infer/bench.h"
 #include "infer/engine.h"
 #include "infer/kv_cache.h"
 #include "infer/quant_sensitivity.h"
@@ -147,6 +148,31 @@ TEST_P(QuantizedExperts, ReleasesTheExpertsBytes) {
               static_cast<double>(stats.f32_bytes) / static_cast<double>(stats.quantized_bytes),
               static_cast<long long>(f32_held),
               static_cast<long long>(still_f32 + stats.quantized_bytes));
+}
+
+// The bandwidth bound of ms-infer bench: a decoded token reads top_k of the quantized experts.
+TEST_P(QuantizedExperts, DecodeBytesCountTheActiveQuantizedExperts) {
+  const WeightOptions o = GetParam().options;
+  LoadedModel served;
+  served.model = make_model();
+  const config::ModelConfig c = moe_int4();
+  const double share = static_cast<double>(c.moe.top_k) / static_cast<double>(c.moe.num_experts);
+  const std::vector<size_t> linear = served.model->cached_linear_parameters();
+  double want = 0;
+  for (size_t i = 1; i < served.model->parameters().size(); ++i) {  // 0: the embedding
+    const model::Parameter& p = served.model->parameters()[i];
+    const int64_t rows = p.global_shape[0], elements = p.value.numel();
+    double bytes = 4.0 * static_cast<double>(elements);
+    if (std::find(linear.begin(), linear.end(), i) != linear.end()) {
+      bytes = o.format == ops::WeightFormat::kInt8
+                  ? static_cast<double>(elements + 4 * rows)
+                  : static_cast<double>(elements / 2 + 4 * (elements / o.group_size));
+    }
+    want += served.model->routed_expert(i) ? share * bytes : bytes;
+  }
+  served.serving_weights = take(quantize_for_serving(*served.model, o));
+  EXPECT_GT(served.serving_weights.routed_quantized_bytes, 0);
+  EXPECT_NEAR(decode_weight_bytes(served), want, 1e-9 * want);
 }
 
 // Attention ranks hold everything but the routed experts; two expert models hold experts
