@@ -6,6 +6,9 @@
 // Under document masking a token attends from its document's start on (TokenSlot::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
+// Every linear layer of the pass (attention, dense FFN, routed and shared experts, lm_head)
+// goes through cached_linear, so serving may hold those weights in another format behind the
+// CachedLinear hook; the training forward never calls it.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -246,7 +249,9 @@ void Transformer::Impl::cached_experts(const LayerIndex& li, MlpActs& acts, cons
 void Transformer::Impl::cached_combine(const MoeActs& m, const LayerIndex& li, const float* x,
                                        const float* yp, float* out, MlpActs& shared, int64_t n) {
   ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
-  if (cfg.moe.shared_expert_d_ff > 0) cached_mlp(li.shared, tp.shared_d_ff, shared, x, out, n, true);
+  if (cfg.moe.shared_expert_d_ff > 0) {
+    cached_mlp(li.shared, tp.shared_d_ff, shared, x, out, n, /*accumulate=*/true);
+  }
 }
 
 namespace {

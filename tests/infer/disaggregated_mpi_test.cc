@@ -163,7 +163,8 @@ TEST_F(Serving, QuantizedExpertsOnExpertRanksEqualColocated) {
   const int64_t D = c.d_model, F = c.d_ff;
   const int64_t expert_bytes = 3 * D * F + 4 * (2 * F + D);
   for (int e = attention; e < world; ++e) {
-    const int64_t count = layout.first_expert(e - attention + 1) - layout.first_expert(e - attention);
+    const int64_t count =
+        layout.first_expert(e - attention + 1) - layout.first_expert(e - attention);
     EXPECT_EQ(r->ranks[static_cast<size_t>(e)].weight_bytes, c.n_layers * count * expert_bytes)
         << "rank " << e;
   }
