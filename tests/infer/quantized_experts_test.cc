@@ -112,6 +112,8 @@ TEST_P(QuantizedExperts, LogitsEqualTheDequantizedExpertsAndNotTheF32Ones) {
   const std::vector<float> got = prefill_logits(*served);
   const double to_dequantized = max_rel_diff(got, prefill_logits(*dequantized));
   const double to_f32_experts = max_rel_diff(got, prefill_logits(*f32_experts));
+  std::printf("%s: max relative logit difference %.2e to the dequantized model, %.2e to f32 "
+              "experts\n", GetParam().name, to_dequantized, to_f32_experts);
   EXPECT_LE(to_dequantized, 1e-5) << GetParam().name;
   // The experts' quantization error is visible, so they did go through the quantized weights.
   EXPECT_GT(to_f32_experts, 20 * to_dequantized) << GetParam().name;
