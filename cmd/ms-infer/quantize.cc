@@ -39,7 +39,7 @@ Result<std::string> tokenizer_path(const QuantizeArgs& a) {
   return step_dir + "/tokenizer.json";
 }
 
-// Bytes of the weights no assignment changes (embedding, norms, routers, experts; f32).
+// Bytes of the weights no assignment changes (embedding, norms, routers; f32).
 int64_t fixed_bytes(const model::Transformer& m) {
   const std::vector<size_t> linear = m.cached_linear_parameters();
   int64_t bytes = 0;

@@ -38,8 +38,16 @@ double decode_weight_bytes(const model::Transformer& model) {
 
 double decode_weight_bytes(const LoadedModel& served) {
   const ServingWeightStats& s = served.serving_weights;
-  return decode_weight_bytes(*served.model) - static_cast<double>(s.f32_bytes) +
-         static_cast<double>(s.quantized_bytes);
+  const model::Transformer& m = *served.model;
+  const config::ModelConfig& c = m.config();
+  // A token reads top_k of the num_experts routed experts, all of them the same size.
+  const double routed_share =
+      c.moe.num_experts > 0 ? static_cast<double>(c.moe.top_k) / c.moe.num_experts : 0.0;
+  const double f32 = static_cast<double>(s.f32_bytes - s.routed_f32_bytes) +
+                     routed_share * static_cast<double>(s.routed_f32_bytes);
+  const double quantized = static_cast<double>(s.quantized_bytes - s.routed_quantized_bytes) +
+                           routed_share * static_cast<double>(s.routed_quantized_bytes);
+  return decode_weight_bytes(m) - f32 + quantized;
 }
 
 Result<std::string> format_throughput(const ServeResult& result) {

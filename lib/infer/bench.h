@@ -25,7 +25,7 @@ double percentile(std::vector<double> values, double p);
 // (the embedding contributes one row, so only a separate lm_head counts).
 double decode_weight_bytes(const model::Transformer& model);
 // The same with the linear weights `served` converted (serving_weights.h): their f32 bytes
-// replaced by their quantized bytes.
+// replaced by their quantized bytes (of the routed experts, the top_k a token reads).
 double decode_weight_bytes(const LoadedModel& served);
 
 // Requests/s, tokens/s and time-to-first-token / time-per-output-token percentiles of a served

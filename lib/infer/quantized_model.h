@@ -1,7 +1,8 @@
 // Quantized model directories (`ms-infer quantize`, docs/formats/quantized-model.md): a Hugging
 // Face-style directory whose model.safetensors holds the linear weights the serving kernels
-// multiply by (q/k/v/o, dense gate/up/down, an untied lm_head) already quantized, each in its
-// own format, so serving loads the codes and scales instead of quantizing at every start. The
+// multiply by (q/k/v/o, gate/up/down of dense FFNs and of routed and shared MoE experts, an
+// untied lm_head) already quantized, each in its own format, so serving loads the codes and
+// scales instead of quantizing at every start. The
 // codes are `<name>.qweight` and the scales `<name>.scales`; the safetensors metadata key
 // "ms_quantization" records each quantized tensor's format, group size and shape. Every other
 // tensor stays F32 under its own name, and config.json and tokenizer.json are those of a plain

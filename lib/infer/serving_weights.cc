@@ -74,8 +74,13 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
                              shape_string(p.global_shape));
     }
     if (w.matrix.format == ops::WeightFormat::kF32) continue;
-    stats.f32_bytes += w.matrix.rows * w.matrix.cols * static_cast<int64_t>(sizeof(float));
+    const int64_t f32 = w.matrix.rows * w.matrix.cols * static_cast<int64_t>(sizeof(float));
+    stats.f32_bytes += f32;
     stats.quantized_bytes += w.matrix.bytes();
+    if (model.routed_expert(i)) {
+      stats.routed_f32_bytes += f32;
+      stats.routed_quantized_bytes += w.matrix.bytes();
+    }
     (*table)[i] = std::move(w.matrix);
     converted.push_back(i);
   }
@@ -84,12 +89,14 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
   model.release_for_serving([&](size_t i) {
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
   });
-  model.set_cached_linear([table](size_t i, const float* x, float* y, int64_t n) {
-    const ops::QuantizedMatrix& q = (*table)[i];
-    if (q.values.empty()) return false;
-    ops::quantized_linear(x, q.view(), y, n);
-    return true;
-  });
+  model.set_cached_linear(
+      [table](size_t i, const float* x, float* y, int64_t n) {
+        const ops::QuantizedMatrix& q = (*table)[i];
+        if (q.values.empty()) return false;
+        ops::quantized_linear(x, q.view(), y, n);
+        return true;
+      },
+      converted);
   stats.matrices = static_cast<int64_t>(converted.size());
   return stats;
 }

@@ -1,6 +1,7 @@
 // Serving with weights in another format than the f32 the model trains with (ms-infer
 // --weights f32|bf16|int8|int4, docs/infer.md): after loading, every linear weight the cached
-// forward multiplies by (model::Transformer::cached_linear_parameters) is quantized
+// forward multiplies by (model::Transformer::cached_linear_parameters: attention, dense FFNs,
+// routed and shared MoE experts, an untied lm_head) that this rank holds is quantized
 // (ops/quant.h), its f32 value released, and the model's CachedLinear hook set to the fused
 // kernels of ops/quant_gemm.h. The quantized copies live with the hook, which the model owns;
 // training code never sees them. f32 leaves the model as loaded.
@@ -26,6 +27,8 @@ struct ServingWeightStats {
   int64_t matrices = 0;        // linear weights converted
   int64_t f32_bytes = 0;       // their bytes as f32
   int64_t quantized_bytes = 0;  // their bytes now (values and scales)
+  // Of these, the routed MoE experts' (a decoded token reads top_k of num_experts of them).
+  int64_t routed_f32_bytes = 0, routed_quantized_bytes = 0;
 };
 
 // InvalidArgument naming the option when the group size is not one int4 accepts (checked for
@@ -33,7 +36,8 @@ struct ServingWeightStats {
 Status check_weight_options(const WeightOptions& options);
 
 // Converts the model's cached-forward linear weights that this rank holds (released ones are
-// skipped) and installs the hook; nothing when options.format is f32. Errors name the tensor
+// skipped: an expert rank of disaggregated serving converts only its own experts, an attention
+// rank none) and installs the hook; nothing when options.format is f32. Errors name the tensor
 // (a shape the group size does not divide, a non-finite weight); the model is unchanged then.
 Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
                                                 const WeightOptions& options);

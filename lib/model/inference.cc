@@ -6,6 +6,9 @@
 // Under document masking a token attends from its document's start on (TokenSlot::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
+// Every linear layer of the pass (attention, dense FFN, routed and shared experts, lm_head)
+// goes through cached_linear, so serving may hold those weights in another format behind the
+// CachedLinear hook; the training forward never calls it.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -15,6 +18,7 @@
 #include "ops/activation.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
+#include "ops/moe.h"
 #include "ops/parallel.h"
 #include "ops/rmsnorm.h"
 
@@ -152,7 +156,7 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
       p.awaiting_experts = true;
       return;
     }
-    cached_mlp(li.mlp, a.mlp, normed, sized(p.ffn_out, N * D), N);
+    cached_mlp(li.mlp, tp.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
     finish_layer(p);
   }
 }
@@ -168,8 +172,8 @@ void Transformer::Impl::finish_layer(CachedPassState& p) {
 
 void Transformer::Impl::pass_apply_experts(CachedPassState& p, const float* expert_out) {
   const int64_t N = static_cast<int64_t>(p.ids.size());
-  moe_combine(p.moe, layers[p.layer], p.normed.data(), expert_out,
-              sized(p.ffn_out, N * cfg.d_model), p.shared, N);
+  cached_combine(p.moe, layers[p.layer], p.normed.data(), expert_out,
+                 sized(p.ffn_out, N * cfg.d_model), p.shared, N);
   finish_layer(p);
   p.awaiting_experts = false;
   ++p.layer;
@@ -192,17 +196,62 @@ void Transformer::Impl::cached_linear(size_t param, const float* x, float* y, in
   ops::linear_forward(x, w(param), y, n, in, out);
 }
 
-// mlp_forward's dense, non-accumulating case with every GEMM through cached_linear.
-void Transformer::Impl::cached_mlp(const MlpIndex& m, MlpActs& acts, const float* x, float* out,
-                                   int64_t rows) {
-  const int64_t D = cfg.d_model, F = cfg.d_ff;
+// mlp_forward over a d_ff-wide SwiGLU (the dense FFN, the shared expert) with every GEMM
+// through cached_linear; the same arithmetic as mlp_forward when no hook answers.
+void Transformer::Impl::cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& acts,
+                                   const float* x, float* out, int64_t rows, bool accumulate) {
+  const int64_t D = cfg.d_model, F = d_ff;
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
   cached_linear(m.gate, x, gate, rows, D, F);
   cached_linear(m.up, x, up, rows, D, F);
   float* act = sized(scratch.act, rows * F);
   ops::swiglu_forward(gate, up, act, rows * F);
-  cached_linear(m.down, act, out, rows, F, D);
+  if (!accumulate) {
+    cached_linear(m.down, act, out, rows, F, D);
+    return;
+  }
+  float* proj = sized(scratch.proj, rows * D);
+  cached_linear(m.down, act, proj, rows, F, D);
+  add_into(out, proj, rows * D);
+}
+
+// experts_forward with each expert's three GEMMs through cached_linear, so quantized expert
+// weights serve (ops::grouped_linear_forward is one linear_forward per expert, so without a hook
+// this is the training arithmetic). Experts with no rows are skipped and read no weights.
+void Transformer::Impl::cached_experts(const LayerIndex& li, MlpActs& acts, const float* xp,
+                                       const int64_t* offsets, float* yp) {
+  if (!cached_linear_hook) {
+    experts_forward(li, acts, xp, offsets, yp);
+    return;
+  }
+  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
+  const int64_t rows = offsets[E];
+  float* gate = sized(acts.gate, rows * F);
+  float* up = sized(acts.up, rows * F);
+  float* act = sized(scratch.act, rows * F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
+    if (n == 0) continue;
+    const MlpIndex& m = li.experts[static_cast<size_t>(e)];
+    cached_linear(m.gate, xp + r0 * D, gate + r0 * F, n, D, F);
+    cached_linear(m.up, xp + r0 * D, up + r0 * F, n, D, F);
+  }
+  ops::swiglu_forward(gate, up, act, rows * F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
+    if (n == 0) continue;
+    cached_linear(li.experts[static_cast<size_t>(e)].down, act + r0 * F, yp + r0 * D, n, F, D);
+  }
+}
+
+// moe_combine with the shared expert through cached_linear.
+void Transformer::Impl::cached_combine(const MoeActs& m, const LayerIndex& li, const float* x,
+                                       const float* yp, float* out, MlpActs& shared, int64_t n) {
+  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
+  if (cfg.moe.shared_expert_d_ff > 0) {
+    cached_mlp(li.shared, tp.shared_d_ff, shared, x, out, n, /*accumulate=*/true);
+  }
 }
 
 namespace {
@@ -328,7 +377,7 @@ Status Transformer::run_experts(size_t layer, std::span<const int64_t> offsets, 
                              std::to_string(layer) + ", whose weights this rank does not hold");
     }
   }
-  impl_->experts_forward(impl_->layers[layer], impl_->scratch_experts, x, offsets.data(), y);
+  impl_->cached_experts(impl_->layers[layer], impl_->scratch_experts, x, offsets.data(), y);
   return Status::OK();
 }
 
@@ -348,16 +397,26 @@ int64_t Transformer::release_for_serving(const std::function<bool(size_t param_i
 
 std::vector<size_t> Transformer::cached_linear_parameters() const {
   std::vector<size_t> out;
+  const auto add = [&out](const MlpIndex& m) {
+    if (m.gate != kNoParam) out.insert(out.end(), {m.gate, m.up, m.down});
+  };
   for (const LayerIndex& li : impl_->layers) {
     out.insert(out.end(), {li.q, li.k, li.v, li.o});
-    if (li.mlp.gate != kNoParam) out.insert(out.end(), {li.mlp.gate, li.mlp.up, li.mlp.down});
+    add(li.mlp);
+    for (const MlpIndex& e : li.experts) add(e);
+    add(li.shared);
   }
   if (impl_->lm_head != impl_->embed) out.push_back(impl_->lm_head);
   return out;
 }
 
-void Transformer::set_cached_linear(CachedLinear linear) {
+void Transformer::set_cached_linear(CachedLinear linear, std::span<const size_t> answered) {
   impl_->cached_linear_hook = std::move(linear);
+  impl_->cached_linear_answers.assign(impl_->params.size(), false);
+  if (!impl_->cached_linear_hook) return;
+  for (size_t i : answered) {
+    if (i < impl_->params.size()) impl_->cached_linear_answers[i] = true;
+  }
 }
 
 bool Transformer::holds_expert(size_t layer, int64_t expert) const {
@@ -365,8 +424,10 @@ bool Transformer::holds_expert(size_t layer, int64_t expert) const {
   const std::vector<MlpIndex>& experts = impl_->layers[layer].experts;
   if (expert < 0 || expert >= static_cast<int64_t>(experts.size())) return false;
   const MlpIndex& m = experts[static_cast<size_t>(expert)];
+  const std::vector<bool>& answered = impl_->cached_linear_answers;
   for (size_t i : {m.gate, m.up, m.down}) {
-    if (impl_->params[i].value.raw_data() == nullptr) return false;
+    const bool hooked = i < answered.size() && answered[i];
+    if (impl_->params[i].value.raw_data() == nullptr && !hooked) return false;
   }
   return true;
 }

@@ -421,11 +421,20 @@ struct Transformer::Impl {
   void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                    int64_t rows, bool accumulate);
   // The cached forward's linear layers (model/inference.cc): through cached_linear_hook when
-  // it answers for `param`, else the f32 weight; and the dense FFN built on them.
+  // it answers for `param`, else the f32 weight; and the SwiGLU FFNs built on them (the dense
+  // FFN and shared expert, the routed experts, the MoE combine with the shared expert). The
+  // training path never calls these.
   void cached_linear(size_t param, const float* x, float* y, int64_t n, int64_t in,
                      int64_t out);
-  void cached_mlp(const MlpIndex& m, MlpActs& acts, const float* x, float* out, int64_t rows);
+  void cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
+                  int64_t rows, bool accumulate);
+  void cached_experts(const LayerIndex& li, MlpActs& acts, const float* xp,
+                      const int64_t* offsets, float* yp);
+  void cached_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
+                      float* out, MlpActs& shared, int64_t n);
   CachedLinear cached_linear_hook;
+  // Indexed by parameter: whether the hook answers for it (its f32 value may be released).
+  std::vector<bool> cached_linear_answers;
 
  private:
   // Rotary embeddings on q, k and the attention itself (a.q, a.k, a.v -> a.attn, a.lse).

@@ -282,12 +282,15 @@ class Transformer {
   // values still held.
   int64_t release_for_serving(const std::function<bool(size_t param_index)>& keep);
   // The parameters the cached forward multiplies through a CachedLinear when one is set: q, k,
-  // v and o of every layer, gate/up/down of dense FFNs, and an untied lm_head (the embedding,
-  // norms, routers and experts always use their f32 values). Serving may release the f32
-  // values of those the hook answers for.
+  // v and o of every layer, gate/up/down of dense FFNs, of every routed expert and of the
+  // shared expert, and an untied lm_head (the embedding, norms and routers always use their
+  // f32 values). Serving may release the f32 values of those the hook answers for. The
+  // training forward never calls the hook.
   std::vector<size_t> cached_linear_parameters() const;
-  // Installs (or, with an empty function, removes) the cached forward's linear hook.
-  void set_cached_linear(CachedLinear linear);
+  // Installs (or, with an empty function, removes) the cached forward's linear hook. `answered`
+  // lists the parameters it answers for, so that an expert whose f32 weights were released
+  // behind the hook still counts as held (holds_expert, run_experts).
+  void set_cached_linear(CachedLinear linear, std::span<const size_t> answered = {});
   // The MoE layer and routed expert parameters()[param_index] belongs to, if any (the shared
   // expert and the router are not routed experts).
   struct ExpertRef {
@@ -295,7 +298,8 @@ class Transformer {
     int64_t expert = 0;
   };
   std::optional<ExpertRef> routed_expert(size_t param_index) const;
-  // Whether MoE layer `layer`'s expert `expert` still holds its weights.
+  // Whether MoE layer `layer`'s expert `expert` still holds its weights (as f32 values or
+  // behind the CachedLinear hook).
   bool holds_expert(size_t layer, int64_t expert) const;
 
   // Document masking of packed samples (model/documents.h) for every later forward: training

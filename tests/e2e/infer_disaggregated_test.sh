@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Disaggregated MoE serving from the shell: on a tiny random MoE model, `mpirun -np 4 ms-infer
 # generate --attention-ranks 2` writes the same greedy tokens as one process (also with
-# --weights int4, and as 4 colocated replicas); `ms-infer bench` under mpirun prints the
+# --weights int4, the expert ranks then holding int4 experts, from a quantized directory of the
+# MoE model, and as 4 colocated replicas); `ms-infer bench` under mpirun prints the
 # throughput line, the latency percentiles and each rank's role; `ms-infer plan` prints plans
 # and its best choice; layouts that cannot serve are refused with the reason.
 # Usage: infer_disaggregated_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model binary>
@@ -46,6 +47,25 @@ run 4 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.json
   fail "disaggregated int4 generate: $(cat "$work/disagg4.err")"
 [ "$(tokens "$work/one4.jsonl")" = "$(tokens "$work/disagg4.jsonl")" ] ||
   fail "disaggregated int4 tokens differ from one process"
+# The expert ranks hold their experts in int4: 0.5 + 4/32 bytes a weight instead of 4 (x6.4;
+# the report's two decimals round 0.098 MB and 0.015 MB to 0.10 and 0.02).
+expert_mb() { sed -n 's/^  rank 3 experts: \([0-9.]*\) MB of weights.*/\1/p' "$1"; }
+python3 -c 'import sys; f, q = map(float, sys.argv[1:]); assert q > 0 and f / q >= 4, (f, q)' \
+  "$(expert_mb "$work/disagg.err")" "$(expert_mb "$work/disagg4.err")" ||
+  fail "expert rank weights not quantized: $(grep 'rank 3' "$work/disagg.err" "$work/disagg4.err")"
+# A quantized directory of the MoE model (experts included) serves disaggregated like
+# --weights int4 at load in one process.
+"$BIN/ms-infer" quantize --model "$work/moe" -o "$work/moe-int4" --weights int4 --group-size 32 \
+  > "$work/quantize.log" 2>&1 || fail "quantize the MoE model: $(cat "$work/quantize.log")"
+grep -q "33 linear weights quantized" "$work/quantize.log" ||
+  fail "quantize did not count the experts: $(cat "$work/quantize.log")"
+run 4 "$BIN/ms-infer" generate --model "$work/moe-int4" --prompts "$work/prompts.jsonl" \
+  -o "$work/disagg4q.jsonl" --attention-ranks 2 --micro-batches 2 --max-batch 2 --no-progress \
+  2> "$work/disagg4q.err" || fail "disaggregated generate from the quantized directory: $(cat "$work/disagg4q.err")"
+[ "$(tokens "$work/one4.jsonl")" = "$(tokens "$work/disagg4q.jsonl")" ] ||
+  fail "disaggregated tokens from the quantized directory differ from --weights int4"
+[ "$(expert_mb "$work/disagg4q.err")" = "$(expert_mb "$work/disagg4.err")" ] ||
+  fail "expert rank holds other bytes from the quantized directory"
 run 3 "$BIN/ms-infer" generate --model "$work/moe" --prompts "$work/prompts.jsonl" \
   -o "$work/colo.jsonl" --no-progress 2> /dev/null
 [ "$(tokens "$work/one.jsonl")" = "$(tokens "$work/colo.jsonl")" ] ||

@@ -12,6 +12,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/philox.h"
 #include "infer/serving.h"
+#include "infer/serving_weights.h"
 #include "tests/infer/test_models.h"
 
 namespace ms::infer {
@@ -121,6 +122,51 @@ TEST_F(Serving, DisaggregatedEqualsColocated) {
     }
     EXPECT_EQ(routed_rows, tokens * c.moe.top_k * c.n_layers);
     EXPECT_EQ(sent, received);
+  }
+}
+
+// With int8 weights: every expert rank converts only its experts, the attention ranks every
+// other linear weight, and greedy tokens equal the single-process engine on the whole model
+// converted the same way. Each expert rank's report counts its experts' int8 bytes.
+TEST_F(Serving, QuantizedExpertsOnExpertRanksEqualColocated) {
+  if (comm_->size() < 2) GTEST_SKIP() << "needs an attention rank and an expert rank";
+  const int world = comm_->size(), attention = std::max(1, world / 2);
+  const config::ModelConfig c = testing::tiny_moe();
+  const WeightOptions int8{ops::WeightFormat::kInt8, 64};
+  const std::vector<Request> reqs = mixed_requests(c.vocab_size);
+  const ServeOptions o = options(attention, 2);
+  LoadedModel part = make_model(o, comm_->rank(), world);
+  part.serving_weights = testing::take(quantize_for_serving(*part.model, int8));
+  const ServingLayout layout =
+      testing::take(ServingLayout::create(world, attention, c.moe.num_experts));
+  const int rank = comm_->rank();
+  const int64_t mine = layout.is_attention(rank)
+                           ? 0
+                           : layout.first_expert(rank - attention + 1) -
+                                 layout.first_expert(rank - attention);
+  const int64_t linear = static_cast<int64_t>(part.model->cached_linear_parameters().size());
+  const int64_t routed = c.n_layers * 3 * c.moe.num_experts;
+  EXPECT_EQ(part.serving_weights.matrices,
+            layout.is_attention(rank) ? linear - routed : c.n_layers * 3 * mine);
+  Result<ServeResult> r = serve(part, reqs, o, *comm_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  if (rank != 0) return;
+  auto whole = testing::take(model::Transformer::create(c, 1234));
+  testing::take(quantize_for_serving(*whole, int8));
+  auto engine = testing::take(Engine::create(*whole, nullptr, o.engine));
+  const std::vector<Completion> want = testing::take(engine->generate(reqs));
+  ASSERT_EQ(r->completions.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(r->completions[i].tokens, want[i].tokens) << "request " << i;
+  }
+  // An expert's three int8 matrices: (F, D) twice and (D, F), a scale per row.
+  const int64_t D = c.d_model, F = c.d_ff;
+  const int64_t expert_bytes = 3 * D * F + 4 * (2 * F + D);
+  for (int e = attention; e < world; ++e) {
+    const int64_t count =
+        layout.first_expert(e - attention + 1) - layout.first_expert(e - attention);
+    EXPECT_EQ(r->ranks[static_cast<size_t>(e)].weight_bytes, c.n_layers * count * expert_bytes)
+        << "rank " << e;
   }
 }
 

@@ -67,6 +67,14 @@ config::ModelConfig tiny_dense_int4() {
   return c;
 }
 
+// tiny_moe likewise: the experts' and the shared expert's widths too.
+config::ModelConfig tiny_moe_int4() {
+  config::ModelConfig c = tiny_dense_int4();
+  c.moe = testing::tiny_moe().moe;
+  c.moe.shared_expert_d_ff = 32;
+  return c;
+}
+
 struct FormatCase {
   const char* name;
   WeightOptions options;
@@ -81,7 +89,7 @@ const FormatCase kFormatCases[] = {
     {"int8_window_parallel_tied", {ops::WeightFormat::kInt8, 64},
      testing::tiny_window_parallel_tied},
     {"int8_moe", {ops::WeightFormat::kInt8, 64}, testing::tiny_moe},
-    {"int4_g32_moe", {ops::WeightFormat::kInt4, 32}, testing::tiny_moe},
+    {"int4_g32_moe", {ops::WeightFormat::kInt4, 32}, tiny_moe_int4},
 };
 
 class ServingWeightsTest : public ::testing::TestWithParam<FormatCase> {};
