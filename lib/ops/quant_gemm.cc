@@ -58,25 +58,31 @@ CpuPath pick_path() {
   return CpuPath::kScalar;
 }
 
-// The vector width a path's int4 kernel lays x out for (quant_gemm_impl.h).
-int64_t int4_pair_width(CpuPath path) {
+// How a path's int4 kernel wants x laid out (quant_gemm_impl.h): blocks of lanes * per_lane
+// columns, sub-vector k of a block holding columns k, k + per_lane, ... (one per lane).
+struct Int4XLayout {
+  int64_t lanes = 1, per_lane = 1;
+};
+Int4XLayout int4_x_layout(CpuPath path, int64_t cols) {
   switch (path) {
-    case CpuPath::kAvx2: return 8;
-    case CpuPath::kAvx512: return 16;
-    default: return 1;
+    case CpuPath::kAvx2: return {8, 2};                                     // pairs
+    case CpuPath::kAvx512: return cols % 128 == 0 ? Int4XLayout{16, 8}     // octs
+                                                  : Int4XLayout{16, 2};    // pairs
+    default: return {1, 2};  // the scalar twin: column order
   }
 }
 
-// x: (n, cols) in column order -> out in blocks of 2 * width columns, each block's even columns
-// and then its odd ones. cols is a multiple of 2 * width (int4 groups are multiples of 32).
-void deinterleave_pairs(const float* x, int64_t n, int64_t cols, int64_t width, float* out) {
+// x: (n, cols) in column order -> out in `layout`; cols is a multiple of its block.
+void lay_out_int4_x(const float* x, int64_t n, int64_t cols, Int4XLayout layout, float* out) {
+  const int64_t block = layout.lanes * layout.per_lane;
   for (int64_t t = 0; t < n; ++t) {
     const float* src = x + t * cols;
     float* dst = out + t * cols;
-    for (int64_t b = 0; b < cols; b += 2 * width) {
-      for (int64_t i = 0; i < width; ++i) {
-        dst[b + i] = src[b + 2 * i];
-        dst[b + width + i] = src[b + 2 * i + 1];
+    for (int64_t b = 0; b < cols; b += block) {
+      for (int64_t k = 0; k < layout.per_lane; ++k) {
+        for (int64_t j = 0; j < layout.lanes; ++j) {
+          dst[b + k * layout.lanes + j] = src[b + j * layout.per_lane + k];
+        }
       }
     }
   }
@@ -112,14 +118,14 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
   assert(w.rows >= 1 && w.cols >= 1);
   if (n <= 0) return;
   const QuantRowsFn fn = rows_fn(path);
-  const int64_t width = int4_pair_width(path);
-  if (w.format == WeightFormat::kInt4 && width > 1) {
-    assert(w.cols % (2 * width) == 0);
+  const Int4XLayout layout = int4_x_layout(path, w.cols);
+  if (w.format == WeightFormat::kInt4 && layout.lanes > 1) {
+    assert(w.cols % (layout.lanes * layout.per_lane) == 0);
     // One layout per call, read by every task; kept per thread so serving's calls reuse it.
-    thread_local std::vector<float> pairs;
-    pairs.resize(static_cast<size_t>(n * w.cols));
-    deinterleave_pairs(x, n, w.cols, width, pairs.data());
-    x = pairs.data();
+    thread_local std::vector<float> laid_out;
+    laid_out.resize(static_cast<size_t>(n * w.cols));
+    lay_out_int4_x(x, n, w.cols, layout, laid_out.data());
+    x = laid_out.data();
   }
   parallel_for(
       w.rows, [&](int64_t begin, int64_t end) { fn(x, w, y, n, begin, end); },

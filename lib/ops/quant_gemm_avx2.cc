@@ -9,6 +9,7 @@ namespace {
 
 struct Avx2Path {
   using V = __m256;
+  static constexpr bool kInt4Oct = false;  // the pair decode only (quant_gemm_impl.h)
   static constexpr int W = 8;
   static V zero() { return _mm256_setzero_ps(); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }

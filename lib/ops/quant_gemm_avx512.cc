@@ -14,6 +14,7 @@ struct Avx512Path {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static float sum(V v) { return _mm512_reduce_add_ps(v); }
   static V bf16(const uint8_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -22,6 +23,24 @@ struct Avx512Path {
   static V i8(const uint8_t* p) {
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+  }
+  // The oct decode: 64 bytes, 128 columns; lane j holds columns 8j .. 8j + 7, one nibble each.
+  static constexpr bool kInt4Oct = true;
+  using Packed = __m512i;
+  static Packed i4_load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static Packed i4_next(Packed d) { return _mm512_srli_epi32(d, 4); }
+  static V i4_table() {
+    return _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  }
+  static V i4_codes(Packed d, V table) { return _mm512_permutexvar_ps(d, table); }
+  // Lane j's 8 columns start at column 8j of the block: group 8j / G of those the block covers
+  // (128 / G of them, read with a mask so nothing past them is touched).
+  static V i4_block_scales(const float* scales, int group) {
+    const int count = 128 / group;
+    const __m512 loaded = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), scales);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i index = _mm512_srli_epi32(_mm512_slli_epi32(lane, 3), __builtin_ctz(group));
+    return _mm512_permutexvar_ps(index, loaded);
   }
   // The group's 16 possible weights, (code - 8) * s, as a table indexed by code.
   static V i4_scale(float s) {

@@ -24,10 +24,14 @@ void quant_rows_avx2(const float* x, const QuantView& w, float* y, int64_t n, in
 void quant_rows_avx512(const float* x, const QuantView& w, float* y, int64_t n,
                        int64_t row_begin, int64_t row_end);
 
-// For int4, x comes in blocks of 2 * W columns (W the path's vector width), each holding the
-// block's even columns and then its odd ones (quant_gemm.cc lays it out): the order in which
-// a packed row's low and high nibbles come out of W bytes, so decoding needs no interleaving
-// shuffle. For the scalar twin (W = 1) that is column order.
+// For int4, x comes laid out (quant_gemm.cc, int4_x_layout) in the order the kernel's decode
+// produces weights, so decoding needs no interleaving shuffle:
+//   pair layout: blocks of 2 * W columns (W the path's vector width), each holding the block's
+//     even columns and then its odd ones, as W packed bytes' low and high nibbles come out.
+//     For the scalar twin (W = 1) that is column order.
+//   oct layout (paths with kInt4Oct, when 8 * W divides the row): blocks of 8 * W columns,
+//     sub-vector k holding columns k, k + 8, k + 16, ...: a 32-bit lane of 4 packed bytes holds
+//     8 consecutive columns, and shifting the whole vector by 4 bits brings the next one down.
 
 namespace {
 
@@ -53,6 +57,11 @@ constexpr int64_t kGemvShortCols = 4096;
 // void i4(const uint8_t* bytes, V scale, V& even, V& odd): the W bytes at `bytes` hold 2W
 // columns; even and odd get the weights (code * s, rounded once as in dequantize_weights) of
 // the even and the odd ones.
+// bool kInt4Oct: the path also has the oct decode: using Packed; Packed i4_load(const uint8_t*)
+// (4W bytes, 8W columns); Packed i4_next(Packed) (every lane shifted right by 4 bits);
+// V i4_codes(Packed, V table) (each lane's low nibble looked up in table, which i4_table()
+// gives: the codes -8 .. 7 as floats); V i4_block_scales(const float* scales, int G) (lane j
+// gets the scale of the group its columns fall in, scales being the block's first group's).
 //
 // Dot<P, T, R> computes T rows of x against R rows of W. Each of the T * R outputs has its own
 // K accumulators, filled in the same order whatever T and R are, so a row's bits depend on
@@ -119,12 +128,70 @@ struct Dot {
   // and odd columns of each block go to accumulators 0 and 1. The group size is a template
   // argument so the short loop over a group's blocks unrolls.
   static void run_int4(const float* x, const QuantView& w, int64_t r0, float (&out)[T][R]) {
+    if constexpr (P::kInt4Oct) {
+      if (w.cols % (8 * P::W) == 0) {
+        switch (w.group_size) {
+          case 32: return run_int4_oct<32>(x, w, r0, out);
+          case 64: return run_int4_oct<64>(x, w, r0, out);
+          default: return run_int4_oct<128>(x, w, r0, out);
+        }
+      }
+    }
     switch (w.group_size) {
       case 32: return run_int4_groups<32>(x, w, r0, out);
       case 64: return run_int4_groups<64>(x, w, r0, out);
       default: return run_int4_groups<128>(x, w, r0, out);
     }
   }
+  // int4, x in the oct layout: per block of 8W columns, the products of the codes (unscaled)
+  // with x go to two block accumulators (sub-vectors k even and odd), which are then scaled
+  // lane by lane, each lane by its group's scale, into the row's two sums.
+  template <int G>
+  static void run_int4_oct(const float* x, const QuantView& w, int64_t r0, float (&out)[T][R]) {
+    constexpr int kBlock = 8 * P::W;
+    const int64_t cols = w.cols, groups = cols / G;
+    const uint8_t* rows[R];
+    const float* scales[R];
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.values + (r0 + r) * (cols / 2);
+      scales[r] = w.scales + (r0 + r) * groups;
+    }
+    const V table = P::i4_table();
+    Acc acc;
+    zero(acc);
+    for (int64_t c = 0; c < cols; c += kBlock) {
+      V block[2][T][R];
+      typename P::Packed packed[R];
+      for (int r = 0; r < R; ++r) packed[r] = P::i4_load(rows[r] + c / 2);
+      // Unrolled, so block[k % 2] and the k < 2 choice stay in registers.
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        V codes[R];
+        for (int r = 0; r < R; ++r) {
+          codes[r] = P::i4_codes(packed[r], table);
+          packed[r] = P::i4_next(packed[r]);
+        }
+        for (int t = 0; t < T; ++t) {
+          const V xv = P::load(x + t * cols + c + k * P::W);
+          for (int r = 0; r < R; ++r) {
+            block[k % 2][t][r] = k < 2 ? P::mul(xv, codes[r])
+                                       : P::fmadd(xv, codes[r], block[k % 2][t][r]);
+          }
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const V s = P::i4_block_scales(scales[r] + c / G, G);
+        for (int t = 0; t < T; ++t) {
+          acc[0][t][r] = P::fmadd(block[0][t][r], s, acc[0][t][r]);
+          acc[1][t][r] = P::fmadd(block[1][t][r], s, acc[1][t][r]);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) out[t][r] = total(acc, t, r);
+    }
+  }
+
   template <int G>
   static void run_int4_groups(const float* x, const QuantView& w, int64_t r0,
                               float (&out)[T][R]) {

@@ -7,6 +7,7 @@ namespace {
 
 struct ScalarPath {
   using V = float;
+  static constexpr bool kInt4Oct = false;  // the pair decode only (quant_gemm_impl.h)
   static constexpr int W = 1;
   static V zero() { return 0.0f; }
   static V load(const float* p) { return *p; }

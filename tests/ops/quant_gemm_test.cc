@@ -50,6 +50,12 @@ const QuantGemmCase kCases[] = {
     {"int8_gemm_long", WeightFormat::kInt8, 0, 6, 10, 4112},
     {"int4_g32_gemm_long", WeightFormat::kInt4, 32, 2, 6, 4128},
     {"int4_g64_gemm_long", WeightFormat::kInt4, 64, 5, 9, 4160},
+    // int4 rows that are a multiple of 128 columns: the AVX-512 path's oct decode (blocks of
+    // 128 columns spanning four, two or one group), short and long.
+    {"int4_g32_gemv_oct", WeightFormat::kInt4, 32, 1, 7, 128},
+    {"int4_g32_gemm_oct", WeightFormat::kInt4, 32, 6, 13, 384},
+    {"int4_g32_gemm_long_oct", WeightFormat::kInt4, 32, 3, 6, 4224},
+    {"int4_g128_gemm_long_oct", WeightFormat::kInt4, 128, 2, 5, 4352},
 };
 
 // Largest error allowed, relative to sum_k |x_k w_k| of the output.
