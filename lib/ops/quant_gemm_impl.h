@@ -143,19 +143,25 @@ struct Dot {
       default: return run_int4_groups<128>(x, w, r0, out);
     }
   }
+  // The packed bytes and the scales of W rows r0 .. r0 + R - 1.
+  static void int4_rows(const QuantView& w, int64_t r0, int64_t group, const uint8_t* (&rows)[R],
+                        const float* (&scales)[R]) {
+    for (int r = 0; r < R; ++r) {
+      rows[r] = w.values + (r0 + r) * (w.cols / 2);
+      scales[r] = w.scales + (r0 + r) * (w.cols / group);
+    }
+  }
+
   // int4, x in the oct layout: per block of 8W columns, the products of the codes (unscaled)
   // with x go to two block accumulators (sub-vectors k even and odd), which are then scaled
   // lane by lane, each lane by its group's scale, into the row's two sums.
   template <int G>
   static void run_int4_oct(const float* x, const QuantView& w, int64_t r0, float (&out)[T][R]) {
     constexpr int kBlock = 8 * P::W;
-    const int64_t cols = w.cols, groups = cols / G;
+    const int64_t cols = w.cols;
     const uint8_t* rows[R];
     const float* scales[R];
-    for (int r = 0; r < R; ++r) {
-      rows[r] = w.values + (r0 + r) * (cols / 2);
-      scales[r] = w.scales + (r0 + r) * groups;
-    }
+    int4_rows(w, r0, G, rows, scales);
     const V table = P::i4_table();
     Acc acc;
     zero(acc);
@@ -195,16 +201,13 @@ struct Dot {
   template <int G>
   static void run_int4_groups(const float* x, const QuantView& w, int64_t r0,
                               float (&out)[T][R]) {
-    const int64_t cols = w.cols, groups = cols / G;
+    const int64_t cols = w.cols;
     const uint8_t* rows[R];
     const float* scales[R];
-    for (int r = 0; r < R; ++r) {
-      rows[r] = w.values + (r0 + r) * (cols / 2);
-      scales[r] = w.scales + (r0 + r) * groups;
-    }
+    int4_rows(w, r0, G, rows, scales);
     Acc acc;
     zero(acc);
-    for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t g = 0; g < cols / G; ++g) {
       V scale[R];
       for (int r = 0; r < R; ++r) scale[r] = P::i4_scale(scales[r][g]);
       for (int b = 0; b < G; b += 2 * P::W) {
