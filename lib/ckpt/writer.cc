@@ -206,21 +206,34 @@ struct Checkpointer::Pending {
   void write_data_file(io::Env& env, int rank, bool background);
 };
 
+namespace {
+
+// Bytes of the staging buffer for `items`: all their bytes, at least 1 (an empty share still
+// gets a buffer).
+uint64_t staging_size(const std::vector<WriteItem>& items) {
+  uint64_t total = 0;
+  for (const WriteItem& item : items) total += item.bytes;
+  return std::max<uint64_t>(total, 1);
+}
+
+}  // namespace
+
 // Lays the boxes this rank writes out in one staging buffer, in file order. The previous save's
 // buffer is reused when it is large enough: a fresh one is page-faulted in (and zeroed by the
 // kernel) by its first copy, which costs more than the copy itself.
 void Checkpointer::Pending::prepare_staging(std::unique_ptr<std::byte[]> spare,
                                             uint64_t spare_bytes) {
-  uint64_t total = 0;
+  uint64_t offset = 0;
   for (WriteItem& item : items) {
-    item.staging_offset = total;
-    total += item.bytes;
+    item.staging_offset = offset;
+    offset += item.bytes;
   }
+  const uint64_t total = staging_size(items);
   if (spare != nullptr && spare_bytes >= total) {
     staging = std::move(spare);
     staging_bytes = spare_bytes;
   } else {
-    staging_bytes = std::max<uint64_t>(total, 1);
+    staging_bytes = total;
     staging.reset(new std::byte[staging_bytes]);
     staging_allocated_bytes = staging_bytes;
   }
@@ -353,9 +366,7 @@ Status Checkpointer::reserve_staging(std::span<const SaveTensor> tensors,
   int64_t nonce = 0;  // the plan is not saved, so its directory name does not matter
   MS_ASSIGN_OR_RETURN(const std::vector<WriteItem> items,
                       plan_writes(tensors, max_shard_bytes, comm_, nonce));
-  uint64_t total = 0;
-  for (const WriteItem& item : items) total += item.bytes;
-  total = std::max<uint64_t>(total, 1);  // as prepare_staging sizes it
+  const uint64_t total = staging_size(items);
   if (spare_staging_ != nullptr && spare_staging_bytes_ >= total) return Status::OK();
   spare_staging_.reset(new std::byte[total]);
   std::memset(spare_staging_.get(), 0, total);  // faults every page in now

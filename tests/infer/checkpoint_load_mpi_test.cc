@@ -19,9 +19,12 @@
 #include "infer/model_loader.h"
 #include "infer/serving.h"
 #include "ops/cast.h"
+#include "tests/infer/test_models.h"
 
 namespace ms::infer {
 namespace {
+
+using testing::gpt2_tokenizer;
 
 namespace fs = std::filesystem;
 
@@ -38,11 +41,6 @@ config::RunConfig tiny_run() {
   run.model.moe.top_k = 1;
   run.train.seq_len = 16;  // the run config is validated whole: seq_len <= max_seq_len
   return run;
-}
-
-std::string gpt2_tokenizer() {
-  const char* src = std::getenv("MS_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
 }
 
 struct SaveOptions {

@@ -23,6 +23,7 @@ namespace ms::infer {
 namespace {
 
 using testing::take;
+using testing::gpt2_tokenizer;
 
 class WindowsTest : public ::testing::Test {
  protected:
@@ -31,9 +32,7 @@ class WindowsTest : public ::testing::Test {
             ("ms_perplexity_test_" + std::to_string(::getpid())))
                .string();
     std::filesystem::create_directories(dir_);
-    const char* src = std::getenv("MS_SOURCE_DIR");
-    tokenizer_ = take(data::Tokenizer::load(std::string(src != nullptr ? src : ".") +
-                                            "/data/tokenizers/gpt2/tokenizer.json"));
+    tokenizer_ = take(data::Tokenizer::load(gpt2_tokenizer()));
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 

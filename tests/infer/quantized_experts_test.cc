@@ -13,9 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <set>
-#include <unistd.h>
 
 #include "ckpt/safetensors.h"
 #include "core/philox.h"
@@ -27,11 +25,13 @@
 #include "infer/serving.h"
 #include "infer/serving_weights.h"
 #include "tests/infer/test_models.h"
+#include "tests/io/temp_dir.h"
 
 namespace ms::infer {
 namespace {
 
 using testing::take;
+using testing::gpt2_tokenizer;
 
 // tiny_moe with widths groups of 32 divide (experts' d_ff 64, shared expert 32).
 config::ModelConfig moe_int4() {
@@ -300,11 +300,6 @@ TEST(QuantizedExpertsAllocation, EveryExpertWeightIsMeasured) {
   EXPECT_EQ(experts, 2 * 3 * 5);
 }
 
-std::string gpt2_tokenizer() {
-  const char* src = std::getenv("MS_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
-}
-
 config::ModelConfig gpt2_moe() {
   config::ModelConfig c = moe_int4();
   c.vocab_size = 50304;  // the tokenizer's
@@ -332,13 +327,8 @@ std::vector<Completion> greedy(model::Transformer& m) {
 
 class QuantizedExpertsDir : public ::testing::TestWithParam<Format> {
  protected:
-  void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("ms_quantized_experts_test_" + std::to_string(::getpid())))
-               .string();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  io::testing::TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_P(QuantizedExpertsDir, RoundTripsTheExpertCodesAndServesLikeAtLoad) {

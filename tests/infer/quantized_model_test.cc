@@ -21,11 +21,7 @@ namespace ms::infer {
 namespace {
 
 using testing::take;
-
-std::string gpt2_tokenizer() {
-  const char* src = std::getenv("MS_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
-}
+using testing::gpt2_tokenizer;
 
 // Untied (so lm_head is quantized too), widths groups of 32 divide, GPT-2's vocabulary.
 config::ModelConfig quantizable_model() {

@@ -20,6 +20,8 @@
 namespace ms::infer {
 namespace {
 
+using testing::gpt2_tokenizer;
+
 TEST(Sampler, GreedyPicksTheLowestIdAmongTies) {
   const float logits[] = {0.5f, 2.0f, 2.0f, -1.0f};
   EXPECT_EQ(sample_token(logits, 4, SamplingParams{}, 0), 1);
@@ -47,11 +49,6 @@ TEST(Sampler, TheDrawDependsOnlyOnSeedAndIndex) {
   for (int64_t i = 30; i-- > 0;) b.insert(b.begin(), sample_token(logits.data(), 50, p, i));
   EXPECT_EQ(a, b);
   EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 10u);
-}
-
-std::string gpt2_tokenizer() {
-  const char* src = std::getenv("MS_SOURCE_DIR");
-  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
 }
 
 class HfDirectory : public ::testing::Test {

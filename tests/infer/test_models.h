@@ -1,11 +1,13 @@
 // Tiny model configurations shared by the inference tests: small enough that the full-forward
 // reference stays fast on 2 cores, shaped to exercise GQA, MoE (with a shared expert), the
 // sliding window, the parallel block and tied embeddings. Also `take`, for Results a test
-// expects to be OK.
+// expects to be OK, and the bundled GPT-2 tokenizer's path.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "config/run_config.h"
@@ -18,6 +20,12 @@ template <typename T>
 T take(Result<T> r) {
   EXPECT_TRUE(r.ok()) << r.status().message();
   return std::move(r).value();
+}
+
+// The GPT-2 tokenizer.json bundled with the sources (MS_SOURCE_DIR, else the working directory).
+inline std::string gpt2_tokenizer() {
+  const char* src = std::getenv("MS_SOURCE_DIR");
+  return std::string(src != nullptr ? src : ".") + "/data/tokenizers/gpt2/tokenizer.json";
 }
 
 inline config::ModelConfig tiny_dense() {
