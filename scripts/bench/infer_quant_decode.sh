@@ -14,6 +14,11 @@ THREADS=${2:-${OPENBLAS_NUM_THREADS:-2}}
 TOOLS=${3:-$BUILD/bin}
 export OPENBLAS_NUM_THREADS=$THREADS MS_NUM_THREADS=$THREADS
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x "$BUILD/bin/ms-infer" ] || { echo "no $BUILD/bin/ms-infer: build ms-infer there first" >&2; exit 1; }
+[ -x "$TOOLS/ms_infer_make_tiny_model" ] || {
+  echo "no $TOOLS/ms_infer_make_tiny_model: pass a test build's bin dir as the third argument" >&2
+  exit 1
+}
 PP=64
 TG=32
 work=$(mktemp -d)
