@@ -30,7 +30,8 @@ struct GemmCurve {
   std::vector<std::pair<double, double>> points;  // ascending in GFLOP
 };
 
-// An op measured at one shape: "gemm MxNxK" or "attn_fwd/attn_bwd BxTxHxKVxHD", seconds per call.
+// An op measured at one shape: "gemm MxNxK" or "attn_fwd/attn_bwd BxTxHxKVxHD", seconds per call;
+// or one layer of the run's model: "layer_fwd/layer_bwd BxT", seconds per layer (op_costs.h).
 using MeasuredOps = std::map<std::string, double>;
 
 struct Device {

@@ -16,6 +16,11 @@ std::string attention_key(const AttentionOp& a, bool backward) {
          "x" + std::to_string(a.head_dim) + "x" + std::to_string(a.window);
 }
 
+std::string layer_key(int64_t batch, int64_t seq, bool backward) {
+  return std::string(backward ? "layer_bwd " : "layer_fwd ") + std::to_string(batch) + "x" +
+         std::to_string(seq);
+}
+
 // Causal: a query at position i sees min(i + 1, window) keys; QK^T and PV cost 2 flops per
 // multiply-add each; the backward computes four such products (dV, dP, dQ, dK) plus the
 // recomputed scores: 2.5 times the forward.
@@ -78,6 +83,10 @@ double CostModel::attention_seconds(const AttentionOp& a, bool backward) const {
   const double flops = attention_flops(a, backward);
   const double rate = curve_rate(flops) * cluster_.device.attention_efficiency;
   return measured_or(attention_key(a, backward), flops / rate);
+}
+
+double CostModel::measured_layer_seconds(int64_t batch, int64_t seq, bool backward) const {
+  return measured_or(layer_key(batch, seq, backward), 0.0);
 }
 
 double CostModel::elementwise_seconds(double bytes) const {

@@ -33,6 +33,13 @@ struct AttentionOp {
 std::string gemm_key(int64_t m, int64_t n, int64_t k);
 std::string attention_key(const AttentionOp& a, bool backward);
 double attention_flops(const AttentionOp& a, bool backward);
+// One whole transformer layer of the run's model as the trainer runs it (model::Transformer on
+// one rank, no parallelism), for a micro-batch of `batch` sequences of `seq` tokens, seconds per
+// layer: "layer_fwd 4x128", "layer_bwd 4x128" (the backward's input and weight gradients).
+// `ms-train plan --profile --config` measures them; the prediction scales its op sums by
+// measured layer / op sum at that shape (predict.cc), which brings in what the op sums leave
+// out: caches a layer's activations overflow, the elementwise passes, allocation.
+std::string layer_key(int64_t batch, int64_t seq, bool backward);
 
 class CostModel {
  public:
@@ -41,6 +48,9 @@ class CostModel {
 
   double gemm_seconds(int64_t m, int64_t n, int64_t k) const;
   double attention_seconds(const AttentionOp& a, bool backward) const;
+  // A whole layer measured at (batch, seq) (layer_key), with the same sharing as a measured op;
+  // 0 where the cluster file holds no such measurement.
+  double measured_layer_seconds(int64_t batch, int64_t seq, bool backward) const;
   double elementwise_seconds(double bytes) const;
   // `elements` of a kernel measured at `ns_per_element` (one rank alone).
   double per_element_seconds(double elements, double ns_per_element) const;

@@ -139,8 +139,14 @@ RingComm ring_comm(const CostModel& model, const LayerShape& s, const Layout& l,
   return out;
 }
 
+// Measured layer / op sum (layer_calibration below), forward and backward.
+struct Calibration {
+  double fwd = 1, bwd = 1;
+};
+
 struct Costs {
   ChunkTimes times;
+  Calibration calibration;
   // Per micro-batch, forward and backward.
   double tp_bytes = 0, ep_bytes = 0, tp_seconds = 0, ep_seconds = 0;
   double cp_bytes = 0, cp_seconds = 0;  // the ring's, on the wire
@@ -181,28 +187,64 @@ LayerComm layer_comm(const CostModel& model, const LayerShape& s, const Layout& 
   return out;
 }
 
+// One layer's compute for one micro-batch, summed over its ops (GEMMs, attention, elementwise
+// passes), without collectives: forward, input-gradient and weight-gradient passes. Attention is
+// the rank's 1/cp share under context parallelism.
+struct LayerCompute {
+  double fwd = 0, bwd_input = 0, bwd_weight = 0, attn_fwd = 0, attn_bwd = 0;
+};
+
+LayerCompute layer_compute(const CostModel& model, const LayerShape& s, int cp) {
+  LayerCompute out;
+  for (const auto& [m, n, k] : layer_gemms(s)) {
+    out.fwd += model.gemm_seconds(m, n, k);
+    out.bwd_input += model.gemm_seconds(m, k, n);   // dX = dY W^T
+    out.bwd_weight += model.gemm_seconds(k, n, m);  // dW = X^T dY
+  }
+  out.attn_fwd = model.attention_seconds(attention_op(s), false) / cp;
+  out.attn_bwd = model.attention_seconds(attention_op(s), true) / cp;
+  const auto [elem_fwd, elem_bwd] = layer_elementwise_seconds(model, s);
+  out.fwd += out.attn_fwd + elem_fwd;
+  out.bwd_input += out.attn_bwd + elem_bwd;
+  return out;
+}
+
+// Whole layers as the trainer runs them against the sum of their ops: where the profile
+// measured the model's layer at this micro-batch (layer_key, one rank, no parallelism), its time
+// over the op sum of that same shape, forward and backward; 1 where it did not. A layout's op
+// sums are scaled by these, so what a layer costs beyond its ops (activations spilling the
+// caches between ops, passes the op list leaves out, allocation) carries over to every split of
+// it; the split's own shapes still come from its ops.
+Calibration layer_calibration(const CostModel& model, const config::RunConfig& c, const Layout& l) {
+  Layout whole = l;
+  whole.tp = whole.cp = whole.ep = 1;
+  whole.sequence_parallel = false;
+  const LayerShape s = layer_shape(c, whole);
+  const double fwd = model.measured_layer_seconds(s.B, s.T, false);
+  const double bwd = model.measured_layer_seconds(s.B, s.T, true);
+  if (fwd <= 0 || bwd <= 0) return {};
+  const LayerCompute ops = layer_compute(model, s, 1);
+  return {fwd / ops.fwd, bwd / (ops.bwd_input + ops.bwd_weight)};
+}
+
 Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layout& l,
                   int64_t layers, bool first, bool last) {
   const LayerShape s = layer_shape(c, l);
   const int bytes = model.cluster().bytes_per_element();
   const int ep_bytes = c.parallel.ep_comm_dtype == "bf16" ? 2 : 4;
-  double fwd = 0, bwd_input = 0, bwd_weight = 0;
-  for (const auto& [m, n, k] : layer_gemms(s)) {
-    fwd += model.gemm_seconds(m, n, k);
-    bwd_input += model.gemm_seconds(m, k, n);   // dX = dY W^T
-    bwd_weight += model.gemm_seconds(k, n, m);  // dW = X^T dY
-  }
-  const double attn_fwd = model.attention_seconds(attention_op(s), false) / l.cp;
-  const double attn_bwd = model.attention_seconds(attention_op(s), true) / l.cp;
+  const Calibration cal = layer_calibration(model, c, l);
+  const LayerCompute ops = layer_compute(model, s, l.cp);
+  const double attn_fwd = ops.attn_fwd * cal.fwd, attn_bwd = ops.attn_bwd * cal.bwd;
   const RingComm ring = ring_comm(model, s, l, attn_fwd, attn_bwd);
-  const auto [elem_fwd, elem_bwd] = layer_elementwise_seconds(model, s);
   const LayerComm comm = layer_comm(model, s, l, bytes, ep_bytes);
-  fwd += attn_fwd + ring.fwd_exposed_s + elem_fwd + comm.seconds();
-  bwd_input += attn_bwd + ring.bwd_exposed_s + elem_bwd + comm.seconds();
+  double fwd = ops.fwd * cal.fwd + ring.fwd_exposed_s + comm.seconds();
+  double bwd_input = ops.bwd_input * cal.bwd + ring.bwd_exposed_s + comm.seconds();
+  const double bwd_weight = ops.bwd_weight * cal.bwd;
   // Recomputing the attention reruns its forward ring too.
   if (l.recompute == config::Recompute::kFull) bwd_input += fwd;
   if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd + ring.fwd_exposed_s;
   Costs out;
+  out.calibration = cal;
   out.times = {fwd * layers, bwd_input * layers, bwd_weight * layers};
   out.tp_bytes = 2 * comm.tp_bytes * layers;
   out.ep_bytes = 2 * comm.ep_bytes * layers;
@@ -293,6 +335,10 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
     const Costs costs =
         chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
     chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
+    if (st == 0) {
+      p.layer_calibration_fwd = costs.calibration.fwd;
+      p.layer_calibration_bwd = costs.calibration.bwd;
+    }
     if (st % static_cast<size_t>(l.pp) == 0) {
       p.forward_s += costs.times.forward * static_cast<double>(m);
       p.backward_s +=

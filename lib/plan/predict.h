@@ -34,6 +34,9 @@ struct Prediction {
   // micro-batches and chunks, collectives inside them included: what the trainer's telemetry
   // reports as phases.fwd_s and phases.bwd_s.
   double forward_s = 0, backward_s = 0;
+  // The factors the layers' op sums were scaled by (measured layer / op sum at the layout's
+  // micro-batch, predict.cc); 1 where the cluster file has no layer measured at it.
+  double layer_calibration_fwd = 1, layer_calibration_bwd = 1;
   AxisTraffic dp, tp, pp, ep;
   AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
   std::vector<RankMemory> memory;  // per pipeline rank

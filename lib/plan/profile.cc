@@ -16,6 +16,7 @@
 
 #include "core/memory_bandwidth.h"
 #include "core/timer.h"
+#include "model/transformer.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/gemm.h"
@@ -56,13 +57,18 @@ double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
       min_seconds);
 }
 
-// Per-element kernels of the trainer that are arithmetic-bound, timed over 1 Mi elements (4 MiB
-// per array: out of the caches, as a layer's activations and a model's parameters are), in ns
-// per element: the AdamW update over one segment, SwiGLU forward and backward.
+// Per-element kernels of the trainer that are arithmetic-bound, in ns per element: SwiGLU forward
+// and backward over 1 Mi elements (4 MiB per array, the size of a layer's activations), and the
+// AdamW update over one segment of 4 Mi elements, whose four arrays (parameter, gradient, two
+// moments; 64 MiB) overflow the last-level cache as a model's optimizer state does: at 1 Mi
+// elements (16 MiB) they stayed in this machine's 32 MiB L3 and timed the update faster than
+// training ran it. (At 8 Mi elements this VM ran the same loop 2-4x slower per element in some
+// processes, so the probe stays at the smallest size past the cache.)
 constexpr int64_t kElementwiseProbe = int64_t{1} << 20;
+constexpr int64_t kOptimizerProbe = int64_t{4} << 20;
 
 Result<double> adamw_ns(double min_seconds) {
-  const int64_t n = kElementwiseProbe;
+  const int64_t n = kOptimizerProbe;
   MS_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt,
                       train::Optimizer::create(config::OptimConfig{}, n, 1));
   std::vector<float> w(static_cast<size_t>(n), 0.5f), g(static_cast<size_t>(n), 0.01f);
@@ -121,18 +127,84 @@ double attention_time(const AttentionOp& op, bool backward, double min_seconds) 
       min_seconds);
 }
 
-// Parses a measured-op key back into its op and times it.
-Result<double> time_key(const std::string& key, double min_seconds) {
+// The run's model as the trainer runs it, on one rank without parallelism: the first pipeline
+// chunk (the embedding, no output layer) of min(n_layers, kLayerProbeLayers) layers, a
+// micro-batch of `batch` sequences of `seq` tokens. Its forward and its backward (input and
+// weight gradients), each the lower quartile over at least 5 calls and `min_seconds`, per
+// layer; the embedding's lookup and scatter are a few hundredths of a layer. Several layers, so
+// that what one layer leaves in the caches for the next is as in training, where the backward
+// reads activations every layer stored; embedded tokens rather than made-up activations,
+// because a MoE layer's cost follows its routing, which follows its inputs (made-up inputs
+// routed so that the layer ran 1.4x faster than in training).
+constexpr int64_t kLayerProbeLayers = 4;
+
+Result<std::pair<double, double>> layer_times(const config::ModelConfig& config, int64_t batch,
+                                              int64_t seq, double min_seconds) {
+  config::ModelConfig c = config;
+  c.max_seq_len = std::max(c.max_seq_len, seq);
+  const int64_t layers = std::min(c.n_layers, kLayerProbeLayers);
+  model::ModelParallel parallel;
+  parallel.chunk = {.first_layer = 0, .layers = layers, .first = true, .last = false};
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> m,
+                      model::Transformer::create(c, /*seed=*/1, parallel));
+  std::vector<int32_t> tokens(static_cast<size_t>(batch * seq));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(c.vocab_size));
+  }
+  const size_t n = static_cast<size_t>(m->stage_activation_elements(batch, seq));
+  std::vector<float> input(n), output(n), grad_out(n), grad_in(n);
+  for (size_t i = 0; i < n; ++i) {
+    input[i] = 0.5f * static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.25f;
+    grad_out[i] = 1e-3f * static_cast<float>((i * 40503u) % 1000) / 1000.0f;
+  }
+  const model::StageBatch mb{.inputs = tokens.data(), .targets = tokens.data(), .B = batch,
+                             .T = seq, .grad_scale = 1.0f, .backward = true};
+  std::vector<double> fwd, bwd;
+  double total = 0;
+  for (int call = 0; call < 6 || total < min_seconds; ++call) {
+    Stopwatch watch;
+    MS_RETURN_IF_ERROR(m->stage_forward(0, mb, input, output).status());
+    const double f = watch.elapsed_s();
+    watch.reset();
+    MS_RETURN_IF_ERROR(m->stage_backward(0, grad_out, grad_in));
+    const double b = watch.elapsed_s();
+    if (call == 0) continue;  // warm: page faults, BLAS buffers
+    fwd.push_back(f / static_cast<double>(layers));
+    bwd.push_back(b / static_cast<double>(layers));
+    total += f + b;
+  }
+  auto quartile = [](std::vector<double>& v) {
+    const auto q = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 4);
+    std::nth_element(v.begin(), q, v.end());
+    return *q;
+  };
+  return std::pair{quartile(fwd), quartile(bwd)};
+}
+
+// Times the op a measured-op key names, into `out` under that key (a layer key: the layer's
+// forward and backward, both keys).
+Status time_key(const std::string& key, const ProfileOptions& options, MeasuredOps& out) {
+  const double min_seconds = options.min_seconds_per_op;
   long long v[6] = {0, 0, 0, 0, 0, 0};
   if (key.rfind("gemm ", 0) == 0 &&
       std::sscanf(key.c_str() + 5, "%lldx%lldx%lld", &v[0], &v[1], &v[2]) == 3) {
-    return gemm_time(v[0], v[1], v[2], min_seconds);
+    out[key] = gemm_time(v[0], v[1], v[2], min_seconds);
+    return Status::OK();
   }
   const bool bwd = key.rfind("attn_bwd ", 0) == 0;
   if ((bwd || key.rfind("attn_fwd ", 0) == 0) &&
       std::sscanf(key.c_str() + 9, "%lldx%lldx%lldx%lldx%lldx%lld", &v[0], &v[1], &v[2], &v[3],
                   &v[4], &v[5]) == 6) {
-    return attention_time({v[0], v[1], v[2], v[3], v[4], v[5]}, bwd, min_seconds);
+    out[key] = attention_time({v[0], v[1], v[2], v[3], v[4], v[5]}, bwd, min_seconds);
+    return Status::OK();
+  }
+  if ((key.rfind("layer_fwd ", 0) == 0 || key.rfind("layer_bwd ", 0) == 0) &&
+      std::sscanf(key.c_str() + 10, "%lldx%lld", &v[0], &v[1]) == 2 && options.config != nullptr) {
+    MS_ASSIGN_OR_RETURN(const auto times,
+                        layer_times(options.config->model, v[0], v[1], min_seconds));
+    out[layer_key(v[0], v[1], false)] = times.first;
+    out[layer_key(v[0], v[1], true)] = times.second;
+    return Status::OK();
   }
   return InvalidArgument("profile: unknown op key '" + key + "'");
 }
@@ -178,11 +250,13 @@ Result<std::set<std::string>> op_keys(const ProfileOptions& options) {
 Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& options,
                               Cluster& c) {
   MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+  MeasuredOps measured;
   for (const std::string& key : keys) {
+    if (measured.count(key) != 0) continue;  // a layer's backward, timed with its forward
     MS_RETURN_IF_ERROR(world.barrier());
-    MS_ASSIGN_OR_RETURN(const double s, time_key(key, options.min_seconds_per_op));
-    if (world.rank() == 0) c.device.measured_concurrent[key] = s;
+    MS_RETURN_IF_ERROR(time_key(key, options, measured));
   }
+  if (world.rank() == 0) c.device.measured_concurrent = std::move(measured);
   return Status::OK();
 }
 
@@ -213,7 +287,7 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   if (options.config != nullptr) {
     MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
     for (const std::string& key : keys) {
-      MS_ASSIGN_OR_RETURN(d.measured[key], time_key(key, options.min_seconds_per_op));
+      if (d.measured.count(key) == 0) MS_RETURN_IF_ERROR(time_key(key, options, d.measured));
     }
   }
   return Status::OK();

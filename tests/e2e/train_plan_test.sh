@@ -136,8 +136,14 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["layouts"][0]; 
   --config "$config" "${model[@]}" --profile-ranks 2 > "$work/profile.out" 2>&1 ||
   fail "profile: $(cat "$work/profile.out")"
 grep -q "^  measured_ops:" "$work/measured.yaml" || fail "no measured op shapes: $(head -30 "$work/measured.yaml")"
-"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/measured.yaml" > /dev/null ||
+# ... with the run's own layers timed at its micro-batches, which the prediction then scales by.
+grep -q "^    layer_fwd [0-9]*x[0-9]*: " "$work/measured.yaml" &&
+  grep -q "^    layer_bwd [0-9]*x[0-9]*: " "$work/measured.yaml" ||
+  fail "no measured layers: $(grep -c layer_ "$work/measured.yaml")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/measured.yaml" --json > "$work/measured.json" ||
   fail "the measured cluster file does not plan"
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["layouts"][0]["layer_calibration"]; assert c["fwd"] != 1 and c["bwd"] != 1 and 0.2 < c["fwd"] < 5 and 0.2 < c["bwd"] < 5, c' \
+  "$work/measured.json" || fail "layer calibration: $(head -c 600 "$work/measured.json")"
 "$BIN/ms-train" plan --profile "$work/alone.yaml" > /dev/null 2> "$work/err.txt" && fail "a one-rank profile was accepted"
 grep -q "needs at least two ranks" "$work/err.txt" || fail "one-rank profile error: $(cat "$work/err.txt")"
 

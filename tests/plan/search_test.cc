@@ -168,3 +168,39 @@ TEST(OpCosts, MeasuredElementwiseKernelsReplaceTheirMemoryTraffic) {
 
 }  // namespace
 }  // namespace ms::plan
+
+namespace ms::plan {
+namespace {
+
+// A whole layer measured by the profile (layer_key) replaces the op sum of that layer at its own
+// shape exactly, and scales a split layer's op sum (tp 2) by the same measured / op-sum ratio.
+TEST(OpCosts, MeasuredLayersCalibrateTheOpSums) {
+  const config::RunConfig c = small_model();  // 4 layers, micro-batch 4 of 128 tokens, batch 16
+  auto with_layers = [](double fwd, double bwd) {
+    Cluster cl = test_cluster(2, 64);
+    cl.device.measured[layer_key(4, 128, false)] = fwd;
+    cl.device.measured[layer_key(4, 128, true)] = bwd;
+    return cl;
+  };
+  const double f = 2e-3, b = 5e-3;
+  Layout dp1;
+  dp1.micro_batch = 4;
+  Result<Prediction> one = predict_layout(with_layers(f, b), c, dp1, 1);
+  Result<Prediction> two = predict_layout(with_layers(2 * f, 2 * b), c, dp1, 1);
+  ASSERT_TRUE(one.ok() && two.ok());
+  const double calls = 4.0 * 4;  // layers x micro-batches
+  EXPECT_NEAR(two->forward_s - one->forward_s, calls * f, 1e-12);
+  EXPECT_NEAR(two->backward_s - one->backward_s, calls * b, 1e-12);
+  // tp 2: each rank runs about half of every layer's ops, at the same measured ratio.
+  Layout tp2 = dp1;
+  tp2.tp = 2;
+  Result<Prediction> tp_one = predict_layout(with_layers(f, b), c, tp2, 2);
+  Result<Prediction> tp_two = predict_layout(with_layers(2 * f, 2 * b), c, tp2, 2);
+  ASSERT_TRUE(tp_one.ok() && tp_two.ok());
+  const double share = (tp_two->forward_s - tp_one->forward_s) / (calls * f);
+  EXPECT_GT(share, 0.4);
+  EXPECT_LT(share, 0.6);
+}
+
+}  // namespace
+}  // namespace ms::plan
