@@ -253,7 +253,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   if (!top.has("links")) return top.error("links", "is required (intra_node, inter_node)");
   MapReader links(top.child("links"), "links", source);
   MS_RETURN_IF_ERROR(links.check_is_map());
-  MS_RETURN_IF_ERROR(links.refuse_keys_other_than({"intra_node", "inter_node"}));
+  MS_RETURN_IF_ERROR(links.refuse_keys_other_than({"intra_node", "inter_node", "oversubscribed"}));
   MS_ASSIGN_OR_RETURN(c.intra_node, read_link(links, "intra_node", source));
   if (links.has("inter_node")) {
     MS_ASSIGN_OR_RETURN(c.inter_node, read_link(links, "inter_node", source));
@@ -263,6 +263,9 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
                                                std::to_string(c.ranks_per_node));
   } else {
     c.inter_node = c.intra_node;
+  }
+  if (links.has("oversubscribed")) {
+    MS_ASSIGN_OR_RETURN(c.oversubscribed, read_link(links, "oversubscribed", source));
   }
   MS_RETURN_IF_ERROR(links.refuse_unknown());
   top.has("source");
@@ -327,7 +330,9 @@ std::string cluster_to_yaml(const Cluster& c) {
   out << YAML::EndMap;
   out << YAML::Key << "links" << YAML::Value << YAML::BeginMap;
   for (const auto& [name, link] :
-       {std::pair<const char*, Link>{"intra_node", c.intra_node}, {"inter_node", c.inter_node}}) {
+       {std::pair<const char*, Link>{"intra_node", c.intra_node}, {"inter_node", c.inter_node},
+        {"oversubscribed", c.oversubscribed}}) {
+    if (link.bandwidth_gbs <= 0) continue;  // oversubscribed: not measured
     out << YAML::Key << name << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
         << "bandwidth_gbs" << YAML::Value << link.bandwidth_gbs << YAML::Key << "latency_us"
         << YAML::Value << link.latency_us << YAML::EndMap;

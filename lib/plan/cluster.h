@@ -70,6 +70,10 @@ struct Cluster {
   double step_overhead_ms = 0;      // fixed per-step cost outside the model (loader, logging)
   Device device;
   Link intra_node, inter_node;
+  // The intra-node link while a node runs more ranks than devices (an oversubscribed CPU, where a
+  // collective completes only once every peer is scheduled again); bandwidth 0: not measured,
+  // intra_node serves. `--profile` under mpirun with more ranks than cores measures it.
+  Link oversubscribed;
 
   double peak_flops() const;  // per device, in the compute dtype
   int bytes_per_element() const { return device.dtype == "f32" ? 4 : 2; }

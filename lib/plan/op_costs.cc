@@ -38,6 +38,7 @@ CostModel::CostModel(const Cluster& cluster, int ranks_on_node, Scaling scaling)
   oversubscription_ =
       std::min(1.0, static_cast<double>(cluster.devices_per_node) / std::max(1, ranks_on_node));
   concurrent_ = ranks_on_node > 1;
+  oversubscribed_ = ranks_on_node > cluster.devices_per_node;
   share_ = oversubscription_ * (concurrent_ ? cluster.concurrency_efficiency : 1.0);
 }
 
@@ -99,6 +100,9 @@ double CostModel::per_element_seconds(double elements, double ns_per_element) co
 
 double CostModel::comm_seconds(Collective op, double bytes, int n, bool inter_node) const {
   Link link = inter_node ? cluster_.inter_node : cluster_.intra_node;
+  if (!inter_node && oversubscribed_ && cluster_.oversubscribed.bandwidth_gbs > 0) {
+    link = cluster_.oversubscribed;
+  }
   link.bandwidth_gbs *= scaling_.net;
   link.latency_us /= scaling_.net;
   return collective_seconds(link, op, bytes, n);

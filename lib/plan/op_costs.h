@@ -54,7 +54,9 @@ class CostModel {
   double elementwise_seconds(double bytes) const;
   // `elements` of a kernel measured at `ns_per_element` (one rank alone).
   double per_element_seconds(double elements, double ns_per_element) const;
-  // A collective over `n` ranks, on the inter-node link when `inter_node`.
+  // A collective over `n` ranks, on the inter-node link when `inter_node`, else on the
+  // intra-node one (links.oversubscribed instead, where measured, for a node with more ranks
+  // than devices).
   double comm_seconds(Collective op, double bytes, int n, bool inter_node) const;
 
   // The GEMM rate the curve gives for one call of `flops` FLOPs (before sharing), flop/s.
@@ -71,6 +73,7 @@ class CostModel {
   double share_ = 1;
   double oversubscription_ = 1;  // devices / ranks on a node, at most 1
   bool concurrent_ = false;      // more than one rank on a node
+  bool oversubscribed_ = false;  // more ranks than devices on a node
   Scaling scaling_;
   std::set<std::string>* record_ = nullptr;
 };

@@ -299,7 +299,7 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
 // ring step. On an oversubscribed or shared CPU the second is far larger: a rank that waits
 // yields its core, and the collective completes only when every peer is scheduled again.
 // Bus bandwidth: all-reduces of 16 MiB over every rank.
-Status measure_links(comm::Communicator& world, Cluster& c) {
+Result<Link> measure_links(comm::Communicator& world) {
   std::vector<float> small(2, 1.0f);
   MS_RETURN_IF_ERROR(world.barrier());
   const int rounds = 1000;
@@ -348,9 +348,7 @@ Status measure_links(comm::Communicator& world, Cluster& c) {
   // gemm_time(.., 0) runs the GEMM 9 times (a warm-up and 8 timed).
   const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
   const double sync_us = std::max(0.0, mixed - 9 * gemm_s - wire) / (2.0 * (n - 1)) * 1e6;
-  c.intra_node = {busbw, std::max(ping_us, sync_us)};
-  c.inter_node = c.intra_node;
-  return Status::OK();
+  return Link{busbw, std::max(ping_us, sync_us)};
 }
 
 // A trainer-like mix of work (a GEMM and a STREAM triad over 64 MiB), timed over about a second.
@@ -371,15 +369,17 @@ Result<double> measure_concurrency(comm::Communicator& world, double alone_secon
   return std::min(1.0, alone_seconds / seconds);
 }
 
-// Runs `work` on rank 0 while the other ranks sleep (a rank waiting inside an MPI call spins and
-// would take a core from the measurement), then agrees on its status.
-Status on_rank0_alone(comm::Communicator& world, const std::function<Status()>& work) {
+// Runs `work` on ranks [0, count) while the others sleep (a rank waiting inside an MPI call
+// spins and would take a core from the measurement), then agrees on its status. The ranks that
+// sleep wait for a broadcast that rank 0 posts only after its work, so collectives inside the
+// work cannot complete it early.
+Status on_ranks_alone(comm::Communicator& world, int count,
+                      const std::function<Status()>& work) {
+  const bool member = world.rank() < count;
+  Status status = member ? work() : Status::OK();
   uint8_t done = 0;
   MS_ASSIGN_OR_RETURN(comm::Request request, world.ibroadcast(&done, 1, DType::kU8, 0));
-  Status status = Status::OK();
-  if (world.rank() == 0) {
-    status = work();
-  } else {
+  if (!member) {
     for (;;) {
       MS_ASSIGN_OR_RETURN(const bool finished, request.test());
       if (finished) break;
@@ -406,16 +406,31 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
   c.devices_per_node = node_cores();
   c.memory_per_rank_gib = node_memory_gib() / world.size();
   c.device.peak_tflops["f32"] = 1;  // replaced by the measurement; the curve needs a peak first
-  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] { return measure_device(options, c); }));
+  MS_RETURN_IF_ERROR(on_ranks_alone(world, 1, [&] { return measure_device(options, c); }));
   double alone = 0;
-  MS_RETURN_IF_ERROR(on_rank0_alone(world, [&] {
+  MS_RETURN_IF_ERROR(on_ranks_alone(world, 1, [&] {
     alone = mixed_work_seconds();
     return Status::OK();
   }));
   MS_RETURN_IF_ERROR(world.broadcast(&alone, sizeof(double), DType::kU8, 0));
-  MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(world, alone));
-  if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(world, options, c));
-  MS_RETURN_IF_ERROR(measure_links(world, c));
+  // "Concurrent" is every device of the node busy, one rank each: with more ranks than cores the
+  // first `devices` ranks measure while the rest sleep (sharing an oversubscribed core is
+  // modelled on top, op_costs.h). The links need two ranks even on one core.
+  const int devices = std::max(2, std::min(world.size(), c.devices_per_node));
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> busy,
+                      world.split(world.rank() < devices ? 0 : comm::Communicator::kNoColor,
+                                  world.rank(), "profile-devices"));
+  MS_RETURN_IF_ERROR(on_ranks_alone(world, devices, [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(*busy, alone));
+    if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(*busy, options, c));
+    MS_ASSIGN_OR_RETURN(c.intra_node, measure_links(*busy));
+    return Status::OK();
+  }));
+  c.inter_node = c.intra_node;
+  // Every rank at once on fewer cores: the links as an oversubscribed job sees them.
+  if (world.size() > c.devices_per_node) {
+    MS_ASSIGN_OR_RETURN(c.oversubscribed, measure_links(world));
+  }
   c.runtime_overhead_mib = resident_mib();
   return c;
 }

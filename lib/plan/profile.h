@@ -1,10 +1,14 @@
 // `ms-train plan --profile FILE`: measures this machine into a cluster file. Rank 0 times fp32
 // GEMMs over a range of sizes (the efficiency curve), attention, and the STREAM triad (memory
-// bandwidth) while the other ranks wait, so each figure is one device's alone; then every rank
-// runs a GEMM-and-STREAM mix at once (concurrency_efficiency: rank 0's speed then against alone),
-// and ranks 0 and 1 time a small ping-pong (latency) and large all-reduces (bus bandwidth) over
-// MPI. With a run config, rank 0 also times every GEMM and attention shape the search would look up
-// for that model on 1 to `plan_ranks` ranks, so predictions for it use measured op times.
+// bandwidth) while the other ranks wait, so each figure is one device's alone; then one rank per
+// core (the others sleeping) runs a GEMM-and-STREAM mix at once (concurrency_efficiency: rank 0's
+// speed then against alone), and those ranks time a small ping-pong (latency) and large
+// all-reduces (bus bandwidth) over MPI: the intra-node link. With more ranks than cores, every
+// rank then times the links again at once: links.oversubscribed. With a run config, rank 0 also
+// times every GEMM and attention shape the search would look up for that model on 1 to
+// `plan_ranks` ranks, and the model's own layers at every micro-batch it would use
+// (op_costs.h's layer_key), alone and with one rank per core at once, so predictions for it use
+// measured times.
 #pragma once
 
 #include <string>

@@ -10,7 +10,8 @@
 # BLAS, the binary, the loader) is calibrated once from a run of a minimal model (1 layer of
 # d_model 16): its measured peak minus the planner's figure for that model.
 # 3 and 4 ranks on a 2-core machine are oversubscribed (the cluster file says 2 devices per
-# node, so the planner slows compute by the ratio).
+# node, so the planner slows compute by the ratio and takes links.oversubscribed for the
+# collectives).
 # Usage: scripts/bench/plan_layouts_bench.sh [build dir] [work dir] [steps]
 set -euo pipefail
 BUILD=${1:-build}
@@ -59,15 +60,16 @@ cpm=(--set data.plan="$WORK/s512.plan" --set model.d_model=128 --set model.n_lay
      --set train.micro_batch=2)
 CONFIG=$SRC/configs/tiny-dense.yaml
 
-# A cluster file per model, measured here with that model's op shapes; 4 ranks on one node.
+# A cluster file per model, measured here with that model's op shapes and layers; 4 ranks on
+# the node's cores, as the largest layouts run (one rank per core measures the concurrent times
+# and the intra-node link, then all 4 the oversubscribed link).
 profile() {  # profile <file> [model --set args...]
   local out=$1
   shift
   if [ ! -f "$out" ]; then
-    mpirun --oversubscribe -np 2 "$BIN/ms-train" plan --profile "$out.tmp" --config "$CONFIG" \
+    mpirun --oversubscribe -np 4 "$BIN/ms-train" plan --profile "$out.tmp" --config "$CONFIG" \
       "${common[@]}" "$@" --profile-ranks 4 --profile-name cpu-2core > /dev/null
-    sed -e 's/^ranks: .*/ranks: 4/' -e 's/^ranks_per_node: .*/ranks_per_node: 4/' "$out.tmp" > "$out"
-    rm -f "$out.tmp"
+    mv "$out.tmp" "$out"
   fi
 }
 profile "$WORK/dense.cluster.yaml"

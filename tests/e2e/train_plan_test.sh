@@ -144,6 +144,16 @@ grep -q "^    layer_fwd [0-9]*x[0-9]*: " "$work/measured.yaml" &&
   fail "the measured cluster file does not plan"
 python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["layouts"][0]["layer_calibration"]; assert c["fwd"] != 1 and c["bwd"] != 1 and 0.2 < c["fwd"] < 5 and 0.2 < c["bwd"] < 5, c' \
   "$work/measured.json" || fail "layer calibration: $(head -c 600 "$work/measured.json")"
+# More ranks than cores: the links again with every rank at once (links.oversubscribed), which a
+# job of that many ranks then plans with.
+cores=$(getconf _NPROCESSORS_ONLN)  # not nproc: it follows OMP_NUM_THREADS
+over=$(( cores + 1 ))
+"$MPIRUN" --oversubscribe -np "$over" "$BIN/ms-train" plan --profile "$work/over.yaml" > "$work/over.out" 2>&1 ||
+  fail "oversubscribed profile: $(cat "$work/over.out")"
+grep -q "^  oversubscribed: {bandwidth_gbs: " "$work/over.yaml" || fail "no oversubscribed link: $(grep -A4 '^links' "$work/over.yaml")"
+grep -q "^  oversubscribed:" "$work/measured.yaml" && [ "$cores" -ge 2 ] && fail "an oversubscribed link from one rank per core"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/over.yaml" --ranks 4 > /dev/null ||
+  fail "the oversubscribed cluster file does not plan"
 "$BIN/ms-train" plan --profile "$work/alone.yaml" > /dev/null 2> "$work/err.txt" && fail "a one-rank profile was accepted"
 grep -q "needs at least two ranks" "$work/err.txt" || fail "one-rank profile error: $(cat "$work/err.txt")"
 

@@ -1,5 +1,6 @@
 // Cluster files: what they hold, and that every refusal names the key and the file.
 #include "plan/cluster.h"
+#include "plan/op_costs.h"
 
 #include <gtest/gtest.h>
 
@@ -60,6 +61,8 @@ TEST(Cluster, RoundTripsThroughYaml) {
   c->device.adamw_ns_per_element = 6.5;
   c->device.swiglu_forward_ns_per_element = 7;
   c->device.swiglu_backward_ns_per_element = 8.25;
+  c->device.measured[layer_key(4, 128, true)] = 2.5e-2;
+  c->oversubscribed = {0.4, 800};
   Result<Cluster> back = cluster_from_yaml_text(cluster_to_yaml(*c), "again.yaml");
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(back->device.gemm.points.size(), 2u);
@@ -68,8 +71,13 @@ TEST(Cluster, RoundTripsThroughYaml) {
   EXPECT_DOUBLE_EQ(back->device.adamw_ns_per_element, 6.5);
   EXPECT_DOUBLE_EQ(back->device.swiglu_forward_ns_per_element, 7);
   EXPECT_DOUBLE_EQ(back->device.swiglu_backward_ns_per_element, 8.25);
+  EXPECT_DOUBLE_EQ(back->device.measured.at("layer_bwd 4x128"), 2.5e-2);
+  EXPECT_DOUBLE_EQ(back->oversubscribed.bandwidth_gbs, 0.4);
+  EXPECT_DOUBLE_EQ(back->oversubscribed.latency_us, 800);
   // Not measured: absent from the file, and read back as 0 (memory traffic only).
   EXPECT_EQ(cluster_to_yaml(*cluster_from_yaml_text(kValid, "c.yaml")).find("ns_per_element"),
+            std::string::npos);
+  EXPECT_EQ(cluster_to_yaml(*cluster_from_yaml_text(kValid, "c.yaml")).find("oversubscribed"),
             std::string::npos);
 }
 

@@ -135,6 +135,18 @@ TEST(OpCosts, MeasuredShapesWinAndConcurrentTimesServeSeveralRanksPerNode) {
   c.device.measured_concurrent[key] = 1.5e-3;
   EXPECT_DOUBLE_EQ(CostModel(c, 2).gemm_seconds(64, 64, 64), 1.5e-3);
   EXPECT_DOUBLE_EQ(CostModel(c, 4).gemm_seconds(64, 64, 64), 3e-3);
+  // Collectives: intra-node links, or links.oversubscribed once a node has more ranks than
+  // devices (where measured).
+  const double bytes = 1 << 20;
+  const double intra = CostModel(c, 2).comm_seconds(Collective::kAllReduce, bytes, 2, false);
+  EXPECT_DOUBLE_EQ(CostModel(c, 4).comm_seconds(Collective::kAllReduce, bytes, 2, false), intra);
+  c.oversubscribed = {c.intra_node.bandwidth_gbs / 2, c.intra_node.latency_us * 10};
+  EXPECT_DOUBLE_EQ(CostModel(c, 2).comm_seconds(Collective::kAllReduce, bytes, 2, false), intra);
+  const double over = CostModel(c, 4).comm_seconds(Collective::kAllReduce, bytes, 2, false);
+  EXPECT_DOUBLE_EQ(over, collective_seconds(c.oversubscribed, Collective::kAllReduce, bytes, 2));
+  EXPECT_GT(over, intra);
+  EXPECT_DOUBLE_EQ(CostModel(c, 4).comm_seconds(Collective::kAllReduce, bytes, 2, true),
+                   collective_seconds(c.inter_node, Collective::kAllReduce, bytes, 2));
   // A shape not measured comes from the curve: 2 m n k / (peak * efficiency).
   const double flops = 2.0 * 128 * 128 * 128;
   EXPECT_NEAR(alone.gemm_seconds(128, 128, 128), flops / alone.curve_rate(flops), 1e-15);
