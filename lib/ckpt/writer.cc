@@ -581,7 +581,12 @@ Status Checkpointer::agree_writes(bool wait) {
       p->published.store(true, std::memory_order_release);
     };
     if (p->request.async) {
-      p->publisher = std::thread(std::move(publish_all));
+      // At the writer's low priority: the commit has until the next save to finish, while the
+      // step that starts now competes with it for the cores.
+      p->publisher = std::thread([publish_all = std::move(publish_all)] {
+        lower_thread_priority();
+        publish_all();
+      });
     } else {
       publish_all();
     }

@@ -208,7 +208,8 @@ Status Trainer::save_checkpoint(int64_t step) {
   request.layout = {trainers().size(), s_->dp, s_->model->tp_size(),
                     s_->pipeline.schedule.pp, static_cast<int>(config_.parallel.ep),
                     static_cast<int>(config_.parallel.zero)};
-  request.config_yaml = config::dump_yaml(config_);
+  if (s_->checkpoint_config_yaml.empty()) s_->checkpoint_config_yaml = config::dump_yaml(config_);
+  request.config_yaml = s_->checkpoint_config_yaml;
   request.state = {{"step", step},
                    {"optimizer_updates", s_->dist->main().optimizer().updates()},
                    {"lr", learning_rate(config_.optim, step, config_.train.steps)},
