@@ -175,10 +175,14 @@ struct Checkpointer::Pending {
   std::atomic<bool> done{false};
   Status write_status;
   json records = json::array();  // the shard records this rank wrote, with tensor metadata
+  // What the ranks exchange once the writes are done: the error message when they failed, else
+  // `records` as JSON text. The writer serializes it, so the caller's thread does not.
+  std::string outcome_text;
   uint64_t bytes_written = 0;
-  // Rank 0, async: the manifest, rename and `latest` run on this thread once every rank's
-  // writes are in (see Checkpointer::agree_writes). It reads only the gathered shard records
-  // and `request`, never `items` or the staging buffer, which the next save reuses meanwhile.
+  // Rank 0, async: parsing the shard records, the manifest, rename and `latest` run on this
+  // thread once every rank's writes are in (see Checkpointer::agree_writes). It reads only the
+  // gathered records and `request`, never `items` or the staging buffer, which the next save
+  // reuses meanwhile.
   std::thread publisher;
   std::atomic<bool> published{false};
   Status publish_status;
@@ -313,6 +317,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     return file->close();
   };
   write_status = run();
+  outcome_text = write_status.ok() ? records.dump() : write_status.message();
   done.store(true, std::memory_order_release);
 }
 
@@ -411,26 +416,37 @@ void Checkpointer::before_overwrite_all() {
 
 namespace {
 
-// Every rank's outcome, as JSON {"error": "..." or null, "records": [...]}, on every rank.
-Result<std::vector<json>> gather_outcomes(comm::Communicator& comm, const json& mine) {
-  const std::string text = mine.dump();
-  int64_t size = static_cast<int64_t>(text.size());
-  std::vector<int64_t> sizes(static_cast<size_t>(comm.size()));
-  MS_RETURN_IF_ERROR(comm.allgather(&size, sizes.data(), 1, DType::kI64));
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
-  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
-  std::vector<json> out;
+// Every rank's write outcome, on every rank: the caller's thread only moves bytes, and only
+// rank 0's publisher parses the records.
+struct WriteOutcomes {
+  std::vector<int64_t> failed;     // per rank: 1 when its writes failed
+  std::vector<std::string> texts;  // per rank: its error message, or its shard records as JSON
+};
+
+Result<WriteOutcomes> gather_outcomes(comm::Communicator& comm, bool failed,
+                                      const std::string& text) {
+  const size_t ranks = static_cast<size_t>(comm.size());
+  const int64_t mine[2] = {failed ? 1 : 0, static_cast<int64_t>(text.size())};
+  std::vector<int64_t> all(2 * ranks);
+  MS_RETURN_IF_ERROR(comm.allgather(mine, all.data(), 2, DType::kI64));
+  WriteOutcomes out;
+  std::vector<size_t> counts;
+  for (size_t r = 0; r < ranks; ++r) {
+    out.failed.push_back(all[2 * r]);
+    counts.push_back(static_cast<size_t>(all[2 * r + 1]));
+  }
+  std::string joined(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), joined.data(), counts, DType::kU8));
   size_t at = 0;
   for (size_t c : counts) {
-    out.push_back(json::parse(all.substr(at, c)));
+    out.texts.push_back(joined.substr(at, c));
     at += c;
   }
   return out;
 }
 
 // The manifest from every rank's shard records; Internal when ranks disagree on a tensor.
-Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const SaveRequest& request) {
+Result<Manifest> assemble_manifest(const WriteOutcomes& written, const SaveRequest& request) {
   Manifest m;
   m.step = request.step;
   m.toolkit_version = std::string(version());
@@ -439,8 +455,10 @@ Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const Save
   m.layout = request.layout;
   m.state = request.state;
   std::map<std::string, TensorRecord> tensors;
-  for (const json& outcome : outcomes) {
-    for (const json& r : outcome.at("records")) {
+  for (const std::string& text : written.texts) {
+    const json records = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!records.is_array()) return Internal("a rank's shard records are not a JSON array");
+    for (const json& r : records) {
       TensorRecord& t = tensors[r.at("name").get<std::string>()];
       MS_ASSIGN_OR_RETURN(const DType dtype, parse_dtype(r.at("dtype").get<std::string>()));
       const auto shape = r.at("global_shape").get<std::vector<int64_t>>();
@@ -497,12 +515,11 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
 }
 
 // The first failure any rank reported, or OK.
-Status first_failure(const std::vector<json>& outcomes, int64_t step) {
-  for (size_t r = 0; r < outcomes.size(); ++r) {
-    if (outcomes[r].at("error").is_null()) continue;
+Status first_failure(const WriteOutcomes& written, int64_t step) {
+  for (size_t r = 0; r < written.failed.size(); ++r) {
+    if (written.failed[r] == 0) continue;
     return IOError("saving checkpoint step " + std::to_string(step) + " failed on rank " +
-                   std::to_string(r) + ": " + outcomes[r].at("error").get<std::string>() +
-                   "; nothing was committed");
+                   std::to_string(r) + ": " + written.texts[r] + "; nothing was committed");
   }
   return Status::OK();
 }
@@ -564,18 +581,17 @@ Status Checkpointer::agree_writes(bool wait) {
     spare_staging_ = std::move(p->staging);
     spare_staging_bytes_ = p->staging_bytes;
   }
-  const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
-                     {"records", p->records}};
-  MS_ASSIGN_OR_RETURN(std::vector<json> outcomes, gather_outcomes(comm_, mine));
-  const Status failed = first_failure(outcomes, p->request.step);  // the same on every rank
+  MS_ASSIGN_OR_RETURN(WriteOutcomes written,
+                      gather_outcomes(comm_, !p->write_status.ok(), p->outcome_text));
+  const Status failed = first_failure(written, p->request.step);  // the same on every rank
   if (!failed.ok()) {
     if (comm_.rank() == 0) (void)env_.remove_all(p->tmp_dir);
     outcomes_.push_back(failed);
     return Status::OK();
   }
   if (comm_.rank() == 0) {
-    auto publish_all = [p = p.get(), &env = env_, outcomes = std::move(outcomes)] {
-      Result<Manifest> m = assemble_manifest(outcomes, p->request);
+    auto publish_all = [p = p.get(), &env = env_, written = std::move(written)] {
+      Result<Manifest> m = assemble_manifest(written, p->request);
       p->publish_status =
           m.ok() ? publish(env, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
       p->published.store(true, std::memory_order_release);
