@@ -648,8 +648,9 @@ Status Checkpointer::resolve_commit(bool wait) {
                     p->caller_copy_s, p->staging_allocated_bytes};
   if (comm_.rank() == 0) {
     char line[256];
+    // The stall to a tenth of a millisecond: with a save every step it is a few of them.
     std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "
-                  "stall %.3fs, total %.3fs", static_cast<long long>(report.step),
+                  "stall %.4fs, total %.3fs", static_cast<long long>(report.step),
                   static_cast<double>(report.bytes_written) / (1024.0 * 1024.0), report.stall_s,
                   report.total_s);
     MS_LOG(Info) << line << " (" << report.step_dir << ")";
