@@ -133,7 +133,8 @@ struct SaveReport {
   int64_t step = 0;
   std::string step_dir;
   // Time the caller was blocked: save() (snapshot, sync writes), every poll() and finish()
-  // until the commit, and the copies before_overwrite() made.
+  // until the commit, the parts of later save() calls spent on this save (agreeing its writes,
+  // waiting for its commit), and the copies before_overwrite() made.
   double stall_s = 0;
   double total_s = 0;   // from save() to the commit
   uint64_t bytes_written = 0;  // by this rank
@@ -150,10 +151,11 @@ struct SaveReport {
 // thread that initialized MPI, in the same order on every rank.
 //
 // Two async saves may be in flight: one writing (its snapshot and data files) and, before it,
-// one committing (rank 0 publishing it on a background thread). A save that finds another still
-// writing first waits for those writes and hands that save to the commit, and when a save is
-// still committing then, waits for that commit first: commits run one at a time, in the order
-// of the saves, so `latest` only moves forward and retention sees the saves in order.
+// one committing (rank 0 publishing it on a background thread). A new save that finds the
+// previous one still writing waits for those writes (normally done by then) and hands that save
+// to the commit; only if the save before it is still committing is that commit waited for
+// first. So commits run one at a time, in the order of the saves: `latest` only moves forward
+// and retention sees the saves in order.
 //
 // Outcomes: every async save ends in exactly one outcome, its report or its error (the same on
 // every rank), and poll() and finish() hand them back one per call, oldest first, whichever
