@@ -17,7 +17,9 @@
 // place (io::commit_directory), replaces checkpoints/latest and applies keep-last-N retention,
 // on a background thread for an async save (so its fsyncs do not block training), and a later
 // poll() tells every rank the outcome. A failed write on any rank fails the save on every rank,
-// removes the temporary directory, and commits nothing.
+// removes the temporary directory, and commits nothing. Two saves overlap at most: one writing
+// (snapshot and data files) and the one before it committing, so a save at every step does not
+// wait for the previous one's fsyncs; commits, and so `latest`, follow step order.
 //
 // Load: each rank asks for the boxes or flat ranges it needs; only the shards overlapping them
 // are read (batched with io::Env::read_ranges), each verified against its crc32c, so any saved
@@ -26,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -130,7 +133,8 @@ struct SaveReport {
   int64_t step = 0;
   std::string step_dir;
   // Time the caller was blocked: save() (snapshot, sync writes), every poll() and finish()
-  // until the commit, and the copies before_overwrite() made.
+  // until the commit, the parts of later save() calls spent on this save (agreeing its writes,
+  // waiting for its commit), and the copies before_overwrite() made.
   double stall_s = 0;
   double total_s = 0;   // from save() to the commit
   uint64_t bytes_written = 0;  // by this rank
@@ -144,25 +148,42 @@ struct SaveReport {
 };
 
 // Drives saves for one communicator. Every method is collective and must be called by the
-// thread that initialized MPI, in the same order on every rank. At most one save is in flight:
-// save() first finishes (and commits) the previous one.
+// thread that initialized MPI, in the same order on every rank.
+//
+// Two async saves may be in flight: one writing (its snapshot and data files) and, before it,
+// one committing (rank 0 publishing it on a background thread). A new save that finds the
+// previous one still writing waits for those writes (normally done by then) and hands that save
+// to the commit; only if the save before it is still committing is that commit waited for
+// first. So commits run one at a time, in the order of the saves: `latest` only moves forward
+// and retention sees the saves in order.
+//
+// Outcomes: every async save ends in exactly one outcome, its report or its error (the same on
+// every rank), and poll() and finish() hand them back one per call, oldest first, whichever
+// call (save() included) resolved them.
 class Checkpointer {
  public:
   // `comm` and `env` must outlive the Checkpointer.
   Checkpointer(comm::Communicator& comm, io::Env& env);
   explicit Checkpointer(comm::Communicator& comm);
-  ~Checkpointer();  // waits for a background write; an uncommitted save is abandoned
+  // Waits for the background threads of both saves in flight (rank 0's publishing runs to its
+  // end, committing or undoing its save); a save finish() did not resolve is abandoned.
+  ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
   // Plans and snapshots the save and starts writing (async) or writes and commits it (sync).
-  // A sync save returns its report through last_report(). Errors (planning, I/O on any rank)
-  // reach every rank and leave nothing committed.
+  // An async save first makes room as described above. A sync save first waits for every save
+  // in flight (their outcomes wait for poll()), then returns its own error, or its report
+  // through last_report(). Errors (planning, I/O on any rank) reach every rank and leave nothing
+  // committed.
   Status save(std::span<const SaveTensor> tensors, SaveRequest request);
-  // Commits the in-flight save once every rank has finished writing it; call at step
-  // boundaries. Returns the report when this call committed a save, nullopt otherwise.
+  // Call at step boundaries: resolves the committing save when rank 0 has published it, starts
+  // committing the writing save once every rank has written it (and none is committing), then
+  // returns the oldest outcome not handed back yet (an error for a failed save), or nullopt.
+  // Does no communication when no save is in flight.
   Result<std::optional<SaveReport>> poll();
-  // Waits for the in-flight save (if any) and commits it.
+  // Waits for every save in flight to commit or fail, then returns as poll() does. Call it
+  // again while has_outcome() to collect the later outcomes.
   Result<std::optional<SaveReport>> finish();
 
   // Copy-on-write saves (SaveRequest::copy_on_write): call before changing any of the bytes
@@ -181,18 +202,23 @@ class Checkpointer {
   // already large enough. A save of other tensors still works: it allocates if it must.
   Status reserve_staging(std::span<const SaveTensor> tensors, uint64_t max_shard_bytes);
 
-  bool in_flight() const;
+  bool in_flight() const;  // a save is writing or committing
+  bool has_outcome() const { return !outcomes_.empty(); }  // one waits for poll() or finish()
   const std::optional<SaveReport>& last_report() const { return last_report_; }
 
   struct Pending;
 
  private:
-  Result<std::optional<SaveReport>> commit(bool wait);
-  Result<bool> agree_writes(bool wait);
+  Status make_room(bool wait_for_all);
+  Status resolve_commit(bool wait);
+  Status agree_writes(bool wait);
+  Result<std::optional<SaveReport>> next_outcome();
 
   comm::Communicator& comm_;
   io::Env& env_;
-  std::unique_ptr<Pending> pending_;
+  std::unique_ptr<Pending> writing_;     // snapshot and data files under way
+  std::unique_ptr<Pending> committing_;  // written on every rank; rank 0 publishes it
+  std::deque<Result<SaveReport>> outcomes_;  // resolved saves not handed back yet, oldest first
   std::optional<SaveReport> last_report_;
   // The last save's host staging buffer, kept for the next save (as pinned staging memory is
   // kept between saves): one copy of this rank's share of the state stays allocated.

@@ -175,13 +175,17 @@ struct Checkpointer::Pending {
   std::atomic<bool> done{false};
   Status write_status;
   json records = json::array();  // the shard records this rank wrote, with tensor metadata
+  // What the ranks exchange once the writes are done: the error message when they failed, else
+  // `records` as JSON text. The writer serializes it, so the caller's thread does not.
+  std::string outcome_text;
   uint64_t bytes_written = 0;
-  // Rank 0, async: the manifest, rename and `latest` run on this thread once every rank's
-  // writes are in (see Checkpointer::commit).
+  // Rank 0, async: parsing the shard records, the manifest, rename and `latest` run on this
+  // thread once every rank's writes are in (see Checkpointer::agree_writes). It reads only the
+  // gathered records and `request`, never `items` or the staging buffer, which the next save
+  // reuses meanwhile.
   std::thread publisher;
   std::atomic<bool> published{false};
   Status publish_status;
-  bool publishing = false;  // every rank: the writes were agreed and rank 0 is publishing
 
   ~Pending() {
     if (writer.joinable()) writer.join();
@@ -313,6 +317,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     return file->close();
   };
   write_status = run();
+  outcome_text = write_status.ok() ? records.dump() : write_status.message();
   done.store(true, std::memory_order_release);
 }
 
@@ -320,13 +325,12 @@ Checkpointer::Checkpointer(comm::Communicator& comm, io::Env& env) : comm_(comm)
 Checkpointer::Checkpointer(comm::Communicator& comm) : Checkpointer(comm, io::default_env()) {}
 Checkpointer::~Checkpointer() = default;
 
-bool Checkpointer::in_flight() const { return pending_ != nullptr; }
+bool Checkpointer::in_flight() const { return writing_ != nullptr || committing_ != nullptr; }
 
 Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest request) {
-  if (pending_) {
-    Result<std::optional<SaveReport>> previous = finish();
-    if (!previous.ok()) MS_LOG(Error) << "checkpoint save failed: " << previous.status().message();
-  }
+  // An async save needs only the writing slot (and the staging buffer it frees); a sync save
+  // commits inline, so every earlier save must be committed first to keep commits in order.
+  MS_RETURN_IF_ERROR(make_room(!request.async));
   if (request.codec != "raw" && request.codec != "zstd") {
     return InvalidArgument("checkpoint codec \"" + request.codec + "\" is not raw or zstd");
   }
@@ -347,17 +351,23 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
     if (!request.copy_on_write) pending->copy_all();
   }
   pending->request = std::move(request);
-  pending_ = std::move(pending);
+  writing_ = std::move(pending);
   if (async) {
-    Pending* p = pending_.get();
+    Pending* p = writing_.get();
     const int rank = comm_.rank();
     p->writer = std::thread([p, rank, &env = env_] { p->write_data_file(env, rank, true); });
-    pending_->stall_s = watch.elapsed_s();
+    writing_->stall_s = watch.elapsed_s();
     return Status::OK();
   }
-  pending_->write_data_file(env_, comm_.rank(), false);
-  pending_->stall_s = watch.elapsed_s();
-  MS_ASSIGN_OR_RETURN(last_report_, finish());
+  writing_->write_data_file(env_, comm_.rank(), false);
+  writing_->stall_s = watch.elapsed_s();
+  MS_RETURN_IF_ERROR(agree_writes(true));
+  MS_RETURN_IF_ERROR(resolve_commit(true));
+  // This save's outcome is the newest; earlier ones stay queued for poll() and finish().
+  Result<SaveReport> mine = std::move(outcomes_.back());
+  outcomes_.pop_back();
+  if (!mine.ok()) return mine.status();
+  last_report_ = *mine;
   return Status::OK();
 }
 
@@ -375,7 +385,7 @@ Status Checkpointer::reserve_staging(std::span<const SaveTensor> tensors,
 }
 
 void Checkpointer::before_overwrite(const void* data, size_t bytes) {
-  Pending* p = pending_.get();
+  Pending* p = writing_.get();
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
   const auto* begin = static_cast<const std::byte*>(data);
@@ -393,7 +403,7 @@ void Checkpointer::before_overwrite(const void* data, size_t bytes) {
 }
 
 void Checkpointer::before_overwrite_all() {
-  Pending* p = pending_.get();
+  Pending* p = writing_.get();
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
   for (size_t i = p->buckets.size(); i-- > 0;) {  // backwards, as in before_overwrite
@@ -404,31 +414,39 @@ void Checkpointer::before_overwrite_all() {
   p->stall_s += s;
 }
 
-Result<std::optional<SaveReport>> Checkpointer::poll() { return commit(false); }
-Result<std::optional<SaveReport>> Checkpointer::finish() { return commit(true); }
-
 namespace {
 
-// Every rank's outcome, as JSON {"error": "..." or null, "records": [...]}, on every rank.
-Result<std::vector<json>> gather_outcomes(comm::Communicator& comm, const json& mine) {
-  const std::string text = mine.dump();
-  int64_t size = static_cast<int64_t>(text.size());
-  std::vector<int64_t> sizes(static_cast<size_t>(comm.size()));
-  MS_RETURN_IF_ERROR(comm.allgather(&size, sizes.data(), 1, DType::kI64));
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
-  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
-  std::vector<json> out;
+// Every rank's write outcome, on every rank: the caller's thread only moves bytes, and only
+// rank 0's publisher parses the records.
+struct WriteOutcomes {
+  std::vector<int64_t> failed;     // per rank: 1 when its writes failed
+  std::vector<std::string> texts;  // per rank: its error message, or its shard records as JSON
+};
+
+Result<WriteOutcomes> gather_outcomes(comm::Communicator& comm, bool failed,
+                                      const std::string& text) {
+  const size_t ranks = static_cast<size_t>(comm.size());
+  const int64_t mine[2] = {failed ? 1 : 0, static_cast<int64_t>(text.size())};
+  std::vector<int64_t> all(2 * ranks);
+  MS_RETURN_IF_ERROR(comm.allgather(mine, all.data(), 2, DType::kI64));
+  WriteOutcomes out;
+  std::vector<size_t> counts;
+  for (size_t r = 0; r < ranks; ++r) {
+    out.failed.push_back(all[2 * r]);
+    counts.push_back(static_cast<size_t>(all[2 * r + 1]));
+  }
+  std::string joined(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), joined.data(), counts, DType::kU8));
   size_t at = 0;
   for (size_t c : counts) {
-    out.push_back(json::parse(all.substr(at, c)));
+    out.texts.push_back(joined.substr(at, c));
     at += c;
   }
   return out;
 }
 
 // The manifest from every rank's shard records; Internal when ranks disagree on a tensor.
-Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const SaveRequest& request) {
+Result<Manifest> assemble_manifest(const WriteOutcomes& written, const SaveRequest& request) {
   Manifest m;
   m.step = request.step;
   m.toolkit_version = std::string(version());
@@ -437,8 +455,10 @@ Result<Manifest> assemble_manifest(const std::vector<json>& outcomes, const Save
   m.layout = request.layout;
   m.state = request.state;
   std::map<std::string, TensorRecord> tensors;
-  for (const json& outcome : outcomes) {
-    for (const json& r : outcome.at("records")) {
+  for (const std::string& text : written.texts) {
+    const json records = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!records.is_array()) return Internal("a rank's shard records are not a JSON array");
+    for (const json& r : records) {
       TensorRecord& t = tensors[r.at("name").get<std::string>()];
       MS_ASSIGN_OR_RETURN(const DType dtype, parse_dtype(r.at("dtype").get<std::string>()));
       const auto shape = r.at("global_shape").get<std::vector<int64_t>>();
@@ -495,106 +515,149 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
 }
 
 // The first failure any rank reported, or OK.
-Status first_failure(const std::vector<json>& outcomes, int64_t step) {
-  for (size_t r = 0; r < outcomes.size(); ++r) {
-    if (outcomes[r].at("error").is_null()) continue;
+Status first_failure(const WriteOutcomes& written, int64_t step) {
+  for (size_t r = 0; r < written.failed.size(); ++r) {
+    if (written.failed[r] == 0) continue;
     return IOError("saving checkpoint step " + std::to_string(step) + " failed on rank " +
-                   std::to_string(r) + ": " + outcomes[r].at("error").get<std::string>() +
-                   "; nothing was committed");
+                   std::to_string(r) + ": " + written.texts[r] + "; nothing was committed");
   }
   return Status::OK();
 }
 
 }  // namespace
 
-// The first half of a commit: once every rank's writes are in, gathers the shard records and
-// has rank 0 publish them (on a thread for an async save). False while some rank still writes;
-// an error when any rank's writes failed (the temporary directory is then removed).
-Result<bool> Checkpointer::agree_writes(bool wait) {
-  int32_t done = wait || pending_->done.load(std::memory_order_acquire) ? 1 : 0;
+// Progress at a step boundary. The committing save is resolved first, so the writing one can
+// take its place in the same call; an outcome either produces waits in outcomes_.
+Result<std::optional<SaveReport>> Checkpointer::poll() {
+  MS_RETURN_IF_ERROR(resolve_commit(false));
+  if (writing_ && !committing_) MS_RETURN_IF_ERROR(agree_writes(false));
+  return next_outcome();
+}
+
+Result<std::optional<SaveReport>> Checkpointer::finish() {
+  MS_RETURN_IF_ERROR(make_room(true));
+  return next_outcome();
+}
+
+// Empties the writing slot (waiting for its writes) and, with `wait_for_all`, the committing
+// slot too. A save still writing can only move on to committing once the save before it has
+// committed, so that commit is waited for first; the outcomes wait in outcomes_.
+Status Checkpointer::make_room(bool wait_for_all) {
+  if (writing_) {
+    MS_RETURN_IF_ERROR(resolve_commit(true));
+    MS_RETURN_IF_ERROR(agree_writes(true));
+  }
+  if (wait_for_all) MS_RETURN_IF_ERROR(resolve_commit(true));
+  return Status::OK();
+}
+
+Result<std::optional<SaveReport>> Checkpointer::next_outcome() {
+  if (outcomes_.empty()) return std::optional<SaveReport>();
+  Result<SaveReport> outcome = std::move(outcomes_.front());
+  outcomes_.pop_front();
+  if (!outcome.ok()) return outcome.status();
+  return std::optional<SaveReport>(std::move(outcome).value());
+}
+
+// The first half of a commit (needs an empty committing slot): once every rank's writes of the
+// writing save are in, gathers the shard records and has rank 0 publish them (on a thread for
+// an async save); the save then commits. Nothing while some rank still writes (without `wait`).
+// When any rank's writes failed, the temporary directory is removed and the error is the
+// save's outcome. The staging buffer goes back to the spare slot here: the data files are
+// written and closed, so the next save may fill it while this one commits.
+Status Checkpointer::agree_writes(bool wait) {
+  Stopwatch watch;
+  int32_t done = wait || writing_->done.load(std::memory_order_acquire) ? 1 : 0;
   if (!wait && comm_.size() > 1) {
     MS_RETURN_IF_ERROR(comm_.allreduce(&done, &done, 1, DType::kI32, comm::ReduceOp::kMin));
   }
-  if (done == 0) return false;
-  std::unique_ptr<Pending> p = std::move(pending_);
+  if (done == 0) {
+    writing_->stall_s += watch.elapsed_s();
+    return Status::OK();
+  }
+  std::unique_ptr<Pending> p = std::move(writing_);
   if (p->writer.joinable()) p->writer.join();
   if (p->staging != nullptr) {
     spare_staging_ = std::move(p->staging);
     spare_staging_bytes_ = p->staging_bytes;
   }
-  const json mine = {{"error", p->write_status.ok() ? json() : json(p->write_status.message())},
-                     {"records", p->records}};
-  MS_ASSIGN_OR_RETURN(std::vector<json> outcomes, gather_outcomes(comm_, mine));
-  const Status failed = first_failure(outcomes, p->request.step);  // the same on every rank
+  MS_ASSIGN_OR_RETURN(WriteOutcomes written,
+                      gather_outcomes(comm_, !p->write_status.ok(), p->outcome_text));
+  const Status failed = first_failure(written, p->request.step);  // the same on every rank
   if (!failed.ok()) {
     if (comm_.rank() == 0) (void)env_.remove_all(p->tmp_dir);
-    return failed;
+    outcomes_.push_back(failed);
+    return Status::OK();
   }
   if (comm_.rank() == 0) {
-    auto publish_all = [p = p.get(), &env = env_, outcomes = std::move(outcomes)] {
-      Result<Manifest> m = assemble_manifest(outcomes, p->request);
+    auto publish_all = [p = p.get(), &env = env_, written = std::move(written)] {
+      Result<Manifest> m = assemble_manifest(written, p->request);
       p->publish_status =
           m.ok() ? publish(env, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
       p->published.store(true, std::memory_order_release);
     };
     if (p->request.async) {
-      p->publisher = std::thread(std::move(publish_all));
+      // At the writer's low priority: the commit has until the next save to finish, while the
+      // step that starts now competes with it for the cores.
+      p->publisher = std::thread([publish_all = std::move(publish_all)] {
+        lower_thread_priority();
+        publish_all();
+      });
     } else {
       publish_all();
     }
   }
-  p->publishing = true;
-  pending_ = std::move(p);
-  return true;
+  p->stall_s += watch.elapsed_s();
+  committing_ = std::move(p);
+  return Status::OK();
 }
 
-Result<std::optional<SaveReport>> Checkpointer::commit(bool wait) {
-  if (!pending_) return std::optional<SaveReport>();
+// The second half: rank 0 says whether its publishing finished (with `wait`, once it has), and
+// the committing save's report or error becomes its outcome on every rank.
+Status Checkpointer::resolve_commit(bool wait) {
+  if (!committing_) return Status::OK();
   Stopwatch watch;
-  if (!pending_->publishing) {
-    MS_ASSIGN_OR_RETURN(const bool agreed, agree_writes(wait));
-    // An async poll leaves rank 0's publishing to run until a later step.
-    if (!agreed || !wait) {
-      pending_->stall_s += watch.elapsed_s();
-      return std::optional<SaveReport>();
-    }
-  }
-  // Rank 0 says whether its publishing finished: 0 not yet, 1 committed, 2 failed.
+  // 0: not yet, 1: committed, 2: failed.
   int32_t outcome = 0;
   if (comm_.rank() == 0) {
-    if (wait && pending_->publisher.joinable()) pending_->publisher.join();
-    if (pending_->published.load(std::memory_order_acquire)) {
-      outcome = pending_->publish_status.ok() ? 1 : 2;
+    if (wait && committing_->publisher.joinable()) committing_->publisher.join();
+    if (committing_->published.load(std::memory_order_acquire)) {
+      outcome = committing_->publish_status.ok() ? 1 : 2;
     }
   }
   if (comm_.size() > 1) MS_RETURN_IF_ERROR(comm_.broadcast(&outcome, 1, DType::kI32, 0));
   if (outcome == 0) {
-    pending_->stall_s += watch.elapsed_s();
-    return std::optional<SaveReport>();
+    committing_->stall_s += watch.elapsed_s();
+    return Status::OK();
   }
-  std::unique_ptr<Pending> p = std::move(pending_);
+  std::unique_ptr<Pending> p = std::move(committing_);
   if (p->publisher.joinable()) p->publisher.join();
   if (outcome == 2) {
     if (comm_.rank() == 0) {
       (void)env_.remove_all(p->tmp_dir);
-      return p->publish_status;
+      outcomes_.push_back(p->publish_status);
+    } else {
+      outcomes_.push_back(IOError("committing checkpoint step " +
+                                  std::to_string(p->request.step) +
+                                  " failed on rank 0 (see its log); nothing was committed"));
     }
-    return IOError("committing checkpoint step " + std::to_string(p->request.step) +
-                   " failed on rank 0 (see its log); nothing was committed");
+    return Status::OK();
   }
   SaveReport report{p->request.step,      p->final_dir,        p->stall_s + watch.elapsed_s(),
                     wall_time_s() - p->start_t, p->bytes_written, p->caller_copied_bytes,
                     p->caller_copy_s, p->staging_allocated_bytes};
   if (comm_.rank() == 0) {
     char line[256];
+    // The stall to a tenth of a millisecond: with a save every step it is a few of them.
     std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "
-                  "stall %.3fs, total %.3fs", static_cast<long long>(report.step),
+                  "stall %.4fs, total %.3fs", static_cast<long long>(report.step),
                   static_cast<double>(report.bytes_written) / (1024.0 * 1024.0), report.stall_s,
                   report.total_s);
     MS_LOG(Info) << line << " (" << report.step_dir << ")";
   }
   last_report_ = report;
-  return std::optional<SaveReport>(report);
+  outcomes_.push_back(std::move(report));
+  return Status::OK();
 }
 
 }  // namespace ms::ckpt

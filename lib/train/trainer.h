@@ -41,6 +41,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -53,6 +54,7 @@
 
 namespace ms::ckpt {
 struct SaveTensor;
+struct SaveReport;
 }  // namespace ms::ckpt
 
 namespace ms::train {
@@ -145,6 +147,7 @@ class Trainer {
   Status reserve_checkpoint_staging();
   Status save_checkpoint(int64_t step);
   Status poll_checkpoint();
+  Status record_checkpoint_outcome(const Result<std::optional<ckpt::SaveReport>>& outcome);
   Status finish_checkpoints(TrainSummary& summary);
 
   config::RunConfig config_;

@@ -208,7 +208,8 @@ Status Trainer::save_checkpoint(int64_t step) {
   request.layout = {trainers().size(), s_->dp, s_->model->tp_size(),
                     s_->pipeline.schedule.pp, static_cast<int>(config_.parallel.ep),
                     static_cast<int>(config_.parallel.zero)};
-  request.config_yaml = config::dump_yaml(config_);
+  if (s_->checkpoint_config_yaml.empty()) s_->checkpoint_config_yaml = config::dump_yaml(config_);
+  request.config_yaml = s_->checkpoint_config_yaml;
   request.state = {{"step", step},
                    {"optimizer_updates", s_->dist->main().optimizer().updates()},
                    {"lr", learning_rate(config_.optim, step, config_.train.steps)},
@@ -237,21 +238,32 @@ Status Trainer::save_checkpoint(int64_t step) {
   return Status::OK();
 }
 
-// Commits an asynchronous save whose writes finished on every rank (collective).
+// Commits an asynchronous save whose writes finished on every rank, and takes the outcome of
+// one save (this poll's, or one a save() resolved while making room for itself). Collective.
 Status Trainer::poll_checkpoint() {
-  if (!s_->checkpointer || !s_->checkpointer->in_flight()) return Status::OK();
-  Result<std::optional<ckpt::SaveReport>> polled = s_->checkpointer->poll();
-  if (!polled.ok()) {
-    ++s_->summary.checkpoint_failures;
-    MS_LOG(Error) << "checkpoint save failed, training continues: " << polled.status().message();
-  } else if (*polled) {
-    s_->summary.checkpoints.push_back((*polled)->step_dir);
+  ckpt::Checkpointer* checkpointer = s_->checkpointer.get();
+  if (!checkpointer || (!checkpointer->in_flight() && !checkpointer->has_outcome())) {
+    return Status::OK();
   }
+  (void)record_checkpoint_outcome(checkpointer->poll());
+  return Status::OK();
+}
+
+// Counts a failed save (logged on every rank; training continues) or lists a committed one.
+// Returns the save's error, OK otherwise.
+Status Trainer::record_checkpoint_outcome(const Result<std::optional<ckpt::SaveReport>>& outcome) {
+  if (!outcome.ok()) {
+    ++s_->summary.checkpoint_failures;
+    MS_LOG(Error) << "checkpoint save failed, training continues: " << outcome.status().message();
+    return outcome.status();
+  }
+  if (*outcome) s_->summary.checkpoints.push_back((*outcome)->step_dir);
   return Status::OK();
 }
 
 // At the end of the run (last step or stop signal): saves the final state unless it was just
-// saved, and waits for every save to commit. A failed final save fails the run.
+// saved, and waits for every save to commit. The run fails when the newest save failed: the
+// final one, or the last periodic one when the final state was already saved.
 Status Trainer::finish_checkpoints(TrainSummary& summary) {
   MS_RETURN_IF_ERROR(poll_checkpoint());
   const int64_t failures_before = summary.checkpoint_failures;
@@ -259,11 +271,17 @@ Status Trainer::finish_checkpoints(TrainSummary& summary) {
     MS_RETURN_IF_ERROR(save_checkpoint(summary.steps_done));
   }
   if (!s_->checkpointer) return Status::OK();
-  Result<std::optional<ckpt::SaveReport>> finished = s_->checkpointer->finish();
-  if (finished.ok() && *finished) summary.checkpoints.push_back((*finished)->step_dir);
-  if (finished.ok() && failures_before == summary.checkpoint_failures) return Status::OK();
-  return finished.ok() ? IOError("the final checkpoint was not saved (see the log)")
-                       : finished.status();
+  const bool final_save_started = failures_before == summary.checkpoint_failures;
+  // finish() waits for both saves that may be in flight and hands back one outcome; the rest
+  // come from poll(), which communicates no more once nothing is in flight. Outcomes come
+  // oldest first, so the last is the newest save's.
+  Status newest = record_checkpoint_outcome(s_->checkpointer->finish());
+  while (!s_->checkpointer->in_flight() && s_->checkpointer->has_outcome()) {
+    newest = record_checkpoint_outcome(s_->checkpointer->poll());
+  }
+  if (!newest.ok()) return newest;
+  if (!final_save_started) return IOError("the final checkpoint was not saved (see the log)");
+  return Status::OK();
 }
 
 }  // namespace ms::train

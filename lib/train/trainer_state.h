@@ -58,6 +58,9 @@ struct Trainer::State {
   double peak_flops = 0;  // summed over the dp ranks
   TrainSummary summary;
   std::unique_ptr<ckpt::Checkpointer> checkpointer;
+  // The resolved config as YAML for every save's manifest, dumped at the first save: the config
+  // does not change once create() resolved it, and dumping it took part of each save's time.
+  std::string checkpoint_config_yaml;
   std::string resume_dir;  // the step directory resumed from ("" for a fresh start)
   std::optional<ckpt::Manifest> resume_manifest;
   int64_t start_step = 0;        // steps already done when this run starts

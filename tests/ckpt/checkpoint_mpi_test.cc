@@ -4,16 +4,21 @@
 // and ENOSPC fail the save on every rank and commit nothing, damaged data files are refused
 // naming file, tensor and offset, and two saves in flight do not disturb each other; a
 // copy-on-write save keeps its step's values when training overwrites them before the writer
-// copied them.
+// copied them. A save started while the previous one commits does not wait for that commit,
+// holds its own step's values, and commits after it; a failure of either save of such a pair
+// reaches every rank and leaves nothing half-committed.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <set>
 
@@ -52,20 +57,11 @@ struct TestState {
   }
 };
 
-// Passes everything to the default Env, except that opening a data file (rank-*.data) waits
-// until open_gate(): an async writer is held before it copies anything into staging.
-class GatedEnv final : public io::Env {
+// Passes every call to `base`; the test Envs below change one or two of them.
+class ForwardingEnv : public io::Env {
  public:
-  void open_gate() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
+  explicit ForwardingEnv(io::Env& base = io::default_env()) : base_(base) {}
   Result<std::unique_ptr<io::File>> open(const std::string& path, io::OpenMode mode) override {
-    if (fs::path(path).filename().string().starts_with("rank-")) {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return open_; });
-    }
     return base_.open(path, mode);
   }
   Status read_ranges(io::File& file, std::span<const io::ReadRange> ranges) override {
@@ -85,11 +81,85 @@ class GatedEnv final : public io::Env {
   Status sync_dir(const std::string& path) override { return base_.sync_dir(path); }
   std::string_view backend_name() const override { return base_.backend_name(); }
 
+ protected:
+  io::Env& base_;
+};
+
+// Opening a data file (rank-*.data) waits until open_gate(): an async writer is held before it
+// copies anything into staging.
+class GatedEnv final : public ForwardingEnv {
+ public:
+  void open_gate() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  Result<std::unique_ptr<io::File>> open(const std::string& path, io::OpenMode mode) override {
+    if (fs::path(path).filename().string().starts_with("rank-")) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return open_; });
+    }
+    return base_.open(path, mode);
+  }
+
  private:
-  io::Env& base_ = io::default_env();
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = false;
+};
+
+// For saves that overlap: the commit's rename of a step directory into place waits while
+// commits are held (rank 0 publishes, so it is held there), opening the data file of one step's
+// save fails, and every value `latest` takes is recorded. A held rename gives up after 20 s
+// (held_too_long()), so a save that wrongly waits for a held commit fails the test instead of
+// hanging it.
+class OverlapEnv final : public ForwardingEnv {
+ public:
+  using ForwardingEnv::ForwardingEnv;
+  void hold_commits(bool hold) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = hold;
+    cv_.notify_all();
+  }
+  void fail_data_files_of(int64_t step) { failing_step_ = step; }
+  std::vector<std::string> latest_history() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return latest_history_;
+  }
+  bool held_too_long() const { return held_too_long_; }
+
+  Result<std::unique_ptr<io::File>> open(const std::string& path, io::OpenMode mode) override {
+    const fs::path p(path);
+    if (failing_step_ >= 0 && p.filename().string().starts_with("rank-") &&
+        p.parent_path().filename().string().starts_with(".tmp-" + step_dir_name(failing_step_))) {
+      return IOError("injected: cannot create " + path);
+    }
+    return base_.open(path, mode);
+  }
+  Status rename(const std::string& from, const std::string& to) override {
+    const std::string name = fs::path(to).filename().string();
+    if (name.starts_with("step-")) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::seconds(20), [this] { return !hold_; })) {
+        held_too_long_ = true;
+      }
+    }
+    Status renamed = base_.rename(from, to);
+    if (renamed.ok() && name == "latest") {
+      Result<std::string> step = read_latest(to, base_);
+      std::lock_guard<std::mutex> lock(mu_);
+      latest_history_.push_back(step.ok() ? *step : step.status().to_string());
+    }
+    return renamed;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
+  std::atomic<bool> held_too_long_{false};
+  std::atomic<int64_t> failing_step_{-1};
+  std::vector<std::string> latest_history_;
 };
 
 class CheckpointTest : public ::testing::Test {
@@ -147,8 +217,9 @@ class CheckpointTest : public ::testing::Test {
     EXPECT_EQ(got.counter, want.counter);
     EXPECT_EQ(got.moments, want.moments);
   }
-  bool has_temporaries() const {
-    for (const auto& e : fs::directory_iterator(dir_)) {
+  bool has_temporaries() const { return has_temporaries(dir_); }
+  static bool has_temporaries(const std::string& dir) {
+    for (const auto& e : fs::directory_iterator(dir)) {
       const std::string name = e.path().filename().string();
       if (name.starts_with(".tmp-") || name.starts_with(".old-")) return true;
     }
@@ -473,6 +544,131 @@ TEST_F(CheckpointTest, TwoSavesInFlightDoNotDisturbEachOther) {
   ASSERT_TRUE(first.finish().ok());
   expect_state(dir_ + "/step-00000011", 11, world_->rank(), world_->size());
   expect_state(dir_ + "/step-00000012", 12, world_->rank(), world_->size());
+}
+
+// Copies the values of TestState(seed) into `s`, keeping its buffers (the SaveTensors point at
+// them), as a training step changes its tensors in place.
+void set_state(TestState& s, int seed, int rank, int size) {
+  const TestState next(seed, rank, size);
+  std::copy(next.weight.begin(), next.weight.end(), s.weight.begin());
+  std::copy(next.moments.begin(), next.moments.end(), s.moments.begin());
+  s.counter = next.counter;
+}
+
+// Every outcome still to be handed back: finish() once, then poll() while one waits.
+std::vector<Result<std::optional<SaveReport>>> finish_all(Checkpointer& ckpt) {
+  std::vector<Result<std::optional<SaveReport>>> out = {ckpt.finish()};
+  while (!ckpt.in_flight() && ckpt.has_outcome()) out.push_back(ckpt.poll());
+  return out;
+}
+
+// A save every step, as ms-train makes with checkpoint.every 1: save 2 starts while rank 0 is
+// still publishing save 1 (its rename into place is held). save() must return without waiting
+// for that commit; training then overwrites the state (copy-on-write) and save 2 still holds
+// step 2's values. Commits, the values `latest` takes and the outcomes handed back all follow
+// the order of the saves.
+TEST_F(CheckpointTest, ASaveOverlapsThePreviousCommitAndCommitsAfterIt) {
+  const int rank = world_->rank(), size = world_->size();
+  OverlapEnv env;
+  Checkpointer ckpt(*world_, env);
+  TestState s(1, rank, size);
+  const std::vector<SaveTensor> tensors = s.tensors();
+  auto save_step = [&](int64_t step) {
+    SaveRequest r = request(step, true);
+    r.copy_on_write = true;
+    return ckpt.save(tensors, r);
+  };
+  env.hold_commits(true);
+  ASSERT_TRUE(save_step(1).ok());
+  ckpt.before_overwrite_all();
+  set_state(s, 2, rank, size);
+  ASSERT_TRUE(save_step(2).ok());  // save 1's writes agreed: its commit starts and is held
+  ckpt.before_overwrite_all();
+  set_state(s, 3, rank, size);
+  auto polled = ckpt.poll();
+  ASSERT_TRUE(polled.ok()) << polled.status().to_string();
+  EXPECT_FALSE(polled->has_value());  // save 1 is still publishing
+  EXPECT_TRUE(ckpt.in_flight());
+  ASSERT_TRUE(world_->barrier().ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000001"));
+  EXPECT_FALSE(fs::exists(dir_ + "/latest"));
+  ASSERT_TRUE(world_->barrier().ok());
+  env.hold_commits(false);
+  ASSERT_TRUE(save_step(3).ok());  // waits for commit 1, then commits save 2 behind save 3
+  ckpt.before_overwrite_all();
+  set_state(s, 4, rank, size);
+  const auto outcomes = finish_all(ckpt);
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (int64_t step = 1; step <= 3; ++step) {
+    const auto& outcome = outcomes[static_cast<size_t>(step - 1)];
+    ASSERT_TRUE(outcome.ok()) << outcome.status().to_string();
+    ASSERT_TRUE(outcome->has_value());
+    EXPECT_EQ((*outcome)->step, step);
+    expect_state(dir_ + "/" + step_dir_name(step), static_cast<int>(step), rank, size);
+  }
+  EXPECT_FALSE(ckpt.in_flight());
+  EXPECT_FALSE(ckpt.has_outcome());
+  EXPECT_FALSE(env.held_too_long()) << "save 2 waited for the held commit of save 1";
+  if (rank == 0) {
+    EXPECT_EQ(env.latest_history(),
+              (std::vector<std::string>{"step-00000001", "step-00000002", "step-00000003"}));
+  }
+  EXPECT_EQ(*resolve_checkpoint(dir_), dir_ + "/step-00000003");
+  EXPECT_FALSE(has_temporaries());
+}
+
+// One save of an overlapping pair fails while the other goes on: rank 0's commit of save 2
+// fails (its rename into place) while save 3 writes, or save 3's data file cannot be created on
+// the last rank while save 2 commits, or both. Each failure reaches every rank as that save's
+// outcome, in step order; a failed save leaves no step directory and no temporary behind, the
+// other one commits, and `latest` names the newest committed save.
+TEST_F(CheckpointTest, AFailureOfEitherOverlappingSaveLeavesNothingHalfCommitted) {
+  const int rank = world_->rank(), size = world_->size();
+  struct Case {
+    bool fail_commit_2;
+    bool fail_write_3;
+  };
+  const Case cases[] = {{true, false}, {false, true}, {true, true}};
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    SCOPED_TRACE("case " + std::to_string(c));
+    const std::string dir = dir_ + "/case-" + std::to_string(c);
+    io::FaultInjectingEnv faulty(io::default_env());
+    if (rank == 0 && cases[c].fail_commit_2) faulty.fail_rename_onto(dir + "/step-00000002");
+    OverlapEnv env(faulty);
+    if (rank == size - 1 && cases[c].fail_write_3) env.fail_data_files_of(3);
+    Checkpointer ckpt(*world_, env);
+    TestState s(1, rank, size);
+    const std::vector<SaveTensor> tensors = s.tensors();
+    for (int64_t step = 1; step <= 3; ++step) {
+      set_state(s, static_cast<int>(step), rank, size);
+      SaveRequest r = request(step, true);
+      r.checkpoints_dir = dir;
+      r.copy_on_write = true;
+      ASSERT_TRUE(ckpt.save(tensors, r).ok());
+      ckpt.before_overwrite_all();
+    }
+    const auto outcomes = finish_all(ckpt);
+    ASSERT_EQ(outcomes.size(), 3u);
+    EXPECT_TRUE(outcomes[0].ok()) << outcomes[0].status().to_string();
+    EXPECT_EQ(outcomes[1].ok(), !cases[c].fail_commit_2) << outcomes[1].status().to_string();
+    EXPECT_EQ(outcomes[2].ok(), !cases[c].fail_write_3) << outcomes[2].status().to_string();
+    if (cases[c].fail_write_3) {
+      EXPECT_NE(outcomes[2].status().message().find("failed on rank " + std::to_string(size - 1)),
+                std::string::npos);
+      EXPECT_NE(outcomes[2].status().message().find("nothing was committed"), std::string::npos);
+    }
+    ASSERT_TRUE(world_->barrier().ok());
+    std::vector<int64_t> committed = {1};
+    if (!cases[c].fail_commit_2) committed.push_back(2);
+    if (!cases[c].fail_write_3) committed.push_back(3);
+    EXPECT_EQ(*list_checkpoints(dir, io::default_env()), committed);
+    EXPECT_EQ(*resolve_checkpoint(dir), dir + "/" + step_dir_name(committed.back()));
+    EXPECT_FALSE(has_temporaries(dir));
+    for (int64_t step : committed) {
+      expect_state(dir + "/" + step_dir_name(step), static_cast<int>(step), rank, size);
+    }
+    ASSERT_TRUE(world_->barrier().ok());
+  }
 }
 
 TEST_F(CheckpointTest, ZstdShardsRoundTrip) {

@@ -3,8 +3,9 @@
 // the uninterrupted run's losses bit for bit; resumed on one rank (ZeRO on and off) and, with
 // four ranks available, on dp = 4, it matches within 1e-5 relative. `resume: auto` with a
 // `latest` naming an incomplete save falls back to the newest complete checkpoint. The
-// asynchronous copy-on-write saves of a run that trains on while they write hold the same bytes
-// as the synchronous saves of the same run.
+// asynchronous copy-on-write saves of a run that saves every step, so that each save writes
+// while the previous one commits and training changes the state, hold the same bytes as the
+// synchronous saves of the same run, and the run reports every one of them committed.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,7 +48,9 @@ class ResumeTest : public ::testing::Test {
   }
 
   // Trains on the first `ranks` world ranks (the others wait); every rank gets the losses.
-  static std::vector<double> train_on(int ranks, config::RunConfig c) {
+  // `checkpoints`, when given, receives the run's committed step directories on those ranks.
+  static std::vector<double> train_on(int ranks, config::RunConfig c,
+                                      std::vector<std::string>* checkpoints = nullptr) {
     auto group = world_->split(world_->rank() < ranks ? 0 : comm::Communicator::kNoColor, 0, "g");
     EXPECT_TRUE(group.ok());
     std::vector<double> losses;
@@ -59,6 +62,7 @@ class ResumeTest : public ::testing::Test {
         auto summary = (*trainer)->run();
         EXPECT_TRUE(summary.ok()) << summary.status().to_string();
         if (summary.ok()) losses = summary->losses;
+        if (summary.ok() && checkpoints != nullptr) *checkpoints = summary->checkpoints;
       }
       count = static_cast<int64_t>(losses.size());
     }
@@ -122,22 +126,33 @@ TEST_F(ResumeTest, ResumedRunsReproduceTheUninterruptedRun) {
   }
 }
 
-// Each async save is copied while the next step runs and before its update (copy-on-write);
-// a sync save copies and writes before the next step starts. Every step's checkpoint must be
-// the same bytes: data files identical, the same shard records (crc32c included) and state.
+// Each async save is copied while the next step runs and before its update (copy-on-write),
+// and with a save every step it writes while rank 0 commits the one before; a sync save copies
+// and writes before the next step starts. Every step's checkpoint must be the same bytes: data
+// files identical, the same shard records (crc32c included) and state.
 TEST_F(ResumeTest, AsyncCopyOnWriteSavesHoldTheSameBytesAsSyncSaves) {
   for (int64_t zero : {1, 0}) {
     const std::string tag = "z" + std::to_string(zero);
     config::RunConfig async_config = config("cow-async-" + tag, zero, 6);
+    async_config.checkpoint.every = 1;
     async_config.checkpoint.keep = 0;
     config::RunConfig sync_config = config("cow-sync-" + tag, zero, 6);
+    sync_config.checkpoint.every = 1;
     sync_config.checkpoint.keep = 0;
     sync_config.checkpoint.async = false;
-    const std::vector<double> async_losses = train_on(2, async_config);
+    std::vector<std::string> committed;
+    const std::vector<double> async_losses = train_on(2, async_config, &committed);
     const std::vector<double> sync_losses = train_on(2, sync_config);
     EXPECT_EQ(async_losses, sync_losses) << "zero " << zero;
     if (world_->rank() != 0) continue;
-    for (const char* step : {"step-00000002", "step-00000004", "step-00000006"}) {
+    std::vector<std::string> steps;
+    for (int64_t step = 1; step <= 6; ++step) steps.push_back(ckpt::step_dir_name(step));
+    std::vector<std::string> committed_names;
+    for (const std::string& dir : committed) {
+      committed_names.push_back(std::filesystem::path(dir).filename().string());
+    }
+    EXPECT_EQ(committed_names, steps) << "zero " << zero;
+    for (const std::string& step : steps) {
       const std::string a = dir_ + "/cow-async-" + tag + "/checkpoints/" + step;
       const std::string b = dir_ + "/cow-sync-" + tag + "/checkpoints/" + step;
       auto ma = ckpt::Manifest::read(a);
