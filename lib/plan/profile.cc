@@ -27,9 +27,16 @@
 namespace ms::plan {
 namespace {
 
-// The lower quartile of the seconds per call of `op` over at least 8 calls and `min_seconds`:
-// not the best (the trainer's ops run under whatever else the machine does) and not the mean
-// (one call descheduled by another process would count in full).
+// The lower quartile of `times` (reordered): every timing of the profile takes it, not the best
+// (the trainer's ops run under whatever else the machine does) and not the mean (one call
+// descheduled by another process would count in full).
+double lower_quartile(std::vector<double>& times) {
+  const auto quartile = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 4);
+  std::nth_element(times.begin(), quartile, times.end());
+  return *quartile;
+}
+
+// The lower quartile of the seconds per call of `op` over at least 8 calls and `min_seconds`.
 template <typename F>
 double time_op(F&& op, double min_seconds) {
   op();  // warm: page faults, BLAS buffers
@@ -41,9 +48,7 @@ double time_op(F&& op, double min_seconds) {
     times.push_back(watch.elapsed_s());
     total += times.back();
   }
-  const auto quartile = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 4);
-  std::nth_element(times.begin(), quartile, times.end());
-  return *quartile;
+  return lower_quartile(times);
 }
 
 double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
@@ -173,12 +178,7 @@ Result<std::pair<double, double>> layer_times(const config::ModelConfig& config,
     bwd.push_back(b / static_cast<double>(layers));
     total += f + b;
   }
-  auto quartile = [](std::vector<double>& v) {
-    const auto q = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 4);
-    std::nth_element(v.begin(), q, v.end());
-    return *q;
-  };
-  return std::pair{quartile(fwd), quartile(bwd)};
+  return std::pair{lower_quartile(fwd), lower_quartile(bwd)};
 }
 
 // Times the op a measured-op key names, into `out` under that key (a layer key: the layer's
@@ -341,9 +341,7 @@ Result<Link> measure_links(comm::Communicator& world) {
         world.allreduce(send.data(), recv.data(), mid, DType::kF32, comm::ReduceOp::kSum));
     rounds_s.push_back(watch.elapsed_s());
   }
-  // The lower quartile of the rounds, as for the op timings.
-  std::nth_element(rounds_s.begin(), rounds_s.begin() + mixed_rounds / 4, rounds_s.end());
-  double mixed = rounds_s[mixed_rounds / 4];
+  double mixed = lower_quartile(rounds_s);
   MS_RETURN_IF_ERROR(world.broadcast(&mixed, sizeof(double), DType::kU8, 0));
   // gemm_time(.., 0) runs the GEMM 9 times (a warm-up and 8 timed).
   const double wire = static_cast<double>(mid * 4) * 2.0 * (n - 1) / n / (busbw * 1e9);
