@@ -17,11 +17,13 @@ struct SimulateArgs {
   diag::JobSimSpec job;
   bool traces = false;
   diag::TraceSimSpec trace;
+  double slow_gap_ms = 0;
 };
 
 Result<int> run_simulate(SimulateArgs args) {
   if (args.traces) {
     args.trace.seed = args.job.seed;
+    args.trace.slow_gap_s = args.slow_gap_ms / 1e3;
     MS_ASSIGN_OR_RETURN(auto traces, diag::simulate_traces(args.trace));
     MS_RETURN_IF_ERROR(diag::write_traces(traces, args.trace, args.out));
     std::printf("wrote traces of %d ranks (dp %d x pp %d), %d steps, slow rank %d (x%.2f) to "
@@ -50,6 +52,9 @@ void add_trace_options(CLI::App* sub, SimulateArgs& a) {
   sub->add_option("--slow-rank", a.trace.slow_rank, "Traces: rank whose compute is slowed (-1: none)")
       ->capture_default_str();
   sub->add_option("--slow-factor", a.trace.slow_factor, "Traces: how much slower it computes")
+      ->capture_default_str();
+  sub->add_option("--slow-gap-ms", a.slow_gap_ms,
+                  "Traces: milliseconds its host idles before each compute op (a stalled host)")
       ->capture_default_str();
 }
 

@@ -359,8 +359,9 @@ class PipelineProgramBuilder {
     o.stage = stage_;
     o.mb = mb;
     o.step = step;
-    o.gap_s = jittered(spec_.gap_s);
-    o.duration_s = jittered(base_s) * (rank_ == spec_.slow_rank ? spec_.slow_factor : 1.0);
+    const bool slow = rank_ == spec_.slow_rank;
+    o.gap_s = jittered(spec_.gap_s) + (slow ? spec_.slow_gap_s : 0.0);
+    o.duration_s = jittered(base_s) * (slow ? spec_.slow_factor : 1.0);
     ops_.push_back(std::move(o));
   }
   void comm(const char* op, const std::string& group, uint64_t bytes, double transfer) {
@@ -403,6 +404,7 @@ Result<std::vector<std::vector<telemetry::TraceEvent>>> simulate_traces(const Tr
                            std::to_string(spec.dp * spec.pp - 1));
   }
   if (!(spec.slow_factor > 0)) return InvalidArgument("--slow-factor must be > 0");
+  if (!(spec.slow_gap_s >= 0)) return InvalidArgument("--slow-gap-ms must be >= 0");
   ReplayProgram program;
   for (int r = 0; r < spec.dp * spec.pp; ++r) program.push_back(PipelineProgramBuilder(spec, r).build());
   MS_ASSIGN_OR_RETURN(ReplayTimes times, replay(program, spec.start_t));
@@ -430,6 +432,7 @@ Status write_traces(const std::vector<std::vector<telemetry::TraceEvent>>& trace
                                    {"pp", spec.pp},           {"steps", spec.steps},
                                    {"microbatches", spec.microbatches},
                                    {"slow_rank", spec.slow_rank}, {"slow_factor", spec.slow_factor},
+                                   {"slow_gap_s", spec.slow_gap_s},
                                    {"seed", spec.seed}};
   return io::write_file_atomic(dir + "/trace-labels.json", labels.dump(2) + "\n");
 }

@@ -75,6 +75,7 @@ struct TraceSimSpec {
   int steps = 6, microbatches = 4;
   int slow_rank = -1;  // -1: none
   double slow_factor = 1.5;
+  double slow_gap_s = 0;  // extra host idle before each compute op of slow_rank (a stalled host)
   double fwd_s = 0.020, bwd_s = 0.040, optim_s = 0.010, gap_s = 0.0005;
   double jitter = 0.03;  // relative standard deviation of every duration
   uint64_t activation_bytes = 8u << 20, gradient_bytes = 64u << 20;

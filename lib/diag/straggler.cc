@@ -21,6 +21,14 @@ std::string ideal_group(const ReplayOp& op) {
   return "comm|" + op.op + "|" + group_kind(op.group) + "|" + std::to_string(op.bytes);
 }
 
+// Gaps are host time between ops (launches, data, framework), which does not depend on which
+// layers an op runs: compute gaps are grouped by op alone, across stages, so a stage whose host
+// stalls before its ops stands out even on a single pipeline, where each stage is alone in its
+// duration group. Transfers keep their group.
+std::string gap_group(const ReplayOp& op) {
+  return op.is_comm ? ideal_group(op) : "compute|" + op.op;
+}
+
 struct IdealDurations {
   std::map<std::string, double> duration, gap;
 };
@@ -30,7 +38,7 @@ IdealDurations ideal_durations(const ReplayProgram& program) {
   for (const auto& ops : program) {
     for (const ReplayOp& op : ops) {
       durations[ideal_group(op)].push_back(op.duration_s);
-      gaps[ideal_group(op)].push_back(op.gap_s);
+      gaps[gap_group(op)].push_back(op.gap_s);
     }
   }
   IdealDurations ideal;
@@ -39,8 +47,8 @@ IdealDurations ideal_durations(const ReplayProgram& program) {
     ideal.duration[group] = compute ? std::accumulate(values.begin(), values.end(), 0.0) /
                                           static_cast<double>(values.size())
                                     : median(values);
-    ideal.gap[group] = median(gaps[group]);
   }
+  for (const auto& [group, values] : gaps) ideal.gap[group] = median(values);
   return ideal;
 }
 
@@ -58,7 +66,7 @@ ReplayProgram idealized(const ReplayProgram& program, const IdealDurations& idea
   for (auto& ops : out) {
     for (ReplayOp& op : ops) {
       const std::string group = ideal_group(op);
-      if (select(op)) op.gap_s = ideal.gap.at(group);
+      if (select(op)) op.gap_s = ideal.gap.at(gap_group(op));
       const bool fix = op.is_comm ? collectives.count(comm_key(op)) > 0 : select(op);
       if (fix) op.duration_s = ideal.duration.at(group);
     }

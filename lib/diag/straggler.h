@@ -3,7 +3,8 @@
 //   actual  - measured durations; must match the measured span (checked in tests, within 5%);
 //   ideal   - every compute op at the mean duration of its group (same op and stage, over all
 //             ranks, micro-batches and steps), every transfer at the median of its group (same
-//             op, group kind and size), every gap at its group's median;
+//             op, group kind and size), every gap at its group's median (a compute op's gap
+//             by op alone, across stages: host time does not depend on the layers run);
 //   what-if - ideal durations for one subset only: one worker (rank), one pipeline stage or one
 //             op type, measured durations elsewhere.
 // Slowdown S = T_actual / T_ideal; waste = T_actual - T_ideal. The share of a subset is

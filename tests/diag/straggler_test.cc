@@ -141,6 +141,33 @@ TEST(StragglerTest, TheWasteIsAttributedToTheSlowedWorkerAndItsStage) {
   }
 }
 
+// One pipeline (dp 1) whose stage-2 host idles 50 ms before each compute op, as the trainer's
+// debug.slow_ms does and as a stalled host would: the stage is alone in its duration group, so
+// only its gaps, compared with the other stages' gaps, can name it.
+TEST(StragglerTest, AStalledHostOnASinglePipelineIsNamedFromItsGaps) {
+  TraceSimSpec spec;
+  spec.dp = 1;
+  spec.pp = 4;
+  spec.slow_rank = 2;
+  spec.slow_factor = 1.0;
+  spec.slow_gap_s = 0.050;
+  spec.seed = 5;
+  Result<std::vector<std::vector<telemetry::TraceEvent>>> traces = simulate_traces(spec);
+  ASSERT_TRUE(traces.ok()) << traces.status().to_string();
+  Result<StragglerReport> report = analyze_stragglers(*traces);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_GT(report->slowdown, 1.5);
+  const auto top = std::max_element(report->workers.begin(), report->workers.end(),
+                                    [](const WhatIf& a, const WhatIf& b) { return a.share < b.share; });
+  EXPECT_EQ(top->name, "rank 2");
+  EXPECT_GT(top->share, 0.8);
+  for (const WhatIf& w : report->workers) {
+    if (w.name != "rank 2") {
+      EXPECT_LT(w.share, 0.2) << w.name;
+    }
+  }
+}
+
 TEST(StragglerTest, ABalancedJobHasLittleSlowdown) {
   Result<StragglerReport> report = analyze_stragglers(simulated(-1, 1.0));
   ASSERT_TRUE(report.ok());
