@@ -300,6 +300,9 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
       for (size_t at = 0; at < stored.size();) {
         const size_t n = std::min<size_t>(stored.size() - at, pacer.chunk_bytes());
         MS_RETURN_IF_ERROR(file->append(stored.substr(at, n)));
+        // The disk starts on this piece while the next is copied, as dd conv=fsync does not:
+        // the final sync then waits only for the tail.
+        MS_RETURN_IF_ERROR(file->start_writeback(offset + at, n));
         at += n;
         const double wait = pacer.wait_after(n, wall_time_s());
         if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));

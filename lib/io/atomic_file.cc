@@ -63,6 +63,10 @@ class FailureRecordingFile final : public File {
     MS_RETURN_IF_ERROR(check_open());
     return record(target_->sync());
   }
+  Status do_start_writeback(uint64_t offset, uint64_t bytes) override {
+    MS_RETURN_IF_ERROR(check_open());
+    return target_->start_writeback(offset, bytes);
+  }
   Result<uint64_t> do_size() override {
     MS_RETURN_IF_ERROR(check_open());
     return target_->size();

@@ -64,6 +64,13 @@ class File {
 
   // Flushes data and metadata to stable storage (fsync).
   Status sync() { return do_sync(); }
+  // Starts writing [offset, offset + bytes) back to storage without waiting for it (Linux
+  // sync_file_range with SYNC_FILE_RANGE_WRITE), so a long sequential write keeps the disk busy
+  // while it copies instead of leaving every byte to sync(). Only a hint: durability still
+  // takes sync(). A no-op where unsupported.
+  Status start_writeback(uint64_t offset, uint64_t bytes) {
+    return do_start_writeback(offset, bytes);
+  }
   Result<uint64_t> size() { return do_size(); }
   // Releases the descriptor; later calls fail. Destruction closes silently if still open.
   Status close() { return do_close(); }
@@ -75,6 +82,9 @@ class File {
   virtual Result<size_t> do_read_at(uint64_t offset, std::span<std::byte> dest) = 0;
   virtual Status do_write_at(uint64_t offset, std::span<const std::byte> data) = 0;
   virtual Status do_sync() = 0;
+  virtual Status do_start_writeback(uint64_t /*offset*/, uint64_t /*bytes*/) {
+    return Status::OK();
+  }
   virtual Result<uint64_t> do_size() = 0;
   virtual Status do_close() = 0;
 

@@ -132,6 +132,9 @@ class FaultInjectingFile final : public File {
       return injected_error("fsync", path(), EIO);
     return inner_->sync();
   }
+  Status do_start_writeback(uint64_t offset, uint64_t bytes) override {
+    return inner_->start_writeback(offset, bytes);
+  }
   Result<uint64_t> do_size() override { return inner_->size(); }
   Status do_close() override { return inner_->close(); }
 

@@ -61,6 +61,16 @@ class PosixFile final : public File {
     if (::fsync(fd_) != 0) return ErrnoError("fsync", path(), errno);
     return Status::OK();
   }
+  Status do_start_writeback(uint64_t offset, uint64_t bytes) override {
+    MS_RETURN_IF_ERROR(check_open());
+    if (::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(bytes),
+                          SYNC_FILE_RANGE_WRITE) == 0) {
+      return Status::OK();
+    }
+    // Filesystems without it (EINVAL, ESPIPE, ENOSYS) fall back to sync() doing all the work.
+    if (errno == EINVAL || errno == ESPIPE || errno == ENOSYS) return Status::OK();
+    return ErrnoError("sync_file_range", path(), errno);
+  }
   Result<uint64_t> do_size() override {
     MS_RETURN_IF_ERROR(check_open());
     struct stat st {};

@@ -12,7 +12,7 @@ TEST(WritePacer, UnpacedNeverWaits) {
   WritePacer p(0, 100.0);
   EXPECT_FALSE(p.paced());
   EXPECT_EQ(p.wait_after(1ull << 30, 100.0), 0.0);
-  EXPECT_EQ(p.chunk_bytes(), 64ull << 20);
+  EXPECT_EQ(p.chunk_bytes(), 8ull << 20);
 }
 
 TEST(WritePacer, WaitsUntilTheBytesAreDue) {
@@ -24,9 +24,9 @@ TEST(WritePacer, WaitsUntilTheBytesAreDue) {
   EXPECT_EQ(p.chunk_bytes(), 5'000'000u);                   // 50 ms at 100 MB/s
 }
 
-TEST(WritePacer, PiecesStayBetweenOneAndSixtyFourMiB) {
+TEST(WritePacer, PiecesStayBetweenOneAndEightMiB) {
   EXPECT_EQ(WritePacer(1e6, 0).chunk_bytes(), 1u << 20);
-  EXPECT_EQ(WritePacer(1e12, 0).chunk_bytes(), 64ull << 20);
+  EXPECT_EQ(WritePacer(1e12, 0).chunk_bytes(), 8ull << 20);
 }
 
 }  // namespace
