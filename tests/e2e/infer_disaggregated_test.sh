@@ -5,7 +5,7 @@
 # MoE model, and as 4 colocated replicas); with a smaller draft model (--draft-model, dense
 # and MoE) on the attention ranks, greedy tokens are still the one-process target's, sampled
 # tokens those of one-process speculative decoding with the same seeds, and the acceptance
-# line is printed; `ms-infer bench` under mpirun prints the
+# line is printed (by bench too); `ms-infer bench` under mpirun prints the
 # throughput line, the latency percentiles and each rank's role; `ms-infer plan` prints plans
 # and its best choice; layouts that cannot serve are refused with the reason.
 # Usage: infer_disaggregated_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model binary>
@@ -106,6 +106,13 @@ grep -Eq '^Throughput: [0-9.]+ requests/s, [0-9.]+ total tokens/s, [0-9.]+ outpu
   "$work/bench.txt" || fail "bench throughput line: $(cat "$work/bench.txt")"
 grep -q 'TTFT ms: p50' "$work/bench.txt" || fail "bench TTFT percentiles"
 grep -q 'token traffic:' "$work/bench.txt" || fail "bench traffic line"
+run 4 "$BIN/ms-infer" bench --model "$work/moe" --num-prompts 8 --input-len 8 --output-len 4 \
+  --attention-ranks 2 --draft-model "$work/draft" --draft-tokens 2 > "$work/bench_spec.txt" \
+  2> /dev/null || fail "bench --draft-model --attention-ranks"
+grep -q '^speculative decoding: k 2, acceptance ' "$work/bench_spec.txt" ||
+  fail "bench with a draft: $(cat "$work/bench_spec.txt")"
+grep -Eq '^speculative speedup: [0-9.]+x output tokens/s' "$work/bench_spec.txt" ||
+  fail "bench with a draft: no speedup line"
 
 run 2 "$BIN/ms-infer" plan --model "$work/moe" --ranks 6 --tpot-ms 1000 --context 16 \
   --micro-batch-sizes 1,4 --repeats 1 > "$work/plan.txt"

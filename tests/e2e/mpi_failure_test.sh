@@ -168,6 +168,14 @@ case "$CASE:$NP" in
       "loading the model failed on rank 1: .*$missing" \
       -np 1 "$BIN/ms-infer" "${args[@]}" --model "$work/moe" \
       : -np 1 "$BIN/ms-infer" "${args[@]}" --model "$missing"
+    # Disaggregated with a draft: only the attention rank loads it, and the expert rank, which
+    # does not, still ends with the attention rank's refusal.
+    "$MAKE" --dir "$work/draft" --tokenizer "$tok" --vocab-size 50432 --d-model 16 --layers 1 \
+      --heads 2 --kv-heads 1 --d-ff 32 --max-seq-len 64 > /dev/null
+    expect_failure "ms-infer ${args[0]} --attention-ranks 1, a draft of another vocabulary" \
+      "loading the draft model failed on rank 0: .*vocab_size 50432" \
+      -np 2 "$BIN/ms-infer" "${args[@]}" --model "$work/moe" --attention-ranks 1 \
+      --draft-model "$work/draft"
     ;;
   infer_generate:* | infer_bench:*)
     tiny_model
