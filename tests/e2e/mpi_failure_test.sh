@@ -2,7 +2,8 @@
 # One rank fails under `mpirun -np <N>` (docs/comm.md, "Failure agreement"): the job must exit
 # non-zero in under 30 s with the failing rank's message on the terminal. With 2 ranks the
 # failure is a real bad input on one rank (mpirun's MPMD syntax gives that rank other
-# arguments), which the ranks agree on; with 3 ranks the last rank fails on purpose before the
+# arguments; for ms-infer also a draft of another vocabulary that only the attention rank of a
+# disaggregated job loads), which the ranks agree on; with 3 ranks the last rank fails on purpose before the
 # body runs (MS_TEST_FAIL_RANK=<rank>:start), leaving its peers blocked in a collective, which
 # only the job-end agreement's abort can end (ckpt_export also fails rank 0 after its work,
 # when every rank reaches the end). `timeout 60` turns a hang into a failed test.
