@@ -50,16 +50,11 @@ inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
       ->needs(draft);
 }
 
-// The draft flags' refusals that need no model: k below 1, and a draft with disaggregated
-// serving, which cannot verify one (checked again when the draft is loaded).
+// The draft flags' refusal that needs no model: k below 1 (checked again by the engine).
 inline Status check_draft_flags(const infer::ServeOptions& o) {
   if (o.engine.draft_tokens < 1) {
     return InvalidArgument("--draft-tokens (" + std::to_string(o.engine.draft_tokens) +
                            ") must be at least 1");
-  }
-  if (!o.draft_model.empty() && o.attention_ranks > 0) {
-    return InvalidArgument("--draft-model cannot be combined with --attention-ranks: "
-                           "disaggregated serving does not support speculative decoding");
   }
   return Status::OK();
 }

@@ -178,8 +178,10 @@ Result<Tensor> RemoteExperts::forward(std::span<const model::CachedChunk> chunks
       if (f.pass.awaiting_experts()) MS_RETURN_IF_ERROR(dispatch(f));
     }
   }
-  const int64_t V = model_.config().vocab_size;
-  Tensor logits = Tensor::empty(DType::kF32, {static_cast<int64_t>(chunks.size()), V});
+  // A speculative verify chunk (all_logits) gets a row per token, any other chunk one row.
+  int64_t rows = 0;
+  for (const model::CachedChunk& c : chunks) rows += c.all_logits ? chunk_tokens(c) : 1;
+  Tensor logits = Tensor::empty(DType::kF32, {rows, model_.config().vocab_size});
   float* out = logits.data<float>();
   for (InFlight& f : flights) {
     MS_ASSIGN_OR_RETURN(Tensor part, model_.cached_logits(f.pass));

@@ -16,7 +16,9 @@
 // the order (layer, micro-batch), per expert rank the row count of each of its experts and the
 // rows; the expert rank answers each with the outputs in the same order. The numbers computed
 // are the colocated model's: the same stages of model::Transformer (begin_cached,
-// run_to_experts, run_experts, apply_experts), only the experts' matmuls see other rows.
+// run_to_experts, run_experts, apply_experts), only the experts' matmuls see other rows. A
+// speculative-decoding verify chunk (k + 1 positions, all_logits) is k + 1 rows like any
+// others to the expert ranks; the attention rank computes a logits row for each position.
 #pragma once
 
 #include <cstdint>

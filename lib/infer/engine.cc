@@ -1,8 +1,9 @@
 // Continuous batching (infer/engine.h): a FCFS waiting queue, admission by free batch slots and
 // KV blocks, one forward_cached per step over prefill and decode chunks together, sampling per
 // sequence, and the finish rules (stop token, stop string, max_tokens, context length). With a
-// draft model, the draft's proposals for each decoding sequence ride in that same forward and
-// infer/speculative.h's rule decides how many of them are kept.
+// draft model, the draft's proposals for each decoding sequence ride in that same forward (on
+// this rank or through a StepForward) and infer/speculative.h's rule decides how many of them
+// are kept.
 #include "infer/engine.h"
 
 #include <algorithm>
@@ -89,7 +90,7 @@ Status kv_cache_too_large(const config::ModelConfig& c, const EngineOptions& o, 
 
 // Why `draft` cannot speculate for `target`, or OK.
 Status check_draft(const model::Transformer& target, const model::Transformer& draft,
-                   const EngineOptions& options, const StepForward* forward) {
+                   const EngineOptions& options) {
   if (options.draft_tokens < 1) {
     return InvalidArgument("--draft-tokens (" + std::to_string(options.draft_tokens) +
                            ") must be at least 1");
@@ -99,10 +100,6 @@ Status check_draft(const model::Transformer& target, const model::Transformer& d
                            std::to_string(draft.config().vocab_size) + ") differs from the " +
                            "target's (" + std::to_string(target.config().vocab_size) +
                            "); a draft must share the target's tokenizer");
-  }
-  if (forward != nullptr) {
-    return InvalidArgument("speculative decoding verifies drafts with the whole target on this "
-                           "rank; disaggregated serving (--attention-ranks) cannot take a draft");
   }
   return Status::OK();
 }
@@ -118,7 +115,7 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Transformer& model,
                            std::to_string(options.kv_blocks) + ") and block_size (" +
                            std::to_string(options.block_size) + ") must all be at least 1");
   }
-  if (draft != nullptr) MS_RETURN_IF_ERROR(check_draft(model, *draft, options, forward));
+  if (draft != nullptr) MS_RETURN_IF_ERROR(check_draft(model, *draft, options));
   for (const model::Transformer* m : {&model, draft}) {
     if (m == nullptr) continue;
     const config::ModelConfig& c = m->config();

@@ -17,7 +17,9 @@
 // chunks. The accepted prefix plus one token from the target are emitted; the rejected
 // positions are rolled back by moving each sequence's cached length back (their keys and values
 // are overwritten before anything reads them). Rounds never write past the admission
-// reservation: a round proposes at most max_tokens - generated - 1 tokens.
+// reservation: a round proposes at most max_tokens - generated - 1 tokens. The target's forward
+// may be a StepForward (disaggregated serving: the experts on other ranks) since a verify chunk
+// is one more chunk of the step; the draft always runs here, over its own cache.
 #pragma once
 
 #include <cstdint>
@@ -71,7 +73,8 @@ struct EngineOptions {
 class StepForward {
  public:
   virtual ~StepForward() = default;
-  // Logits (chunks.size(), vocab_size) of each chunk's last token, as forward_cached.
+  // Logits, as forward_cached: a row for each chunk's last token, or for every token of a chunk
+  // with all_logits (speculative verification), in chunk order; (rows, vocab_size).
   virtual Result<Tensor> forward(std::span<const model::CachedChunk> chunks,
                                  const model::PagedKvCache& cache) = 0;
 };
@@ -99,9 +102,9 @@ class Engine {
  public:
   // `model` and `tokenizer` (may be null: no text, no stop strings) must outlive the engine, as
   // must `forward` when given (null: forward_cached here), and `draft` (null: no speculative
-  // decoding; it may be `model` itself). InvalidArgument when an option is not positive, and
-  // with a draft: draft_tokens < 1, a vocabulary size other than the target's, or a `forward`
-  // (a disaggregated target cannot verify drafts).
+  // decoding; it may be `model` itself, and runs wholly on this rank whatever `forward` is).
+  // InvalidArgument when an option is not positive, and with a draft: draft_tokens < 1 or a
+  // vocabulary size other than the target's.
   static Result<std::unique_ptr<Engine>> create(model::Transformer& model,
                                                 const data::Tokenizer* tokenizer,
                                                 const EngineOptions& options,

@@ -253,10 +253,11 @@ Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::st
 
 Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const LoadedModel& target,
                                            comm::Communicator& comm) {
-  if (disaggregated(options)) {
-    return InvalidArgument("--draft-model cannot be combined with --attention-ranks: speculative "
-                           "decoding verifies the drafts with the whole target on each rank, "
-                           "and disaggregated serving keeps the experts on other ranks");
+  if (role_of(options, comm.rank()) == "experts") {
+    // The draft runs beside the sequences, on the attention ranks only; an expert rank serves
+    // the target's verify rows like any other.
+    MS_RETURN_IF_ERROR(comm::agree(comm, Status::OK(), "loading the draft model"));
+    return LoadedModel{};
   }
   const std::string& path = options.draft_model;
   std::error_code ec;

@@ -2,7 +2,9 @@
 // rank loads the whole model and serves every world-th request (data-parallel replicas).
 // Disaggregated (MoE, attention_ranks > 0): the first attention_ranks ranks load everything but
 // the routed experts and serve every attention_ranks-th request through RemoteExperts; the
-// others load only their block of experts and run serve_experts (infer/disaggregated.h).
+// others load only their block of experts and run serve_experts (infer/disaggregated.h). A
+// speculative-decoding draft is loaded whole by every rank that runs the engine (all of them
+// when colocated, the attention ranks when disaggregated).
 // Rank 0 collects every completion, in request order, and every rank's report.
 #pragma once
 
@@ -57,17 +59,18 @@ ParameterFilter serving_filter(const ServeOptions& options, int rank, int world)
 Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::string& checkpoint,
                                      const ServeOptions& options, comm::Communicator& comm);
 
-// Loads options.draft_model, the draft of speculative decoding, on every rank: a directory
-// holding config.json is read as a Hugging Face model, anything else as a training checkpoint
-// (load_model), and its linear weights are converted as the target's. InvalidArgument, on
-// every rank, with --attention-ranks (disaggregated serving verifies no drafts), or when the
-// draft's vocabulary size or tokenizer differs from `target`'s. Collective like
-// load_for_serving.
+// Loads options.draft_model, the draft of speculative decoding, whole on every rank that runs
+// the engine (every rank colocated, the attention ranks disaggregated; an expert rank gets an
+// empty LoadedModel, as it never sees the draft): a directory holding config.json is read as a
+// Hugging Face model, anything else as a training checkpoint (load_model), and its linear
+// weights are converted as the target's. InvalidArgument, on every rank, when the draft's
+// vocabulary size or tokenizer differs from `target`'s. Collective like load_for_serving.
 Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const LoadedModel& target,
                                            comm::Communicator& comm);
 
 // Serves `requests` (identical on every rank) with `loaded` from load_for_serving, and with
-// speculative decoding when `draft` (from load_draft_for_serving) is given. on_done is called
+// speculative decoding when `draft` (from load_draft_for_serving) is given; disaggregated, the
+// target verifies the drafts through the expert ranks like any step. on_done is called
 // on this rank as each of its own requests finishes. Every rank must call it.
 Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& requests,
                           const ServeOptions& options, comm::Communicator& comm,

@@ -5,8 +5,8 @@
 # target-alone greedy completions for k = 1 and 4 and report its acceptance; the target as its
 # own draft must have every proposal accepted; the quick stdin mode agrees; `ms-infer bench
 # --draft-model` reports both runs and the speedup; and a draft with another vocabulary or
-# tokenizer, k = 0, --draft-tokens without a draft and a draft with --attention-ranks are
-# refused by name.
+# tokenizer, k = 0 and --draft-tokens without a draft are refused by name. (Speculative
+# decoding under disaggregated serving: infer_disaggregated_test.sh.)
 # Usage: infer_speculative_test.sh <bin dir> <source dir> <make_tiny_model binary>
 set -euo pipefail
 BIN=$1
@@ -91,6 +91,4 @@ PY
 refused 'its tokenizer.json differs from the target.s' --draft-model "$work/other_tokenizer"
 refused '\-\-draft-tokens requires --draft-model' --draft-tokens 3
 refused '\-\-draft-tokens (0) must be at least 1' --draft-model "$work/draft" --draft-tokens 0
-refused '\-\-draft-model cannot be combined with --attention-ranks' --draft-model "$work/draft" \
-  --attention-ranks 1
 echo PASS

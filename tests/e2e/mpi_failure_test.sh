@@ -2,7 +2,8 @@
 # One rank fails under `mpirun -np <N>` (docs/comm.md, "Failure agreement"): the job must exit
 # non-zero in under 30 s with the failing rank's message on the terminal. With 2 ranks the
 # failure is a real bad input on one rank (mpirun's MPMD syntax gives that rank other
-# arguments), which the ranks agree on; with 3 ranks the last rank fails on purpose before the
+# arguments; for ms-infer also a draft of another vocabulary that only the attention rank of a
+# disaggregated job loads), which the ranks agree on; with 3 ranks the last rank fails on purpose before the
 # body runs (MS_TEST_FAIL_RANK=<rank>:start), leaving its peers blocked in a collective, which
 # only the job-end agreement's abort can end (ckpt_export also fails rank 0 after its work,
 # when every rank reaches the end). `timeout 60` turns a hang into a failed test.
@@ -168,6 +169,14 @@ case "$CASE:$NP" in
       "loading the model failed on rank 1: .*$missing" \
       -np 1 "$BIN/ms-infer" "${args[@]}" --model "$work/moe" \
       : -np 1 "$BIN/ms-infer" "${args[@]}" --model "$missing"
+    # Disaggregated with a draft: only the attention rank loads it, and the expert rank, which
+    # does not, still ends with the attention rank's refusal.
+    "$MAKE" --dir "$work/draft" --tokenizer "$tok" --vocab-size 50432 --d-model 16 --layers 1 \
+      --heads 2 --kv-heads 1 --d-ff 32 --max-seq-len 64 > /dev/null
+    expect_failure "ms-infer ${args[0]} --attention-ranks 1, a draft of another vocabulary" \
+      "loading the draft model failed on rank 0: .*vocab_size 50432" \
+      -np 2 "$BIN/ms-infer" "${args[@]}" --model "$work/moe" --attention-ranks 1 \
+      --draft-model "$work/draft"
     ;;
   infer_generate:* | infer_bench:*)
     tiny_model

@@ -3,7 +3,10 @@
 // greedy generation over prompts of mixed lengths (continuous batching, micro-batches
 // ping-ponging with the experts) produces the same tokens as the single-process engine, and
 // logits within 1e-5 relative at every step. Also: colocated serving over every rank equals it,
-// each rank holds only its part, and the M-to-N traffic is accounted for.
+// each rank holds only its part, and the M-to-N traffic is accounted for. With a draft model on
+// the attention ranks (speculative decoding, the target's verify passes going through the
+// expert ranks): greedy tokens are the target's alone, sampled tokens those of colocated
+// speculative decoding with the same seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -187,6 +190,120 @@ TEST_F(Serving, EachRankHoldsOnlyItsPart) {
   const model::Parameter& embed = part.model->parameters()[0];
   EXPECT_EQ(embed.value.raw_data() != nullptr, layout.is_attention(comm_->rank()));
   for (const model::Parameter& p : part.model->parameters()) EXPECT_EQ(p.grad.raw_data(), nullptr);
+}
+
+// A smaller model over the target's vocabulary, dense or MoE: a draft.
+config::ModelConfig small_draft(bool moe) {
+  config::ModelConfig c = moe ? testing::tiny_moe() : testing::tiny_dense();
+  c.d_model = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.d_ff = 24;
+  c.moe.shared_expert_d_ff = moe ? 8 : 0;
+  return c;
+}
+
+enum class Draft { kDense, kMoe, kTarget };
+
+const char* draft_name(Draft d) {
+  return d == Draft::kDense ? "dense" : d == Draft::kMoe ? "MoE" : "the target as";
+}
+
+// The draft as load_draft_for_serving leaves it: whole on the attention ranks, absent on the
+// expert ranks. Draft::kTarget is a whole copy of the target (every proposal accepted).
+LoadedModel make_draft(Draft kind, const ServeOptions& o, int rank) {
+  LoadedModel d;
+  if (o.attention_ranks > 0 && rank >= o.attention_ranks) return d;
+  d.model = testing::take(kind == Draft::kTarget
+                              ? model::Transformer::create(testing::tiny_moe(), 1234)
+                              : model::Transformer::create(small_draft(kind == Draft::kMoe), 99));
+  return d;
+}
+
+// Speculative serving with `o` on every rank; rank 0 gets the result.
+ServeResult serve_speculatively(const ServeOptions& o, Draft kind,
+                                const std::vector<Request>& reqs, comm::Communicator& comm) {
+  LoadedModel part = make_model(o, comm.rank(), comm.size());
+  LoadedModel draft = make_draft(kind, o, comm.rank());
+  Result<ServeResult> r = serve(part, reqs, o, comm, {}, &draft);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? std::move(*r) : ServeResult{};
+}
+
+ServeOptions speculative(int attention_ranks, int micro_batches) {
+  ServeOptions o = options(attention_ranks, micro_batches);
+  o.engine.draft_tokens = 3;
+  return o;
+}
+
+// Greedy: every completion is the single-process target's without a draft, token for token
+// (and its logits within 1e-5), with a dense and a MoE draft and the target as its own draft
+// (every proposal accepted, so every verify row is emitted), 1 and 3 micro-batches. The
+// expert ranks served every fed position of the verify passes: the routed rows are top_k per
+// fed token per layer, proposals included.
+TEST_F(Serving, DisaggregatedSpeculationEqualsTheTargetAlone) {
+  if (comm_->size() < 2) GTEST_SKIP() << "needs an attention rank and an expert rank";
+  const int world = comm_->size(), attention = std::max(1, world / 2);
+  const config::ModelConfig c = testing::tiny_moe();
+  const std::vector<Request> reqs = mixed_requests(c.vocab_size);
+  for (const Draft kind : {Draft::kDense, Draft::kMoe, Draft::kTarget}) {
+    for (int m : {1, 3}) {
+      const ServeResult r = serve_speculatively(speculative(attention, m), kind, reqs, *comm_);
+      if (comm_->rank() != 0) continue;
+      SCOPED_TRACE(std::string(draft_name(kind)) + " draft, m " + std::to_string(m));
+      expect_same(r.completions, reference(reqs));
+      int64_t tokens = 0, decoded = 0, routed_rows = 0, proposed = 0, accepted = 0, rounds = 0,
+              emitted = 0;
+      for (int rank = 0; rank < attention; ++rank) {
+        const RankReport& rep = r.ranks[static_cast<size_t>(rank)];
+        tokens += rep.prefill_tokens + rep.decode_tokens;
+        decoded += rep.decode_tokens;
+        routed_rows += rep.pipeline.rows;
+        proposed += rep.draft_proposed;
+        accepted += rep.draft_accepted;
+        rounds += rep.decode_rounds;
+        emitted += rep.decode_generated;
+      }
+      EXPECT_GT(proposed, 0);
+      EXPECT_LE(accepted, proposed);
+      if (kind == Draft::kTarget) {
+        EXPECT_EQ(accepted, proposed);
+      }
+      EXPECT_EQ(emitted, rounds + accepted);  // each round: the accepted proposals plus one
+      EXPECT_EQ(decoded, rounds + proposed);  // a round feeds its last token and the proposals
+      EXPECT_EQ(routed_rows, tokens * c.moe.top_k * c.n_layers);
+      for (int rank = attention; rank < world; ++rank) {
+        EXPECT_EQ(r.ranks[static_cast<size_t>(rank)].draft_passes, 0) << "rank " << rank;
+      }
+    }
+  }
+}
+
+// Sampled: the uniforms are functions of (seed, completion index, purpose) only, so
+// disaggregated speculative decoding emits what the single-process engine with the same
+// target, draft and k emits, whichever attention rank serves a request.
+TEST_F(Serving, DisaggregatedSampledSpeculationEqualsColocated) {
+  if (comm_->size() < 2) GTEST_SKIP() << "needs an attention rank and an expert rank";
+  const int attention = std::max(1, comm_->size() / 2);
+  std::vector<Request> reqs = mixed_requests(testing::tiny_moe().vocab_size);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].sampling = {0.8, 0, 1.0, 40 + i};
+    reqs[i].max_tokens = 10;
+  }
+  const ServeOptions o = speculative(attention, 2);
+  const ServeResult r = serve_speculatively(o, Draft::kDense, reqs, *comm_);
+  if (comm_->rank() != 0) return;
+  auto target = testing::take(model::Transformer::create(testing::tiny_moe(), 1234));
+  auto draft = testing::take(model::Transformer::create(small_draft(false), 99));
+  auto engine = testing::take(Engine::create(*target, nullptr, o.engine, nullptr, draft.get()));
+  const std::vector<Completion> want = testing::take(engine->generate(reqs));
+  EXPECT_GT(engine->stats().draft_accepted, 0);  // both branches of the rule ran
+  EXPECT_GT(engine->stats().draft_proposed - engine->stats().draft_accepted, 0);
+  ASSERT_EQ(r.completions.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(r.completions[i].tokens, want[i].tokens) << "request " << i;
+  }
 }
 
 TEST_F(Serving, ColocatedAcrossRanksEqualsOneProcess) {
