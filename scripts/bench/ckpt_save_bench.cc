@@ -9,7 +9,9 @@
 //                        and backward, a barrier, then the "optimizer update": before_overwrite_all()
 //                        and a pass that negates every element of the state, then
 //                        Checkpointer::poll(), as the trainer polls at step boundaries); reports
-//                        the caller's stall against the time to commit and the step time, for the
+//                        the caller's stall against the time to commit and the step time, and
+//                        the step time during the save against --baseline-steps steps with no
+//                        save running just before it, for the
 //                        first save (new staging buffer), a first save whose staging was reserved
 //                        before the run (Checkpointer::reserve_staging, as ms-train does), the
 //                        next (reused) and, with
@@ -343,6 +345,10 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
                        const Args& a, int64_t step, const std::string& label, double paced_mbps,
                        double state_bytes, double idle_step_s) {
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
+  // The control for this save's step times: steps just before it with no save running, so a
+  // drift of the machine's speed over the run (a shared VM's) is not charged to the save.
+  MS_ASSIGN_OR_RETURN(const double before_mine_s, mean_step_s(compute, a.baseline_steps));
+  MS_ASSIGN_OR_RETURN(const double before_step_s, max_over_ranks(world, before_mine_s));
   ckpt::SaveRequest request = save_request(world, a.dir + "/async", step, true, compute.state.sign);
   request.max_write_mbps = paced_mbps;
   Stopwatch total;
@@ -384,10 +390,10 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
                           static_cast<double>(copied) / kMiB));
   if (world.rank() == 0) {
     std::printf("| (training during the async save) | %d | %.4f | - | - | mean step (%d sgemm-%"
-                PRId64 " + update %.0f ms) %.1f ms vs %.1f ms with no save running (%.2fx the "
-                "speed) |\n",
+                PRId64 " + update %.0f ms) %.1f ms vs %.1f ms in the %d steps just before it with "
+                "no save running (%.2fx the speed) |\n",
                 world.size(), busy_step_s, a.gemms, a.gemm_n, 1e3 * update_s, 1e3 * busy_step_s,
-                1e3 * idle_step_s, idle_step_s / busy_step_s);
+                1e3 * before_step_s, a.baseline_steps, before_step_s / busy_step_s);
   }
   return Status::OK();
 }

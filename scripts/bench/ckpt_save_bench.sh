@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The training save path of ms-ckpt (lib/ckpt Checkpointer, load_tensors, reshard_checkpoint) on
 # about 1 GiB of f32 state, against the raw sequential disk bandwidth measured in the same run:
-# `dd bs=1M conv=fsync` for writes, `dd bs=1M iflag=direct` after dropping the page cache for
-# reads. ckpt_save_bench (built with -DMS_BUILD_BENCH=ON) runs under mpirun with 1 and 2 ranks
+# `dd bs=1M conv=fsync` for writes (the median of three runs), `dd bs=1M iflag=direct` after
+# dropping the page cache for reads. ckpt_save_bench (built with -DMS_BUILD_BENCH=ON) runs under mpirun with 1 and 2 ranks
 # (the rank count is the data-parallel size; weights replicated, Adam moments ZeRO-1):
 #   save     sync save, then async copy-on-write saves while the caller runs "training steps"
 #            (sgemms, then an update that rewrites the whole state) and polls: stall (caller
@@ -44,7 +44,15 @@ rate() { echo "scale=1; $1 / $2" | bc -l; }
 
 echo "# ckpt_save_bench.sh: $(uname -n), $(nproc --all) CPUs, state $MIB MiB f32, work dir on $(df --output=source "$WORK" | tail -1)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-dd_w=$(secs dd if=/dev/zero of="$WORK/dd.bin" bs=1M count="$MIB" conv=fsync)
+# The disk of a shared VM varies by a third from one minute to the next: the write baseline is
+# the median of three dd runs, each printed.
+dd_ws=()
+for _ in 1 2 3; do
+  drop > /dev/null
+  dd_ws+=("$(secs dd if=/dev/zero of="$WORK/dd.bin" bs=1M count="$MIB" conv=fsync)")
+  [ ${#dd_ws[@]} -eq 3 ] || rm -f "$WORK/dd.bin"
+done
+dd_w=$(printf '%s\n' "${dd_ws[@]}" | sort -g | sed -n 2p)
 cache=$(drop)
 dd_r=$(secs dd if="$WORK/dd.bin" of=/dev/null bs=1M iflag=direct)
 rm -f "$WORK/dd.bin"
@@ -52,7 +60,8 @@ W=$(rate "$MIB" "$dd_w")
 R=$(rate "$MIB" "$dd_r")
 echo "| case | ranks | seconds | MiB/s | vs dd | detail |"
 echo "|---|---:|---:|---:|---:|---|"
-printf "| dd write bs=1M conv=fsync | 1 | %.2f | %s | 1.00x | raw sequential write, %s MiB |\n" "$dd_w" "$W" "$MIB"
+printf "| dd write bs=1M conv=fsync | 1 | %.2f | %s | 1.00x | raw sequential write, %s MiB; median of 3 runs: %s s |\n" \
+  "$dd_w" "$W" "$MIB" "$(printf '%.2f ' "${dd_ws[@]}")"
 printf "| dd read bs=1M iflag=direct (%s) | 1 | %.2f | %s | 1.00x | raw sequential read |\n" "$cache" "$dd_r" "$R"
 
 bench() {  # bench <ranks> <mode> <args...>
