@@ -44,7 +44,7 @@ train() {  # train <run dir> [--set ...]
   mpirun -np 2 "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" --set run.dir="$dir" \
     --set train.steps="$STEPS" --set train.eval_every=0 --set checkpoint.every=0 "$@" \
     > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
-  grep -E "step +$STEPS " "$dir.log" | tail -1 || true
+  grep -E "step $STEPS/$STEPS " "$dir.log" | tail -1 || true  # the final loss
 }
 t0=$(date +%s)
 # shellcheck disable=SC2086  # TARGET holds several --set arguments
