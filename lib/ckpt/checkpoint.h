@@ -39,6 +39,7 @@
 #include "ckpt/manifest.h"
 #include "comm/communicator.h"
 #include "comm/shard_spec.h"
+#include "core/buffer.h"
 #include "core/status.h"
 #include "io/env.h"
 
@@ -122,6 +123,9 @@ struct SaveRequest {
   // Cap on this rank's data-file write rate in MB/s (10^6 bytes); 0: as fast as it goes. An
   // asynchronous writer also runs at a lower CPU and I/O priority than training.
   double max_write_mbps = 0;
+  // Write the data files with direct I/O (bypassing the page cache) where the filesystem has
+  // it; false writes through the page cache, starting each piece's writeback as it goes.
+  bool direct_io = true;
   // Async saves only: save() copies nothing and returns at once; the writer copies each box
   // into staging before writing, and the caller must call Checkpointer::before_overwrite() (or
   // before_overwrite_all()) before changing any saved tensor while the save is in flight.
@@ -222,8 +226,7 @@ class Checkpointer {
   std::optional<SaveReport> last_report_;
   // The last save's host staging buffer, kept for the next save (as pinned staging memory is
   // kept between saves): one copy of this rank's share of the state stays allocated.
-  std::unique_ptr<std::byte[]> spare_staging_;
-  uint64_t spare_staging_bytes_ = 0;
+  Buffer spare_staging_;  // block-aligned (see writer.cc)
 };
 
 // ---- Checkpoint directories ----

@@ -23,6 +23,7 @@
 #include "core/timer.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
+#include "io/bulk_writer.h"
 #include "io/zstd_stream.h"
 
 namespace ms::ckpt {
@@ -158,8 +159,8 @@ struct Checkpointer::Pending {
   std::string tmp_dir;
   std::string final_dir;
   std::vector<WriteItem> items;
-  std::unique_ptr<std::byte[]> staging;
-  uint64_t staging_bytes = 0;  // capacity of `staging`
+  // Block-aligned, so the writer hands it to a direct file as it is (io/bulk_writer.h).
+  Buffer staging;
   // The snapshot's buckets, in staging order, and a CopyState for each. The writer and the
   // caller (before_overwrite) both copy; whoever moves a bucket from kNotCopied to kCopying
   // copies it, the other waits for kCopied.
@@ -191,18 +192,18 @@ struct Checkpointer::Pending {
     if (writer.joinable()) writer.join();
     if (publisher.joinable()) publisher.join();
   }
-  void prepare_staging(std::unique_ptr<std::byte[]> spare, uint64_t spare_bytes);
+  void prepare_staging(Buffer spare);
   bool copy_bucket(size_t i);
   void copy_all() {
     for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i);
   }
   // Where the writer reads `item`: staging, or the caller's tensor for a sync save.
   const std::byte* item_bytes(const WriteItem& item) const {
-    if (staging == nullptr) {
+    if (staging.empty()) {
       return static_cast<const std::byte*>(item.data) +
              static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
     }
-    return staging.get() + item.staging_offset;
+    return staging.bytes().data() + item.staging_offset;
   }
   bool snapshot_complete() const {
     return copied.load(std::memory_order_acquire) == buckets.size();
@@ -212,12 +213,14 @@ struct Checkpointer::Pending {
 
 namespace {
 
-// Bytes of the staging buffer for `items`: all their bytes, at least 1 (an empty share still
+// Bytes of the staging buffer for `items`: all their bytes rounded up to whole blocks, so a
+// direct writer can write the last one from it, and at least one block (an empty share still
 // gets a buffer).
 uint64_t staging_size(const std::vector<WriteItem>& items) {
   uint64_t total = 0;
   for (const WriteItem& item : items) total += item.bytes;
-  return std::max<uint64_t>(total, 1);
+  const uint64_t block = io::kDirectIoAlignment;
+  return std::max<uint64_t>((total + block - 1) / block * block, block);
 }
 
 }  // namespace
@@ -225,21 +228,18 @@ uint64_t staging_size(const std::vector<WriteItem>& items) {
 // Lays the boxes this rank writes out in one staging buffer, in file order. The previous save's
 // buffer is reused when it is large enough: a fresh one is page-faulted in (and zeroed by the
 // kernel) by its first copy, which costs more than the copy itself.
-void Checkpointer::Pending::prepare_staging(std::unique_ptr<std::byte[]> spare,
-                                            uint64_t spare_bytes) {
+void Checkpointer::Pending::prepare_staging(Buffer spare) {
   uint64_t offset = 0;
   for (WriteItem& item : items) {
     item.staging_offset = offset;
     offset += item.bytes;
   }
   const uint64_t total = staging_size(items);
-  if (spare != nullptr && spare_bytes >= total) {
+  if (spare.size() >= total) {
     staging = std::move(spare);
-    staging_bytes = spare_bytes;
   } else {
-    staging_bytes = total;
-    staging.reset(new std::byte[staging_bytes]);
-    staging_allocated_bytes = staging_bytes;
+    staging = Buffer(total, io::kDirectIoAlignment);
+    staging_allocated_bytes = total;
   }
   for (const WriteItem& item : items) {
     const auto* src = static_cast<const std::byte*>(item.data) +
@@ -260,7 +260,7 @@ bool Checkpointer::Pending::copy_bucket(size_t i) {
   uint8_t seen = kNotCopied;
   if (state.compare_exchange_strong(seen, kCopying, std::memory_order_acq_rel)) {
     const CopyBucket& b = buckets[i];
-    std::memcpy(staging.get() + b.staging_offset, b.src, b.bytes);
+    std::memcpy(staging.bytes().data() + b.staging_offset, b.src, b.bytes);
     state.store(kCopied, std::memory_order_release);
     state.notify_all();
     copied.fetch_add(1, std::memory_order_acq_rel);
@@ -288,6 +288,23 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     copy_all();
     if (background) lower_thread_priority();
     WritePacer pacer(request.max_write_mbps * 1e6, wall_time_s());
+    // In pieces, so a paced writer sleeps between them instead of bursting.
+    io::BulkWriter::Options options;
+    options.piece_bytes = pacer.chunk_bytes();
+    options.direct = request.direct_io;
+    options.after_piece = [&pacer](uint64_t n) {
+      const double wait = pacer.wait_after(n, wall_time_s());
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    };
+    MS_ASSIGN_OR_RETURN(io::BulkWriter out, io::BulkWriter::start(*file, std::move(options)));
+    // Staging holds the raw data file byte for byte, so it goes out whole: aligned pieces
+    // straight from it when the writes are direct.
+    const bool whole_staging = !staging.empty() && request.codec != "zstd";
+    if (whole_staging) {
+      uint64_t end = 0;
+      for (const WriteItem& item : items) end = std::max(end, item.staging_offset + item.bytes);
+      MS_RETURN_IF_ERROR(out.append(staging.bytes().first(end)));
+    }
     for (const WriteItem& item : items) {
       std::string_view stored(reinterpret_cast<const char*>(item_bytes(item)), item.bytes);
       std::string compressed;
@@ -295,18 +312,8 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
         compressed = io::compress(stored);
         stored = compressed;
       }
-      const uint64_t offset = file->append_offset();
-      // In pieces, so a paced writer sleeps between them instead of bursting.
-      for (size_t at = 0; at < stored.size();) {
-        const size_t n = std::min<size_t>(stored.size() - at, pacer.chunk_bytes());
-        MS_RETURN_IF_ERROR(file->append(stored.substr(at, n)));
-        // The disk starts on this piece while the next is copied, as dd conv=fsync does not:
-        // the final sync then waits only for the tail.
-        MS_RETURN_IF_ERROR(file->start_writeback(offset + at, n));
-        at += n;
-        const double wait = pacer.wait_after(n, wall_time_s());
-        if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      }
+      const uint64_t offset = whole_staging ? item.staging_offset : out.offset();
+      if (!whole_staging) MS_RETURN_IF_ERROR(out.append(stored));
       bytes_written += stored.size();
       records.push_back({{"name", item.name},
                          {"dtype", std::string(dtype_name(item.dtype))},
@@ -316,6 +323,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
                          {"codec", request.codec},
                          {"crc32c", crc32c(stored.data(), stored.size())}});
     }
+    MS_RETURN_IF_ERROR(out.finish());
     MS_RETURN_IF_ERROR(file->sync());
     return file->close();
   };
@@ -350,7 +358,7 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   // A sync save writes straight from the tensors: the caller waits for the write anyway, so a
   // snapshot would only add a copy. The staging buffer is kept for the next async save.
   if (async) {
-    pending->prepare_staging(std::move(spare_staging_), spare_staging_bytes_);
+    pending->prepare_staging(std::move(spare_staging_));
     if (!request.copy_on_write) pending->copy_all();
   }
   pending->request = std::move(request);
@@ -380,10 +388,10 @@ Status Checkpointer::reserve_staging(std::span<const SaveTensor> tensors,
   MS_ASSIGN_OR_RETURN(const std::vector<WriteItem> items,
                       plan_writes(tensors, max_shard_bytes, comm_, nonce));
   const uint64_t total = staging_size(items);
-  if (spare_staging_ != nullptr && spare_staging_bytes_ >= total) return Status::OK();
-  spare_staging_.reset(new std::byte[total]);
-  std::memset(spare_staging_.get(), 0, total);  // faults every page in now
-  spare_staging_bytes_ = total;
+  if (spare_staging_.size() >= total) return Status::OK();
+  spare_staging_ = Buffer();  // the old one goes first, so the two are never held together
+  MS_ASSIGN_OR_RETURN(spare_staging_, Buffer::allocate(total, io::kDirectIoAlignment));
+  std::memset(spare_staging_.data(), 0, total);  // faults every page in now
   return Status::OK();
 }
 
@@ -580,10 +588,7 @@ Status Checkpointer::agree_writes(bool wait) {
   }
   std::unique_ptr<Pending> p = std::move(writing_);
   if (p->writer.joinable()) p->writer.join();
-  if (p->staging != nullptr) {
-    spare_staging_ = std::move(p->staging);
-    spare_staging_bytes_ = p->staging_bytes;
-  }
+  if (!p->staging.empty()) spare_staging_ = std::move(p->staging);
   MS_ASSIGN_OR_RETURN(WriteOutcomes written,
                       gather_outcomes(comm_, !p->write_status.ok(), p->outcome_text));
   const Status failed = first_failure(written, p->request.step);  // the same on every rank

@@ -244,6 +244,10 @@ void add_io_keys(Schema<Cfg>& s) {
         "Cap on each rank's checkpoint write rate in MB/s, so an asynchronous save slows "
         "training less while it writes; 0 writes as fast as the disk allows.",
         &Cfg::checkpoint, &C::max_write_mbps).at_least(0.0);
+  s.add("checkpoint.direct_io",
+        "Write checkpoint data files with direct I/O, bypassing the page cache, where the "
+        "filesystem has it; false writes through the page cache.",
+        &Cfg::checkpoint, &C::direct_io);
   s.add("telemetry.every_s", "Seconds between host telemetry records.", &Cfg::telemetry,
         &TelemetryConfig::every_s).above(0.0);
   s.add("telemetry.trace", "Write per-rank traces of compute and collectives to run.dir/trace.",

@@ -139,6 +139,7 @@ struct CheckpointConfig {
   int64_t keep = 3;     // 0: keep all
   std::string resume = "auto";  // "auto", "none" or a checkpoint path
   double max_write_mbps = 0;    // 0: unpaced
+  bool direct_io = true;        // data files bypass the page cache where the filesystem allows
   bool operator==(const CheckpointConfig&) const = default;
 };
 

@@ -67,6 +67,10 @@ class FailureRecordingFile final : public File {
     MS_RETURN_IF_ERROR(check_open());
     return target_->start_writeback(offset, bytes);
   }
+  Status do_truncate(uint64_t size) override {
+    MS_RETURN_IF_ERROR(check_open());
+    return record(target_->truncate(size));
+  }
   Result<uint64_t> do_size() override {
     MS_RETURN_IF_ERROR(check_open());
     return target_->size();

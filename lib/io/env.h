@@ -26,6 +26,11 @@ enum class OpenMode {
   kReadWrite,  // read-write; created if missing, contents kept, appends go to the end
 };
 
+// What a file whose writes bypass the page cache (File::enable_direct_writes) needs of every
+// write: its offset, length and buffer address multiples of this many bytes. 4096 covers the
+// logical block size of every disk Linux drives today (512 or 4096).
+constexpr uint64_t kDirectIoAlignment = 4096;
+
 inline std::span<const std::byte> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
@@ -71,6 +76,16 @@ class File {
   Status start_writeback(uint64_t offset, uint64_t bytes) {
     return do_start_writeback(offset, bytes);
   }
+  // Switches this file's writes to bypass the page cache (O_DIRECT): the disk reads them
+  // straight from the caller's memory, so a large write costs neither a copy nor page-cache
+  // memory, and durability still takes sync(). From then on every write's offset, length and
+  // buffer address must be multiples of kDirectIoAlignment (reads too). False, and the file
+  // unchanged, where the filesystem has no direct I/O (tmpfs on older kernels) or the file is
+  // not a plain descriptor.
+  Result<bool> enable_direct_writes() { return do_enable_direct_writes(); }
+  // Cuts the file to `size` bytes, or extends it with zeros (ftruncate): a direct writer pads
+  // its last block to the alignment and cuts the padding off here.
+  Status truncate(uint64_t size) { return do_truncate(size); }
   Result<uint64_t> size() { return do_size(); }
   // Releases the descriptor; later calls fail. Destruction closes silently if still open.
   Status close() { return do_close(); }
@@ -84,6 +99,10 @@ class File {
   virtual Status do_sync() = 0;
   virtual Status do_start_writeback(uint64_t /*offset*/, uint64_t /*bytes*/) {
     return Status::OK();
+  }
+  virtual Result<bool> do_enable_direct_writes() { return false; }
+  virtual Status do_truncate(uint64_t /*size*/) {
+    return FailedPrecondition("cannot truncate '" + path_ + "': not supported by this file");
   }
   virtual Result<uint64_t> do_size() = 0;
   virtual Status do_close() = 0;

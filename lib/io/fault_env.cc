@@ -50,7 +50,8 @@ struct FaultInjectingEnv::State {
   std::map<std::string, int> dir_syncs;  // fsyncs seen per directory
   std::vector<ByteCorruption> corruptions;
 
-  WritePlan plan_write(const std::string& path, uint64_t offset, size_t size) {
+  // `block`: a failing write keeps a multiple of this many bytes.
+  WritePlan plan_write(const std::string& path, uint64_t offset, size_t size, uint64_t block) {
     std::lock_guard<std::mutex> lock(mu);
     ++writes;
     std::string what =
@@ -64,6 +65,7 @@ struct FaultInjectingEnv::State {
     if (plan.pass_bytes > space_left) {
       plan = {static_cast<size_t>(space_left), injected_error(what, path, ENOSPC)};
     }
+    if (!plan.error.ok()) plan.pass_bytes -= plan.pass_bytes % block;
     if (space_left != kNoLimit) space_left -= plan.pass_bytes;
     bytes_written += plan.pass_bytes;
     if (!plan.error.ok()) ++injected;
@@ -122,7 +124,10 @@ class FaultInjectingFile final : public File {
     return got;
   }
   Status do_write_at(uint64_t offset, std::span<const std::byte> data) override {
-    WritePlan plan = state_->plan_write(path(), offset, data.size());
+    // A direct file takes whole blocks only, so its torn or filling writes keep whole blocks,
+    // as a disk's do; an unaligned count would turn the injected fault into EINVAL.
+    WritePlan plan =
+        state_->plan_write(path(), offset, data.size(), direct_ ? kDirectIoAlignment : 1);
     if (plan.pass_bytes > 0)
       MS_RETURN_IF_ERROR(inner_->write_at(offset, data.first(plan.pass_bytes)));
     return plan.error;
@@ -135,12 +140,18 @@ class FaultInjectingFile final : public File {
   Status do_start_writeback(uint64_t offset, uint64_t bytes) override {
     return inner_->start_writeback(offset, bytes);
   }
+  Result<bool> do_enable_direct_writes() override {
+    MS_ASSIGN_OR_RETURN(direct_, inner_->enable_direct_writes());
+    return direct_;
+  }
+  Status do_truncate(uint64_t size) override { return inner_->truncate(size); }
   Result<uint64_t> do_size() override { return inner_->size(); }
   Status do_close() override { return inner_->close(); }
 
  private:
   std::unique_ptr<File> inner_;
   std::shared_ptr<FaultInjectingEnv::State> state_;
+  bool direct_ = false;
 };
 
 }  // namespace

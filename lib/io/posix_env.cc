@@ -71,6 +71,24 @@ class PosixFile final : public File {
     if (errno == EINVAL || errno == ESPIPE || errno == ENOSYS) return Status::OK();
     return ErrnoError("sync_file_range", path(), errno);
   }
+  Result<bool> do_enable_direct_writes() override {
+    MS_RETURN_IF_ERROR(check_open());
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags < 0) return ErrnoError("fcntl F_GETFL", path(), errno);
+    if (::fcntl(fd_, F_SETFL, flags | O_DIRECT) == 0) return true;
+    // A filesystem without direct I/O refuses the flag and leaves the descriptor as it was.
+    if (errno == EINVAL || errno == ENOTSUP) return false;
+    return ErrnoError("fcntl F_SETFL O_DIRECT", path(), errno);
+  }
+  Status do_truncate(uint64_t size) override {
+    MS_RETURN_IF_ERROR(check_open());
+    int rc;
+    do {
+      rc = ::ftruncate(fd_, static_cast<off_t>(size));
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) return ErrnoError("truncate", path(), errno);
+    return Status::OK();
+  }
   Result<uint64_t> do_size() override {
     MS_RETURN_IF_ERROR(check_open());
     struct stat st {};

@@ -225,6 +225,7 @@ Status Trainer::save_checkpoint(int64_t step) {
   // before the optimizer changes it, so the save still holds this step's state.
   request.copy_on_write = config_.checkpoint.async;
   request.max_write_mbps = config_.checkpoint.max_write_mbps;
+  request.direct_io = config_.checkpoint.direct_io;
   request.keep = config_.checkpoint.keep;
   s_->last_saved_step = step;
   Status saved = s_->checkpointer->save(tensors, std::move(request));

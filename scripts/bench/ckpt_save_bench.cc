@@ -62,6 +62,7 @@ struct Args {
   int gemms = 32;
   int baseline_steps = 5;
   double paced_mbps = 0;
+  bool page_cache = false;  // save: write through the page cache instead of direct I/O
   double dd_write_mibs = 0, dd_read_mibs = 0;
 };
 
@@ -265,9 +266,10 @@ std::string printf_string(const char* fmt, Args... args) {
   return buf;
 }
 
-ckpt::SaveRequest save_request(comm::Communicator& world, const std::string& dir, int64_t step,
-                               bool async, float sign) {
+ckpt::SaveRequest save_request(comm::Communicator& world, const Args& a, const std::string& dir,
+                               int64_t step, bool async, float sign) {
   ckpt::SaveRequest r;
+  r.direct_io = !a.page_cache;
   r.checkpoints_dir = dir;
   r.step = step;
   r.layout = {world.size(), world.size(), 1, 1, 1, 1};
@@ -280,16 +282,21 @@ ckpt::SaveRequest save_request(comm::Communicator& world, const std::string& dir
 
 // ---- save ----
 
+// A save row's name, marked when the data files go through the page cache.
+std::string save_label(const Args& a, const std::string& name) {
+  return a.page_cache ? name + " [page cache]" : name;
+}
+
 Status bench_sync_save(comm::Communicator& world, const RankState& st, const Args& a,
                        double state_bytes) {
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
   MS_ASSIGN_OR_RETURN(const std::vector<ckpt::SaveTensor> tensors, save_tensors(st));
   ckpt::Checkpointer checkpointer(world);
   Stopwatch watch;
-  MS_RETURN_IF_ERROR(checkpointer.save(tensors, save_request(world, a.dir + "/sync", 1, false, st.sign)));
+  MS_RETURN_IF_ERROR(checkpointer.save(tensors, save_request(world, a, a.dir + "/sync", 1, false, st.sign)));
   MS_ASSIGN_OR_RETURN(const double seconds, max_over_ranks(world, watch.elapsed_s()));
   const ckpt::SaveReport& report = *checkpointer.last_report();
-  print_row(world, "save, sync", seconds, state_bytes, a.dd_write_mibs,
+  print_row(world, save_label(a, "save, sync"), seconds, state_bytes, a.dd_write_mibs,
             printf_string("caller blocked throughout; library total %.2f s; rank 0 wrote %.0f MiB",
                           report.total_s, static_cast<double>(report.bytes_written) / kMiB));
   MS_RETURN_IF_ERROR(world.barrier());
@@ -349,7 +356,7 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   // drift of the machine's speed over the run (a shared VM's) is not charged to the save.
   MS_ASSIGN_OR_RETURN(const double before_mine_s, mean_step_s(compute, a.baseline_steps));
   MS_ASSIGN_OR_RETURN(const double before_step_s, max_over_ranks(world, before_mine_s));
-  ckpt::SaveRequest request = save_request(world, a.dir + "/async", step, true, compute.state.sign);
+  ckpt::SaveRequest request = save_request(world, a, a.dir + "/async", step, true, compute.state.sign);
   request.max_write_mbps = paced_mbps;
   Stopwatch total;
   MS_RETURN_IF_ERROR(checkpointer.save(tensors, std::move(request)));
@@ -377,11 +384,11 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   int64_t copied = static_cast<int64_t>(report->caller_copied_bytes);
   MS_RETURN_IF_ERROR(world.allreduce(&copied, &copied, 1, DType::kI64, comm::ReduceOp::kSum));
   const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
-  print_row(world, "save, async (" + label + "): total to commit", total_s, state_bytes,
+  print_row(world, save_label(a, "save, async (" + label + ")") + ": total to commit", total_s, state_bytes,
             a.dd_write_mibs,
             printf_string("library total %.2f s; %.0f training steps ran meanwhile",
                           report->total_s, static_cast<double>(steps)));
-  print_row(world, "save, async (" + label + "): stall (caller blocked)", stall_s, state_bytes, 0,
+  print_row(world, save_label(a, "save, async (" + label + ")") + ": stall (caller blocked)", stall_s, state_bytes, 0,
             printf_string("%.2f%% of total, %.2f%% of a step (slowest rank's save() %.4f s, "
                           "polls %.4f s, copies before the update %.4f s; %.0f MiB copied "
                           "there, all ranks)",
@@ -539,6 +546,8 @@ int main(int argc, char** argv) {
   app.add_option("--paced-mbps", a.paced_mbps,
                  "save: also time an async save with max_write_mbps at this rate (0: none)")
       ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--page-cache", a.page_cache,
+               "save: write the data files through the page cache, not with direct I/O");
   app.add_option("--baseline-steps", a.baseline_steps, "save: steps timed with no save running")
       ->check(CLI::Range(1, 10000));
   app.add_option("--dd-write-mibs", a.dd_write_mibs, "dd conv=fsync write rate, same run, MiB/s");

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The training save path of ms-ckpt (lib/ckpt Checkpointer, load_tensors, reshard_checkpoint) on
 # about 1 GiB of f32 state, against the raw sequential disk bandwidth measured in the same run:
-# `dd bs=1M conv=fsync` for writes (the median of three runs), `dd bs=1M iflag=direct` after
-# dropping the page cache for reads. ckpt_save_bench (built with -DMS_BUILD_BENCH=ON) runs under mpirun with 1 and 2 ranks
+# `dd bs=1M conv=fsync` for writes (the median of three runs; `dd bs=8M oflag=direct` beside it,
+# as the writer bypasses the page cache too), `dd bs=1M iflag=direct` after dropping the page
+# cache for reads. ckpt_save_bench (built with -DMS_BUILD_BENCH=ON) runs under mpirun with 1 and 2 ranks
 # (the rank count is the data-parallel size; weights replicated, Adam moments ZeRO-1):
 #   save     sync save, then async copy-on-write saves while the caller runs "training steps"
 #            (sgemms, then an update that rewrites the whole state) and polls: stall (caller
 #            blocked) against the time to commit and the step time, first save and later ones,
-#            and the step slowdown while writing, unpaced and paced at a quarter of dd's rate
+#            and the step slowdown while writing, unpaced and paced at a quarter of dd's rate;
+#            on 1 rank once more with the data files written through the page cache
 #   load     cold load into the same layout and into the other one (dp=2 -> 1, dp=1 -> 2)
 #   reshard  offline, dp=2 -> dp=1,zero=0 on 1 process and dp=1 -> dp=2,zero=1 on 2 processes
 # Pages are dropped before every measurement when run as root (/proc/sys/vm/drop_caches);
@@ -53,6 +55,10 @@ for _ in 1 2 3; do
   [ ${#dd_ws[@]} -eq 3 ] || rm -f "$WORK/dd.bin"
 done
 dd_w=$(printf '%s\n' "${dd_ws[@]}" | sort -g | sed -n 2p)
+# The same write with direct I/O, as the checkpoint writer does where the filesystem allows.
+drop > /dev/null
+dd_wd=$(secs dd if=/dev/zero of="$WORK/dd-direct.bin" bs=8M count="$((MIB / 8))" oflag=direct conv=fsync)
+rm -f "$WORK/dd-direct.bin"
 cache=$(drop)
 dd_r=$(secs dd if="$WORK/dd.bin" of=/dev/null bs=1M iflag=direct)
 rm -f "$WORK/dd.bin"
@@ -62,6 +68,8 @@ echo "| case | ranks | seconds | MiB/s | vs dd | detail |"
 echo "|---|---:|---:|---:|---:|---|"
 printf "| dd write bs=1M conv=fsync | 1 | %.2f | %s | 1.00x | raw sequential write, %s MiB; median of 3 runs: %s s |\n" \
   "$dd_w" "$W" "$MIB" "$(printf '%.2f ' "${dd_ws[@]}")"
+printf "| dd write bs=8M oflag=direct conv=fsync | 1 | %.2f | %s | %.2fx | the same write bypassing the page cache |\n" \
+  "$dd_wd" "$(rate "$MIB" "$dd_wd")" "$(echo "$dd_w / $dd_wd" | bc -l)"
 printf "| dd read bs=1M iflag=direct (%s) | 1 | %.2f | %s | 1.00x | raw sequential read |\n" "$cache" "$dd_r" "$R"
 
 bench() {  # bench <ranks> <mode> <args...>
@@ -73,6 +81,8 @@ bench() {  # bench <ranks> <mode> <args...>
 step="step-00000002"  # the async save of `ckpt_save_bench save`
 paced=$(echo "scale=0; $W * 1.048576 / 4" | bc -l)  # MB/s, a quarter of dd's MiB/s
 bench 1 save --dir "$WORK/dp1" --paced-mbps "$paced"
+bench 1 save --dir "$WORK/dp1-page-cache" --paced-mbps "$paced" --page-cache
+rm -rf "$WORK/dp1-page-cache"
 bench 2 save --dir "$WORK/dp2" --paced-mbps "$paced"
 bench 1 load --ckpt "$WORK/dp1/async/$step"
 bench 2 load --ckpt "$WORK/dp2/async/$step"

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <thread>
 
+#include "core/buffer.h"
 #include "io/uring_queue.h"
 #include "tests/io/temp_dir.h"
 
@@ -75,6 +77,42 @@ TEST_P(EnvTest, WritebackStartedPieceByPieceKeepsTheContents) {
   EXPECT_EQ(back, data);
   ASSERT_TRUE(file->close().ok());
   EXPECT_EQ(file->start_writeback(0, 1).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_P(EnvTest, TruncateCutsAndExtendsTheFile) {
+  std::string data = random_bytes(10000, 5);
+  auto file = open(dir_.file("cut"), OpenMode::kCreateNew);
+  ASSERT_TRUE(file->write_at(0, data).ok());
+  ASSERT_TRUE(file->truncate(4321).ok());
+  EXPECT_EQ(*file->size(), 4321u);
+  ASSERT_TRUE(file->truncate(5000).ok());
+  std::string back(5000, '\x7f');
+  ASSERT_EQ(*file->read_at(0, bytes_of(back)), 5000u);
+  EXPECT_EQ(back.substr(0, 4321), data.substr(0, 4321));
+  EXPECT_EQ(back.substr(4321), std::string(5000 - 4321, '\0')) << "extended with zeros";
+  ASSERT_TRUE(file->close().ok());
+  EXPECT_EQ(file->truncate(0).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(file->enable_direct_writes().status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A direct file takes aligned writes from aligned memory; what it stores reads back the same.
+TEST_P(EnvTest, DirectWritesStoreAlignedBlocks) {
+  auto file = open(dir_.file("direct"), OpenMode::kCreateNew);
+  Result<bool> direct = file->enable_direct_writes();
+  ASSERT_TRUE(direct.ok()) << direct.status().to_string();
+  if (!*direct) GTEST_SKIP() << "the test directory's filesystem has no direct I/O";
+  Buffer block(3 * kDirectIoAlignment, kDirectIoAlignment);
+  std::string data = random_bytes(block.size(), 6);
+  std::memcpy(block.data(), data.data(), data.size());
+  ASSERT_TRUE(file->write_at(kDirectIoAlignment, block.bytes()).ok());
+  ASSERT_TRUE(file->truncate(kDirectIoAlignment + data.size() - 10).ok());
+  ASSERT_TRUE(file->sync().ok());
+  ASSERT_TRUE(file->close().ok());
+  auto reread = open(dir_.file("direct"), OpenMode::kRead);
+  std::string back(kDirectIoAlignment + data.size() - 10, '\x7f');
+  ASSERT_EQ(*reread->read_at(0, bytes_of(back)), back.size());
+  EXPECT_EQ(back.substr(0, kDirectIoAlignment), std::string(kDirectIoAlignment, '\0'));
+  EXPECT_EQ(back.substr(kDirectIoAlignment), data.substr(0, data.size() - 10));
 }
 
 TEST_P(EnvTest, AppendsGoToTheEndAndReopenKeepsContents) {
