@@ -20,6 +20,7 @@
 #include "ckpt/write_pacer.h"
 #include "core/crc32c.h"
 #include "core/logging.h"
+#include "core/stream_copy.h"
 #include "core/timer.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
@@ -260,7 +261,9 @@ bool Checkpointer::Pending::copy_bucket(size_t i) {
   uint8_t seen = kNotCopied;
   if (state.compare_exchange_strong(seen, kCopying, std::memory_order_acq_rel)) {
     const CopyBucket& b = buckets[i];
-    std::memcpy(staging.bytes().data() + b.staging_offset, b.src, b.bytes);
+    // Streaming stores: the disk reads staging by DMA, so caching it would only evict the
+    // training's working set and cost a read of every line first.
+    copy_streaming(staging.bytes().data() + b.staging_offset, b.src, b.bytes);
     state.store(kCopied, std::memory_order_release);
     state.notify_all();
     copied.fetch_add(1, std::memory_order_acq_rel);
@@ -296,14 +299,16 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
       const double wait = pacer.wait_after(n, wall_time_s());
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     };
-    MS_ASSIGN_OR_RETURN(io::BulkWriter out, io::BulkWriter::start(*file, std::move(options)));
-    // Staging holds the raw data file byte for byte, so it goes out whole: aligned pieces
-    // straight from it when the writes are direct.
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<io::BulkWriter> out,
+                        io::BulkWriter::start(*file, std::move(options)));
+    // Staging holds the raw data file byte for byte, so it is queued whole at once (aligned
+    // pieces straight from it when the writes are direct) and the checksums below run while
+    // the writer thread writes it.
     const bool whole_staging = !staging.empty() && request.codec != "zstd";
     if (whole_staging) {
       uint64_t end = 0;
       for (const WriteItem& item : items) end = std::max(end, item.staging_offset + item.bytes);
-      MS_RETURN_IF_ERROR(out.append(staging.bytes().first(end)));
+      MS_RETURN_IF_ERROR(out->append(staging.bytes().first(end)));
     }
     for (const WriteItem& item : items) {
       std::string_view stored(reinterpret_cast<const char*>(item_bytes(item)), item.bytes);
@@ -312,8 +317,12 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
         compressed = io::compress(stored);
         stored = compressed;
       }
-      const uint64_t offset = whole_staging ? item.staging_offset : out.offset();
-      if (!whole_staging) MS_RETURN_IF_ERROR(out.append(stored));
+      const uint64_t offset = whole_staging ? item.staging_offset : out->offset();
+      if (request.codec == "zstd") {
+        MS_RETURN_IF_ERROR(out->append_copy(stored));  // `compressed` goes with this iteration
+      } else if (!whole_staging) {
+        MS_RETURN_IF_ERROR(out->append(io::as_bytes(stored)));  // the tensor, until finish()
+      }
       bytes_written += stored.size();
       records.push_back({{"name", item.name},
                          {"dtype", std::string(dtype_name(item.dtype))},
@@ -323,7 +332,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
                          {"codec", request.codec},
                          {"crc32c", crc32c(stored.data(), stored.size())}});
     }
-    MS_RETURN_IF_ERROR(out.finish());
+    MS_RETURN_IF_ERROR(out->finish());
     MS_RETURN_IF_ERROR(file->sync());
     return file->close();
   };

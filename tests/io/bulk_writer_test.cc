@@ -1,14 +1,18 @@
 // BulkWriter: the bytes that reach the file are exactly the bytes appended, in any mix of aligned
-// and unaligned, large and tiny spans, with direct I/O and through the page cache, on both
-// backends; direct I/O is used wherever the filesystem has it, aligned memory is written without
-// a copy, and injected disk faults surface as errors.
+// and unaligned, large and tiny, in-place and copied spans, with direct I/O and through the page
+// cache, on a writer thread and inline, on both backends; direct I/O is used wherever the
+// filesystem has it, aligned memory is written without a copy, copied bytes may change once
+// appended, and injected disk faults surface as errors.
 #include "io/bulk_writer.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <random>
 #include <tuple>
 
@@ -49,10 +53,16 @@ std::string read_whole(Env& env, const std::string& path) {
   return back;
 }
 
-class BulkWriterTest : public ::testing::TestWithParam<std::tuple<IoBackend, bool>> {
+class BulkWriterTest : public ::testing::TestWithParam<std::tuple<IoBackend, bool, int>> {
  protected:
   void SetUp() override { MS_IO_ENV_OR_SKIP(env_, std::get<0>(GetParam())); }
   bool want_direct() const { return std::get<1>(GetParam()); }
+  BulkWriter::Options options() const {
+    BulkWriter::Options o;
+    o.direct = want_direct();
+    o.queue_depth = std::get<2>(GetParam());
+    return o;
+  }
 
   std::unique_ptr<Env> env_;
   TempDir dir_;
@@ -61,35 +71,49 @@ class BulkWriterTest : public ::testing::TestWithParam<std::tuple<IoBackend, boo
 TEST_P(BulkWriterTest, TheFileHoldsExactlyTheBytesAppended) {
   // One source buffer, cut into spans that exercise every path: aligned and long (written in
   // place, several pieces), an unaligned tail of it, an unaligned start, tiny spans, an aligned
-  // span arriving while bytes wait in the bounce buffer, and a piece-sized unaligned run.
+  // span arriving while bytes wait in the bounce buffer, a piece-sized unaligned run, and
+  // copied spans (from a scratch buffer overwritten after each append) between them.
   const Buffer source = random_buffer(1 << 20, 7);
   const std::byte* s = static_cast<const std::byte*>(source.data());
-  const std::vector<std::pair<size_t, size_t>> spans = {
-      {0, 3 * kPiece + 8192 + 123}, {300001, 70001}, {400000, 1}, {400001, 2},
-      {400003, 3},                  {4096 * 120, 5 * 4096}, {600001, kPiece}, {700000, 4096}};
+  struct Span {
+    size_t at, n;
+    bool copy;
+  };
+  const std::vector<Span> spans = {
+      {0, 3 * kPiece + 8192 + 123, false}, {300001, 70001, false}, {400000, 1, false},
+      {400001, 2, true},  {400003, 3, false}, {4096 * 120, 5 * 4096, false},
+      {500000, 2 * kPiece + 9, true},      {600001, kPiece, false}, {4096 * 200, 8192, false},
+      {700000, 4096, true}};
   std::string expected;
   const std::string path = dir_.file("data");
   auto file = std::move(env_->open(path, OpenMode::kCreateNew)).value();
-  BulkWriter::Options options;
-  options.piece_bytes = kPiece + 100;  // rounded down to whole blocks
-  options.direct = want_direct();
-  uint64_t reported = 0;
-  options.after_piece = [&](uint64_t n) {
+  BulkWriter::Options o = options();
+  o.piece_bytes = kPiece + 100;  // rounded down to whole blocks
+  std::atomic<uint64_t> reported{0};
+  o.after_piece = [&](uint64_t n) {
     EXPECT_LE(n, kPiece);
     reported += n;
   };
-  Result<BulkWriter> writer = BulkWriter::start(*file, options);
-  ASSERT_TRUE(writer.ok()) << writer.status().to_string();
+  Result<std::unique_ptr<BulkWriter>> started = BulkWriter::start(*file, o);
+  ASSERT_TRUE(started.ok()) << started.status().to_string();
+  BulkWriter& writer = **started;
   if (!want_direct()) {
-    EXPECT_FALSE(writer->direct());
+    EXPECT_FALSE(writer.direct());
   }
-  for (const auto& [at, n] : spans) {
-    ASSERT_EQ(writer->offset(), expected.size());
-    ASSERT_TRUE(writer->append(std::span(s + at, n)).ok());
-    expected.append(reinterpret_cast<const char*>(s + at), n);
+  std::vector<std::byte> scratch;
+  for (const Span& span : spans) {
+    ASSERT_EQ(writer.offset(), expected.size());
+    if (span.copy) {
+      scratch.assign(s + span.at, s + span.at + span.n);
+      ASSERT_TRUE(writer.append_copy(scratch).ok());
+      std::fill(scratch.begin(), scratch.end(), std::byte{0x5a});  // too late to matter
+    } else {
+      ASSERT_TRUE(writer.append(std::span(s + span.at, span.n)).ok());
+    }
+    expected.append(reinterpret_cast<const char*>(s + span.at), span.n);
   }
-  ASSERT_TRUE(writer->finish().ok());
-  EXPECT_EQ(writer->offset(), expected.size());
+  ASSERT_TRUE(writer.finish().ok());
+  EXPECT_EQ(writer.offset(), expected.size());
   ASSERT_TRUE(file->sync().ok());
   ASSERT_TRUE(file->close().ok());
   // Direct writes pad the last block; the padding is written, reported and cut off again.
@@ -102,20 +126,16 @@ TEST_P(BulkWriterTest, TheFileHoldsExactlyTheBytesAppended) {
 
 TEST_P(BulkWriterTest, DirectWhereverTheFilesystemHasIt) {
   auto file = std::move(env_->open(dir_.file("data"), OpenMode::kCreateNew)).value();
-  BulkWriter::Options options;
-  options.direct = want_direct();
-  Result<BulkWriter> writer = BulkWriter::start(*file, options);
+  Result<std::unique_ptr<BulkWriter>> writer = BulkWriter::start(*file, options());
   ASSERT_TRUE(writer.ok()) << writer.status().to_string();
-  EXPECT_EQ(writer->direct(), want_direct() && filesystem_has_direct_io(dir_.path()));
+  EXPECT_EQ((*writer)->direct(), want_direct() && filesystem_has_direct_io(dir_.path()));
 }
 
 TEST_P(BulkWriterTest, AnEmptyStreamLeavesAnEmptyFile) {
   const std::string path = dir_.file("empty");
   auto file = std::move(env_->open(path, OpenMode::kCreateNew)).value();
-  BulkWriter::Options options;
-  options.direct = want_direct();
-  BulkWriter writer = std::move(BulkWriter::start(*file, options)).value();
-  ASSERT_TRUE(writer.finish().ok());
+  std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*file, options())).value();
+  ASSERT_TRUE(writer->finish().ok());
   ASSERT_TRUE(file->close().ok());
   EXPECT_EQ(read_whole(*env_, path), "");
 }
@@ -123,10 +143,11 @@ TEST_P(BulkWriterTest, AnEmptyStreamLeavesAnEmptyFile) {
 INSTANTIATE_TEST_SUITE_P(
     Modes, BulkWriterTest,
     ::testing::Combine(::testing::Values(IoBackend::kPosix, IoBackend::kUring),
-                       ::testing::Bool()),
+                       ::testing::Bool(), ::testing::Values(0, 2)),
     [](const auto& info) {
       return testing::backend_label(std::get<0>(info.param)) +
-             (std::get<1>(info.param) ? "_direct" : "_page_cache");
+             (std::get<1>(info.param) ? "_direct" : "_page_cache") +
+             (std::get<2>(info.param) ? "_thread" : "_inline");
     });
 
 // Direct writes from aligned memory go out in place, piece by piece, and only the unaligned tail
@@ -139,21 +160,21 @@ TEST(BulkWriterDirectTest, AlignedMemoryIsWrittenInPlace) {
   auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
   BulkWriter::Options options;
   options.piece_bytes = kPiece;
-  BulkWriter writer = std::move(BulkWriter::start(*file, options)).value();
-  ASSERT_TRUE(writer.direct());
+  std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*file, options)).value();
+  ASSERT_TRUE(writer->direct());
   const int before = env.writes();
   // 3.5 pieces and 100 bytes: three whole pieces and the half piece in place, then one padded
   // block from the bounce buffer.
   const size_t n = 3 * kPiece + kPiece / 2 + 100;
-  ASSERT_TRUE(writer.append(source.bytes().first(n)).ok());
-  ASSERT_TRUE(writer.finish().ok());
+  ASSERT_TRUE(writer->append(source.bytes().first(n)).ok());
+  ASSERT_TRUE(writer->finish().ok());
   EXPECT_EQ(env.writes() - before, 5);
   EXPECT_EQ(env.bytes_written(), n - 100 + kDirectIoAlignment);
   ASSERT_TRUE(file->close().ok());
   EXPECT_EQ(*std::move(env.open(dir.file("data"), OpenMode::kRead)).value()->size(), n);
 }
 
-class BulkWriterFaultTest : public ::testing::TestWithParam<bool> {};
+class BulkWriterFaultTest : public ::testing::TestWithParam<std::tuple<bool, int>> {};
 
 // A failing, torn or full disk fails the append that reaches it, with the injected error (not
 // EINVAL from a direct write cut short at an unaligned byte).
@@ -165,21 +186,52 @@ TEST_P(BulkWriterFaultTest, DiskFaultsFailTheAppend) {
     auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
     BulkWriter::Options options;
     options.piece_bytes = kPiece;
-    options.direct = GetParam();
-    BulkWriter writer = std::move(BulkWriter::start(*file, options)).value();
+    options.direct = std::get<0>(GetParam());
+    options.queue_depth = std::get<1>(GetParam());
+    std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*file, options)).value();
     if (fault == 0) env.fail_nth_write(2);
     if (fault == 1) env.short_write_nth(2, 1000);
     if (fault == 2) env.enospc_after(kPiece + 5000);
-    Status status = writer.append(source.bytes().subspan(1, 3 * kPiece));
-    if (status.ok()) status = writer.finish();
+    // Copied and in place; with a writer thread the error may show only at finish().
+    Status status = writer->append_copy(source.bytes().subspan(1, kPiece + 7));
+    if (status.ok()) status = writer->append(source.bytes().subspan(kPiece + 8, 2 * kPiece));
+    if (status.ok()) status = writer->finish();
     ASSERT_FALSE(status.ok()) << "fault " << fault;
     EXPECT_NE(status.message().find("injected fault"), std::string::npos) << status.message();
     EXPECT_EQ(env.injected_faults(), 1);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, BulkWriterFaultTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "direct" : "page_cache"; });
+INSTANTIATE_TEST_SUITE_P(Modes, BulkWriterFaultTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(0, 2)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "direct" : "page_cache") +
+                                  (std::get<1>(info.param) ? "_thread" : "_inline");
+                         });
+
+// A writer dropped before finish() (its caller failed elsewhere) stops at once: the pieces still
+// queued are not written, so their memory may go with the caller.
+TEST(BulkWriterThreadTest, AnAbandonedWriterWritesNoMore) {
+  TempDir dir;
+  FaultInjectingEnv env(default_env());
+  const Buffer source = random_buffer(8 * kPiece, 9);
+  auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
+  BulkWriter::Options options;
+  options.piece_bytes = kPiece;
+  std::atomic<bool> written{false}, release{false};
+  options.after_piece = [&](uint64_t) {
+    written = true;
+    while (!release.load()) std::this_thread::yield();  // the first write holds the thread
+  };
+  auto writer = std::move(BulkWriter::start(*file, options)).value();
+  ASSERT_TRUE(writer->append(source.bytes()).ok());  // 8 pieces queued in place
+  while (!written.load()) std::this_thread::yield();
+  std::thread drop([&] { writer.reset(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  release = true;
+  drop.join();
+  EXPECT_EQ(env.writes(), 1);
+}
 
 }  // namespace
 }  // namespace ms::io
