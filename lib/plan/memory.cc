@@ -109,10 +109,26 @@ Result<double> activation_bytes(const config::RunConfig& c, const Layout& l,
   // holding one chunk's activations: the largest chunk's, to stay on the safe side. (The
   // trainer's start-up line multiplies the sum over chunks instead, which over-counts by up to
   // vpp under the interleaved schedule.)
-  const int in_flight = parallel::pp_peak_in_flight(pipeline.schedule, r);
   const double per_pair = l.vpp > 1 ? largest : total;
   const double deferred = deferred_weight_grad_bytes(c, l, pipeline, r);
-  return per_pair * in_flight + deferred * in_flight;
+  if (deferred == 0) return per_pair * parallel::pp_peak_in_flight(pipeline.schedule, r);
+  // Zero-bubble: a pair's activations go at its input-gradient pass, its weight-gradient
+  // operands at its (deferred) weight pass, which the schedule may hold back for several
+  // micro-batches to fill the bubbles; the peak is over the rank's own action order.
+  MS_ASSIGN_OR_RETURN(const std::vector<parallel::PpAction> actions,
+                      parallel::pp_schedule(pipeline.schedule, r));
+  int forwards = 0, weights_pending = 0;
+  double peak = 0;
+  for (const parallel::PpAction& a : actions) {
+    if (a.op == parallel::PpOp::kForward) ++forwards;
+    if (a.op == parallel::PpOp::kBackward || a.op == parallel::PpOp::kBackwardInput) {
+      --forwards;
+      if (a.op == parallel::PpOp::kBackwardInput) ++weights_pending;
+    }
+    if (a.op == parallel::PpOp::kBackwardWeight) --weights_pending;
+    peak = std::max(peak, per_pair * forwards + deferred * weights_pending);
+  }
+  return peak;
 }
 
 }  // namespace
