@@ -5,7 +5,10 @@
 # the bound (STREAM copy bandwidth measured in the same bench / the weight bytes that format
 # reads per step) and prefill GFLOP/s; PyTorch on the CPU (Debian's python3-torch, when
 # present) runs the same model directory in f32 with the same thread count, in the same run.
-# Usage: scripts/bench/infer_quant_decode.sh <build dir> [threads] [model writer's bin dir]
+# MODEL=1b takes a model of about 960 M parameters instead (d_model 2048, 16 layers, d_ff 5632):
+# the range is 200 M to 1 B, and the work of a step that does not shrink with the
+# weights (attention, norms, the vocabulary argmax, the thread hand-offs) weighs less there.
+# Usage: [MODEL=290m|1b] scripts/bench/infer_quant_decode.sh <build dir> [threads] [model writer's bin dir]
 #   The model writer is a test tool: pass a test build's bin dir when <build dir> is a
 #   benchmark build without tests. Results go in docs/bench/infer.md.
 set -euo pipefail
@@ -25,9 +28,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, load $(cut -d' ' -f1-3 /proc/loadavg)"
+case ${MODEL:-290m} in
+  290m) shape=(--d-model 1024 --layers 16 --heads 16 --kv-heads 8 --d-ff 2816) ;;
+  1b) shape=(--d-model 2048 --layers 16 --heads 16 --kv-heads 8 --d-ff 5632) ;;
+  *) echo "MODEL must be 290m or 1b" >&2; exit 1 ;;
+esac
+echo "# model ${MODEL:-290m}: ${shape[*]}"
 "$TOOLS/ms_infer_make_tiny_model" --dir "$work/model" \
-  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" --d-model 1024 --layers 16 \
-  --heads 16 --kv-heads 8 --d-ff 2816 --max-seq-len 256 --seed 3
+  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" "${shape[@]}" --max-seq-len 256 --seed 3
 
 # One bench per format; the B=1 row of its sweep and the bound line above it.
 summary="$work/summary.txt"
