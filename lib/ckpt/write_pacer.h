@@ -25,9 +25,9 @@ class WritePacer {
 
   bool paced() const { return rate_ > 0; }
   // Pieces writes are cut into so the pace holds within about 50 ms at the rate (at least
-  // 1 MiB, at most 8 MiB; 8 MiB unpaced). The writer starts each piece's writeback as soon
-  // as it is written, so the disk works on one piece while the next is copied; a large piece
-  // would leave the disk idle for the whole of its copy.
+  // 1 MiB, at most 8 MiB; 8 MiB unpaced). The pieces go to io::BulkWriter, whose writer
+  // thread keeps the disk busy with one while the next is formed; a large piece would leave
+  // the disk idle for the whole of its copy.
   uint64_t chunk_bytes() const {
     constexpr uint64_t kMax = 8ull << 20;
     if (rate_ <= 0) return kMax;

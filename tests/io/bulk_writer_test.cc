@@ -150,17 +150,30 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<2>(info.param) ? "_thread" : "_inline");
     });
 
+// A fresh data file opened through a FaultInjectingEnv, which counts (and can fail) its writes.
+struct CountedFile {
+  TempDir dir;
+  FaultInjectingEnv env{default_env()};
+  std::unique_ptr<File> file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
+};
+
+BulkWriter::Options in_pieces_of(uint64_t bytes) {
+  BulkWriter::Options options;
+  options.piece_bytes = bytes;
+  return options;
+}
+
 // Direct writes from aligned memory go out in place, piece by piece, and only the unaligned tail
 // passes through the bounce buffer: the writes a FaultInjectingEnv counts show it.
 TEST(BulkWriterDirectTest, AlignedMemoryIsWrittenInPlace) {
-  TempDir dir;
-  if (!filesystem_has_direct_io(dir.path())) GTEST_SKIP() << "no direct I/O on " << dir.path();
-  FaultInjectingEnv env(default_env());
+  CountedFile out;
+  if (!filesystem_has_direct_io(out.dir.path())) {
+    GTEST_SKIP() << "no direct I/O on " << out.dir.path();
+  }
+  FaultInjectingEnv& env = out.env;
   const Buffer source = random_buffer(4 * kPiece, 3);
-  auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
-  BulkWriter::Options options;
-  options.piece_bytes = kPiece;
-  std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*file, options)).value();
+  std::unique_ptr<BulkWriter> writer =
+      std::move(BulkWriter::start(*out.file, in_pieces_of(kPiece))).value();
   ASSERT_TRUE(writer->direct());
   const int before = env.writes();
   // 3.5 pieces and 100 bytes: three whole pieces and the half piece in place, then one padded
@@ -170,8 +183,8 @@ TEST(BulkWriterDirectTest, AlignedMemoryIsWrittenInPlace) {
   ASSERT_TRUE(writer->finish().ok());
   EXPECT_EQ(env.writes() - before, 5);
   EXPECT_EQ(env.bytes_written(), n - 100 + kDirectIoAlignment);
-  ASSERT_TRUE(file->close().ok());
-  EXPECT_EQ(*std::move(env.open(dir.file("data"), OpenMode::kRead)).value()->size(), n);
+  ASSERT_TRUE(out.file->close().ok());
+  EXPECT_EQ(*std::move(env.open(out.dir.file("data"), OpenMode::kRead)).value()->size(), n);
 }
 
 class BulkWriterFaultTest : public ::testing::TestWithParam<std::tuple<bool, int>> {};
@@ -180,15 +193,13 @@ class BulkWriterFaultTest : public ::testing::TestWithParam<std::tuple<bool, int
 // EINVAL from a direct write cut short at an unaligned byte).
 TEST_P(BulkWriterFaultTest, DiskFaultsFailTheAppend) {
   for (int fault = 0; fault < 3; ++fault) {
-    TempDir dir;
-    FaultInjectingEnv env(default_env());
+    CountedFile out;
+    FaultInjectingEnv& env = out.env;
     const Buffer source = random_buffer(4 * kPiece, 5);
-    auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
-    BulkWriter::Options options;
-    options.piece_bytes = kPiece;
+    BulkWriter::Options options = in_pieces_of(kPiece);
     options.direct = std::get<0>(GetParam());
     options.queue_depth = std::get<1>(GetParam());
-    std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*file, options)).value();
+    std::unique_ptr<BulkWriter> writer = std::move(BulkWriter::start(*out.file, options)).value();
     if (fault == 0) env.fail_nth_write(2);
     if (fault == 1) env.short_write_nth(2, 1000);
     if (fault == 2) env.enospc_after(kPiece + 5000);
@@ -212,25 +223,22 @@ INSTANTIATE_TEST_SUITE_P(Modes, BulkWriterFaultTest,
 // A writer dropped before finish() (its caller failed elsewhere) stops at once: the pieces still
 // queued are not written, so their memory may go with the caller.
 TEST(BulkWriterThreadTest, AnAbandonedWriterWritesNoMore) {
-  TempDir dir;
-  FaultInjectingEnv env(default_env());
+  CountedFile out;
   const Buffer source = random_buffer(8 * kPiece, 9);
-  auto file = std::move(env.open(dir.file("data"), OpenMode::kCreateNew)).value();
-  BulkWriter::Options options;
-  options.piece_bytes = kPiece;
+  BulkWriter::Options options = in_pieces_of(kPiece);
   std::atomic<bool> written{false}, release{false};
   options.after_piece = [&](uint64_t) {
     written = true;
     while (!release.load()) std::this_thread::yield();  // the first write holds the thread
   };
-  auto writer = std::move(BulkWriter::start(*file, options)).value();
+  auto writer = std::move(BulkWriter::start(*out.file, options)).value();
   ASSERT_TRUE(writer->append(source.bytes()).ok());  // 8 pieces queued in place
   while (!written.load()) std::this_thread::yield();
   std::thread drop([&] { writer.reset(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   release = true;
   drop.join();
-  EXPECT_EQ(env.writes(), 1);
+  EXPECT_EQ(out.env.writes(), 1);
 }
 
 }  // namespace
