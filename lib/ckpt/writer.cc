@@ -56,6 +56,7 @@ struct WriteItem {
   int64_t local_offset = 0;  // elements into data
   uint64_t bytes = 0;
   uint64_t staging_offset = 0;
+  size_t first_bucket = 0;  // an async save's snapshot buckets of this item, in order
 };
 
 uint64_t box_bytes(const Box& box, DType dtype) {
@@ -145,11 +146,16 @@ enum CopyState : uint8_t { kNotCopied = 0, kCopying = 1, kCopied = 2 };
 // at most, and copies the rest of what it needs itself.
 constexpr uint64_t kCopyBucketBytes = 4ull << 20;
 
-// One bucket: the `bytes` bytes of a caller's tensor at `src`, staged at `staging_offset`.
+// One bucket: the `bytes` bytes of a caller's tensor at `src`, staged at `staging_offset`, and,
+// when the writer thread copied it, their CRC-32C taken during the copy (a shard's checksum is
+// combined from its buckets', so staging is not read again). The caller's own copies skip the
+// checksum, since it waits for them; the writer checksums those buckets from staging.
 struct CopyBucket {
   const std::byte* src = nullptr;
   uint64_t bytes = 0;
   uint64_t staging_offset = 0;
+  uint32_t crc = 0;
+  bool has_crc = false;
 };
 
 }  // namespace
@@ -194,9 +200,9 @@ struct Checkpointer::Pending {
     if (publisher.joinable()) publisher.join();
   }
   void prepare_staging(Buffer spare);
-  bool copy_bucket(size_t i);
-  void copy_all() {
-    for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i);
+  bool copy_bucket(size_t i, bool checksum);
+  void copy_all(bool checksum) {
+    for (size_t i = 0; i < buckets.size(); ++i) copy_bucket(i, checksum);
   }
   // Where the writer reads `item`: staging, or the caller's tensor for a sync save.
   const std::byte* item_bytes(const WriteItem& item) const {
@@ -205,6 +211,16 @@ struct Checkpointer::Pending {
              static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
     }
     return staging.bytes().data() + item.staging_offset;
+  }
+  // The CRC-32C of a staged item, from its buckets' (the snapshot must be complete).
+  uint32_t staged_crc(const WriteItem& item) const {
+    uint32_t crc = 0;
+    for (size_t i = item.first_bucket, at = 0; at < item.bytes; ++i, at += kCopyBucketBytes) {
+      const CopyBucket& b = buckets[i];
+      crc = b.has_crc ? crc32c_combine(crc, b.crc, b.bytes)
+                      : crc32c(staging.bytes().data() + b.staging_offset, b.bytes, crc);
+    }
+    return crc;
   }
   bool snapshot_complete() const {
     return copied.load(std::memory_order_acquire) == buckets.size();
@@ -242,9 +258,10 @@ void Checkpointer::Pending::prepare_staging(Buffer spare) {
     staging = Buffer(total, io::kDirectIoAlignment);
     staging_allocated_bytes = total;
   }
-  for (const WriteItem& item : items) {
+  for (WriteItem& item : items) {
     const auto* src = static_cast<const std::byte*>(item.data) +
                       static_cast<size_t>(item.local_offset) * dtype_size(item.dtype);
+    item.first_bucket = buckets.size();
     for (uint64_t at = 0; at < item.bytes; at += kCopyBucketBytes) {
       buckets.push_back({src + at, std::min(kCopyBucketBytes, item.bytes - at),
                          item.staging_offset + at});
@@ -254,16 +271,23 @@ void Checkpointer::Pending::prepare_staging(Buffer spare) {
   for (size_t i = 0; i < buckets.size(); ++i) copy_state[i].store(kNotCopied);
 }
 
-// Makes sure bucket i is in staging: copies it when no other thread has started to, else waits
-// for that thread. True when this call made the copy.
-bool Checkpointer::Pending::copy_bucket(size_t i) {
+// Makes sure bucket i is in staging: copies it (checksumming it on the way when `checksum`) when
+// no other thread has started to, else waits for that thread. True when this call made the copy.
+bool Checkpointer::Pending::copy_bucket(size_t i, bool checksum) {
   std::atomic<uint8_t>& state = copy_state[i];
   uint8_t seen = kNotCopied;
   if (state.compare_exchange_strong(seen, kCopying, std::memory_order_acq_rel)) {
-    const CopyBucket& b = buckets[i];
+    CopyBucket& b = buckets[i];
     // Streaming stores: the disk reads staging by DMA, so caching it would only evict the
-    // training's working set and cost a read of every line first.
-    copy_streaming(staging.bytes().data() + b.staging_offset, b.src, b.bytes);
+    // training's working set and cost a read of every line first. The checksum is taken on the
+    // way, while each piece is in the cache.
+    std::byte* dst = staging.bytes().data() + b.staging_offset;
+    if (checksum) {
+      b.crc = copy_streaming_crc32c(dst, b.src, b.bytes);
+      b.has_crc = true;
+    } else {
+      copy_streaming(dst, b.src, b.bytes);
+    }
     state.store(kCopied, std::memory_order_release);
     state.notify_all();
     copied.fetch_add(1, std::memory_order_acq_rel);
@@ -288,7 +312,7 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     if (items.empty()) return Status::OK();
     MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file,
                         env.open(tmp_dir + "/" + name, io::OpenMode::kCreateNew));
-    copy_all();
+    copy_all(/*checksum=*/true);
     if (background) lower_thread_priority();
     WritePacer pacer(request.max_write_mbps * 1e6, wall_time_s());
     // In pieces, so a paced writer sleeps between them instead of bursting.
@@ -302,8 +326,8 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     MS_ASSIGN_OR_RETURN(std::unique_ptr<io::BulkWriter> out,
                         io::BulkWriter::start(*file, std::move(options)));
     // Staging holds the raw data file byte for byte, so it is queued whole at once (aligned
-    // pieces straight from it when the writes are direct) and the checksums below run while
-    // the writer thread writes it.
+    // pieces straight from it when the writes are direct); its checksums come from the
+    // snapshot's buckets, and anything else is checksummed while the writer thread writes.
     const bool whole_staging = !staging.empty() && request.codec != "zstd";
     if (whole_staging) {
       uint64_t end = 0;
@@ -330,7 +354,8 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
                          {"file", name}, {"offset", offset}, {"length", stored.size()},
                          {"global_offsets", item.box.offsets}, {"lengths", item.box.lengths},
                          {"codec", request.codec},
-                         {"crc32c", crc32c(stored.data(), stored.size())}});
+                         {"crc32c", whole_staging ? staged_crc(item)
+                                                  : crc32c(stored.data(), stored.size())}});
     }
     MS_RETURN_IF_ERROR(out->finish());
     MS_RETURN_IF_ERROR(file->sync());
@@ -368,7 +393,7 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   // snapshot would only add a copy. The staging buffer is kept for the next async save.
   if (async) {
     pending->prepare_staging(std::move(spare_staging_));
-    if (!request.copy_on_write) pending->copy_all();
+    if (!request.copy_on_write) pending->copy_all(/*checksum=*/false);
   }
   pending->request = std::move(request);
   writing_ = std::move(pending);
@@ -415,7 +440,7 @@ void Checkpointer::before_overwrite(const void* data, size_t bytes) {
   for (size_t i = p->buckets.size(); i-- > 0;) {
     const CopyBucket& b = p->buckets[i];
     const bool overlaps = before(b.src, begin + bytes) && before(begin, b.src + b.bytes);
-    if (overlaps && p->copy_bucket(i)) p->caller_copied_bytes += b.bytes;
+    if (overlaps && p->copy_bucket(i, /*checksum=*/false)) p->caller_copied_bytes += b.bytes;
   }
   const double s = watch.elapsed_s();
   p->caller_copy_s += s;
@@ -427,7 +452,7 @@ void Checkpointer::before_overwrite_all() {
   if (p == nullptr || p->snapshot_complete()) return;
   Stopwatch watch;
   for (size_t i = p->buckets.size(); i-- > 0;) {  // backwards, as in before_overwrite
-    if (p->copy_bucket(i)) p->caller_copied_bytes += p->buckets[i].bytes;
+    if (p->copy_bucket(i, /*checksum=*/false)) p->caller_copied_bytes += p->buckets[i].bytes;
   }
   const double s = watch.elapsed_s();
   p->caller_copy_s += s;

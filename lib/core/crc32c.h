@@ -13,11 +13,19 @@ namespace ms {
 // to start), so crc32c(b, nb, crc32c(a, na)) == crc32c of a followed by b.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0);
 
+// The CRC-32C of A followed by B, from crc_a = crc32c(A), crc_b = crc32c(B) and B's length:
+// checksums of pieces computed apart (by several threads, or while copying them) give the
+// checksum of the whole without reading it again. O(log len_b) small GF(2) products.
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // The two implementations behind crc32c(), exposed so tests can compare them.
 uint32_t crc32c_software(const void* data, size_t size, uint32_t crc = 0);
 // True when this CPU has the SSE4.2 crc32 instruction (always false off x86-64).
 bool crc32c_hardware_available();
-// Requires crc32c_hardware_available() (asserted).
+// Requires crc32c_hardware_available() (asserted). Inputs of kCrc32cInterleaveBytes or more run
+// three independent streams over thirds of each block, since one crc32 instruction's result
+// feeds the next and a single stream waits out its latency (three times the throughput).
+inline constexpr size_t kCrc32cInterleaveBytes = 3 * 16384;
 uint32_t crc32c_hardware(const void* data, size_t size, uint32_t crc = 0);
 
 }  // namespace ms

@@ -1,6 +1,9 @@
 #include "core/stream_copy.h"
 
+#include "core/crc32c.h"
+
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -54,6 +57,17 @@ void copy_streaming(void* dst, const void* src, size_t n) {
   }
 #endif
   std::memcpy(dst, src, n);
+}
+
+uint32_t copy_streaming_crc32c(void* dst, const void* src, size_t n, uint32_t crc) {
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* in = static_cast<const unsigned char*>(src);
+  for (size_t at = 0; at < n; at += kCopyCrcPieceBytes) {
+    const size_t piece = std::min(kCopyCrcPieceBytes, n - at);
+    copy_streaming(out + at, in + at, piece);
+    crc = crc32c(in + at, piece, crc);
+  }
+  return crc;
 }
 
 }  // namespace ms

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "core/crc32c.h"
 
 namespace ms {
 
@@ -13,5 +16,11 @@ namespace ms {
 // CPU has them and memcpy otherwise; the stores are fenced before it returns, so the bytes are
 // visible to other threads as after memcpy.
 void copy_streaming(void* dst, const void* src, size_t n);
+
+// copy_streaming that also returns the CRC-32C of the bytes (continuing from `crc`, as crc32c()
+// does). It copies kCopyCrcPieceBytes at a time and checksums each piece from the source right
+// after copying it, while the piece is still in the cache, so memory is read once for both.
+inline constexpr size_t kCopyCrcPieceBytes = 4 * kCrc32cInterleaveBytes;
+uint32_t copy_streaming_crc32c(void* dst, const void* src, size_t n, uint32_t crc = 0);
 
 }  // namespace ms

@@ -11,7 +11,9 @@
 //                        Checkpointer::poll(), as the trainer polls at step boundaries); reports
 //                        the caller's stall against the time to commit and the step time, and
 //                        the step time during the save against --baseline-steps steps with no
-//                        save running just before it, for the
+//                        save running just before it and as many just after its commit (two
+//                        controls: the machine's own drift shows between them), with rank 0's
+//                        first step times during the save and the update's share, for the
 //                        first save (new staging buffer), a first save whose staging was reserved
 //                        before the run (Checkpointer::reserve_staging, as ms-train does), the
 //                        next (reused) and, with
@@ -371,8 +373,11 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
   // The control for this save's step times: steps just before it with no save running, so a
   // drift of the machine's speed over the run (a shared VM's) is not charged to the save.
+  const double update_at_baseline_s = compute.update_s;
   MS_ASSIGN_OR_RETURN(const double before_mine_s, mean_step_s(compute, a.baseline_steps));
   MS_ASSIGN_OR_RETURN(const double before_step_s, max_over_ranks(world, before_mine_s));
+  const double before_update_s =
+      (compute.update_s - update_at_baseline_s) / static_cast<double>(a.baseline_steps);
   ckpt::SaveRequest request = save_request(world, a, a.dir + "/async", step, true, compute.state.sign);
   request.max_write_mbps = paced_mbps;
   Stopwatch total;
@@ -381,16 +386,27 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   double poll_s = 0, compute_s = 0;
   const double update_before_s = compute.update_s;
   int64_t steps = 0;
+  std::string step_ms;  // rank 0's step times while the save runs, to see where the cost falls
   std::optional<ckpt::SaveReport> report;
   while (!report) {
     Stopwatch one;
     MS_RETURN_IF_ERROR(compute.step(&checkpointer));
-    compute_s += one.lap_s();
+    const double step_s = one.lap_s();
+    compute_s += step_s;
+    if (steps < 8) step_ms += printf_string("%s%.0f", steps == 0 ? "" : " ", 1e3 * step_s);
     ++steps;
     MS_ASSIGN_OR_RETURN(report, checkpointer.poll());
     poll_s += one.elapsed_s();
   }
   MS_ASSIGN_OR_RETURN(const double total_s, max_over_ranks(world, total.elapsed_s()));
+  const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
+  // The same control once the save has committed: a drift of the machine's speed shows as
+  // a difference between the two controls, while a cost of the save shows against both.
+  const double update_at_after_s = compute.update_s;
+  MS_ASSIGN_OR_RETURN(const double after_mine_s, mean_step_s(compute, a.baseline_steps));
+  const double after_update_s =
+      (compute.update_s - update_at_after_s) / static_cast<double>(a.baseline_steps);
+  MS_ASSIGN_OR_RETURN(const double after_step_s, max_over_ranks(world, after_mine_s));
   MS_ASSIGN_OR_RETURN(const double stall_s,
                       max_over_ranks(world, save_call_s + poll_s + report->caller_copy_s));
   MS_ASSIGN_OR_RETURN(const double copy_s, max_over_ranks(world, report->caller_copy_s));
@@ -400,7 +416,6 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
                       max_over_ranks(world, compute_s / static_cast<double>(steps)));
   int64_t copied = static_cast<int64_t>(report->caller_copied_bytes);
   MS_RETURN_IF_ERROR(world.allreduce(&copied, &copied, 1, DType::kI64, comm::ReduceOp::kSum));
-  const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
   print_row(world, save_label(a, "save, async (" + label + ")") + ": total to commit", total_s, state_bytes,
             a.dd_write_mibs,
             printf_string("library total %.2f s; %.0f training steps ran meanwhile",
@@ -414,10 +429,14 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
                           static_cast<double>(copied) / kMiB));
   if (world.rank() == 0) {
     std::printf("| (training during the async save) | %d | %.4f | - | - | mean step (%d sgemm-%"
-                PRId64 " + update %.0f ms) %.1f ms vs %.1f ms in the %d steps just before it with "
-                "no save running (%.2fx the speed) |\n",
+                PRId64 " + update %.0f ms) %.1f ms vs %.1f ms (update %.0f ms) in the %d steps "
+                "just before it with no save running (%.2fx the speed) and %.1f ms (update %.0f "
+                "ms) in %d steps after its commit (%.2fx); rank 0's first steps: %s ms |\n",
                 world.size(), busy_step_s, a.gemms, a.gemm_n, 1e3 * update_s, 1e3 * busy_step_s,
-                1e3 * before_step_s, a.baseline_steps, before_step_s / busy_step_s);
+                1e3 * before_step_s, 1e3 * before_update_s, a.baseline_steps,
+                before_step_s / busy_step_s, 1e3 * after_step_s, 1e3 * after_update_s,
+                a.baseline_steps,
+                after_step_s / busy_step_s, step_ms.c_str());
   }
   return Status::OK();
 }

@@ -69,6 +69,38 @@ TEST(Crc32c, HardwareMatchesSoftwareOnOddLengthsAndAlignments) {
   }
 }
 
+// Lengths around the three-lane blocks of the hardware path (whole blocks, blocks plus a tail,
+// one short of a block), from unaligned starts.
+TEST(Crc32c, HardwareMatchesSoftwareAcrossInterleavedBlocks) {
+  if (!crc32c_hardware_available()) GTEST_SKIP() << "this CPU has no SSE4.2 crc32 instruction";
+  std::vector<float> noise(3 * kCrc32cInterleaveBytes / 4 + 64);
+  fill_uniform(noise, 11, stream_id("crc32c-blocks"), 0, -1.0f, 1.0f);
+  const auto* data = reinterpret_cast<const unsigned char*>(noise.data());
+  const size_t block = kCrc32cInterleaveBytes;
+  for (size_t offset : {0u, 3u, 8u}) {
+    for (size_t length : {block - 1, block, block + 1, block + 4099, 2 * block, 2 * block + 7}) {
+      EXPECT_EQ(crc32c_hardware(data + offset, length, 0xdeadbeefu),
+                crc32c_software(data + offset, length, 0xdeadbeefu))
+          << "offset " << offset << " length " << length;
+    }
+  }
+}
+
+TEST(Crc32c, CombiningEqualsChecksummingTheConcatenation) {
+  std::vector<unsigned char> data = bytes_of(70000, 5, 13);
+  for (size_t split : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{69999}, size_t{70000}}) {
+    const uint32_t a = crc32c(data.data(), split);
+    const uint32_t b = crc32c(data.data() + split, data.size() - split);
+    EXPECT_EQ(crc32c_combine(a, b, data.size() - split), crc32c(data.data(), data.size()))
+        << "split at " << split;
+  }
+  // Three pieces combine left to right.
+  const uint32_t p1 = crc32c(data.data(), 100), p2 = crc32c(data.data() + 100, 900);
+  const uint32_t p3 = crc32c(data.data() + 1000, 69000);
+  EXPECT_EQ(crc32c_combine(crc32c_combine(p1, p2, 900), p3, 69000),
+            crc32c(data.data(), data.size()));
+}
+
 TEST(Crc32c, DetectsASingleBitFlip) {
   std::vector<unsigned char> data = bytes_of(4096, 3, 7);
   const uint32_t before = crc32c(data.data(), data.size());
