@@ -34,7 +34,7 @@ constexpr Tables kTables = make_tables();
 
 // GF(2) polynomials modulo the CRC polynomial, in the CRC's reflected bit order (bit 31 is x^0,
 // bit 0 is x^31). a * b mod P: for each term of a from x^0 up, add b, and multiply b by x.
-uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
+constexpr uint32_t multiply_mod_p(uint32_t a, uint32_t b) {
   uint32_t product = 0;
   for (uint32_t term = 1u << 31; term != 0; term >>= 1) {
     if (a & term) product ^= b;
@@ -50,13 +50,7 @@ constexpr std::array<uint32_t, 67> make_powers() {
   uint32_t p = 1u << 30;  // x^1
   for (uint32_t& entry : powers) {
     entry = p;
-    // p = p * p mod P, spelled out so it is a constant expression.
-    uint32_t product = 0, b = p;
-    for (uint32_t term = 1u << 31; term != 0; term >>= 1) {
-      if (p & term) product ^= b;
-      b = (b & 1u) ? (b >> 1) ^ kPolynomial : b >> 1;
-    }
-    p = product;
+    p = multiply_mod_p(p, p);
   }
   return powers;
 }

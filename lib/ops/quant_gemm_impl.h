@@ -65,11 +65,14 @@ constexpr int64_t kGemvShortCols = 4096;
 //
 // Dot<P, T, R> computes T rows of x against R rows of W. Each of the T * R outputs has its own
 // K accumulators, filled in the same order whatever T and R are, so a row's bits depend on
-// neither how many rows of x come with it nor how many rows of W are decoded beside it.
+// neither how many rows of x come with it nor how many rows of W are decoded beside it. Four
+// accumulators, not two: an FMA's result is ready several cycles after it issues, and a decode
+// step on short rows (one row of x, one row of W) has no other independent work to hide that
+// behind. The gain is within a shared VM's spread (docs/bench/infer.md, "Four accumulators").
 template <class P, int T, int R>
 struct Dot {
   using V = typename P::V;
-  static constexpr int K = 2;
+  static constexpr int K = 4;
   using Acc = V[K][T][R];
 
   static void zero(Acc& acc) {
