@@ -24,7 +24,8 @@ uint32_t crc32c_software(const void* data, size_t size, uint32_t crc = 0);
 bool crc32c_hardware_available();
 // Requires crc32c_hardware_available() (asserted). Inputs of kCrc32cInterleaveBytes or more run
 // three independent streams over thirds of each block, since one crc32 instruction's result
-// feeds the next and a single stream waits out its latency (three times the throughput).
+// feeds the next and a single stream waits out its latency (2.0x one stream's rate measured,
+// docs/core.md).
 inline constexpr size_t kCrc32cInterleaveBytes = 3 * 16384;
 uint32_t crc32c_hardware(const void* data, size_t size, uint32_t crc = 0);
 

@@ -2,8 +2,8 @@
 
 #include "core/crc32c.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__x86_64__)
