@@ -59,7 +59,7 @@ constexpr std::array<uint32_t, 67> kPowers = make_powers();
 
 // x^(8 * bytes) mod P: what a CRC register is multiplied by when `bytes` zero bytes pass through
 // it (the CRC is linear: register(s, A) = s * x^(8|A|) + register(0, A)).
-uint32_t shift_bytes(uint64_t bytes) {
+constexpr uint32_t shift_bytes(uint64_t bytes) {
   uint32_t p = 1u << 31;  // x^0
   for (int k = 3; bytes != 0; bytes >>= 1, ++k) {
     if (bytes & 1u) p = multiply_mod_p(kPowers[static_cast<size_t>(k)], p);
@@ -87,8 +87,8 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const unsigned char* p, 
   // by linearity the block's register is lane0 * x^(8 * 2L) + lane1 * x^(8 * L) + lane2.
   constexpr size_t kLane = kCrc32cInterleaveBytes / 3;
   if (n >= kCrc32cInterleaveBytes) {
-    static const uint32_t shift_two_lanes = shift_bytes(2 * kLane);
-    static const uint32_t shift_one_lane = shift_bytes(kLane);
+    constexpr uint32_t shift_two_lanes = shift_bytes(2 * kLane);
+    constexpr uint32_t shift_one_lane = shift_bytes(kLane);
     for (; n >= kCrc32cInterleaveBytes; n -= kCrc32cInterleaveBytes, p += kCrc32cInterleaveBytes) {
       uint64_t a = crc64, b = 0, c = 0;
       for (size_t i = 0; i < kLane; i += 8) {

@@ -363,6 +363,21 @@ Result<double> mean_step_s(Compute& compute, int steps) {
   return watch.elapsed_s() / steps;
 }
 
+// A control for a save's step times: `steps` steps with no save running, their mean (the
+// slowest rank's) and this rank's mean update.
+struct ControlSteps {
+  double step_s = 0;
+  double update_s = 0;
+};
+Result<ControlSteps> control_steps(comm::Communicator& world, Compute& compute, int steps) {
+  const double update_at_start_s = compute.update_s;
+  MS_ASSIGN_OR_RETURN(const double mine_s, mean_step_s(compute, steps));
+  ControlSteps out;
+  MS_ASSIGN_OR_RETURN(out.step_s, max_over_ranks(world, mine_s));
+  out.update_s = (compute.update_s - update_at_start_s) / static_cast<double>(steps);
+  return out;
+}
+
 // One asynchronous save while "training" continues: steps, poll() after each. `label` says
 // whether the checkpointer's staging buffer is new (the first save of a run) or reused from the
 // previous save (every later save), and whether the writes are paced.
@@ -373,11 +388,7 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   MS_RETURN_IF_ERROR(drop_page_cache(world).status());  // no dirty pages of earlier runs
   // The control for this save's step times: steps just before it with no save running, so a
   // drift of the machine's speed over the run (a shared VM's) is not charged to the save.
-  const double update_at_baseline_s = compute.update_s;
-  MS_ASSIGN_OR_RETURN(const double before_mine_s, mean_step_s(compute, a.baseline_steps));
-  MS_ASSIGN_OR_RETURN(const double before_step_s, max_over_ranks(world, before_mine_s));
-  const double before_update_s =
-      (compute.update_s - update_at_baseline_s) / static_cast<double>(a.baseline_steps);
+  MS_ASSIGN_OR_RETURN(const ControlSteps before, control_steps(world, compute, a.baseline_steps));
   ckpt::SaveRequest request = save_request(world, a, a.dir + "/async", step, true, compute.state.sign);
   request.max_write_mbps = paced_mbps;
   Stopwatch total;
@@ -402,11 +413,7 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
   // The same control once the save has committed: a drift of the machine's speed shows as
   // a difference between the two controls, while a cost of the save shows against both.
-  const double update_at_after_s = compute.update_s;
-  MS_ASSIGN_OR_RETURN(const double after_mine_s, mean_step_s(compute, a.baseline_steps));
-  const double after_update_s =
-      (compute.update_s - update_at_after_s) / static_cast<double>(a.baseline_steps);
-  MS_ASSIGN_OR_RETURN(const double after_step_s, max_over_ranks(world, after_mine_s));
+  MS_ASSIGN_OR_RETURN(const ControlSteps after, control_steps(world, compute, a.baseline_steps));
   MS_ASSIGN_OR_RETURN(const double stall_s,
                       max_over_ranks(world, save_call_s + poll_s + report->caller_copy_s));
   MS_ASSIGN_OR_RETURN(const double copy_s, max_over_ranks(world, report->caller_copy_s));
@@ -433,10 +440,10 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
                 "just before it with no save running (%.2fx the speed) and %.1f ms (update %.0f "
                 "ms) in %d steps after its commit (%.2fx); rank 0's first steps: %s ms |\n",
                 world.size(), busy_step_s, a.gemms, a.gemm_n, 1e3 * update_s, 1e3 * busy_step_s,
-                1e3 * before_step_s, 1e3 * before_update_s, a.baseline_steps,
-                before_step_s / busy_step_s, 1e3 * after_step_s, 1e3 * after_update_s,
+                1e3 * before.step_s, 1e3 * before.update_s, a.baseline_steps,
+                before.step_s / busy_step_s, 1e3 * after.step_s, 1e3 * after.update_s,
                 a.baseline_steps,
-                after_step_s / busy_step_s, step_ms.c_str());
+                after.step_s / busy_step_s, step_ms.c_str());
   }
   return Status::OK();
 }
