@@ -77,6 +77,7 @@ struct LoadTensor {
 struct LoadOptions {
   bool allow_missing = false;     // requested tensors absent from the checkpoint are skipped
   bool allow_unexpected = false;  // checkpoint tensors nobody asked for are ignored
+  bool direct_io = true;          // data files are read past the page cache where it allows
 };
 
 // Compares the names a model expects with the checkpoint's. InvalidArgument listing (the first

@@ -1,94 +1,18 @@
-// Loading: reads the byte ranges of the shards overlapping a requested region (one batched
-// read_ranges per data file), verifies their crc32c, decompresses zstd shards, and copies the
-// overlap into the caller's buffer. This is what makes load-time resharding work: the caller
-// asks in global coordinates, whatever layout wrote the checkpoint.
-#include <algorithm>
-#include <cstring>
+// Loading: validates what is asked (names, dtypes, shapes, regions inside their tensors) and
+// hands the regions to the read pipeline (read_pipeline.h), which reads the shards overlapping
+// them, verifies their crc32c, decompresses zstd shards and copies the overlaps into the
+// caller's buffers. This is what makes load-time resharding work: the caller asks in global
+// coordinates, whatever layout wrote the checkpoint.
 #include <map>
+#include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/read_pipeline.h"
 #include "ckpt/regions.h"
-#include "core/buffer.h"
 #include "core/checked_math.h"
-#include "core/crc32c.h"
-#include "io/zstd_stream.h"
 
 namespace ms::ckpt {
 namespace {
-
-// Reads at most this many stored bytes per batch, bounding the memory a load needs.
-constexpr uint64_t kBatchBytes = 256ull << 20;
-
-Box shard_box(const ShardRecord& s) { return {s.global_offsets, s.lengths}; }
-
-std::string describe(const std::string& path, const TensorRecord& t, const ShardRecord& s) {
-  return path + ": tensor \"" + t.name + "\" shard at byte offset " + std::to_string(s.offset) +
-         " (" + std::to_string(s.length) + " bytes)";
-}
-
-// The shard's stored bytes checked and, for zstd, decompressed into a buffer of exactly the
-// box's raw size (a frame claiming or yielding another size is Corruption).
-Result<Buffer> decode_shard(const std::string& path, const TensorRecord& t, const ShardRecord& s,
-                            Buffer stored) {
-  const uint32_t crc = crc32c(stored.data(), stored.size());
-  if (crc != s.crc32c) {
-    return Corruption(describe(path, t, s) + ": crc32c mismatch (manifest " +
-                      std::to_string(s.crc32c) + ", data " + std::to_string(crc) +
-                      "); the file is damaged: restore it or load an older checkpoint");
-  }
-  if (s.codec == "raw") return stored;
-  const uint64_t want = static_cast<uint64_t>(shard_box(s).numel()) * dtype_size(t.dtype);
-  Result<Buffer> raw = Buffer::allocate(want);
-  if (!raw.ok()) return raw.status().with_context(describe(path, t, s));
-  const Status decoded = io::decompress_exact(
-      std::string_view(static_cast<const char*>(stored.data()), stored.size()), raw->bytes());
-  if (!decoded.ok()) return Corruption(describe(path, t, s) + ": " + decoded.message());
-  return raw;
-}
-
-struct Overlap {
-  const ShardRecord* shard = nullptr;
-  Box region;
-};
-
-// Refuses a shard whose byte range passes the end of its file before anything is allocated
-// for it (checked again here for manifests built in memory without validate()).
-Status check_in_file(const std::string& path, const TensorRecord& t, const ShardRecord& s,
-                     uint64_t file_size) {
-  const Result<uint64_t> end = checked_end(s.offset, s.length, "byte range");
-  if (end.ok() && *end <= file_size) return Status::OK();
-  return Corruption(describe(path, t, s) + ": the file has only " + std::to_string(file_size) +
-                    " bytes (truncated?)");
-}
-
-// Reads one batch of shards of one file and copies their overlap with `target` into `dest`.
-Status read_batch(const std::string& path, const TensorRecord& t, std::span<const Overlap> batch,
-                  const Box& target, std::span<std::byte> dest, io::Env& env) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(path, io::OpenMode::kRead));
-  MS_ASSIGN_OR_RETURN(const uint64_t file_size, file->size());
-  std::vector<Buffer> stored;
-  std::vector<io::ReadRange> ranges;
-  for (const Overlap& o : batch) {
-    MS_RETURN_IF_ERROR(check_in_file(path, t, *o.shard, file_size));
-    Result<Buffer> buffer = Buffer::allocate(o.shard->length);
-    if (!buffer.ok()) return buffer.status().with_context(describe(path, t, *o.shard));
-    stored.push_back(std::move(*buffer));
-    ranges.push_back({o.shard->offset, stored.back().bytes()});
-  }
-  Status read = env.read_ranges(*file, ranges);
-  if (!read.ok()) {
-    return read.with_context("tensor \"" + t.name + "\" (file " + path + " is shorter than " +
-                             "the manifest says: truncated?)");
-  }
-  const size_t element = dtype_size(t.dtype);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    MS_ASSIGN_OR_RETURN(Buffer raw, decode_shard(path, t, *batch[i].shard, std::move(stored[i])));
-    const Status copied = copy_region(batch[i].region, shard_box(*batch[i].shard), raw.bytes(),
-                                      target, dest, element);
-    if (!copied.ok()) return copied.with_context(describe(path, t, *batch[i].shard));
-  }
-  return Status::OK();
-}
 
 Status check_region(const TensorRecord& t, std::span<const int64_t> offsets,
                     std::span<const int64_t> lengths) {
@@ -110,44 +34,13 @@ Status read_region(const std::string& step_dir, const Manifest& m, std::string_v
   const TensorRecord* t = m.find(name);
   if (t == nullptr) return NotFound("checkpoint " + step_dir + " has no tensor \"" + std::string(name) + "\"");
   MS_RETURN_IF_ERROR(check_region(*t, offsets, lengths));
-  const Box target{{offsets.begin(), offsets.end()}, {lengths.begin(), lengths.end()}};
-  if (target.numel() == 0) return Status::OK();
+  ReadTarget target{t, Box{{offsets.begin(), offsets.end()}, {lengths.begin(), lengths.end()}}, {}};
+  if (target.box.numel() == 0) return Status::OK();
   // The caller's buffer holds the region's elements (checked: the region lies in a tensor
   // whose byte count manifest validation bounded).
-  const std::span<std::byte> out(static_cast<std::byte*>(dest),
-                                 static_cast<size_t>(target.numel()) * dtype_size(t->dtype));
-  // Manifest::validate proved the shards tile the tensor, so their overlaps with the region
-  // tile the region: every element of `dest` is written exactly once. The count below only
-  // guards manifests built in memory without validate().
-  std::map<std::string, std::vector<Overlap>> by_file;
-  int64_t covered = 0;
-  for (const ShardRecord& s : t->shards) {
-    std::optional<Box> region = intersect_boxes(target, shard_box(s));
-    if (!region) continue;
-    covered += region->numel();
-    by_file[s.file].push_back({&s, std::move(*region)});
-  }
-  if (covered != target.numel()) {
-    return Corruption(step_dir + "/manifest.json: tensor \"" + t->name +
-                      "\": the shards do not tile the requested region " + box_string(target));
-  }
-  for (auto& [file, overlaps] : by_file) {
-    std::sort(overlaps.begin(), overlaps.end(),
-              [](const Overlap& a, const Overlap& b) { return a.shard->offset < b.shard->offset; });
-    size_t begin = 0;
-    while (begin < overlaps.size()) {
-      size_t end = begin;
-      uint64_t bytes = 0;
-      while (end < overlaps.size() && (end == begin || bytes + overlaps[end].shard->length <= kBatchBytes)) {
-        bytes += overlaps[end++].shard->length;
-      }
-      MS_RETURN_IF_ERROR(read_batch(step_dir + "/" + file, *t,
-                                    std::span(overlaps).subspan(begin, end - begin), target,
-                                    out, env));
-      begin = end;
-    }
-  }
-  return Status::OK();
+  target.dest = std::span(static_cast<std::byte*>(dest),
+                          static_cast<size_t>(target.box.numel()) * dtype_size(t->dtype));
+  return read_targets(step_dir, std::span(&target, 1), env);
 }
 
 Status read_region(const std::string& step_dir, const Manifest& m, std::string_view name,
@@ -166,7 +59,7 @@ Status check_tensor_files(const std::string& step_dir, const TensorRecord& t, io
       MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
       it = sizes.emplace(s.file, size).first;
     }
-    MS_RETURN_IF_ERROR(check_in_file(step_dir + "/" + s.file, t, s, it->second));
+    MS_RETURN_IF_ERROR(check_shard_in_file(step_dir + "/" + s.file, t, s, it->second));
   }
   return Status::OK();
 }
@@ -220,6 +113,9 @@ Status check_tensors(const Manifest& m, std::span<const ExpectedTensor> expected
 Status load_tensors(const std::string& step_dir, const Manifest& m,
                     std::span<const LoadTensor> tensors, const LoadOptions& options,
                     io::Env& env) {
+  // Every region of every tensor goes to one pipeline, so the files are read once, in order,
+  // whatever order the tensors come in.
+  std::vector<ReadTarget> targets;
   for (const LoadTensor& want : tensors) {
     const TensorRecord* t = m.find(want.name);
     if (t == nullptr) {
@@ -231,14 +127,16 @@ Status load_tensors(const std::string& step_dir, const Manifest& m,
                              "from the requested one");
     }
     const size_t element = dtype_size(t->dtype);
-    for (const LocalBox& box : spec_boxes(want.spec)) {
-      MS_RETURN_IF_ERROR(read_region(step_dir, m, want.name, box.box.offsets, box.box.lengths,
-                                     static_cast<std::byte*>(want.dest) +
-                                         static_cast<size_t>(box.local_offset) * element,
-                                     env));
+    for (LocalBox& box : spec_boxes(want.spec)) {
+      const size_t bytes = static_cast<size_t>(box.box.numel()) * element;
+      std::byte* dest = static_cast<std::byte*>(want.dest) +
+                        static_cast<size_t>(box.local_offset) * element;
+      targets.push_back({t, std::move(box.box), std::span(dest, bytes)});
     }
   }
-  return Status::OK();
+  ReadPipelineOptions read;
+  read.direct_io = options.direct_io;
+  return read_targets(step_dir, targets, env, read);
 }
 
 }  // namespace ms::ckpt

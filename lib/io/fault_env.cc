@@ -35,6 +35,8 @@ struct ByteCorruption {
 struct FaultInjectingEnv::State {
   std::mutex mu;
   int writes = 0;
+  int reads = 0;
+  int fail_read_at = 0;  // read number that fails; 0 = none
   uint64_t bytes_written = 0;
   int injected = 0;
   int fail_write_at = 0;   // write number that fails outright; 0 = none
@@ -72,7 +74,16 @@ struct FaultInjectingEnv::State {
     return plan;
   }
 
-  // Whether the fault switched on by `flag` fires now; counts it when it does.
+  // An error when this read (counted) is the one set to fail.
+  Status plan_read(const std::string& path, uint64_t offset, size_t size) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (++reads != fail_read_at) return Status::OK();
+    ++injected;
+    return injected_error("read of " + std::to_string(size) + " bytes at offset " +
+                              std::to_string(offset) + " of",
+                          path, EIO);
+  }
+
   bool rename_fails(const std::string& to) {
     std::lock_guard<std::mutex> lock(mu);
     const bool fail = fail_rename || (!rename_onto.empty() && to == rename_onto);
@@ -119,6 +130,7 @@ class FaultInjectingFile final : public File {
 
  protected:
   Result<size_t> do_read_at(uint64_t offset, std::span<std::byte> dest) override {
+    MS_RETURN_IF_ERROR(state_->plan_read(path(), offset, dest.size()));
     MS_ASSIGN_OR_RETURN(size_t got, inner_->read_at(offset, dest));
     state_->corrupt(path(), offset, dest.first(got));
     return got;
@@ -162,6 +174,11 @@ FaultInjectingEnv::~FaultInjectingEnv() = default;
 void FaultInjectingEnv::fail_nth_write(int n) {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->fail_write_at = state_->writes + n;
+}
+
+void FaultInjectingEnv::fail_nth_read(int n) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->fail_read_at = state_->reads + n;
 }
 
 void FaultInjectingEnv::short_write_nth(int n, size_t kept_bytes) {
@@ -215,6 +232,7 @@ void FaultInjectingEnv::corrupt_on_read(const std::string& path, uint64_t offset
 void FaultInjectingEnv::clear_faults() {
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->fail_write_at = 0;
+  state_->fail_read_at = 0;
   state_->short_write_at = 0;
   state_->space_left = kNoLimit;
   state_->fail_file_sync = false;
@@ -229,6 +247,11 @@ void FaultInjectingEnv::clear_faults() {
 int FaultInjectingEnv::writes() const {
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->writes;
+}
+
+int FaultInjectingEnv::reads() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->reads;
 }
 
 uint64_t FaultInjectingEnv::bytes_written() const {

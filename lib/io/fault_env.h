@@ -21,6 +21,8 @@ class FaultInjectingEnv final : public Env {
 
   // The nth write (1 = the next one) fails with EIO and writes nothing.
   void fail_nth_write(int n);
+  // The nth positional read (File::read_at, 1 = the next one) fails with EIO and reads nothing.
+  void fail_nth_read(int n);
   // The nth write stores only its first `kept_bytes` bytes, then fails with EIO: a torn write.
   void short_write_nth(int n, size_t kept_bytes);
   // After `bytes` more bytes have been written, writes fail with ENOSPC; the write that crosses
@@ -45,6 +47,7 @@ class FaultInjectingEnv final : public Env {
   void clear_faults();
 
   int writes() const;              // write calls seen, failed ones included
+  int reads() const;               // File::read_at calls seen, failed ones included
   uint64_t bytes_written() const;  // bytes that reached the wrapped Env
   int injected_faults() const;     // faults that fired
   int dir_syncs_of(const std::string& path) const;  // fsyncs of directory `path` seen

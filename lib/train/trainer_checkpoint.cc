@@ -26,6 +26,14 @@ std::string checkpoints_dir(const config::RunConfig& config) {
 
 const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
 
+// Resuming reads the data files as saving writes them: past the page cache unless
+// checkpoint.direct_io is off.
+ckpt::LoadOptions load_options(const config::RunConfig& config) {
+  ckpt::LoadOptions options;
+  options.direct_io = config.checkpoint.direct_io;
+  return options;
+}
+
 }  // namespace
 
 // checkpoint.resume: "none" starts fresh; "auto" resumes from the checkpoint run.dir/checkpoints/
@@ -77,7 +85,7 @@ Status Trainer::load_parameters() {
   }
   const ckpt::Manifest& m = *s_->resume_manifest;
   MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(s_->resume_dir));
-  return ckpt::load_tensors(s_->resume_dir, m, load, {}, io::default_env());
+  return ckpt::load_tensors(s_->resume_dir, m, load, load_options(config_), io::default_env());
 }
 
 // This rank's part of the optimizer moments (its ZeRO segments, or everything), then the
@@ -98,7 +106,8 @@ Status Trainer::load_optimizer_state() {
     }
   }
   MS_RETURN_IF_ERROR(
-      ckpt::load_tensors(s_->resume_dir, *s_->resume_manifest, load, {}, io::default_env()));
+      ckpt::load_tensors(s_->resume_dir, *s_->resume_manifest, load, load_options(config_),
+                         io::default_env()));
   return restore_state();
 }
 

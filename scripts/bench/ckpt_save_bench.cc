@@ -357,6 +357,22 @@ struct Compute {
   }
 };
 
+// CPU time the hypervisor gave to others while this VM's vCPUs wanted it (the "steal" column
+// of /proc/stat, all CPUs, in seconds); 0 where there is no such file. A save's disk traffic
+// can cost the guest CPU time this way (a VMM thread emulating the disk under the same quota
+// as the vCPUs) without any guest thread showing it.
+double machine_steal_s() {
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  long long user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0,
+            steal = 0;
+  if (!(stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) ||
+      cpu != "cpu") {
+    return 0;
+  }
+  return static_cast<double>(steal) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 Result<double> mean_step_s(Compute& compute, int steps) {
   Stopwatch watch;
   for (int i = 0; i < steps; ++i) MS_RETURN_IF_ERROR(compute.step(nullptr));
@@ -368,11 +384,14 @@ Result<double> mean_step_s(Compute& compute, int steps) {
 struct ControlSteps {
   double step_s = 0;
   double update_s = 0;
+  double steal_s = 0;  // the machine's, per step
 };
 Result<ControlSteps> control_steps(comm::Communicator& world, Compute& compute, int steps) {
   const double update_at_start_s = compute.update_s;
+  const double steal_at_start_s = machine_steal_s();
   MS_ASSIGN_OR_RETURN(const double mine_s, mean_step_s(compute, steps));
   ControlSteps out;
+  out.steal_s = (machine_steal_s() - steal_at_start_s) / static_cast<double>(steps);
   MS_ASSIGN_OR_RETURN(out.step_s, max_over_ranks(world, mine_s));
   out.update_s = (compute.update_s - update_at_start_s) / static_cast<double>(steps);
   return out;
@@ -396,6 +415,7 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   const double save_call_s = total.elapsed_s();
   double poll_s = 0, compute_s = 0;
   const double update_before_s = compute.update_s;
+  const double steal_before_s = machine_steal_s();
   int64_t steps = 0;
   std::string step_ms;  // rank 0's step times while the save runs, to see where the cost falls
   std::optional<ckpt::SaveReport> report;
@@ -411,6 +431,7 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
   }
   MS_ASSIGN_OR_RETURN(const double total_s, max_over_ranks(world, total.elapsed_s()));
   const double update_s = (compute.update_s - update_before_s) / static_cast<double>(steps);
+  const double steal_s = (machine_steal_s() - steal_before_s) / static_cast<double>(steps);
   // The same control once the save has committed: a drift of the machine's speed shows as
   // a difference between the two controls, while a cost of the save shows against both.
   MS_ASSIGN_OR_RETURN(const ControlSteps after, control_steps(world, compute, a.baseline_steps));
@@ -438,12 +459,14 @@ Status time_async_save(comm::Communicator& world, ckpt::Checkpointer& checkpoint
     std::printf("| (training during the async save) | %d | %.4f | - | - | mean step (%d sgemm-%"
                 PRId64 " + update %.0f ms) %.1f ms vs %.1f ms (update %.0f ms) in the %d steps "
                 "just before it with no save running (%.2fx the speed) and %.1f ms (update %.0f "
-                "ms) in %d steps after its commit (%.2fx); rank 0's first steps: %s ms |\n",
+                "ms) in %d steps after its commit (%.2fx); rank 0's first steps: %s ms; "
+                "hypervisor steal per step, both CPUs: %.1f ms during, %.1f before, %.1f after |\n",
                 world.size(), busy_step_s, a.gemms, a.gemm_n, 1e3 * update_s, 1e3 * busy_step_s,
                 1e3 * before.step_s, 1e3 * before.update_s, a.baseline_steps,
                 before.step_s / busy_step_s, 1e3 * after.step_s, 1e3 * after.update_s,
                 a.baseline_steps,
-                after.step_s / busy_step_s, step_ms.c_str());
+                after.step_s / busy_step_s, step_ms.c_str(), 1e3 * steal_s, 1e3 * before.steal_s,
+                1e3 * after.steal_s);
   }
   return Status::OK();
 }
