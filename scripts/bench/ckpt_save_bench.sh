@@ -10,7 +10,8 @@
 #            blocked) against the time to commit and the step time, first save and later ones,
 #            and the step slowdown while writing, unpaced and paced at a quarter of dd's rate;
 #            on 1 rank once more with the data files written through the page cache
-#   load     cold load into the same layout and into the other one (dp=2 -> 1, dp=1 -> 2)
+#   load     cold load into the same layout and into the other one (dp=2 -> 1, dp=1 -> 2),
+#            each against a cold dd iflag=direct read of the same data files just before it
 #   reshard  offline, dp=2 -> dp=1,zero=0 on 1 process and dp=1 -> dp=2,zero=1 on 2 processes
 # Pages are dropped before every measurement when run as root (/proc/sys/vm/drop_caches);
 # otherwise rows say "warm". Prints one markdown table (docs/bench/ckpt.md).
@@ -84,10 +85,24 @@ bench 1 save --dir "$WORK/dp1" --paced-mbps "$paced"
 bench 1 save --dir "$WORK/dp1-page-cache" --paced-mbps "$paced" --page-cache
 rm -rf "$WORK/dp1-page-cache"
 bench 2 save --dir "$WORK/dp2" --paced-mbps "$paced"
-bench 1 load --ckpt "$WORK/dp1/async/$step"
-bench 2 load --ckpt "$WORK/dp2/async/$step"
-bench 1 load --ckpt "$WORK/dp2/async/$step"
-bench 2 load --ckpt "$WORK/dp1/async/$step"
+# Each load is compared with a cold `dd iflag=direct` read of the same data files just before
+# it: this disk's speed drifts between the start of the run and its loads.
+load() {  # load <ranks> <step dir>
+  local t=0 f
+  for f in "$2"/*.data; do
+    drop > /dev/null
+    t=$(echo "$t + $(secs dd if="$f" of=/dev/null bs=1M iflag=direct)" | bc -l)
+  done
+  local mibs
+  mibs=$(echo "scale=1; $(stat -c %s "$2"/*.data | paste -sd+ | bc) / 1048576 / $t" | bc -l)
+  echo "# dd iflag=direct of $(basename "$(dirname "$(dirname "$2")")")'s data files just before the next load: $mibs MiB/s"
+  mpirun --oversubscribe --bind-to none -np "$1" "$BIN/ckpt_save_bench" load --ckpt "$2" \
+    --state-mib "$MIB" --dd-write-mibs "$W" --dd-read-mibs "$mibs"
+}
+load 1 "$WORK/dp1/async/$step"
+load 2 "$WORK/dp2/async/$step"
+load 1 "$WORK/dp2/async/$step"
+load 2 "$WORK/dp1/async/$step"
 bench 1 reshard --ckpt "$WORK/dp2/async/$step" --to dp=1,zero=0 --out "$WORK/rs1"
 rm -rf "$WORK/rs1"
 bench 2 reshard --ckpt "$WORK/dp1/async/$step" --to dp=2,zero=1 --out "$WORK/rs2"
