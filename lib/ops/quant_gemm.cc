@@ -65,7 +65,8 @@ struct Int4XLayout {
 };
 Int4XLayout int4_x_layout(CpuPath path, int64_t cols) {
   switch (path) {
-    case CpuPath::kAvx2: return {8, 2};                                     // pairs
+    case CpuPath::kAvx2: return cols % 64 == 0 ? Int4XLayout{8, 8}         // octs
+                                               : Int4XLayout{8, 2};        // pairs
     case CpuPath::kAvx512: return cols % 128 == 0 ? Int4XLayout{16, 8}     // octs
                                                   : Int4XLayout{16, 2};    // pairs
     default: return {1, 2};  // the scalar twin: column order

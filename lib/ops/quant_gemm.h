@@ -1,10 +1,11 @@
 // y = x W^T with W in a serving weight format (ops/quant.h), dequantization fused into the inner
 // loop: a block of W is decoded in registers and used at once for up to four rows of x, so W is
 // read once per block of rows and never expanded to f32 in memory. GEMV is the n = 1 case; for
-// a long row of x it decodes four rows of W side by side, so each load of x serves all four.
-// int4 decodes by table lookup: on AVX-512, rows of a multiple of 128 columns take 8 nibbles
-// per 32-bit lane and scale block sums per lane, other rows fold each group's scale into its
-// table and split a block into even and odd columns; x is laid out to match once per call.
+// a long row of x it decodes four rows of W at a time, so x comes from L2 once for all four.
+// int4 rows of a multiple of 8 vector widths (64 columns on AVX2, 128 on AVX-512) take 8 nibbles
+// per 32-bit lane, decoded by table lookup (AVX-512) or by moving each to the top of its lane and
+// converting (AVX2), and scale block sums per lane; other rows split a block into even and odd
+// columns with each group's scale folded into the decode; x is laid out to match once per call.
 //
 // Three code paths compute the same thing: a scalar twin (the reference every other path is
 // tested against), AVX2+FMA and AVX-512F, the widest the CPU supports being picked at run time

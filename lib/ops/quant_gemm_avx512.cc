@@ -26,13 +26,16 @@ struct Avx512Path {
   }
   // The oct decode: 64 bytes, 128 columns; lane j holds columns 8j .. 8j + 7, one nibble each.
   static constexpr bool kInt4Oct = true;
+  static constexpr float kInt4OctUnit = 1.0f;  // the table gives the codes themselves
   using Packed = __m512i;
   static Packed i4_load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  static Packed i4_next(Packed d) { return _mm512_srli_epi32(d, 4); }
-  static V i4_table() {
-    return _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  // The lookup reads the low four bits of a lane, so nibble k only needs shifting down.
+  template <int k, int rows_of_x>
+  static V i4_codes(const Packed& d) {
+    const __m512 table =
+        _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm512_permutexvar_ps(k == 0 ? d : _mm512_srli_epi32(d, 4 * k), table);
   }
-  static V i4_codes(Packed d, V table) { return _mm512_permutexvar_ps(d, table); }
   // Lane j's 8 columns start at column 8j of the block: group 8j / G of those the block covers
   // (128 / G of them, read with a mask so nothing past them is touched).
   static V i4_block_scales(const float* scales, int group) {

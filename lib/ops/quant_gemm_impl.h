@@ -14,7 +14,7 @@
 namespace ms::ops {
 
 // Output channels [row_begin, row_end) of y: (n, w.rows) for every row of x: (n, w.cols). For
-// int4, x is in the path's pair layout (deinterleave_int4_x), not in column order.
+// int4, x is in the path's layout (quant_gemm.cc, int4_x_layout), not in column order.
 using QuantRowsFn = void (*)(const float* x, const QuantView& w, float* y, int64_t n,
                              int64_t row_begin, int64_t row_end);
 void quant_rows_scalar(const float* x, const QuantView& w, float* y, int64_t n, int64_t row_begin,
@@ -40,13 +40,14 @@ constexpr int kTokenBlock = 4;
 // Output channels a task walks through for one block of x rows before moving to the next (their
 // weights stay in cache while every block of x passes over them).
 constexpr int64_t kRowTile = 16;
-// Output channels decoded side by side for a single row of x (a decode step) whose row is
-// longer than kGemvShortCols: each load of x then feeds that many rows of W, since such an x
-// no longer stays in the 32 KiB L1 data cache beside the streaming weights and would otherwise
-// be read from L2 once per row of W, several times W's own bytes. A shorter x stays in L1, and
-// there one row at a time is faster: W is then read as one sequential stream, which the
-// hardware prefetcher follows across rows, instead of kGemvRows short streams per block of
-// rows, each of which it has to pick up anew (measured with quant_gemm_bench, docs/infer.md).
+// Output channels decoded together for a single row of x (a decode step) whose row is longer
+// than kGemvShortCols: each load of x (for the int4 oct decode, each block of x brought into
+// L1) then feeds that many rows of W, since such an x no longer stays in the 32 KiB L1 data
+// cache beside the streaming weights and would otherwise be read from L2 once per row of W,
+// several times W's own bytes. A shorter x stays in L1, and there one row at a time is faster:
+// W is then read as one sequential stream, which the hardware prefetcher follows across rows,
+// instead of kGemvRows short streams per block of rows, each of which it has to pick up anew
+// (measured with quant_gemm_bench, docs/infer.md).
 constexpr int kGemvRows = 4;
 constexpr int64_t kGemvShortCols = 4096;
 
@@ -58,10 +59,11 @@ constexpr int64_t kGemvShortCols = 4096;
 // columns; even and odd get the weights (code * s, rounded once as in dequantize_weights) of
 // the even and the odd ones.
 // bool kInt4Oct: the path also has the oct decode: using Packed; Packed i4_load(const uint8_t*)
-// (4W bytes, 8W columns); Packed i4_next(Packed) (every lane shifted right by 4 bits);
-// V i4_codes(Packed, V table) (each lane's low nibble looked up in table, which i4_table()
-// gives: the codes -8 .. 7 as floats); V i4_block_scales(const float* scales, int G) (lane j
-// gets the scale of the group its columns fall in, scales being the block's first group's).
+// (4W bytes, 8W columns); template <int k, int T> V i4_codes(const Packed&) (lane j gets nibble
+// k of its 32-bit lane, column 8j + k, as code * kInt4OctUnit, exactly; T, the rows of x that
+// share the decode, may choose the instructions but not the value); float kInt4OctUnit (a power
+// of two); V i4_block_scales(const float* scales, int G) (lane j gets the scale of the group its
+// columns fall in, scales being the block's first group's).
 //
 // Dot<P, T, R> computes T rows of x against R rows of W. Each of the T * R outputs has its own
 // K accumulators, filled in the same order whatever T and R are, so a row's bits depend on
@@ -155,9 +157,14 @@ struct Dot {
     }
   }
 
-  // int4, x in the oct layout: per block of 8W columns, the products of the codes (unscaled)
-  // with x go to two block accumulators (sub-vectors k even and odd), which are then scaled
-  // lane by lane, each lane by its group's scale, into the row's two sums.
+  // int4, x in the oct layout: per block of 8W columns and row of W, the products of the codes
+  // (unscaled) with x go to two block accumulators (sub-vectors k even and odd), which are then
+  // scaled lane by lane, each lane by its group's scale, into the output's two sums. The codes
+  // carry the path's kInt4OctUnit, a power of two divided out of each total at the end, so
+  // every rounding in between is the one the unit-free sums would make (short of overflow or
+  // subnormals). The rows of W take turns within a block: one row's decode is live at a time
+  // (AVX2 has 16 vector registers), and the block of x, loaded for the first row, is in L1 for
+  // the others.
   template <int G>
   static void run_int4_oct(const float* x, const QuantView& w, int64_t r0, float (&out)[T][R]) {
     constexpr int kBlock = 8 * P::W;
@@ -165,40 +172,40 @@ struct Dot {
     const uint8_t* rows[R];
     const float* scales[R];
     int4_rows(w, r0, G, rows, scales);
-    const V table = P::i4_table();
-    Acc acc;
-    zero(acc);
+    V sums[2][T][R];
+    for (int t = 0; t < T; ++t) {
+      for (int r = 0; r < R; ++r) sums[0][t][r] = sums[1][t][r] = P::zero();
+    }
     for (int64_t c = 0; c < cols; c += kBlock) {
-      V block[2][T][R];
-      typename P::Packed packed[R];
-      for (int r = 0; r < R; ++r) packed[r] = P::i4_load(rows[r] + c / 2);
-      // Unrolled, so block[k % 2] and the k < 2 choice stay in registers.
-#pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        V codes[R];
-        for (int r = 0; r < R; ++r) {
-          codes[r] = P::i4_codes(packed[r], table);
-          packed[r] = P::i4_next(packed[r]);
-        }
-        for (int t = 0; t < T; ++t) {
-          const V xv = P::load(x + t * cols + c + k * P::W);
-          for (int r = 0; r < R; ++r) {
-            block[k % 2][t][r] = k < 2 ? P::mul(xv, codes[r])
-                                       : P::fmadd(xv, codes[r], block[k % 2][t][r]);
-          }
-        }
-      }
+      const float* xb[T];
+      for (int t = 0; t < T; ++t) xb[t] = x + t * cols + c;
       for (int r = 0; r < R; ++r) {
+        V block[2][T];
+        oct_step<0>(xb, P::i4_load(rows[r] + c / 2), block);
         const V s = P::i4_block_scales(scales[r] + c / G, G);
         for (int t = 0; t < T; ++t) {
-          acc[0][t][r] = P::fmadd(block[0][t][r], s, acc[0][t][r]);
-          acc[1][t][r] = P::fmadd(block[1][t][r], s, acc[1][t][r]);
+          sums[0][t][r] = P::fmadd(block[0][t], s, sums[0][t][r]);
+          sums[1][t][r] = P::fmadd(block[1][t], s, sums[1][t][r]);
         }
       }
     }
     for (int t = 0; t < T; ++t) {
-      for (int r = 0; r < R; ++r) out[t][r] = total(acc, t, r);
+      for (int r = 0; r < R; ++r) {
+        out[t][r] = P::sum(P::add(sums[0][t][r], sums[1][t][r])) / P::kInt4OctUnit;
+      }
     }
+  }
+  // Sub-vectors k .. 7 of one block of one row of W into block[k % 2], xb[t] being row t of x
+  // at the block's first column. k is a template argument so that each step's nibble position
+  // is a constant the path can build into its instructions.
+  template <int k, class Packed>
+  static void oct_step(const float* const (&xb)[T], const Packed& packed, V (&block)[2][T]) {
+    const V codes = P::template i4_codes<k, T>(packed);
+    for (int t = 0; t < T; ++t) {
+      const V xv = P::load(xb[t] + k * P::W);
+      block[k % 2][t] = k < 2 ? P::mul(xv, codes) : P::fmadd(xv, codes, block[k % 2][t]);
+    }
+    if constexpr (k < 7) oct_step<k + 1>(xb, packed, block);
   }
 
   template <int G>

@@ -50,12 +50,19 @@ const QuantGemmCase kCases[] = {
     {"int8_gemm_long", WeightFormat::kInt8, 0, 6, 10, 4112},
     {"int4_g32_gemm_long", WeightFormat::kInt4, 32, 2, 6, 4128},
     {"int4_g64_gemm_long", WeightFormat::kInt4, 64, 5, 9, 4160},
-    // int4 rows that are a multiple of 128 columns: the AVX-512 path's oct decode (blocks of
-    // 128 columns spanning four, two or one group), short and long.
+    // int4 rows that are a multiple of 128 columns: the oct decode on both vector paths (blocks
+    // of 128 columns on AVX-512, 64 on AVX2, spanning up to four groups, or half of one on AVX2
+    // with groups of 128), short and long.
     {"int4_g32_gemv_oct", WeightFormat::kInt4, 32, 1, 7, 128},
     {"int4_g32_gemm_oct", WeightFormat::kInt4, 32, 6, 13, 384},
     {"int4_g32_gemm_long_oct", WeightFormat::kInt4, 32, 3, 6, 4224},
     {"int4_g128_gemm_long_oct", WeightFormat::kInt4, 128, 2, 5, 4352},
+    // int4 rows that are a multiple of 64 columns but not of 128: AVX2's oct decode (here with
+    // blocks spanning two groups; int4_g64_gemm and int4_g64_gemm_long above have them in one),
+    // while AVX-512 takes them in pairs.
+    {"int4_g32_gemv_oct64", WeightFormat::kInt4, 32, 1, 9, 320},
+    {"int4_g32_gemm_oct64", WeightFormat::kInt4, 32, 5, 11, 192},
+    {"int4_g32_gemm_long_oct64", WeightFormat::kInt4, 32, 2, 7, 4160},
 };
 
 // Largest error allowed, relative to sum_k |x_k w_k| of the output.
