@@ -20,10 +20,6 @@ namespace {
 
 Box shard_box(const ShardRecord& s) { return {s.global_offsets, s.lengths}; }
 
-std::string describe(const std::string& path, const TensorRecord& t, const ShardRecord& s) {
-  return describe_shard(path, t, s);
-}
-
 // A shard to read, and the targets it overlaps.
 struct ShardTask {
   const TensorRecord* tensor = nullptr;
@@ -209,7 +205,7 @@ class Pipeline {
     if (slot.buffer.size() < last - first) {
       slot.buffer = Buffer();
       Result<Buffer> grown = Buffer::allocate(last - first, io::kDirectIoAlignment);
-      if (!grown.ok()) return grown.status().with_context(describe(task.path, *task.tensor, s));
+      if (!grown.ok()) return grown.status().with_context(describe_shard(task.path, *task.tensor, s));
       slot.buffer = std::move(*grown);
     }
     const std::span<std::byte> into = slot.buffer.bytes().first(last - first);
@@ -219,7 +215,7 @@ class Pipeline {
     }
     // Short only at the end of the file, which may come inside the last block.
     if (*got < to - first) {
-      return Corruption(describe(task.path, *task.tensor, s) + ": the file ends at byte " +
+      return Corruption(describe_shard(task.path, *task.tensor, s) + ": the file ends at byte " +
                         std::to_string(first + *got) + " (truncated?)");
     }
     slot.data = into.subspan(from - first, to - from);
@@ -234,7 +230,7 @@ class Pipeline {
     const TensorRecord& t = *task.tensor;
     crc = crc32c(data.data(), data.size(), crc);
     if (chunk.last && crc != s.crc32c) {
-      return Corruption(describe(task.path, t, s) + ": crc32c mismatch (manifest " +
+      return Corruption(describe_shard(task.path, t, s) + ": crc32c mismatch (manifest " +
                         std::to_string(s.crc32c) + ", data " + std::to_string(crc) +
                         "); the file is damaged: restore it or load an older checkpoint");
     }
@@ -245,12 +241,12 @@ class Pipeline {
     if (s.codec != "raw") {
       const uint64_t want = static_cast<uint64_t>(box.numel()) * element;
       Result<Buffer> out = Buffer::allocate(want);
-      if (!out.ok()) return out.status().with_context(describe(task.path, t, s));
+      if (!out.ok()) return out.status().with_context(describe_shard(task.path, t, s));
       decoded = std::move(*out);
       const Status st = io::decompress_exact(
           std::string_view(reinterpret_cast<const char*>(data.data()), data.size()),
           decoded.bytes());
-      if (!st.ok()) return Corruption(describe(task.path, t, s) + ": " + st.message());
+      if (!st.ok()) return Corruption(describe_shard(task.path, t, s) + ": " + st.message());
       raw = decoded.bytes();
     } else if (!box.lengths.empty()) {
       box.offsets[0] += chunk.row_begin;
@@ -260,7 +256,7 @@ class Pipeline {
       const std::optional<Box> region = intersect_boxes(target->box, box);
       if (!region) continue;
       const Status copied = copy_region(*region, box, raw, target->box, target->dest, element);
-      if (!copied.ok()) return copied.with_context(describe(task.path, t, s));
+      if (!copied.ok()) return copied.with_context(describe_shard(task.path, t, s));
     }
     return Status::OK();
   }
