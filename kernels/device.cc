@@ -69,6 +69,13 @@ Status copy_to_host(void* host_dst, const void* device_src, size_t bytes) {
   return Status::OK();
 }
 
+Status copy_on_device(void* device_dst, const void* device_src, size_t bytes, Stream stream) {
+  if (bytes == 0) return Status::OK();
+  MS_CUDA_CHECK(cudaMemcpyAsync(device_dst, device_src, bytes, cudaMemcpyDeviceToDevice,
+                                static_cast<cudaStream_t>(stream)));
+  return Status::OK();
+}
+
 Status synchronize(Stream stream) {
   MS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
   return Status::OK();

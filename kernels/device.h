@@ -29,6 +29,9 @@ Result<void*> device_alloc(size_t bytes);
 Status device_free(void* ptr);
 Status copy_to_device(void* device_dst, const void* host_src, size_t bytes);
 Status copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+// Enqueues a copy between two device buffers of the current device on `stream`.
+Status copy_on_device(void* device_dst, const void* device_src, size_t bytes,
+                      Stream stream = nullptr);
 // Waits for all work enqueued on `stream`; reports errors of earlier asynchronous launches.
 Status synchronize(Stream stream);
 

@@ -1,12 +1,14 @@
 // kernels::quantized_linear against its CPU twin, ops::quantized_linear on the scalar path, for
-// every weight format on GEMV and GEMM shapes with tails; y on the device sits between guard
-// bands. Without a GPU every case skips with the reason from device_count(); the argument
+// every weight format on GEMV and GEMM shapes with tails, through both of its kernels (the
+// chunked one for rows of whole 16-byte chunks and an aligned x, the element one otherwise: odd
+// widths and an x one float off alignment); y on the device sits between guard bands. Without a GPU every case skips with the reason from device_count(); the argument
 // checks run everywhere since they answer before anything reaches a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <ostream>
 #include <random>
+#include <vector>
 
 #include "kernels/device.h"
 #include "kernels/quant_gemm.cuh"
@@ -21,6 +23,7 @@ struct QuantTwinCase {
   ops::WeightFormat format;
   int64_t group;
   int64_t n, rows, cols;
+  int64_t x_offset = 0;  // floats between the allocation's start and x
 };
 void PrintTo(const QuantTwinCase& c, std::ostream* os) { *os << c.name; }
 
@@ -32,6 +35,18 @@ const QuantTwinCase kCases[] = {
     {"int4_g32_gemm", ops::WeightFormat::kInt4, 32, 5, 24, 160},
     {"int4_g64_gemv", ops::WeightFormat::kInt4, 64, 1, 300, 512},
     {"int4_g128_gemm", ops::WeightFormat::kInt4, 128, 11, 9, 256},
+    // Several chunks per thread and row, row blocks with a tail, token tiles with a tail.
+    {"f32_gemv_wide", ops::WeightFormat::kF32, 0, 1, 13, 2052},
+    {"bf16_gemv_wide", ops::WeightFormat::kBF16, 0, 1, 67, 4096},
+    {"int8_gemv_wide", ops::WeightFormat::kInt8, 0, 1, 70, 4096},
+    {"int8_gemm_chunked", ops::WeightFormat::kInt8, 0, 9, 33, 320},
+    {"int4_g32_gemv_wide", ops::WeightFormat::kInt4, 32, 1, 1030, 4096},
+    {"int4_g128_gemm_wide", ops::WeightFormat::kInt4, 128, 6, 5, 8192},
+    // The element kernel: widths that are no whole number of chunks, and a misaligned x.
+    {"f32_gemv_odd", ops::WeightFormat::kF32, 0, 1, 7, 101},
+    {"bf16_gemm_odd", ops::WeightFormat::kBF16, 0, 3, 21, 203},
+    {"int4_g64_gemv_misaligned_x", ops::WeightFormat::kInt4, 64, 1, 17, 256, 1},
+    {"bf16_gemm_misaligned_x", ops::WeightFormat::kBF16, 0, 2, 9, 64, 3},
 };
 
 // Largest |gpu - cpu| relative to sum_k |x_k w_k|: both sum in fp32, in different orders.
@@ -69,7 +84,9 @@ TEST_P(KernelQuantTest, MatchesTheCpuTwin) {
   std::vector<float> expected(static_cast<size_t>(c.n * c.rows));
   ops::quantized_linear(x.data(), q->view(), expected.data(), c.n, ops::CpuPath::kScalar);
 
-  const DeviceBuffer dx = upload(x.data(), x.size());
+  std::vector<float> x_storage(static_cast<size_t>(c.x_offset), 0.0f);
+  x_storage.insert(x_storage.end(), x.begin(), x.end());
+  const DeviceBuffer dx = upload(x_storage.data(), x_storage.size());
   const DeviceBuffer dv = upload(q->values.data(), q->values.size());
   const DeviceBuffer ds = upload(q->scales.data(), q->scales.size());
   ops::QuantView dw = q->view();
@@ -79,7 +96,7 @@ TEST_P(KernelQuantTest, MatchesTheCpuTwin) {
   Result<DeviceBuffer> dy = DeviceBuffer::allocate(y.storage_bytes());
   ASSERT_TRUE(succeeded(dy.status()));
   ASSERT_TRUE(succeeded(copy_to_device(dy->data(), y.storage(), y.storage_bytes())));
-  ASSERT_TRUE(succeeded(kernels::quantized_linear(dx.as<float>(), dw,
+  ASSERT_TRUE(succeeded(kernels::quantized_linear(dx.as<float>() + c.x_offset, dw,
                                          dy->as<float>() + test::kGuardElements, c.n)));
   ASSERT_TRUE(succeeded(synchronize(nullptr)));
   ASSERT_TRUE(succeeded(copy_to_host(y.storage(), dy->data(), y.storage_bytes())));
@@ -110,6 +127,19 @@ TEST(KernelQuantArgsTest, RefusesABadGroupSizeAndNullBuffersByName) {
   s = kernels::quantized_linear(nullptr, w, nullptr, 1);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("x"), std::string::npos) << s.message();
+}
+
+TEST(KernelQuantArgsTest, RefusesMoreThan65535RowsOfX) {
+  // Host buffers: the checks answer before anything reaches a device.
+  constexpr int64_t kRows = 4, kCols = 32, kN = 65536;
+  std::vector<float> x(static_cast<size_t>(kN * kCols)), y(static_cast<size_t>(kN * kRows));
+  std::vector<uint8_t> values(static_cast<size_t>(kRows * kCols));
+  std::vector<float> scales(kRows);
+  const ops::QuantView w{ops::WeightFormat::kInt8, kRows, kCols, kCols, values.data(),
+                         scales.data()};
+  const Status s = kernels::quantized_linear(x.data(), w, y.data(), kN);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("65535"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -294,6 +294,18 @@ TEST_F(KernelEdgeTest, NanPropagatesThroughReductionsLikeTheCpu) {
   }
 }
 
+TEST_F(KernelEdgeTest, CopyOnDeviceCopiesExactlyTheBytesAskedFor) {
+  std::vector<float> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+  const DeviceBuffer dx = upload(x);
+  test::Guarded<float> out(x.size() - 3);
+  ASSERT_TRUE(run_on_device<float>(out, [&](float* o) {
+    return copy_on_device(o, dx.as<float>() + 3, out.size() * sizeof(float), nullptr);
+  }));
+  EXPECT_TRUE(out.guards_intact()) << "copied outside out";
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], x[i + 3]) << i;
+}
+
 // gemm: (m, n, k), transposes and row padding; C is guarded and its padding must survive.
 struct GemmCase {
   int64_t m, n, k;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks, in one pass for a short lease on a GPU machine: the kernel tests (every CUDA
+# kernel against its CPU twin), the same under compute-sanitizer's memcheck where it works, and
+# the kernel benchmark beside PyTorch on the same shapes (docs/bench/kernels.md).
+#
+# Usage: gpu_check.sh DIR OUT_DIR
+#   DIR: a folder made by scripts/bench/gpu_bundle.sh (binaries, lib/, these scripts).
+#   OUT_DIR: receives kernels_tests.log/.xml, memcheck.log, kernel_bench.md, kernel_bench_torch.md.
+# Environment: GPU_CHECK_REPS (GEMV calls per measurement, default 200).
+set -uo pipefail
+dir=$(cd "${1:?usage: gpu_check.sh DIR OUT_DIR}" && pwd)
+out=${2:?usage: gpu_check.sh DIR OUT_DIR}
+mkdir -p "$out"
+reps=${GPU_CHECK_REPS:-200}
+
+# CUDA's libraries: the toolkit's, else the ones PyTorch's wheels carry.
+cuda_libs=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
+  [[ -e $d/libcublasLt.so.13 ]] && cuda_libs+="$d:"
+done
+export LD_LIBRARY_PATH="$dir/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
+export OPENBLAS_NUM_THREADS=4
+
+status=0
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd "$dir/ms_kernels_tests" | grep -E "not found|cublas|cudart" || true
+} 2>&1 | tee "$out/machine.txt"
+
+echo "== kernel tests"
+"$dir/ms_kernels_tests" --gtest_output="xml:$out/kernels_tests.xml" > "$out/kernels_tests.log" 2>&1
+rc=$?
+tail -n 25 "$out/kernels_tests.log"
+grep -c "SKIPPED \]" "$out/kernels_tests.log" | sed 's/^/skipped lines: /'
+[[ $rc -eq 0 ]] || { echo "kernel tests failed (rc $rc)"; status=1; }
+
+echo "== kernel tests under compute-sanitizer memcheck"
+if command -v compute-sanitizer > /dev/null; then
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$dir/ms_kernels_tests" \
+    --gtest_filter='Kernels/*:KernelEdgeTest.*' > "$out/memcheck.log" 2>&1
+  rc=$?
+  tail -n 6 "$out/memcheck.log"
+  [[ $rc -eq 0 ]] || { echo "memcheck: rc $rc"; status=1; }
+else
+  echo "compute-sanitizer not found" | tee "$out/memcheck.log"
+fi
+
+echo "== kernel_bench"
+"$dir/kernel_bench" --reps "$reps" 2>&1 | tee "$out/kernel_bench.md" || status=1
+echo "== PyTorch on the same shapes"
+python3 "$dir/kernel_bench_torch.py" --reps "$reps" 2>&1 | tee "$out/kernel_bench_torch.md" || status=1
+exit $status
