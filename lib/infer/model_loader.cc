@@ -36,7 +36,7 @@ Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConf
                                                          const std::string& source) {
   Result<std::unique_ptr<model::Transformer>> created = [&] {
     try {
-      return model::Transformer::create(cfg, 0);
+      return model::Transformer::create(cfg, 0, {}, model::ParameterValues::kToLoad);
     } catch (const std::bad_alloc&) {
       return Result<std::unique_ptr<model::Transformer>>(
           Unavailable("out of memory allocating the model"));
@@ -84,9 +84,16 @@ Result<std::unique_ptr<data::Tokenizer>> load_dir_tokenizer(const std::string& d
   return tokenizer;
 }
 
-Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep) {
+Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep,
+                                  const WeightOptions& convert) {
+  MS_RETURN_IF_ERROR(check_weight_options(convert));
   // A directory `ms-infer quantize` wrote holds codes and scales instead of some weights.
   MS_ASSIGN_OR_RETURN(const bool quantized, is_quantized_model(dir));
+  if (quantized && convert.format != ops::WeightFormat::kF32) {
+    return InvalidArgument("--weights " + std::string(ops::weight_format_name(convert.format)) +
+                           ": the linear weights of " + dir +
+                           " are already quantized; serve it without --weights");
+  }
   if (quantized) return load_quantized_model(dir, keep);
   // One reader for config.json and the safetensors files (ckpt::open_hf_model, which ms-ckpt
   // import uses too): the config's sizes are checked against the weights' shapes, and those
@@ -96,9 +103,12 @@ Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter&
   const config::ModelConfig& cfg = hf.config;
   LoadedModel loaded;
   MS_ASSIGN_OR_RETURN(loaded.model, create_model(cfg, dir + "/config.json"));
+  LoadConverter converter(*loaded.model, convert);
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], hf.parameters, dir));
+    MS_RETURN_IF_ERROR(converter.after_fill(i));
   }
+  MS_ASSIGN_OR_RETURN(loaded.serving_weights, converter.finish());
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, load_dir_tokenizer(dir, cfg.vocab_size));
   return loaded;
 }
@@ -176,7 +186,9 @@ Status apply_document_mask(const config::RunConfig& run, const data::Tokenizer& 
 
 }  // namespace
 
-Result<LoadedModel> load_checkpoint_model(const std::string& path, const ParameterFilter& keep) {
+Result<LoadedModel> load_checkpoint_model(const std::string& path, const ParameterFilter& keep,
+                                          const WeightOptions& convert) {
+  MS_RETURN_IF_ERROR(check_weight_options(convert));
   MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(path));
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(step_dir));
   if (m.config_yaml.empty()) {
@@ -190,9 +202,12 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path, const Paramet
   MS_RETURN_IF_ERROR(check_weights_before_allocating(run.model, m, step_dir));
   LoadedModel loaded;
   MS_ASSIGN_OR_RETURN(loaded.model, create_model(run.model, step_dir));
+  LoadConverter converter(*loaded.model, convert);
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(read_checkpoint_parameter(loaded.model->parameters()[i], m, step_dir));
+    MS_RETURN_IF_ERROR(converter.after_fill(i));
   }
+  MS_ASSIGN_OR_RETURN(loaded.serving_weights, converter.finish());
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, data::Tokenizer::load(step_dir + "/tokenizer.json"));
   MS_RETURN_IF_ERROR(apply_document_mask(run, *loaded.tokenizer, *loaded.model)
                          .with_context(step_dir + "/manifest.json config_yaml"));
@@ -200,14 +215,14 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path, const Paramet
 }
 
 Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint,
-                               const ParameterFilter& keep) {
+                               const ParameterFilter& keep, const WeightOptions& convert) {
   if (model_dir.empty() == checkpoint.empty()) {
     return InvalidArgument(
         "give exactly one of --model (a Hugging Face directory) or "
         "--checkpoint (a training checkpoint)");
   }
-  return model_dir.empty() ? load_checkpoint_model(checkpoint, keep)
-                           : load_hf_model(model_dir, keep);
+  return model_dir.empty() ? load_checkpoint_model(checkpoint, keep, convert)
+                           : load_hf_model(model_dir, keep, convert);
 }
 
 Status save_hf_model(const model::Transformer& model, const std::string& tokenizer_json,

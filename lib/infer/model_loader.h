@@ -21,8 +21,9 @@ namespace ms::infer {
 struct LoadedModel {
   std::unique_ptr<model::Transformer> model;
   std::unique_ptr<data::Tokenizer> tokenizer;
-  // Set by load_for_serving when --weights converted the linear weights (serving_weights.h);
-  // their quantized bytes are held by the model's CachedLinear hook, not by parameters().
+  // Set when the loader converted the linear weights (WeightOptions other than f32) or read
+  // them quantized from a quantized model directory (serving_weights.h); their quantized bytes
+  // are held by the model's CachedLinear hook, not by parameters().
   ServingWeightStats serving_weights;
 };
 
@@ -38,7 +39,12 @@ using ParameterFilter = std::function<bool(const model::Transformer& model, size
 // directory (infer/quantized_model.h) is read by load_quantized_model, its quantized weights
 // installed for serving. Errors name the file and
 // the tensor (missing, wrong shape, unexpected) or key. The caller owns the result.
-Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {});
+// `convert` other than f32 quantizes each linear weight as soon as it is read and releases its
+// f32 value (LoadConverter), so the peak is the quantized model plus one f32 matrix; refused
+// for a quantized model directory. The model is allocated without gradients or random
+// initialization (model::ParameterValues::kToLoad): memory is committed only for what is read.
+Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter& keep = {},
+                                  const WeightOptions& convert = {});
 
 // dir/tokenizer.json of a Hugging Face or quantized model directory; InvalidArgument naming the
 // directory when it holds more tokens than the config's vocab_size.
@@ -52,12 +58,14 @@ Result<std::unique_ptr<data::Tokenizer>> load_dir_tokenizer(const std::string& d
 // manifest, and the shards against the data files' sizes, before the model is allocated.
 // Errors name the step directory and the missing tensor/key.
 Result<LoadedModel> load_checkpoint_model(const std::string& path,
-                                          const ParameterFilter& keep = {});
+                                          const ParameterFilter& keep = {},
+                                          const WeightOptions& convert = {});
 
 // Exactly one of model_dir (Hugging Face layout) or checkpoint must be non-empty;
-// InvalidArgument otherwise.
+// InvalidArgument otherwise. `convert` as for load_hf_model.
 Result<LoadedModel> load_model(const std::string& model_dir, const std::string& checkpoint,
-                               const ParameterFilter& keep = {});
+                               const ParameterFilter& keep = {},
+                               const WeightOptions& convert = {});
 
 // Writes dir/config.json, dir/model.safetensors (f32, tied lm_head omitted) and a copy of
 // tokenizer_json as dir/tokenizer.json, each atomically. Creates dir if needed.

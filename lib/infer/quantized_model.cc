@@ -320,7 +320,8 @@ Result<config::ModelConfig> read_config(const std::string& dir) {
 Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConfig& cfg,
                                                          const std::string& source) {
   try {
-    Result<std::unique_ptr<model::Transformer>> m = model::Transformer::create(cfg, 0);
+    Result<std::unique_ptr<model::Transformer>> m =
+        model::Transformer::create(cfg, 0, {}, model::ParameterValues::kToLoad);
     if (!m.ok()) return m.status().with_context(source);
     return m;
   } catch (const std::bad_alloc&) {
@@ -377,11 +378,17 @@ Result<LoadedModel> load_quantized_model(const std::string& dir, const Parameter
                              ", which is not a linear weight the serving kernels multiply by");
     }
   }
-  model.release_for_serving([&](size_t i) { return !keep || keep(model, i); });
+  // Served quantized weights never need their f32 values: release them unread with those `keep`
+  // rejects, so the model's memory is the quantized bytes plus what stays f32.
+  const auto kept = [&](size_t i) { return !keep || keep(model, i); };
+  const auto served_quantized = [&](size_t i) {
+    return values == QuantizedValues::kServe && formats.count(model.parameters()[i].name) != 0;
+  };
+  model.release_for_serving([&](size_t i) { return kept(i) && !served_quantized(i); });
   std::vector<ConvertedWeight> converted;
   for (size_t i = 0; i < model.parameters().size(); ++i) {
     model::Parameter& p = model.parameters()[i];
-    if (p.value.raw_data() == nullptr) continue;  // released by `keep`
+    if (!kept(i)) continue;
     const auto it = formats.find(p.name);
     if (it == formats.end()) {
       MS_ASSIGN_OR_RETURN(const Tensor t, file.read(p.name));

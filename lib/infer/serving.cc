@@ -112,25 +112,19 @@ int64_t held_bytes(const LoadedModel& m) {
   return bytes;
 }
 
-// Converts the loaded linear weights to the served format and logs what that holds.
-Status convert_weights(LoadedModel& loaded, const WeightOptions& options) {
-  if (loaded.serving_weights.matrices > 0) {  // a quantized model directory
-    if (options.format != ops::WeightFormat::kF32) {
-      return InvalidArgument("--weights " + std::string(ops::weight_format_name(options.format)) +
-                             ": the model's linear weights are already quantized; serve it "
-                             "without --weights");
-    }
+// Logs the served weights: as stored in a quantized model directory, or as the loader
+// converted them to --weights (model_loader.h).
+void log_weights(const LoadedModel& loaded, const WeightOptions& options) {
+  if (loaded.serving_weights.matrices > 0 && options.format == ops::WeightFormat::kF32) {
     MS_LOG(Info) << "weights as stored: " << loaded.serving_weights.matrices
                  << " quantized linear weights, "
                  << static_cast<double>(held_bytes(loaded)) / 1e6 << " MB of weights held";
-    return Status::OK();
+    return;
   }
-  MS_ASSIGN_OR_RETURN(loaded.serving_weights, quantize_for_serving(*loaded.model, options));
   char held[64];
   std::snprintf(held, sizeof(held), "%.2f MB", static_cast<double>(held_bytes(loaded)) / 1e6);
   MS_LOG(Info) << "weights " << describe(options, loaded.serving_weights) << "; " << held
                << " of weights held";
-  return Status::OK();
 }
 
 // This rank's share of the requests, served through the engine; its completions are returned
@@ -238,10 +232,10 @@ Result<LoadedModel> load_for_serving(const std::string& model_dir, const std::st
                            ") must be 0 or more and --micro-batches (" +
                            std::to_string(options.micro_batches) + ") at least 1");
   }
-  Result<LoadedModel> loaded =
-      load_model(model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size()));
+  Result<LoadedModel> loaded = load_model(
+      model_dir, checkpoint, serving_filter(options, comm.rank(), comm.size()), options.weights);
   Status local = loaded.status();
-  if (local.ok()) local = convert_weights(*loaded, options.weights);
+  if (local.ok()) log_weights(*loaded, options.weights);
   if (local.ok() && disaggregated(options)) {
     local = ServingLayout::create(comm.size(), options.attention_ranks,
                                   loaded->model->config().moe.num_experts)
@@ -262,7 +256,7 @@ Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const Lo
   const std::string& path = options.draft_model;
   std::error_code ec;
   const bool hf = std::filesystem::exists(std::filesystem::path(path) / "config.json", ec);
-  Result<LoadedModel> loaded = load_model(hf ? path : "", hf ? "" : path);
+  Result<LoadedModel> loaded = load_model(hf ? path : "", hf ? "" : path, {}, options.weights);
   Status local = loaded.status();
   if (local.ok()) {
     const int64_t draft_vocab = loaded->model->config().vocab_size;
@@ -280,7 +274,7 @@ Result<LoadedModel> load_draft_for_serving(const ServeOptions& options, const Lo
     const config::ModelConfig& c = loaded->model->config();
     MS_LOG(Info) << "draft model " << path << ": " << loaded->model->parameter_count()
                  << " parameters, d_model " << c.d_model << ", " << c.n_layers << " layers";
-    local = convert_weights(*loaded, options.weights);
+    log_weights(*loaded, options.weights);
   }
   if (!local.ok()) local = Status(local.code(), "--draft-model " + path + ": " + local.message());
   MS_RETURN_IF_ERROR(comm::agree(comm, local, "loading the draft model"));

@@ -51,8 +51,8 @@ struct ServeResult {
 // The parameters this rank needs for `options` (every one when colocated).
 ParameterFilter serving_filter(const ServeOptions& options, int rank, int world);
 
-// Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter)
-// and converts its linear weights to options.weights (quantize_for_serving, logged).
+// Loads this rank's part of the model (infer/model_loader.h's load_model with serving_filter),
+// converting its linear weights to options.weights as they are read (logged).
 // InvalidArgument for negative attention ranks, fewer than one micro-batch, or a layout the
 // model cannot be served with (ServingLayout::create). Collective over `comm`: a rank that
 // cannot load fails every rank with its error (comm::agree).

@@ -18,6 +18,15 @@ using QuantTable = std::vector<ops::QuantizedMatrix>;
 
 bool held(const model::Parameter& p) { return p.value.raw_data() != nullptr; }
 
+Result<ConvertedWeight> quantize_parameter(const model::Parameter& p, size_t index,
+                                           const WeightOptions& options) {
+  const int64_t rows = p.value.shape()[0], cols = p.value.shape()[1];
+  Result<ops::QuantizedMatrix> q = ops::quantize_weights(p.value.data<float>(), rows, cols,
+                                                         options.format, options.group_size);
+  if (!q.ok()) return q.status().with_context("tensor " + p.name);
+  return ConvertedWeight{index, std::move(q).value()};
+}
+
 }  // namespace
 
 Status check_weight_options(const WeightOptions& options) {
@@ -39,13 +48,31 @@ Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
   for (size_t i : model.cached_linear_parameters()) {
     const model::Parameter& p = params[i];
     if (!held(p)) continue;
-    const int64_t rows = p.value.shape()[0], cols = p.value.shape()[1];
-    Result<ops::QuantizedMatrix> q = ops::quantize_weights(p.value.data<float>(), rows, cols,
-                                                           options.format, options.group_size);
-    if (!q.ok()) return q.status().with_context("tensor " + p.name);
-    weights.push_back({i, std::move(q).value()});
+    MS_ASSIGN_OR_RETURN(ConvertedWeight w, quantize_parameter(p, i, options));
+    weights.push_back(std::move(w));
   }
   return install_quantized_weights(model, std::move(weights));
+}
+
+LoadConverter::LoadConverter(model::Transformer& model, const WeightOptions& options)
+    : model_(model), options_(options), linear_(model.parameters().size(), false) {
+  for (size_t i : model.cached_linear_parameters()) linear_[i] = true;
+}
+
+Status LoadConverter::after_fill(size_t param_index) {
+  if (options_.format == ops::WeightFormat::kF32 || !linear_.at(param_index)) {
+    return Status::OK();
+  }
+  model::Parameter& p = model_.parameters()[param_index];
+  MS_ASSIGN_OR_RETURN(ConvertedWeight w, quantize_parameter(p, param_index, options_));
+  converted_.push_back(std::move(w));
+  p.value = Tensor();
+  return Status::OK();
+}
+
+Result<ServingWeightStats> LoadConverter::finish() {
+  MS_RETURN_IF_ERROR(check_weight_options(options_));
+  return install_quantized_weights(model_, std::move(converted_));
 }
 
 Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,

@@ -56,6 +56,25 @@ struct ConvertedWeight {
 Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
                                                      std::vector<ConvertedWeight> weights);
 
+// Converts as a loader fills the model, so that loading a model to serve it quantized holds
+// one f32 linear weight at a time beside the quantized ones, not every f32 weight at once:
+// after_fill(i) quantizes parameter i when it is one of cached_linear_parameters() and the
+// format is not f32, and releases its f32 value; finish() installs the hook over what was
+// converted (install_quantized_weights). Errors name the tensor; the model is then left part
+// converted, and the loader fails.
+class LoadConverter {
+ public:
+  LoadConverter(model::Transformer& model, const WeightOptions& options);
+  Status after_fill(size_t param_index);
+  Result<ServingWeightStats> finish();
+
+ private:
+  model::Transformer& model_;
+  WeightOptions options_;
+  std::vector<bool> linear_;  // by parameter index
+  std::vector<ConvertedWeight> converted_;
+};
+
 // "int4 (group 64): 98 linear weights, 12.58 MB as f32 -> 1.77 MB" (or "f32").
 std::string describe(const WeightOptions& options, const ServingWeightStats& stats);
 

@@ -119,16 +119,17 @@ void fill_shard(Tensor& value, const comm::ShardSpec& shard, uint64_t seed, uint
 // Philox keyed by (seed, name, global element index).
 Result<size_t> add_parameter(std::vector<Parameter>& params, std::string name,
                              std::vector<int64_t> shape, Init init, uint64_t seed,
-                             int64_t n_layers, int tp, int tp_rank) {
+                             int64_t n_layers, int tp, int tp_rank, ParameterValues values) {
   MS_ASSIGN_OR_RETURN(comm::ShardSpec shard, parallel::tp_shard(name, shape, tp, tp_rank));
   Tensor value = Tensor::empty(DType::kF32, shard.lengths());
   if (init == Init::kOnes || init == Init::kZeros) {
     value.fill(init == Init::kOnes ? 1.0f : 0.0f);
-  } else {
+  } else if (values == ParameterValues::kRandom) {
     const double scale = init == Init::kOutputProjection ? 1.0 / std::sqrt(2.0 * n_layers) : 1.0;
     fill_shard(value, shard, seed, stream_id(name), static_cast<float>(0.02 * scale));
   }
-  Tensor grad = Tensor::zeros(DType::kF32, shard.lengths());
+  Tensor grad = values == ParameterValues::kRandom ? Tensor::zeros(DType::kF32, shard.lengths())
+                                                   : Tensor();
   const bool plain = init != Init::kOnes && init != Init::kZeros;
   params.push_back(Parameter{std::move(name), std::move(shape), std::move(shard),
                              std::move(value), std::move(grad), plain, init != Init::kZeros});
@@ -140,6 +141,7 @@ Result<size_t> add_parameter(std::vector<Parameter>& params, std::string name,
 struct Builder {
   std::vector<Parameter>& params;
   uint64_t seed = 0;
+  ParameterValues values = ParameterValues::kRandom;
   int64_t n_layers = 1;
   int tp = 1, tp_rank = 0;
   int64_t first_expert = 0, local_experts = -1;  // -1: every expert
@@ -156,7 +158,7 @@ struct Builder {
     }
     if (!status.ok()) return kNoParam;
     Result<size_t> index = add_parameter(params, std::move(name), std::move(shape), init, seed,
-                                         n_layers, whole ? 1 : tp, whole ? 0 : tp_rank);
+                                         n_layers, whole ? 1 : tp, whole ? 0 : tp_rank, values);
     if (!index.ok()) {
       status = index.status();
       return kNoParam;
@@ -213,10 +215,11 @@ void add_ffn(Builder& b, LayerIndex& li, const std::string& prefix, const ModelC
   }
 }
 
-Status build_parameters(Transformer::Impl& m, uint64_t seed,
+Status build_parameters(Transformer::Impl& m, uint64_t seed, ParameterValues values,
                         std::vector<ParameterSpec>* specs = nullptr) {
   const ModelConfig& c = m.cfg;
-  Builder b{m.params, seed, c.n_layers, m.tp.size, m.tp.rank, 0, -1, false, Status::OK(), specs};
+  Builder b{m.params, seed, values, c.n_layers, m.tp.size, m.tp.rank, 0, -1, false,
+            Status::OK(), specs};
   if (specs == nullptr && m.is_moe()) {
     b.first_expert = m.ep.first_expert;
     b.local_experts = m.ep.local_experts;
@@ -268,7 +271,7 @@ Result<std::vector<ParameterSpec>> parameter_specs(const ModelConfig& config) {
   impl.cfg = config;
   impl.chunk.layers = config.n_layers;
   std::vector<ParameterSpec> specs;
-  MS_RETURN_IF_ERROR(build_parameters(impl, 0, &specs));
+  MS_RETURN_IF_ERROR(build_parameters(impl, 0, ParameterValues::kRandom, &specs));
   return specs;
 }
 
@@ -348,7 +351,8 @@ Result<PipelineChunk> resolve_chunk(const ModelConfig& c, PipelineChunk chunk) {
 
 Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& config,
                                                          uint64_t seed,
-                                                         const ModelParallel& parallel) {
+                                                         const ModelParallel& parallel,
+                                                         ParameterValues values) {
   MS_RETURN_IF_ERROR(validate_model_config(config));
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
@@ -371,7 +375,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   impl->tp.overlap.stats = &impl->tp.stats;
   impl->tp.overlap.on_comm = parallel.on_comm;
   try {
-    MS_RETURN_IF_ERROR(build_parameters(*impl, seed));
+    MS_RETURN_IF_ERROR(build_parameters(*impl, seed, values));
     impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,
                                       config.rope_theta);
     impl->pass.acts.resize(impl->layers.size());

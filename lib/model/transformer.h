@@ -134,6 +134,14 @@ struct StageBatch {
   bool backward = true;
 };
 
+// How create fills the parameters. kRandom: Philox initialization and zero gradients, for
+// training. kToLoad: each value is allocated but not written, so its memory is only committed
+// when the caller fills it (a parameter released unread costs nothing), and there are no
+// gradients: a model for serving, whose loader writes every value it keeps (norm weights and
+// routing biases still start at ones and zeros). Calling backward on such a model is an error
+// the caller must not make.
+enum class ParameterValues { kRandom, kToLoad };
+
 class Transformer {
  public:
   // Validates `config` (head counts and divisibility, even head size, MoE top_k <= experts,
@@ -143,9 +151,9 @@ class Transformer {
   // down_proj, w2) scaled by 1/sqrt(2 * n_layers); ones for norm weights. Gradients start at 0.
   // With tp > 1 the layout rule (parallel/tp_layout.h's check_tp_model: tp divides the heads,
   // the key/value heads, d_ff and the shared expert's d_ff) is checked first, naming the key.
-  static Result<std::unique_ptr<Transformer>> create(const config::ModelConfig& config,
-                                                     uint64_t seed,
-                                                     const ModelParallel& parallel = {});
+  static Result<std::unique_ptr<Transformer>> create(
+      const config::ModelConfig& config, uint64_t seed, const ModelParallel& parallel = {},
+      ParameterValues values = ParameterValues::kRandom);
 
   ~Transformer();
   Transformer(const Transformer&) = delete;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -13,6 +14,7 @@
 #include "ckpt/safetensors.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
+#include "infer/quantized_model.h"
 #include "infer/sampler.h"
 #include "io/atomic_file.h"
 #include "tests/infer/test_models.h"
@@ -82,6 +84,61 @@ TEST_F(HfDirectory, RoundTripGivesTheSameModelAndTokenizer) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(
       std::equal(a->span<float>().begin(), a->span<float>().end(), b->span<float>().begin()));
+}
+
+// A model loaded to serve has no gradients, and a weight converted as it loads keeps no f32
+// value; the result equals loading in f32 and converting afterwards, logits bit for bit.
+TEST_F(HfDirectory, ConvertingAsItLoadsEqualsConvertingAfterAndKeepsNoF32Copy) {
+  const WeightOptions int8{ops::WeightFormat::kInt8};
+  Result<LoadedModel> at_load = load_hf_model(dir_, {}, int8);
+  ASSERT_TRUE(at_load.ok()) << at_load.status().message();
+  Result<LoadedModel> after = load_hf_model(dir_);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  Result<ServingWeightStats> converted = quantize_for_serving(*after->model, int8);
+  ASSERT_TRUE(converted.ok()) << converted.status().message();
+  EXPECT_EQ(at_load->serving_weights.matrices, converted->matrices);
+  EXPECT_EQ(at_load->serving_weights.quantized_bytes, converted->quantized_bytes);
+  EXPECT_GT(converted->matrices, 0);
+
+  const std::vector<size_t> linear = at_load->model->cached_linear_parameters();
+  for (size_t i = 0; i < at_load->model->parameters().size(); ++i) {
+    const model::Parameter& p = at_load->model->parameters()[i];
+    EXPECT_EQ(p.grad.raw_data(), nullptr) << p.name;
+    const bool is_linear = std::find(linear.begin(), linear.end(), i) != linear.end();
+    EXPECT_EQ(p.value.raw_data() == nullptr, is_linear) << p.name;
+  }
+
+  Request r;
+  r.id = "r";
+  r.prompt = at_load->tokenizer->encode("To be, or not to be");
+  r.max_tokens = 6;
+  EngineOptions o;
+  o.stop_at_eos = false;
+  o.keep_logits = true;
+  std::vector<Completion> out;
+  for (LoadedModel* m : {&*at_load, &*after}) {
+    Result<std::unique_ptr<Engine>> engine = Engine::create(*m->model, nullptr, o);
+    ASSERT_TRUE(engine.ok()) << engine.status().message();
+    Result<std::vector<Completion>> c = (*engine)->generate({r});
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    out.push_back(c->at(0));
+  }
+  EXPECT_EQ(out[0].tokens, out[1].tokens);
+  EXPECT_EQ(out[0].logits, out[1].logits);
+}
+
+TEST_F(HfDirectory, WeightsOnAQuantizedDirectoryAreRefused) {
+  const std::string q = dir_ + "/q";
+  Result<LoadedModel> f32 = load_hf_model(dir_);
+  ASSERT_TRUE(f32.ok());
+  ASSERT_TRUE(save_quantized_model(*f32->model,
+                                   uniform_assignment(*f32->model, {ops::WeightFormat::kInt8}),
+                                   gpt2_tokenizer(), q)
+                  .ok());
+  Result<LoadedModel> loaded = load_hf_model(q, {}, {ops::WeightFormat::kInt4, 64});
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("already quantized"), std::string::npos)
+      << loaded.status().message();
 }
 
 TEST_F(HfDirectory, ConfigMissingAKeyIsRefusedNamingIt) {
