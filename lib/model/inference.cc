@@ -53,8 +53,9 @@ struct AttentionDims {
 // a . b over one head's n values in kLanes interleaved partial sums, added in a fixed order at
 // the end. One running sum made every score wait on the latency of n dependent adds (the
 // compiler may not reorder float sums), and `perf` showed attention as a large share of a
-// decode step at a few hundred cached positions; independent lanes let it vectorize. The result depends only on n,
-// not on the batch or the thread, so decode stays bitwise equal to prefill.
+// decode step at a few hundred cached positions; independent lanes let it vectorize. The
+// result depends only on n, not on the batch or the thread, so decode stays bitwise equal to
+// prefill.
 float head_dot(const float* a, const float* b, int64_t n) {
   constexpr int64_t kLanes = 8;
   float part[kLanes] = {};

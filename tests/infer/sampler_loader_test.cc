@@ -53,6 +53,14 @@ TEST(Sampler, TheDrawDependsOnlyOnSeedAndIndex) {
   EXPECT_GT(std::set<int32_t>(a.begin(), a.end()).size(), 10u);
 }
 
+Request make_request(std::string id, std::vector<int32_t> prompt, int64_t max_tokens) {
+  Request r;
+  r.id = std::move(id);
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
 class HfDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -108,10 +116,7 @@ TEST_F(HfDirectory, ConvertingAsItLoadsEqualsConvertingAfterAndKeepsNoF32Copy) {
     EXPECT_EQ(p.value.raw_data() == nullptr, is_linear) << p.name;
   }
 
-  Request r;
-  r.id = "r";
-  r.prompt = at_load->tokenizer->encode("To be, or not to be");
-  r.max_tokens = 6;
+  const Request r = make_request("r", at_load->tokenizer->encode("To be, or not to be"), 6);
   EngineOptions o;
   o.stop_at_eos = false;
   o.keep_logits = true;
@@ -254,10 +259,7 @@ TEST(CheckpointModel, OverlappingShardsAreRefusedNamingTheTensorAndBoxes) {
 TEST_F(HfDirectory, StopStringCutsTheText) {
   Result<LoadedModel> loaded = load_hf_model(dir_);
   ASSERT_TRUE(loaded.ok());
-  Request r;
-  r.id = "s";
-  r.prompt = loaded->tokenizer->encode("ROMEO:");
-  r.max_tokens = 12;
+  Request r = make_request("s", loaded->tokenizer->encode("ROMEO:"), 12);
   EngineOptions options;
   options.stop_at_eos = false;
   Result<std::unique_ptr<Engine>> created =

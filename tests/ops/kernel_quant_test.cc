@@ -1,8 +1,9 @@
 // kernels::quantized_linear against its CPU twin, ops::quantized_linear on the scalar path, for
 // every weight format on GEMV and GEMM shapes with tails, through both of its kernels (the
 // chunked one for rows of whole 16-byte chunks and an aligned x, the element one otherwise: odd
-// widths and an x one float off alignment); y on the device sits between guard bands. Without a GPU every case skips with the reason from device_count(); the argument
-// checks run everywhere since they answer before anything reaches a device.
+// widths and an x one float off alignment); y on the device sits between guard bands. Without
+// a GPU every case skips with the reason from device_count(); the argument checks run
+// everywhere since they answer before anything reaches a device.
 #include <gtest/gtest.h>
 
 #include <cmath>
