@@ -71,7 +71,6 @@ Status LoadConverter::after_fill(size_t param_index) {
 }
 
 Result<ServingWeightStats> LoadConverter::finish() {
-  MS_RETURN_IF_ERROR(check_weight_options(options_));
   return install_quantized_weights(model_, std::move(converted_));
 }
 

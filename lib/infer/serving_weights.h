@@ -60,8 +60,9 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
 // one f32 linear weight at a time beside the quantized ones, not every f32 weight at once:
 // after_fill(i) quantizes parameter i when it is one of cached_linear_parameters() and the
 // format is not f32, and releases its f32 value; finish() installs the hook over what was
-// converted (install_quantized_weights). Errors name the tensor; the model is then left part
-// converted, and the loader fails.
+// converted (install_quantized_weights). The caller checks the options first
+// (check_weight_options), before reading anything. Errors name the tensor; the model is then
+// left part converted, and the loader fails.
 class LoadConverter {
  public:
   LoadConverter(model::Transformer& model, const WeightOptions& options);

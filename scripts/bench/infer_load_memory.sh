@@ -15,20 +15,13 @@ TOOLS=${2:-$BUILD/bin}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2} MS_NUM_THREADS=${MS_NUM_THREADS:-2}
 [ -x "$BUILD/bin/ms-infer" ] || { echo "no $BUILD/bin/ms-infer" >&2; exit 1; }
-[ -x "$TOOLS/ms_infer_make_tiny_model" ] || { echo "no $TOOLS/ms_infer_make_tiny_model" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "needs /usr/bin/time (apt-get install time)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-case ${MODEL:-1b} in
-  290m) shape=(--d-model 1024 --layers 16 --heads 16 --kv-heads 8 --d-ff 2816) ;;
-  1b) shape=(--d-model 2048 --layers 16 --heads 16 --kv-heads 8 --d-ff 5632) ;;
-  *) echo "MODEL must be 290m or 1b" >&2; exit 1 ;;
-esac
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), MemTotal $(awk '/MemTotal/ {print $2 / 1e6 " GB"}' /proc/meminfo)"
-echo "# model ${MODEL:-1b}: ${shape[*]}"
-"$TOOLS/ms_infer_make_tiny_model" --dir "$work/f32" \
-  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" "${shape[@]}" --max-seq-len 256 --seed 3
+source "$SRC/scripts/bench/bench_model.sh"
+write_bench_model "${MODEL:-1b}" "$TOOLS" "$work/f32"
 "$BUILD/bin/ms-infer" quantize --model "$work/f32" -o "$work/q4" --weights int4 --group-size 64 \
   2> /dev/null
 

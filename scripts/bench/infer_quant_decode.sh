@@ -18,24 +18,14 @@ TOOLS=${3:-$BUILD/bin}
 export OPENBLAS_NUM_THREADS=$THREADS MS_NUM_THREADS=$THREADS
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 [ -x "$BUILD/bin/ms-infer" ] || { echo "no $BUILD/bin/ms-infer: build ms-infer there first" >&2; exit 1; }
-[ -x "$TOOLS/ms_infer_make_tiny_model" ] || {
-  echo "no $TOOLS/ms_infer_make_tiny_model: pass a test build's bin dir as the third argument" >&2
-  exit 1
-}
 PP=64
 TG=32
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, load $(cut -d' ' -f1-3 /proc/loadavg)"
-case ${MODEL:-290m} in
-  290m) shape=(--d-model 1024 --layers 16 --heads 16 --kv-heads 8 --d-ff 2816) ;;
-  1b) shape=(--d-model 2048 --layers 16 --heads 16 --kv-heads 8 --d-ff 5632) ;;
-  *) echo "MODEL must be 290m or 1b" >&2; exit 1 ;;
-esac
-echo "# model ${MODEL:-290m}: ${shape[*]}"
-"$TOOLS/ms_infer_make_tiny_model" --dir "$work/model" \
-  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" "${shape[@]}" --max-seq-len 256 --seed 3
+source "$SRC/scripts/bench/bench_model.sh"
+write_bench_model "${MODEL:-290m}" "$TOOLS" "$work/model"
 
 # One bench per format; the B=1 row of its sweep and the bound line above it.
 summary="$work/summary.txt"

@@ -8,7 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "io/atomic_file.h"
 #include "io/fault_env.h"
 #include "io/zstd_stream.h"
+#include "tests/io/temp_dir.h"
 
 namespace ms::ckpt {
 namespace {
@@ -52,16 +52,10 @@ bool has(const Status& s, const std::string& part) {
 class ReadPipelineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = (fs::temp_directory_path() /
-             ("ms-read-pipeline-" + std::to_string(getpid()) + "-" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name()))
-                .string();
-    fs::remove_all(root_);
     fs::create_directories(step_dir());
     write_step();
   }
-  void TearDown() override { fs::remove_all(root_); }
-  std::string step_dir() const { return root_ + "/step-00000001"; }
+  std::string step_dir() const { return dir_.file("step-00000001"); }
 
   // Appends `bytes` to `file` as a shard of `t` covering `box`, after `gap` bytes of padding.
   void add_shard(std::string& file, const std::string& name, TensorRecord& t,
@@ -129,7 +123,7 @@ class ReadPipelineTest : public ::testing::Test {
     EXPECT_EQ(out.s, 4242);
   }
 
-  std::string root_;
+  io::testing::TempDir dir_;
   Manifest manifest_;
 };
 
