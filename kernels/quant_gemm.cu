@@ -242,8 +242,8 @@ static void launch_chunked(const float* x, const ops::QuantView& w, float* y, in
   }
 }
 
-Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64_t n,
-                        Stream stream) {
+Status check_quantized_linear_args(const float* x, const ops::QuantView& w, const float* y,
+                                   int64_t n) {
   constexpr const char* kOp = "kernels::quantized_linear";
   MS_RETURN_IF_ERROR(ops::check_quantize_shape(w.format, w.rows, w.cols, w.group_size));
   if (n < 0) return InvalidArgument(std::string(kOp) + ": n is negative");
@@ -257,8 +257,14 @@ Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64
   MS_RETURN_IF_ERROR(check_buffer(kOp, "w.scales", w.scales, static_cast<size_t>(scales)));
   MS_RETURN_IF_ERROR(check_disjoint(kOp, "x", x, un * w.cols * sizeof(float), "y", y,
                                     un * w.rows * sizeof(float)));
-  if (n == 0) return Status::OK();
   if (n > 65535) return InvalidArgument(std::string(kOp) + ": n above 65535 rows of x");
+  return Status::OK();
+}
+
+Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64_t n,
+                        Stream stream) {
+  MS_RETURN_IF_ERROR(check_quantized_linear_args(x, w, y, n));
+  if (n == 0) return Status::OK();
   const auto s = static_cast<cudaStream_t>(stream);
   if (!chunkable(x, w)) {
     const dim3 grid(static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock),

@@ -28,8 +28,9 @@ struct EvalArgs {
 };
 
 Result<int> run_eval(const EvalArgs& a) {
-  MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
+  MS_ASSIGN_OR_RETURN(infer::EvalModel evaluated,
                       infer::load_for_evaluation(a.model, a.checkpoint, a.weights));
+  infer::LoadedModel& m = evaluated.loaded;
   const config::ModelConfig& cfg = m.model->config();
   const int64_t len = a.seq_len > 0 ? a.seq_len : std::min<int64_t>(128, cfg.max_seq_len);
   MS_ASSIGN_OR_RETURN(const infer::TokenWindows windows,
@@ -37,8 +38,11 @@ Result<int> run_eval(const EvalArgs& a) {
                                                 cfg.vocab_size));
   const Stopwatch clock;
   MS_ASSIGN_OR_RETURN(const infer::PerplexityResult r,
-                      infer::perplexity(*m.model, windows, a.batch));
+                      infer::perplexity(*m.model, windows, a.batch, evaluated.forward));
   std::string weights = infer::format_label(a.weights);
+  const std::string activations = evaluated.forward == infer::EvalForward::kServing
+                                      ? "int8 (serving kernels)"
+                                      : "f32";
   if (!a.model.empty()) {
     MS_ASSIGN_OR_RETURN(const bool quantized, infer::is_quantized_model(a.model));
     if (quantized) {
@@ -48,13 +52,15 @@ Result<int> run_eval(const EvalArgs& a) {
   }
   double kl = -1;
   if (!a.reference_model.empty() || !a.reference_checkpoint.empty()) {
-    MS_ASSIGN_OR_RETURN(infer::LoadedModel ref,
+    MS_ASSIGN_OR_RETURN(infer::EvalModel ref,
                         infer::load_for_evaluation(a.reference_model, a.reference_checkpoint, {}));
-    MS_ASSIGN_OR_RETURN(kl, infer::mean_kl(*ref.model, *m.model, windows, a.batch));
+    MS_ASSIGN_OR_RETURN(kl, infer::mean_kl(*ref.loaded.model, *m.model, windows, a.batch,
+                                           evaluated.forward));
   }
   if (a.json) {
     const nlohmann::ordered_json j = {{"model", a.model.empty() ? a.checkpoint : a.model},
                                       {"weights", weights},
+                                      {"activations", activations},
                                       {"dataset", a.dataset},
                                       {"perplexity", r.perplexity},
                                       {"mean_nll", r.mean_nll},
@@ -66,10 +72,10 @@ Result<int> run_eval(const EvalArgs& a) {
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("perplexity %.4f (mean NLL %.5f nats) over %lld tokens in %lld windows of %lld; "
-                "weights %s; %.1f s\n",
+                "weights %s, activations %s; %.1f s\n",
                 r.perplexity, r.mean_nll, static_cast<long long>(r.tokens),
                 static_cast<long long>(r.windows), static_cast<long long>(len), weights.c_str(),
-                clock.elapsed_s());
+                activations.c_str(), clock.elapsed_s());
     if (kl >= 0) std::printf("KL(reference || model) %.4e nats per token\n", kl);
   }
   return 0;
@@ -96,6 +102,7 @@ void add_eval_ppl_command(cli::Tool& tool) {
   sub->add_option("--group-size", a->weights.group_size, "Inputs per int4 scale: 32, 64 or 128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
+  add_activations_flag(sub, a->weights);
   sub->add_option("--seq-len", a->seq_len,
                   "Tokens per window (0: 128 or the model's max_seq_len if shorter)")
       ->check(CLI::NonNegativeNumber)

@@ -9,11 +9,25 @@
 #include "core/status.h"
 #include "infer/serving.h"
 #include "ops/quant.h"
+#include "ops/quant_act.h"
 
 namespace ms::infer_cmd {
 
+// --activations, bound to weights.activations.
+inline void add_activations_flag(CLI::App* sub, infer::WeightOptions& weights) {
+  sub->add_option_function<std::string>(
+         "--activations",
+         [&weights](const std::string& name) {
+           weights.activations = *ops::parse_activation_format(name);
+         },
+         "What int8 and int4 weights multiply: int8 (activations rounded to 8 bits per 64 "
+         "values, integer dot products, as llama.cpp does) or f32 (slower, closer to f32)")
+      ->check(CLI::IsMember({"f32", "int8"}))
+      ->default_str(std::string(ops::activation_format_name(weights.activations)));
+}
+
 // Adds --max-batch, --kv-blocks, --block-size, --attention-ranks, --micro-batches, --weights,
-// --group-size, --draft-model and --draft-tokens, bound to `o`, whose current values are the
+// --group-size, --activations, --draft-model and --draft-tokens, bound to `o`, whose current values are the
 // defaults shown.
 inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--max-batch", o.engine.max_batch, "Sequences decoded together at most")
@@ -38,6 +52,7 @@ inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--group-size", o.weights.group_size, "Inputs per int4 scale: 32, 64 or 128")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
+  add_activations_flag(sub, o.weights);
   CLI::Option* draft =
       sub->add_option("--draft-model", o.draft_model,
                       "Speculative decoding: a smaller model with the target's tokenizer (a "

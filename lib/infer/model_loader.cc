@@ -94,7 +94,9 @@ Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter&
                            ": the linear weights of " + dir +
                            " are already quantized; serve it without --weights");
   }
-  if (quantized) return load_quantized_model(dir, keep);
+  if (quantized) {
+    return load_quantized_model(dir, keep, QuantizedValues::kServe, convert.activations);
+  }
   // One reader for config.json and the safetensors files (ckpt::open_hf_model, which ms-ckpt
   // import uses too): the config's sizes are checked against the weights' shapes, and those
   // against the files, before the model is allocated.

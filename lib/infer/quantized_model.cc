@@ -331,18 +331,25 @@ Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConf
 
 }  // namespace
 
-Result<std::string> describe_quantized_model(const std::string& dir) {
+Result<FormatAssignment> quantized_model_formats(const std::string& dir) {
   MS_ASSIGN_OR_RETURN(const ckpt::SafetensorsFile file,
                       ckpt::SafetensorsFile::open(model_file(dir)));
   const auto meta = file.metadata().find(kQuantizationMetadataKey);
-  if (meta == file.metadata().end()) return std::string("f32 (not quantized)");
+  if (meta == file.metadata().end()) return FormatAssignment{};
   MS_ASSIGN_OR_RETURN(const auto formats, parse_metadata(meta->second, file.path()));
+  FormatAssignment out;
+  for (const auto& [name, f] : formats) out[name] = f.options;
+  return out;
+}
+
+Result<std::string> describe_quantized_model(const std::string& dir) {
+  MS_ASSIGN_OR_RETURN(const bool quantized, is_quantized_model(dir));
+  if (!quantized) return std::string("f32 (not quantized)");
+  MS_ASSIGN_OR_RETURN(const FormatAssignment formats, quantized_model_formats(dir));
   std::map<std::string, int64_t> counts;
   for (const auto& [name, f] : formats) {
-    std::string label(ops::weight_format_name(f.options.format));
-    if (f.options.format == ops::WeightFormat::kInt4) {
-      label += "-g" + std::to_string(f.options.group_size);
-    }
+    std::string label(ops::weight_format_name(f.format));
+    if (f.format == ops::WeightFormat::kInt4) label += "-g" + std::to_string(f.group_size);
     ++counts[label];
   }
   std::string text;
@@ -353,7 +360,8 @@ Result<std::string> describe_quantized_model(const std::string& dir) {
 }
 
 Result<LoadedModel> load_quantized_model(const std::string& dir, const ParameterFilter& keep,
-                                         QuantizedValues values) {
+                                         QuantizedValues values,
+                                         ops::ActivationFormat activations) {
   MS_ASSIGN_OR_RETURN(const config::ModelConfig cfg, read_config(dir));
   MS_ASSIGN_OR_RETURN(const ckpt::SafetensorsFile file,
                       ckpt::SafetensorsFile::open(model_file(dir)));
@@ -404,7 +412,7 @@ Result<LoadedModel> load_quantized_model(const std::string& dir, const Parameter
   }
   if (values == QuantizedValues::kServe) {
     MS_ASSIGN_OR_RETURN(loaded.serving_weights,
-                        install_quantized_weights(model, std::move(converted)));
+                        install_quantized_weights(model, std::move(converted), activations));
   }
   MS_ASSIGN_OR_RETURN(loaded.tokenizer, load_dir_tokenizer(dir, cfg.vocab_size));
   return loaded;

@@ -56,6 +56,10 @@ Status save_quantized_model(const model::Transformer& model, const FormatAssignm
 // only when the file exists but its header cannot be read.
 Result<bool> is_quantized_model(const std::string& dir);
 
+// The format of each tensor a quantized model directory's metadata names (empty for a model
+// that is not quantized). Errors are load_quantized_model's for the metadata.
+Result<FormatAssignment> quantized_model_formats(const std::string& dir);
+
 // The formats a quantized model directory's metadata names, by count: "int8 x4, int4-g64 x24"
 // (the other weights are f32). Errors are load_quantized_model's for the metadata.
 Result<std::string> describe_quantized_model(const std::string& dir);
@@ -73,8 +77,11 @@ enum class QuantizedValues {
 // tensor the metadata names whose codes or scales are absent or have another dtype or shape
 // than the format implies, int8 codes of -128 or int4 nibbles of 0 (outside [-7, 7]), scales
 // that are not finite, a model tensor neither stored nor quantized, and a stored tensor the
-// model has no use for. `keep` releases parameters as load_model's does.
-Result<LoadedModel> load_quantized_model(const std::string& dir, const ParameterFilter& keep = {},
-                                         QuantizedValues values = QuantizedValues::kServe);
+// model has no use for. `keep` releases parameters as load_model's does. Served int8 and int4
+// weights multiply `activations`.
+Result<LoadedModel> load_quantized_model(
+    const std::string& dir, const ParameterFilter& keep = {},
+    QuantizedValues values = QuantizedValues::kServe,
+    ops::ActivationFormat activations = WeightOptions{}.activations);
 
 }  // namespace ms::infer

@@ -118,7 +118,9 @@ void log_weights(const LoadedModel& loaded, const WeightOptions& options) {
   if (loaded.serving_weights.matrices > 0 && options.format == ops::WeightFormat::kF32) {
     MS_LOG(Info) << "weights as stored: " << loaded.serving_weights.matrices
                  << " quantized linear weights, "
-                 << static_cast<double>(held_bytes(loaded)) / 1e6 << " MB of weights held";
+                 << static_cast<double>(held_bytes(loaded)) / 1e6
+                 << " MB of weights held; int8 and int4 weights multiply "
+                 << ops::activation_format_name(options.activations) << " activations";
     return;
   }
   char held[64];

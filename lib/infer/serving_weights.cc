@@ -51,7 +51,7 @@ Result<ServingWeightStats> quantize_for_serving(model::Transformer& model,
     MS_ASSIGN_OR_RETURN(ConvertedWeight w, quantize_parameter(p, i, options));
     weights.push_back(std::move(w));
   }
-  return install_quantized_weights(model, std::move(weights));
+  return install_quantized_weights(model, std::move(weights), options.activations);
 }
 
 LoadConverter::LoadConverter(model::Transformer& model, const WeightOptions& options)
@@ -71,11 +71,12 @@ Status LoadConverter::after_fill(size_t param_index) {
 }
 
 Result<ServingWeightStats> LoadConverter::finish() {
-  return install_quantized_weights(model_, std::move(converted_));
+  return install_quantized_weights(model_, std::move(converted_), options_.activations);
 }
 
 Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
-                                                     std::vector<ConvertedWeight> weights) {
+                                                     std::vector<ConvertedWeight> weights,
+                                                     ops::ActivationFormat activations) {
   std::vector<model::Parameter>& params = model.parameters();
   std::vector<size_t> linear = model.cached_linear_parameters();
   std::sort(linear.begin(), linear.end());
@@ -116,10 +117,10 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
   });
   model.set_cached_linear(
-      [table](size_t i, const float* x, float* y, int64_t n) {
+      [table, activations](size_t i, const float* x, float* y, int64_t n) {
         const ops::QuantizedMatrix& q = (*table)[i];
         if (q.values.empty()) return false;
-        ops::quantized_linear(x, q.view(), y, n);
+        ops::quantized_linear(x, q.view(), y, n, activations);
         return true;
       },
       converted);
@@ -133,7 +134,10 @@ std::string describe(const WeightOptions& options, const ServingWeightStats& sta
     name += " (group " + std::to_string(options.group_size) + ")";
   }
   if (options.format == ops::WeightFormat::kF32) return name;
-  char text[160];
+  if (options.format != ops::WeightFormat::kBF16) {
+    name += " x " + std::string(ops::activation_format_name(options.activations)) + " activations";
+  }
+  char text[200];
   std::snprintf(text, sizeof(text), "%s: %lld linear weights, %.2f MB as f32 -> %.2f MB",
                 name.c_str(), static_cast<long long>(stats.matrices),
                 static_cast<double>(stats.f32_bytes) / 1e6,

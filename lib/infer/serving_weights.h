@@ -14,12 +14,18 @@
 #include "core/status.h"
 #include "model/transformer.h"
 #include "ops/quant.h"
+#include "ops/quant_act.h"
 
 namespace ms::infer {
 
 struct WeightOptions {
   ops::WeightFormat format = ops::WeightFormat::kF32;
   int64_t group_size = ops::kDefaultInt4GroupSize;  // int4 only
+  // What the int8 and int4 weights multiply (ops/quant_act.h): int8 activations by default,
+  // as llama.cpp pairs its 8- and 4-bit weights; f32 ones are slower and slightly closer to
+  // f32 serving (docs/infer.md, "Activations"). The same for every weight of a model: in a
+  // per-tensor assignment (quantized_model.h) only format and group_size are read.
+  ops::ActivationFormat activations = ops::ActivationFormat::kInt8;
 };
 
 // What quantize_for_serving did, for the log and the rank report.
@@ -53,8 +59,10 @@ struct ConvertedWeight {
 // hook multiplies by them. InvalidArgument naming the tensor when an index is not one of
 // cached_linear_parameters(), is listed twice, or its matrix has another shape than the
 // parameter; the model is unchanged then. A matrix in f32 format is skipped (kept as loaded).
+// The int8 and int4 matrices multiply `activations`.
 Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
-                                                     std::vector<ConvertedWeight> weights);
+                                                     std::vector<ConvertedWeight> weights,
+                                                     ops::ActivationFormat activations);
 
 // Converts as a loader fills the model, so that loading a model to serve it quantized holds
 // one f32 linear weight at a time beside the quantized ones, not every f32 weight at once:
@@ -76,7 +84,8 @@ class LoadConverter {
   std::vector<ConvertedWeight> converted_;
 };
 
-// "int4 (group 64): 98 linear weights, 12.58 MB as f32 -> 1.77 MB" (or "f32").
+// "int4 (group 64) x int8 activations: 98 linear weights, 12.58 MB as f32 -> 1.77 MB" (or
+// "f32"; bf16 names no activations, which stay f32).
 std::string describe(const WeightOptions& options, const ServingWeightStats& stats);
 
 }  // namespace ms::infer

@@ -9,6 +9,7 @@
 
 #include "ops/parallel.h"
 #include "ops/quant_gemm_impl.h"
+#include "ops/quant_gemm_int8_act.h"
 
 namespace ms::ops {
 namespace {
@@ -42,6 +43,16 @@ QuantRowsFn rows_fn(CpuPath path) {
 #endif
     default: return quant_rows_scalar;
   }
+}
+
+// The integer kernel a path uses: AVX2's on AVX-512 CPUs too (AVX-512F alone has no byte
+// multiply-add; every AVX-512 CPU has AVX2).
+Int8ActRowsFn int8_act_rows_fn(CpuPath path) {
+#if defined(MS_QUANT_AVX2)
+  if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return int8_act_rows_avx2;
+#endif
+  (void)path;
+  return int8_act_rows_scalar;
 }
 
 // The widest path the CPU runs, no wider than MS_QUANT_PATH when that names one.
@@ -135,6 +146,29 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n) {
   quantized_linear(x, w, y, n, best_cpu_path());
+}
+
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path,
+                      ActivationFormat activations) {
+  if (activations == ActivationFormat::kF32 || !int8_activations_apply(w)) {
+    return quantized_linear(x, w, y, n, path);
+  }
+  assert(cpu_path_supported(path));
+  if (n <= 0) return;
+  // Quantized once per call, read by every task; kept per thread so serving's calls reuse it.
+  thread_local Int8Activations quantized;
+  quantize_activations(x, n, w.cols, w.format, &quantized);
+  const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
+                         quantized.nibble_bias.data()};
+  const Int8ActRowsFn fn = int8_act_rows_fn(path);
+  parallel_for(
+      w.rows, [&](int64_t begin, int64_t end) { fn(view, w, y, begin, end); },
+      min_rows_per_task(w));
+}
+
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n,
+                      ActivationFormat activations) {
+  quantized_linear(x, w, y, n, best_cpu_path(), activations);
 }
 
 }  // namespace ms::ops

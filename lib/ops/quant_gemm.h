@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "ops/quant.h"
+#include "ops/quant_act.h"
 
 namespace ms::ops {
 
@@ -35,6 +36,16 @@ CpuPath best_cpu_path();
 // n may be 0. y must not overlap x or w. The path must be supported (asserted).
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path);
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n);
+
+// The same with int8 activations when `activations` is kInt8 and int8_activations_apply(w):
+// each row of x is quantized (ops/quant_act.h) and the integer kernels multiply (the scalar
+// twin, or AVX2 on the AVX2 and AVX-512 paths); otherwise exactly the f32-activation call.
+// Rows still give the same bits alone as in a batch, and results do not depend on the thread
+// count.
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path,
+                      ActivationFormat activations);
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n,
+                      ActivationFormat activations);
 
 // x: (w.cols) -> y: (w.rows) = W x.
 inline void quantized_gemv(const float* x, const QuantView& w, float* y) {

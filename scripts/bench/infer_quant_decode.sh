@@ -30,14 +30,18 @@ write_bench_model "${MODEL:-290m}" "$TOOLS" "$work/model"
 # One bench per format; the B=1 row of its sweep and the bound line above it.
 summary="$work/summary.txt"
 : > "$summary"
-for spec in f32 bf16 int8 int4:32 int4:64 int4:128; do
+# int8 and int4 multiply int8 activations (the default); a "/f32" spec multiplies f32 ones.
+for spec in f32 bf16 int8 int8/f32 int4:32 int4:64 int4:128 int4:64/f32; do
+  activations=int8
+  if [ "${spec%/f32}" != "$spec" ]; then activations=f32; spec=${spec%/f32}; fi
   format=${spec%%:*}
-  flags=(--weights "$format")
+  flags=(--weights "$format" --activations "$activations")
   label=$format
   if [ "$format" = int4 ]; then
     flags+=(--group-size "${spec#*:}")
     label="int4-g${spec#*:}"
   fi
+  case $format in int8 | int4) label="$label x $activations act" ;; esac
   echo "== $label"
   "$BUILD/bin/ms-infer" bench --model "$work/model" "${flags[@]}" --num-prompts 1 \
     --input-len $PP --output-len $TG --batch-sizes 1 --stream-mib 256 > "$work/$label.txt"

@@ -3,7 +3,8 @@
 # configs/tiny-cpu.yaml (d_ff 384, so int4 groups of 32, 64 and 128 divide every linear weight)
 # on the first 90% of Tiny Shakespeare's lines, then evaluates the checkpoint on the last 10%
 # with f32, bf16, int8 and int4 g128/g64/g32 weights, each written by `ms-infer quantize` and
-# read back (the quantized directory is what is evaluated), and with mixed models chosen under
+# read back (the quantized directory is what is evaluated; int8 and int4 with int8 activations,
+# as served by default, and again with f32 ones), and with mixed models chosen under
 # memory budgets from calibration windows of the training text. Each row has the held-out
 # perplexity and the mean KL of its next-token distributions from the f32 model's.
 #   scripts/bench/infer_quant_ppl.sh [BIN_DIR] [WORK_DIR]
@@ -80,6 +81,12 @@ eval_ppl bf16 --model "$(quantized bf16 --weights bf16)"
 eval_ppl int8 --model "$(quantized int8 --weights int8)"
 for g in 128 64 32; do
   eval_ppl int4-g$g --model "$(quantized int4-g$g --weights int4 --group-size $g)"
+done
+# int8 and int4 are served with int8 activations by default (the rows above, through the
+# serving kernels); with f32 activations they are evaluated as their dequantized weights.
+eval_ppl "int8 x f32 act" --model q-int8 --activations f32
+for g in 128 64 32; do
+  eval_ppl "int4-g$g x f32 act" --model q-int4-g$g --activations f32
 done
 # The same figures with --weights on the checkpoint (quantized in memory) must equal the
 # quantized directories' exactly.

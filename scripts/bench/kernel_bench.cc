@@ -2,7 +2,8 @@
 //  - the device-to-device copy bandwidth, bytes read plus bytes written (the ceiling for a
 //    stream of weight bytes);
 //  - kernels::quantized_linear at batch 1 (a decode step) for every weight format on the layer
-//    shapes of an 8B model, as bytes read per second (weights, scales, x and y) and as a
+//    shapes of an 8B model (int8 and int4 with f32 activations and with int8 ones, the time to
+//    quantize x included), as bytes read per second (weights, scales, x and y) and as a
 //    fraction of that copy bandwidth. Like decode moving through the layers, calls rotate over
 //    copies of the matrix whose total exceeds --set-mib, so the L2 cache cannot serve them;
 //  - the same at batch --batch, in GFLOP/s;
@@ -23,6 +24,7 @@
 #include "kernels/gemm.cuh"
 #include "kernels/quant_gemm.cuh"
 #include "ops/quant.h"
+#include "ops/quant_act.h"
 
 namespace {
 
@@ -97,7 +99,8 @@ struct QuantRow {
 };
 
 QuantRow measure_quantized(const Shape& shape, const std::vector<float>& w, WeightFormat format,
-                           int64_t group, int64_t batch, size_t set_bytes, int reps) {
+                           int64_t group, ms::ops::ActivationFormat activations, int64_t batch,
+                           size_t set_bytes, int reps) {
   const ms::ops::QuantizedMatrix q = value_or_die(
       ms::ops::quantize_weights(w.data(), shape.rows, shape.cols, format, group), "quantize");
   const size_t value_bytes = q.values.size();
@@ -120,7 +123,7 @@ QuantRow measure_quantized(const Shape& shape, const std::vector<float>& w, Weig
   const auto call = [&](int64_t n) {
     return [&, n](int i) {
       return ms::kernels::quantized_linear(dx.as<float>(), views[static_cast<size_t>(i) % copies],
-                                           dy.as<float>(), n);
+                                           dy.as<float>(), n, activations);
     };
   };
   const int warm = static_cast<int>(copies);
@@ -182,18 +185,24 @@ int main(int argc, char** argv) {
   const std::pair<WeightFormat, int64_t> formats[] = {
       {WeightFormat::kF32, 0},   {WeightFormat::kBF16, 0},  {WeightFormat::kInt8, 0},
       {WeightFormat::kInt4, 32}, {WeightFormat::kInt4, 64}, {WeightFormat::kInt4, 128}};
-  std::printf("| shape | format | GEMV us | GEMV GB/s | of copy bw | n=%lld GFLOP/s |\n",
+  std::printf("| shape | format | activations | GEMV us | GEMV GB/s | of copy bw | n=%lld GFLOP/s |\n",
               static_cast<long long>(batch));
-  std::printf("|---|---|---:|---:|---:|---:|\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|\n");
+  using ms::ops::ActivationFormat;
   for (const Shape& shape : shapes) {
     const std::vector<float> w = random_floats(static_cast<size_t>(shape.rows * shape.cols), 7);
     for (const auto& [format, group] : formats) {
-      const QuantRow row = measure_quantized(shape, w, format, group, batch,
-                                             static_cast<size_t>(set_mib) << 20, reps);
-      std::printf("| %s | %s | %.1f | %.0f | %.1f%% | %.0f |\n", shape.name,
-                  format_name(format, group), row.gemv_us, row.gemv_gbs,
-                  100.0 * row.gemv_gbs / copy_gbs, row.batch_gflops);
-      std::fflush(stdout);
+      for (ActivationFormat act : {ActivationFormat::kF32, ActivationFormat::kInt8}) {
+        const bool integer = format == WeightFormat::kInt8 || format == WeightFormat::kInt4;
+        if (act == ActivationFormat::kInt8 && !integer) continue;
+        const QuantRow row = measure_quantized(shape, w, format, group, act, batch,
+                                               static_cast<size_t>(set_mib) << 20, reps);
+        std::printf("| %s | %s | %s | %.1f | %.0f | %.1f%% | %.0f |\n", shape.name,
+                    format_name(format, group),
+                    std::string(ms::ops::activation_format_name(act)).c_str(), row.gemv_us,
+                    row.gemv_gbs, 100.0 * row.gemv_gbs / copy_gbs, row.batch_gflops);
+        std::fflush(stdout);
+      }
     }
   }
   std::printf("\ncuBLASLt %dx%dx%d: fp32 (no TF32) %.1f TFLOP/s, bf16 in fp32 out %.1f TFLOP/s\n",

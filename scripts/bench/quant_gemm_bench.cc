@@ -2,7 +2,9 @@
 // format and every code path this CPU supports, GEMV (n = 1, a decode step) over a weight matrix
 // larger than the caches, reported as weight bytes read per second and as a fraction of the
 // STREAM copy bandwidth measured in the same run; and GEMM (n = --gemm-rows, a prefill) in
-// GFLOP/s. Threads: MS_NUM_THREADS (else OPENBLAS_NUM_THREADS, else all). Prints Markdown.
+// GFLOP/s. int8 and int4 run twice, with f32 and with int8 activations (ops/quant_act.h; the
+// GEMV time includes quantizing x). Threads: MS_NUM_THREADS (else OPENBLAS_NUM_THREADS, else
+// all). Prints Markdown.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -16,6 +18,7 @@
 
 namespace {
 
+using ms::ops::ActivationFormat;
 using ms::ops::CpuPath;
 using ms::ops::WeightFormat;
 
@@ -53,9 +56,11 @@ int main(int argc, char** argv) {
   std::printf("# %lld x %lld weights, %d threads; STREAM copy %.2f GB/s\n\n",
               static_cast<long long>(rows), static_cast<long long>(cols), ms::ops::num_threads(),
               copy_gbs);
-  std::printf("| format | path | weight MB | GEMV ms | GEMV GB/s | of copy bw | GEMM n=%lld GFLOP/s |\n",
-              static_cast<long long>(gemm_rows));
-  std::printf("|---|---|---:|---:|---:|---:|---:|\n");
+  std::printf(
+      "| format | activations | path | weight MB | GEMV ms | GEMV GB/s | of copy bw | GEMM n=%lld "
+      "GFLOP/s |\n",
+      static_cast<long long>(gemm_rows));
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
   const std::pair<WeightFormat, int64_t> formats[] = {{WeightFormat::kF32, 0},
                                                       {WeightFormat::kBF16, 0},
                                                       {WeightFormat::kInt8, 0},
@@ -69,19 +74,23 @@ int main(int argc, char** argv) {
     }
     const ms::ops::QuantView view = q->view();
     const double mb = static_cast<double>(q->bytes()) / 1e6;
-    for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
-      if (!ms::ops::cpu_path_supported(path)) continue;
-      const double gemv = best_seconds(
-          reps, [&] { ms::ops::quantized_linear(x.data(), view, y.data(), 1, path); });
-      const double gemm = best_seconds(
-          std::max(1, reps / 4),
-          [&] { ms::ops::quantized_linear(x.data(), view, y.data(), gemm_rows, path); });
-      const double gbs = mb / 1e3 / gemv;
-      std::printf("| %s | %s | %.1f | %.3f | %.2f | %.0f%% | %.1f |\n",
-                  std::string(ms::ops::weight_format_name(format)).c_str(),
-                  std::string(ms::ops::cpu_path_name(path)).c_str(), mb, gemv * 1e3, gbs,
-                  100.0 * gbs / copy_gbs,
-                  2.0 * static_cast<double>(gemm_rows * rows * cols) / gemm / 1e9);
+    for (ActivationFormat act : {ActivationFormat::kF32, ActivationFormat::kInt8}) {
+      if (act == ActivationFormat::kInt8 && !ms::ops::int8_activations_apply(view)) continue;
+      for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
+        if (!ms::ops::cpu_path_supported(path)) continue;
+        const double gemv = best_seconds(
+            reps, [&] { ms::ops::quantized_linear(x.data(), view, y.data(), 1, path, act); });
+        const double gemm = best_seconds(std::max(1, reps / 4), [&] {
+          ms::ops::quantized_linear(x.data(), view, y.data(), gemm_rows, path, act);
+        });
+        const double gbs = mb / 1e3 / gemv;
+        std::printf("| %s | %s | %s | %.1f | %.3f | %.2f | %.0f%% | %.1f |\n",
+                    std::string(ms::ops::weight_format_name(format)).c_str(),
+                    std::string(ms::ops::activation_format_name(act)).c_str(),
+                    std::string(ms::ops::cpu_path_name(path)).c_str(), mb, gemv * 1e3, gbs,
+                    100.0 * gbs / copy_gbs,
+                    2.0 * static_cast<double>(gemm_rows * rows * cols) / gemm / 1e9);
+      }
     }
   }
   return 0;

@@ -71,7 +71,7 @@ grep -Eq '^\| +8 \| +4 \| +2 \|' "$work/bench.txt" || fail "bench sweep row"
 # bytes per decode step, and a group size the model's width does not divide is refused by name.
 "$BIN/ms-infer" generate --model "$work/model" --prompt "To be" --max-tokens 3 --weights int4 \
   --group-size 32 > /dev/null 2> "$work/q4.txt" || fail "int4 generate: $(cat "$work/q4.txt")"
-grep -Eq 'weights int4 \(group 32\): [0-9]+ linear weights, [0-9.]+ MB as f32 -> [0-9.]+ MB; [0-9.]+ MB of weights held' \
+grep -Eq 'weights int4 \(group 32\) x int8 activations: [0-9]+ linear weights, [0-9.]+ MB as f32 -> [0-9.]+ MB; [0-9.]+ MB of weights held' \
   "$work/q4.txt" || fail "no int4 weights line: $(cat "$work/q4.txt")"
 "$BIN/ms-infer" bench --model "$work/model" --num-prompts 2 --input-len 8 --output-len 3 \
   --batch-sizes 1 --stream-mib 8 --weights int8 > "$work/bench8.txt" 2> /dev/null

@@ -82,6 +82,10 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return diff / scale;
 }
 
+// The tests compare with dequantized f32 weights to float rounding, so the kernels multiply f32
+// activations (int8 ones: serving_weights_test).
+constexpr ops::ActivationFormat kF32Activations = ops::ActivationFormat::kF32;
+
 struct Format {
   const char* name;
   WeightOptions options;
@@ -227,8 +231,8 @@ TEST_P(QuantizedExperts, ExpertsQuantizedOnTheirOwnRanksEqualColocated) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Infer, QuantizedExperts,
-                         ::testing::Values(Format{"int8", {ops::WeightFormat::kInt8, 64}},
-                                           Format{"int4_g32", {ops::WeightFormat::kInt4, 32}}),
+                         ::testing::Values(Format{"int8", {ops::WeightFormat::kInt8, 64, kF32Activations}},
+                                           Format{"int4_g32", {ops::WeightFormat::kInt4, 32, kF32Activations}}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // The hook serves the cached forward only: the training forward reads the f32 values.

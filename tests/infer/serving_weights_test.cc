@@ -82,14 +82,17 @@ struct FormatCase {
 };
 void PrintTo(const FormatCase& c, std::ostream* os) { *os << c.name; }
 
+// f32 activations: the kernels then compute what the dequantized weights do, to float rounding
+// (int8 activations: Int8ActivationsTest below).
+constexpr ops::ActivationFormat kF32Act = ops::ActivationFormat::kF32;
 const FormatCase kFormatCases[] = {
-    {"bf16_dense", {ops::WeightFormat::kBF16, 64}, testing::tiny_dense},
-    {"int8_dense", {ops::WeightFormat::kInt8, 64}, testing::tiny_dense},
-    {"int4_g32_dense", {ops::WeightFormat::kInt4, 32}, tiny_dense_int4},
-    {"int8_window_parallel_tied", {ops::WeightFormat::kInt8, 64},
+    {"bf16_dense", {ops::WeightFormat::kBF16, 64, kF32Act}, testing::tiny_dense},
+    {"int8_dense", {ops::WeightFormat::kInt8, 64, kF32Act}, testing::tiny_dense},
+    {"int4_g32_dense", {ops::WeightFormat::kInt4, 32, kF32Act}, tiny_dense_int4},
+    {"int8_window_parallel_tied", {ops::WeightFormat::kInt8, 64, kF32Act},
      testing::tiny_window_parallel_tied},
-    {"int8_moe", {ops::WeightFormat::kInt8, 64}, testing::tiny_moe},
-    {"int4_g32_moe", {ops::WeightFormat::kInt4, 32}, tiny_moe_int4},
+    {"int8_moe", {ops::WeightFormat::kInt8, 64, kF32Act}, testing::tiny_moe},
+    {"int4_g32_moe", {ops::WeightFormat::kInt4, 32, kF32Act}, tiny_moe_int4},
 };
 
 class ServingWeightsTest : public ::testing::TestWithParam<FormatCase> {};
@@ -122,6 +125,61 @@ TEST_P(ServingWeightsTest, ConvertedModelComputesWithTheDequantizedWeights) {
 
 INSTANTIATE_TEST_SUITE_P(Infer, ServingWeightsTest, ::testing::ValuesIn(kFormatCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A dense model whose every linear input is a multiple of 64 wide, so int8 activations apply to
+// every matrix (ops/quant_act.h).
+config::ModelConfig dense_64() {
+  config::ModelConfig c = testing::tiny_dense();
+  c.d_model = 64;
+  c.d_ff = 128;
+  return c;
+}
+
+// Max |a - b| over max |b| across the logits of every step up to the first token the two
+// generations differ in (after it they continue different texts).
+double max_rel_logit_diff(const std::vector<Completion>& a, const std::vector<Completion>& b) {
+  double diff = 0, scale = 1e-30;
+  for (size_t r = 0; r < a.size(); ++r) {
+    for (size_t t = 0; t < std::min(a[r].logits.size(), b[r].logits.size()); ++t) {
+      if (t > 0 && a[r].tokens[t - 1] != b[r].tokens[t - 1]) break;
+      for (size_t v = 0; v < a[r].logits[t].size(); ++v) {
+        diff = std::max(diff, std::fabs(double{a[r].logits[t][v]} - b[r].logits[t][v]));
+        scale = std::max(scale, std::fabs(double{b[r].logits[t][v]}));
+      }
+    }
+  }
+  return diff / scale;
+}
+
+// With int8 activations (the default) the served logits move from the dequantized model's by
+// the activations' rounding: visibly (so the integer kernels ran), and by about what rounding 64
+// values to 8 bits gives, well under the weights' own quantization error.
+TEST(Int8ActivationsTest, ServeWithinTheActivationRoundingOfTheDequantizedModel) {
+  const config::ModelConfig cfg = dense_64();
+  for (const WeightOptions& o : {WeightOptions{ops::WeightFormat::kInt8, 64},
+                                 WeightOptions{ops::WeightFormat::kInt4, 64}}) {
+    ASSERT_EQ(o.activations, ops::ActivationFormat::kInt8);
+    const std::string name(ops::weight_format_name(o.format));
+    auto int8_act = make_model(cfg), f32_act = make_model(cfg), f32 = make_model(cfg);
+    take(quantize_for_serving(*int8_act, o));
+    WeightOptions f32_options = o;
+    f32_options.activations = ops::ActivationFormat::kF32;
+    take(quantize_for_serving(*f32_act, f32_options));
+    std::vector<Request> reqs = greedy_requests(cfg.vocab_size, 4, 6);
+    const std::vector<Completion> got = generate(*int8_act, reqs);
+    const std::vector<Completion> f32_activations = generate(*f32_act, reqs);
+    const double to_f32_activations = max_rel_logit_diff(got, f32_activations);
+    const double weights_error = max_rel_logit_diff(f32_activations, generate(*f32, reqs));
+    std::printf("%s weights: max relative logit difference %.2e from f32 activations; the "
+                "weights' own quantization %.2e\n",
+                name.c_str(), to_f32_activations, weights_error);
+    EXPECT_GT(to_f32_activations, 1e-6) << name;
+    EXPECT_LT(to_f32_activations, 2e-2) << name;
+    if (o.format == ops::WeightFormat::kInt4) {
+      EXPECT_LT(to_f32_activations, weights_error) << name;
+    }
+  }
+}
 
 TEST(ServingWeightsStatsTest, CountsTheBytesOfEachFormat) {
   const config::ModelConfig cfg = tiny_dense_int4();

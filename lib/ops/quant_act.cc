@@ -1,0 +1,94 @@
+// Quantizing a row of activations is a few operations per value, beside a
+// matrix of rows * cols weights it is then multiplied by; it runs on the
+// calling thread, once per call.
+#include "ops/quant_act.h"
+
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace ms::ops {
+namespace {
+
+constexpr float kCodeMax = 127.0f;
+
+// Rounds v (|v| <= 127.5) to the nearest integer, ties to even, as
+// std::nearbyint does in the default mode: the sum with 1.5 * 2^23 has no
+// fraction bits, so the addition itself rounds (exact arithmetic, which the
+// project's flags keep: no -ffast-math). A plain expression, where
+// std::nearbyint is a library call on the baseline instruction set.
+inline float round_to_even(float v) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (v + kMagic) - kMagic;
+}
+
+void quantize_chunk(const float* x, WeightFormat format, int8_t* codes, float* scale,
+                    int32_t* bias) {
+  float amax = 0;
+  bool finite = true;
+  for (int64_t i = 0; i < kActivationChunk; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::fmax(amax, std::fabs(x[i]));
+  }
+  *scale = finite ? amax / kCodeMax : std::numeric_limits<float>::quiet_NaN();
+  const float inverse = (finite && amax > 0) ? kCodeMax / amax : 0.0f;
+  for (int64_t c = 0; c < kActivationChunk; ++c) {
+    const float q = std::fmin(kCodeMax, std::fmax(-kCodeMax, round_to_even(x[c] * inverse)));
+    codes[Int8Activations::code_index(format, c)] =
+        inverse == 0 ? int8_t{0} : static_cast<int8_t>(q);
+  }
+  if (format != WeightFormat::kInt4) return;
+  for (int64_t oct = 0; oct < kActivationChunk / 8; ++oct) {
+    int32_t sum = 0;
+    for (int64_t k = 0; k < 8; ++k) {
+      sum += codes[Int8Activations::code_index(format, 8 * oct + k)];
+    }
+    bias[oct] = 8 * sum;
+  }
+}
+
+}  // namespace
+
+std::string_view activation_format_name(ActivationFormat format) {
+  switch (format) {
+    case ActivationFormat::kF32:
+      return "f32";
+    case ActivationFormat::kInt8:
+      return "int8";
+  }
+  return "unknown";
+}
+
+Result<ActivationFormat> parse_activation_format(std::string_view name) {
+  for (ActivationFormat f : {ActivationFormat::kF32, ActivationFormat::kInt8}) {
+    if (activation_format_name(f) == name) return f;
+  }
+  return InvalidArgument("activation format '" + std::string(name) + "' is not one of f32, int8");
+}
+
+bool int8_activations_apply(const QuantView& w) {
+  return (w.format == WeightFormat::kInt8 || w.format == WeightFormat::kInt4) &&
+         w.cols % kActivationChunk == 0;
+}
+
+void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
+                          Int8Activations* out) {
+  assert(cols % kActivationChunk == 0);
+  const int64_t chunks = cols / kActivationChunk;
+  out->format = format;
+  out->n = n;
+  out->cols = cols;
+  out->codes.resize(static_cast<size_t>(n * cols));
+  out->scales.resize(static_cast<size_t>(n * chunks));
+  out->nibble_bias.resize(format == WeightFormat::kInt4 ? static_cast<size_t>(n * cols / 8) : 0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t at = t * cols + c * kActivationChunk;
+      quantize_chunk(x + at, format, out->codes.data() + at, out->scales.data() + t * chunks + c,
+                     format == WeightFormat::kInt4 ? out->nibble_bias.data() + at / 8 : nullptr);
+    }
+  }
+}
+
+}  // namespace ms::ops

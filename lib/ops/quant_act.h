@@ -1,0 +1,73 @@
+// Activations quantized to int8 for the integer kernels of the quantized linear, as llama.cpp
+// pairs its 4- and 8-bit weights with 8-bit activations: with int8 or int4 weights, a row of x
+// is cut into chunks of 64 columns, each held as 64 int8 codes and one f32 scale
+//   d = max|chunk| / 127,   q = round(x * (127 / max|chunk|)) (ties to even), |q| <= 127,
+// and a dot product is then a sum of exact integer products per chunk, scaled once per chunk.
+// On AVX2 that is 32 multiply-adds an instruction (vpmaddubsw) instead of 8 fused f32 ones
+// after decoding each weight to f32, which is what keeps int4 and int8 decode from the memory
+// bandwidth bound with f32 activations (docs/infer.md, "Activations").
+//
+// The codes are an approximation of x: an output moves by at most
+// sum_k |w_k| * d_chunk(k) / 2 from its f32-activation value, which the tests hold it to.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "ops/quant.h"
+
+namespace ms::ops {
+
+enum class ActivationFormat : uint8_t { kF32 = 0, kInt8 = 1 };
+
+// "f32", "int8".
+std::string_view activation_format_name(ActivationFormat format);
+// The inverse; InvalidArgument naming the text and the choices otherwise.
+Result<ActivationFormat> parse_activation_format(std::string_view name);
+
+// Columns per activation chunk (one scale each).
+inline constexpr int64_t kActivationChunk = 64;
+
+// Whether int8 activations apply to a matrix: int8 or int4 weights whose rows are whole
+// chunks. Other matrices (f32, bf16, or a width that is not a multiple of 64) keep f32
+// activations whatever is asked.
+bool int8_activations_apply(const QuantView& w);
+
+// Rows of x quantized for one weight format. The codes of a chunk are laid out in the order
+// the integer kernels meet the weights (code_index):
+//   int8 weights: column order;
+//   int4 weights: the chunk's even columns, then its odd ones (the low and the high nibbles of
+//     its 32 packed bytes).
+// For int4 each chunk also carries nibble_bias: 8 times the sum of the codes of each 8
+// consecutive columns, which a kernel that multiplies by the stored nibbles (code + 8)
+// subtracts to get the products with the codes.
+struct Int8Activations {
+  WeightFormat format = WeightFormat::kInt8;
+  int64_t n = 0, cols = 0;
+  std::vector<int8_t> codes;         // (n, cols), laid out per chunk
+  std::vector<float> scales;         // (n, cols / 64)
+  std::vector<int32_t> nibble_bias;  // int4: (n, cols / 8); empty otherwise
+
+  // Where column `col` of a row is among that row's codes.
+  static int64_t code_index(WeightFormat format, int64_t col) {
+    if (format != WeightFormat::kInt4) return col;
+    const int64_t in_chunk = col % kActivationChunk;
+    return col - in_chunk + (in_chunk % 2) * (kActivationChunk / 2) + in_chunk / 2;
+  }
+  int code(int64_t row, int64_t col) const {
+    return codes[static_cast<size_t>(row * cols + code_index(format, col))];
+  }
+  float scale(int64_t row, int64_t col) const {
+    return scales[static_cast<size_t>(row * (cols / kActivationChunk) + col / kActivationChunk)];
+  }
+};
+
+// x: (n, cols) f32 -> out, laid out for weights in `format` (kInt8 or kInt4); cols is a
+// multiple of 64 (asserted). out's buffers are reused when large enough. A chunk holding a
+// non-finite value gets codes 0 and scale NaN, so every output it feeds is NaN, as with f32.
+void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
+                          Int8Activations* out);
+
+}  // namespace ms::ops

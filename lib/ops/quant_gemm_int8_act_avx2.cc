@@ -1,0 +1,178 @@
+// The AVX2 integer kernels. A 256-bit vpmaddubsw multiplies 32 unsigned bytes
+// by 32 signed ones and adds neighbouring pairs into int16; vpmaddwd with ones
+// adds those pairs into 8 int32 lanes, lane i holding the sum over bytes 4i ..
+// 4i + 3. Each lane's integer sum is exact; it is converted and multiplied into
+// the f32 total once per chunk of 64 columns, lane by lane, and the 8 lanes
+// (times two accumulators, alternating chunks) are summed at the end.
+//   int4: the 32 packed bytes of a chunk, masked to their low nibbles, meet the
+//   chunk's 32
+//     even-column codes, and shifted down, its odd ones (Int8Activations' int4
+//     layout); the nibbles are code + 8 (unsigned, as vpmaddubsw needs), so the
+//     chunk's nibble_bias comes off each lane. Lane i covers columns 8i .. 8i +
+//     7, so with groups of 32 lanes 0-3 take the first group's scale and 4-7
+//     the second's. Per pair 2 * 15 * 127 and per int16 lane twice that: no
+//     saturation.
+//   int8: the weights are signed, so the unsigned operand is |w| and the signed
+//   one x with w's
+//     sign (vpsignb); 2 * 128 * 127 fits an int16, even for a code of -128 from
+//     a file. The row's scale multiplies the total.
+// Each output's sums run in the same order whatever the number of rows of x
+// beside it, so a row of x gives the same bits alone (a decode step) as in a
+// batch (a prefill).
+#include <immintrin.h>
+
+#include "ops/quant_gemm_int8_act.h"
+
+namespace ms::ops {
+namespace {
+
+constexpr int64_t kChunk = 64;
+// Rows of x that share one decoded chunk of W, and output channels a task walks
+// through for one block of rows of x (as in quant_gemm_impl.h).
+constexpr int kTokenBlock = 4;
+constexpr int64_t kRowTile = 16;
+
+float sum_lanes(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Where rows t0 .. t0 + T - 1 of x start: the chunk loops index from these, so
+// no address needs more than an add and a scaled index.
+template <int T>
+struct XRows {
+  const int8_t* codes[T];
+  const float* scales[T];
+  const int32_t* bias[T];
+
+  XRows(const Int8ActView& x, int64_t t0) {
+    for (int t = 0; t < T; ++t) {
+      codes[t] = x.codes + (t0 + t) * x.cols;
+      scales[t] = x.scales + (t0 + t) * (x.cols / kChunk);
+      bias[t] = x.nibble_bias == nullptr ? nullptr : x.nibble_bias + (t0 + t) * (x.cols / 8);
+    }
+  }
+};
+
+// One row of W (int4, groups of G) against T rows of x, chunk by chunk.
+template <int G, int T>
+struct Int4Row {
+  const uint8_t* w;     // the row's packed bytes
+  const float* scales;  // the row's group scales
+  XRows<T> x;
+
+  void chunk(int64_t c, __m256 (&acc)[T]) const {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i b = load(w + c * (kChunk / 2));
+    const __m256i lo = _mm256_and_si256(b, low4);
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+    __m256 ws;
+    if constexpr (G == 32) {
+      ws = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(scales + 2 * c)),
+                                _mm_broadcast_ss(scales + 2 * c + 1), 1);
+    } else {
+      ws = _mm256_broadcast_ss(scales + c / (G / kChunk));
+    }
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xc = x.codes[t] + c * kChunk;
+      const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load(xc)),
+                                             _mm256_maddubs_epi16(hi, load(xc + kChunk / 2)));
+      const __m256i sums =
+          _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(x.bias[t] + c * 8));
+      const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(x.scales[t] + c));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
+    }
+  }
+};
+
+// One row of W (int8) against T rows of x.
+template <int T>
+struct Int8Row {
+  const int8_t* w;  // the row's codes
+  XRows<T> x;
+
+  void chunk(int64_t c, __m256 (&acc)[T]) const {
+    const __m256i w0 = load(w + c * kChunk), w1 = load(w + c * kChunk + 32);
+    const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xc = x.codes[t] + c * kChunk;
+      const __m256i p0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(load(xc), w0));
+      const __m256i p1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(load(xc + 32), w1));
+      const __m256i sums =
+          _mm256_add_epi32(_mm256_madd_epi16(p0, ones), _mm256_madd_epi16(p1, ones));
+      acc[t] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_broadcast_ss(x.scales[t] + c), acc[t]);
+    }
+  }
+};
+
+// Runs a row kernel over `chunks` chunks, alternating two accumulators, and
+// writes the T outputs, times `row_scale`, to y[(t0 + t) * ld].
+template <int T, class Row>
+void run_row(const Row& row, int64_t chunks, float row_scale, float* y, int64_t ld) {
+  __m256 even[T], odd[T];
+  for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
+  int64_t c = 0;
+  for (; c + 2 <= chunks; c += 2) {
+    row.chunk(c, even);
+    row.chunk(c + 1, odd);
+  }
+  if (c < chunks) row.chunk(c, even);
+  for (int t = 0; t < T; ++t) y[t * ld] = sum_lanes(_mm256_add_ps(even[t], odd[t])) * row_scale;
+}
+
+template <int T>
+void dot_row(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r, float* y) {
+  const int64_t chunks = w.cols / kChunk;
+  float* out = y + t0 * w.rows + r;
+  const XRows<T> rows(x, t0);
+  if (w.format == WeightFormat::kInt8) {
+    const Int8Row<T> row{reinterpret_cast<const int8_t*>(w.values) + r * w.cols, rows};
+    return run_row<T>(row, chunks, w.scales[r], out, w.rows);
+  }
+  const uint8_t* bytes = w.values + r * (w.cols / 2);
+  const float* scales = w.scales + r * (w.cols / w.group_size);
+  switch (w.group_size) {
+    case 32:
+      return run_row<T>(Int4Row<32, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+    case 64:
+      return run_row<T>(Int4Row<64, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+    default:
+      return run_row<T>(Int4Row<128, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+  }
+}
+
+}  // namespace
+
+void int8_act_rows_avx2(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
+                        int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowTile) {
+    const int64_t r1 = r0 + kRowTile < row_end ? r0 + kRowTile : row_end;
+    int64_t t = 0;
+    for (; t + kTokenBlock <= x.n; t += kTokenBlock) {
+      for (int64_t r = r0; r < r1; ++r) dot_row<kTokenBlock>(x, w, t, r, y);
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      switch (x.n - t) {
+        case 3:
+          dot_row<3>(x, w, t, r, y);
+          break;
+        case 2:
+          dot_row<2>(x, w, t, r, y);
+          break;
+        case 1:
+          dot_row<1>(x, w, t, r, y);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace ms::ops

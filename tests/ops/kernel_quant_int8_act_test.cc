@@ -1,0 +1,155 @@
+// kernels::quantized_linear with int8 activations against its CPU twin: the device quantizes x
+// into the same codes and scales as ops::quantize_activations (compared bit for bit), and the
+// products match the scalar path's within fp32 summation-order rounding, relative to the sum of
+// the magnitudes of the code products. Skips without a GPU, as kernel_quant_test does; the
+// argument checks run everywhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <random>
+#include <vector>
+
+#include "kernels/device.h"
+#include "kernels/quant_gemm.cuh"
+#include "ops/quant_act.h"
+#include "ops/quant_gemm.h"
+#include "tests/ops/guarded.h"
+
+namespace ms::kernels {
+namespace {
+
+struct Int8ActTwinCase {
+  const char* name;
+  ops::WeightFormat format;
+  int64_t group;
+  int64_t n, rows, cols;
+};
+void PrintTo(const Int8ActTwinCase& c, std::ostream* os) { *os << c.name; }
+
+// GEMV and token tiles with a tail, row blocks with a tail, several chunks per thread, int4
+// groups within a 32-column weight chunk's half chunk (32), a chunk (64) and two (128).
+const Int8ActTwinCase kCases[] = {
+    {"int8_gemv", ops::WeightFormat::kInt8, 0, 1, 65, 256},
+    {"int8_gemm", ops::WeightFormat::kInt8, 0, 9, 33, 320},
+    {"int8_gemv_wide", ops::WeightFormat::kInt8, 0, 1, 70, 8192},
+    {"int4_g32_gemv", ops::WeightFormat::kInt4, 32, 1, 19, 64},
+    {"int4_g32_gemm", ops::WeightFormat::kInt4, 32, 6, 24, 192},
+    {"int4_g64_gemv_wide", ops::WeightFormat::kInt4, 64, 1, 1030, 4096},
+    {"int4_g128_gemm", ops::WeightFormat::kInt4, 128, 11, 9, 4224},
+};
+
+constexpr double kTolerance = 4e-6;
+
+bool succeeded(const Status& s) {
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return s.ok();
+}
+
+template <typename T>
+DeviceBuffer upload(const T* data, size_t count) {
+  Result<DeviceBuffer> buffer = DeviceBuffer::allocate(count * sizeof(T));
+  if (!succeeded(buffer.status())) return {};
+  if (!succeeded(copy_to_device(buffer->data(), data, count * sizeof(T)))) return {};
+  return std::move(buffer).value();
+}
+
+template <typename T>
+std::vector<T> download(const DeviceBuffer& buffer, size_t count) {
+  std::vector<T> out(count);
+  EXPECT_TRUE(succeeded(copy_to_host(out.data(), buffer.data(), count * sizeof(T))));
+  return out;
+}
+
+class KernelInt8ActTest : public ::testing::TestWithParam<Int8ActTwinCase> {
+ protected:
+  void SetUp() override {
+    const Result<int> count = device_count();
+    if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();
+    const Int8ActTwinCase& c = GetParam();
+    std::mt19937_64 rng(41);
+    x_ = test::random_floats(static_cast<size_t>(c.n * c.cols), rng, -1, 1);
+    for (size_t i = 0; i < x_.size(); i += 89) x_[i] *= 30;  // chunk scales that differ
+    const auto w = test::random_floats(static_cast<size_t>(c.rows * c.cols), rng, -1, 1);
+    Result<ops::QuantizedMatrix> q =
+        ops::quantize_weights(w.data(), c.rows, c.cols, c.format, c.group);
+    ASSERT_TRUE(q.ok()) << q.status().to_string();
+    q_ = std::move(q).value();
+    ops::quantize_activations(x_.data(), c.n, c.cols, c.format, &act_);
+  }
+
+  std::vector<float> x_;
+  ops::QuantizedMatrix q_;
+  ops::Int8Activations act_;
+};
+
+TEST_P(KernelInt8ActTest, QuantizesXToTheCpuCodesAndScales) {
+  const Int8ActTwinCase& c = GetParam();
+  const size_t values = x_.size();
+  const DeviceBuffer dx = upload(x_.data(), values);
+  Result<DeviceBuffer> codes = DeviceBuffer::allocate(values);
+  Result<DeviceBuffer> scales = DeviceBuffer::allocate(values / 64 * sizeof(float));
+  ASSERT_TRUE(succeeded(codes.status()) && succeeded(scales.status()));
+  ASSERT_TRUE(succeeded(quantize_activations(dx.as<float>(), c.n, c.cols, c.format,
+                                             codes->as<signed char>(), scales->as<float>())));
+  ASSERT_TRUE(succeeded(synchronize(nullptr)));
+  const auto got_codes = download<int8_t>(*codes, values);
+  const auto got_scales = download<float>(*scales, values / 64);
+  EXPECT_EQ(std::memcmp(got_codes.data(), act_.codes.data(), values), 0);
+  EXPECT_EQ(std::memcmp(got_scales.data(), act_.scales.data(), got_scales.size() * 4), 0);
+}
+
+TEST_P(KernelInt8ActTest, MatchesTheCpuTwin) {
+  const Int8ActTwinCase& c = GetParam();
+  std::vector<float> expected(static_cast<size_t>(c.n * c.rows));
+  ops::quantized_linear(x_.data(), q_.view(), expected.data(), c.n, ops::CpuPath::kScalar,
+                        ops::ActivationFormat::kInt8);
+  const DeviceBuffer dx = upload(x_.data(), x_.size());
+  const DeviceBuffer dv = upload(q_.values.data(), q_.values.size());
+  const DeviceBuffer ds = upload(q_.scales.data(), q_.scales.size());
+  ops::QuantView dw = q_.view();
+  dw.values = dv.as<uint8_t>();
+  dw.scales = ds.as<float>();
+  test::Guarded<float> y(expected.size());
+  Result<DeviceBuffer> dy = DeviceBuffer::allocate(y.storage_bytes());
+  ASSERT_TRUE(succeeded(dy.status()));
+  ASSERT_TRUE(succeeded(copy_to_device(dy->data(), y.storage(), y.storage_bytes())));
+  ASSERT_TRUE(succeeded(kernels::quantized_linear(dx.as<float>(), dw,
+                                                  dy->as<float>() + test::kGuardElements, c.n,
+                                                  ops::ActivationFormat::kInt8)));
+  ASSERT_TRUE(succeeded(synchronize(nullptr)));
+  ASSERT_TRUE(succeeded(copy_to_host(y.storage(), dy->data(), y.storage_bytes())));
+  EXPECT_TRUE(y.guards_intact()) << "wrote outside y";
+
+  std::vector<float> deq(static_cast<size_t>(c.rows * c.cols));
+  ops::dequantize_weights(q_.view(), deq.data());
+  for (int64_t t = 0; t < c.n; ++t) {
+    for (int64_t r = 0; r < c.rows; ++r) {
+      double scale = 1e-30;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        scale += std::fabs(act_.code(t, k) * double{act_.scale(t, k)} * deq[r * c.cols + k]);
+      }
+      const size_t i = static_cast<size_t>(t * c.rows + r);
+      ASSERT_LE(std::fabs(y[i] - expected[i]) / scale, kTolerance) << "t=" << t << " r=" << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelInt8ActTest, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(KernelInt8ActArgsTest, RefusesAWidthThatIsNotWholeChunks) {
+  const Status s = quantize_activations(nullptr, 1, 96, ops::WeightFormat::kInt8, nullptr, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cols 96"), std::string::npos) << s.message();
+}
+
+TEST(KernelInt8ActArgsTest, ChecksArgumentsAsTheF32Path) {
+  ops::QuantView w{ops::WeightFormat::kInt4, 4, 128, 48, nullptr, nullptr};
+  const Status s = kernels::quantized_linear(nullptr, w, nullptr, 1, ops::ActivationFormat::kInt8);
+  EXPECT_NE(s.message().find("group size 48"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace ms::kernels
