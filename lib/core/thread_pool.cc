@@ -133,15 +133,23 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end,
                               const std::function<void(int64_t, int64_t)>& fn, int64_t min_chunk) {
   assert(min_chunk >= 1);
   if (end <= begin) return;
-  const int64_t n = end - begin;
   const int64_t parts = static_cast<int64_t>(size()) + 1;  // the workers and the caller
+  parallel_chunks(begin, end, std::max(min_chunk, (end - begin + parts - 1) / parts), fn);
+}
+
+void ThreadPool::parallel_chunks(int64_t begin, int64_t end, int64_t chunk,
+                                 const std::function<void(int64_t, int64_t)>& fn) {
+  assert(chunk >= 1);
+  if (end <= begin) return;
   auto state = std::make_shared<ParallelForState>();
   state->begin = begin;
   state->end = end;
-  state->chunk = std::max(min_chunk, (n + parts - 1) / parts);
-  state->num_chunks = (n + state->chunk - 1) / state->chunk;
+  state->chunk = chunk;
+  state->num_chunks = (end - begin + chunk - 1) / chunk;
   state->fn = &fn;
-  for (int64_t i = 1; i < state->num_chunks; ++i) enqueue([state] { state->work(); });
+  // One helper per worker at most: each claims chunks until none are left.
+  const int64_t helpers = std::min<int64_t>(state->num_chunks - 1, static_cast<int64_t>(size()));
+  for (int64_t i = 0; i < helpers; ++i) enqueue([state] { state->work(); });
   state->work();
   state->wait();
   if (state->error) std::rethrow_exception(state->error);

@@ -52,6 +52,11 @@ class ThreadPool {
   // throws, the remaining unclaimed chunks are skipped and the first exception is rethrown here.
   void parallel_for(int64_t begin, int64_t end, const std::function<void(int64_t, int64_t)>& fn,
                     int64_t min_chunk = 1);
+  // The same with chunks of exactly `chunk` indices (the last one shorter), claimed one at a
+  // time by the calling thread and the workers as each comes free: more chunks than threads
+  // balance the work when one thread starts late or runs slow.
+  void parallel_chunks(int64_t begin, int64_t end, int64_t chunk,
+                       const std::function<void(int64_t, int64_t)>& fn);
 
   // A sensible default size: the hardware thread count, at least 1.
   static size_t default_size();

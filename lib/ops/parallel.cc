@@ -45,4 +45,14 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, in
   pool->parallel_for(0, n, fn, chunk);
 }
 
+void parallel_blocks(int64_t n, int64_t block, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  ThreadPool* pool = shared_pool();
+  if (pool == nullptr || block >= n) {
+    fn(0, n);
+    return;
+  }
+  pool->parallel_chunks(0, n, block, fn);
+}
+
 }  // namespace ms::ops

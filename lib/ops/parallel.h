@@ -20,4 +20,10 @@ int num_threads();
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
                   int64_t min_chunk = 1);
 
+// Calls fn(begin, end) over blocks of `block` indices covering [0, n) (the last shorter), handed
+// out one at a time as threads come free; runs inline when one thread or one block. For work
+// short enough that a thread waking late or delayed by the hypervisor would leave the others
+// waiting on its fixed share (a decode step's matrix products).
+void parallel_blocks(int64_t n, int64_t block, const std::function<void(int64_t, int64_t)>& fn);
+
 }  // namespace ms::ops

@@ -1,10 +1,10 @@
-// Quantizing a row of activations is a few operations per value, beside a
-// matrix of rows * cols weights it is then multiplied by; it runs on the
-// calling thread, once per call.
+// Quantizing a row of activations is a few operations per value, beside a matrix of rows * cols
+// weights it is then multiplied by; it runs on the calling thread, once per call.
 #include "ops/quant_act.h"
 
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -13,37 +13,48 @@ namespace {
 
 constexpr float kCodeMax = 127.0f;
 
-// Rounds v (|v| <= 127.5) to the nearest integer, ties to even, as
-// std::nearbyint does in the default mode: the sum with 1.5 * 2^23 has no
-// fraction bits, so the addition itself rounds (exact arithmetic, which the
-// project's flags keep: no -ffast-math). A plain expression, where
-// std::nearbyint is a library call on the baseline instruction set.
+// Rounds v (|v| <= 127.5) to the nearest integer, ties to even, as std::nearbyint does in the
+// default mode: the sum with 1.5 * 2^23 has no fraction bits, so the addition itself rounds
+// (exact arithmetic: no -ffast-math, and no contraction into a fused multiply-add, which
+// lib/ops/CMakeLists.txt turns off for this file). A plain expression, where std::nearbyint is
+// a library call on the baseline instruction set.
 inline float round_to_even(float v) {
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
   return (v + kMagic) - kMagic;
 }
 
+// Plain comparisons rather than std::fmax and std::fmin, which are library calls on the
+// baseline instruction set (a decode step quantizes a few hundred thousand values).
 void quantize_chunk(const float* x, WeightFormat format, int8_t* codes, float* scale,
                     int32_t* bias) {
   float amax = 0;
   bool finite = true;
   for (int64_t i = 0; i < kActivationChunk; ++i) {
-    finite = finite && std::isfinite(x[i]);
-    amax = std::fmax(amax, std::fabs(x[i]));
+    const float a = std::fabs(x[i]);
+    finite = finite && a <= std::numeric_limits<float>::max();  // false for inf and NaN
+    amax = a > amax ? a : amax;
   }
   *scale = finite ? amax / kCodeMax : std::numeric_limits<float>::quiet_NaN();
   const float inverse = (finite && amax > 0) ? kCodeMax / amax : 0.0f;
+  int8_t q[kActivationChunk];  // column order
   for (int64_t c = 0; c < kActivationChunk; ++c) {
-    const float q = std::fmin(kCodeMax, std::fmax(-kCodeMax, round_to_even(x[c] * inverse)));
-    codes[Int8Activations::code_index(format, c)] =
-        inverse == 0 ? int8_t{0} : static_cast<int8_t>(q);
+    float v = round_to_even(x[c] * inverse);
+    v = v > kCodeMax ? kCodeMax : v;
+    v = v < -kCodeMax ? -kCodeMax : v;
+    q[c] = inverse == 0 ? int8_t{0} : static_cast<int8_t>(v);
   }
-  if (format != WeightFormat::kInt4) return;
+  if (format != WeightFormat::kInt4) {
+    std::memcpy(codes, q, sizeof(q));
+    return;
+  }
+  constexpr int64_t kHalf = kActivationChunk / 2;
+  for (int64_t j = 0; j < kHalf; ++j) {
+    codes[j] = q[2 * j];
+    codes[kHalf + j] = q[2 * j + 1];
+  }
   for (int64_t oct = 0; oct < kActivationChunk / 8; ++oct) {
     int32_t sum = 0;
-    for (int64_t k = 0; k < 8; ++k) {
-      sum += codes[Int8Activations::code_index(format, 8 * oct + k)];
-    }
+    for (int64_t k = 8 * oct; k < 8 * oct + 8; ++k) sum += q[k];
     bias[oct] = 8 * sum;
   }
 }

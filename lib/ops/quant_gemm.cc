@@ -3,6 +3,7 @@
 // MS_QUANT_AVX512, set by lib/ops/CMakeLists.txt on x86-64).
 #include "ops/quant_gemm.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cstdlib>
 #include <vector>
@@ -100,11 +101,16 @@ void lay_out_int4_x(const float* x, int64_t n, int64_t cols, Int4XLayout layout,
   }
 }
 
-// Output channels a task takes at least: enough weight bytes that the pool's hand-off is small
-// beside the work.
-int64_t min_rows_per_task(const QuantView& w) {
+// Output channels per block of work: about four blocks per thread, handed out as threads come
+// free (ops::parallel_blocks), and enough weight bytes per block that claiming one is small
+// beside the work. A decode step's products take 10-100 us, so a fixed share per thread left
+// one thread waiting whenever the other woke late or was delayed by the hypervisor
+// (docs/bench/infer.md, "Balanced blocks").
+int64_t rows_per_block(const QuantView& w) {
   const int64_t row_bytes = value_bytes(w.format, 1, w.cols) + 1;
-  return row_bytes >= 16384 ? 1 : 16384 / row_bytes;
+  const int64_t min_rows = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
+  const int64_t blocks = 4 * static_cast<int64_t>(num_threads());
+  return std::max(min_rows, (w.rows + blocks - 1) / blocks);
 }
 
 }  // namespace
@@ -139,9 +145,8 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
     lay_out_int4_x(x, n, w.cols, layout, laid_out.data());
     x = laid_out.data();
   }
-  parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { fn(x, w, y, n, begin, end); },
-      min_rows_per_task(w));
+  parallel_blocks(w.rows, rows_per_block(w),
+                  [&](int64_t begin, int64_t end) { fn(x, w, y, n, begin, end); });
 }
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n) {
@@ -161,9 +166,8 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
   const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
                          quantized.nibble_bias.data()};
   const Int8ActRowsFn fn = int8_act_rows_fn(path);
-  parallel_for(
-      w.rows, [&](int64_t begin, int64_t end) { fn(view, w, y, begin, end); },
-      min_rows_per_task(w));
+  parallel_blocks(w.rows, rows_per_block(w),
+                  [&](int64_t begin, int64_t end) { fn(view, w, y, begin, end); });
 }
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n,

@@ -1,24 +1,19 @@
-// The AVX2 integer kernels. A 256-bit vpmaddubsw multiplies 32 unsigned bytes
-// by 32 signed ones and adds neighbouring pairs into int16; vpmaddwd with ones
-// adds those pairs into 8 int32 lanes, lane i holding the sum over bytes 4i ..
-// 4i + 3. Each lane's integer sum is exact; it is converted and multiplied into
-// the f32 total once per chunk of 64 columns, lane by lane, and the 8 lanes
-// (times two accumulators, alternating chunks) are summed at the end.
-//   int4: the 32 packed bytes of a chunk, masked to their low nibbles, meet the
-//   chunk's 32
-//     even-column codes, and shifted down, its odd ones (Int8Activations' int4
-//     layout); the nibbles are code + 8 (unsigned, as vpmaddubsw needs), so the
-//     chunk's nibble_bias comes off each lane. Lane i covers columns 8i .. 8i +
-//     7, so with groups of 32 lanes 0-3 take the first group's scale and 4-7
-//     the second's. Per pair 2 * 15 * 127 and per int16 lane twice that: no
-//     saturation.
-//   int8: the weights are signed, so the unsigned operand is |w| and the signed
-//   one x with w's
-//     sign (vpsignb); 2 * 128 * 127 fits an int16, even for a code of -128 from
-//     a file. The row's scale multiplies the total.
-// Each output's sums run in the same order whatever the number of rows of x
-// beside it, so a row of x gives the same bits alone (a decode step) as in a
-// batch (a prefill).
+// The AVX2 integer kernels. A 256-bit vpmaddubsw multiplies 32 unsigned bytes by 32 signed ones
+// and adds neighbouring pairs into int16; vpmaddwd with ones adds those pairs into 8 int32
+// lanes, lane i holding the sum over bytes 4i .. 4i + 3. Each lane's integer sum is exact; it is
+// converted and multiplied into the f32 total once per chunk of 64 columns, lane by lane, and
+// the 8 lanes (times two accumulators, alternating chunks) are summed at the end.
+//   int4: the 32 packed bytes of a chunk, masked to their low nibbles, meet the chunk's 32
+//     even-column codes, and shifted down, its odd ones (Int8Activations' int4 layout); the
+//     nibbles are code + 8 (unsigned, as vpmaddubsw needs), so the chunk's nibble_bias comes
+//     off each lane. Lane i covers columns 8i .. 8i + 7, so with groups of 32 lanes 0-3 take the
+//     first group's scale and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice
+//     that: no saturation.
+//   int8: the weights are signed, so the unsigned operand is |w| and the signed one x with w's
+//     sign (vpsignb); 2 * 128 * 127 fits an int16, even for a code of -128 from a file. The
+//     row's scale multiplies the total.
+// Each output's sums run in the same order whatever the number of rows of x beside it, so a row
+// of x gives the same bits alone (a decode step) as in a batch (a prefill).
 #include <immintrin.h>
 
 #include "ops/quant_gemm_int8_act.h"

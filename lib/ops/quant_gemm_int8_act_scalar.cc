@@ -1,7 +1,6 @@
-// The scalar twin of the integer kernels: per chunk of 64 columns (per half
-// chunk for int4, whose groups of 32 may change scale there), the exact integer
-// sum of the weights' codes times the activations' codes, then one rounding
-// into the f32 total with the product of the scales.
+// The scalar twin of the integer kernels: per chunk of 64 columns (per half chunk for int4, whose
+// groups of 32 may change scale there), the exact integer sum of the weights' codes times the
+// activations' codes, then one rounding into the f32 total with the product of the scales.
 #include "ops/quant_gemm_int8_act.h"
 
 namespace ms::ops {

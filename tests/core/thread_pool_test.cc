@@ -1,4 +1,5 @@
-// ThreadPool: futures, parallel_for coverage and exceptions, nested use, and shutdown.
+// ThreadPool: futures, parallel_for and parallel_chunks coverage and exceptions, nested use, and
+// shutdown.
 #include "core/thread_pool.h"
 
 #include <atomic>
@@ -48,6 +49,42 @@ TEST(ThreadPool, ParallelForHonoursOffsetsAndMinimumChunk) {
   }, /*min_chunk=*/5);
   EXPECT_EQ(sum.load(), 145);
   EXPECT_EQ(chunks.load(), 2);
+}
+
+// parallel_chunks: exactly `chunk` indices per call (the last shorter), every index once, more
+// chunks than threads, and the calling thread alone when the only worker is busy.
+TEST(ThreadPool, ParallelChunksCoversEveryIndexInChunksOfTheGivenSize) {
+  ThreadPool pool(1);
+  for (int64_t chunk : {1, 3, 7, 100}) {
+    const int64_t begin = 5, end = 48;
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(end));
+    std::atomic<int> calls{0}, short_calls{0};
+    pool.parallel_chunks(begin, end, chunk, [&](int64_t lo, int64_t hi) {
+      calls++;
+      EXPECT_EQ((lo - begin) % chunk, 0) << chunk;
+      if (hi - lo != chunk) {
+        short_calls++;
+        EXPECT_EQ(hi, end) << chunk;  // only the last chunk is shorter
+      }
+      for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < end; ++i) {
+      EXPECT_EQ(hits[static_cast<size_t>(i)].load(), i < begin ? 0 : 1) << chunk << " " << i;
+    }
+    EXPECT_EQ(calls.load(), (end - begin + chunk - 1) / chunk) << chunk;
+    EXPECT_LE(short_calls.load(), 1);
+  }
+  std::future<int64_t> nested = pool.submit([&pool] {
+    std::atomic<int64_t> sum{0};
+    pool.parallel_chunks(0, 100, 9, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) sum += i;
+    });
+    return sum.load();
+  });
+  EXPECT_EQ(nested.get(), 4950);
+  EXPECT_THROW(pool.parallel_chunks(0, 50, 5, [](int64_t lo, int64_t) {
+    if (lo == 20) throw std::invalid_argument("bad chunk");
+  }), std::invalid_argument);
 }
 
 TEST(ThreadPool, ParallelForRethrowsTheFirstException) {

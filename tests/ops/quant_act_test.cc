@@ -1,15 +1,10 @@
-// int8 activations (ops/quant_act.h) and the integer kernels of the quantized
-// linear (ops/quant_gemm.h with ActivationFormat::kInt8), through one table of
-// weight formats and shapes. Each code path is held to two references computed
-// in double:
-//   - the exact one: the activations' codes and scales times the weights' codes
-//   and scales,
-//     which the kernels must match to fp32 summation error (a wrong code, lane
-//     or scale fails);
-//   - the f32 one: x times the dequantized weights, which they may leave by at
-//   most
-//     sum_k |w_k| * d_k / 2 (d_k the scale of x_k's chunk), the activations'
-//     rounding.
+// int8 activations (ops/quant_act.h) and the integer kernels of the quantized linear
+// (ops/quant_gemm.h with ActivationFormat::kInt8), through one table of weight formats and
+// shapes. Each code path is held to two references computed in double:
+//   - the exact one: the activations' codes and scales times the weights' codes and scales,
+//     which the kernels must match to fp32 summation error (a wrong code, lane or scale fails);
+//   - the f32 one: x times the dequantized weights, which they may leave by at most
+//     sum_k |w_k| * d_k / 2 (d_k the scale of x_k's chunk), the activations' rounding.
 #include "ops/quant_act.h"
 
 #include <gtest/gtest.h>
