@@ -267,7 +267,32 @@ Status check_file_against_config(const ckpt::SafetensorsFile& file,
 
 // The int8 code -128 and the int4 nibble 0 (q = -8) lie outside the symmetric range the
 // kernels assume; non-finite scales would poison every output.
+Status check_scales(const ops::QuantizedMatrix& m, const std::string& where) {
+  for (size_t i = 0; i < m.scales.size(); ++i) {
+    if (!std::isfinite(m.scales[i])) {
+      return InvalidArgument(where + ": scale " + std::to_string(i) + " is not finite");
+    }
+  }
+  return Status::OK();
+}
+
+// Whether any byte holds a code outside the format's range: a branch-free scan the compiler
+// vectorizes, since a load checks every byte of every weight; the byte-by-byte search that
+// names the first bad one runs only after this found one.
+bool any_bad_code(const ops::QuantizedMatrix& m) {
+  unsigned bad = 0;
+  if (m.format == ops::WeightFormat::kInt8) {
+    for (const uint8_t b : m.values) bad |= static_cast<unsigned>(b == 0x80);
+  } else if (m.format == ops::WeightFormat::kInt4) {
+    for (const uint8_t b : m.values) {
+      bad |= static_cast<unsigned>((b & 0x0f) == 0) | static_cast<unsigned>((b >> 4) == 0);
+    }
+  }
+  return bad != 0;
+}
+
 Status check_codes(const ops::QuantizedMatrix& m, const std::string& where) {
+  if (!any_bad_code(m)) return check_scales(m, where);
   for (size_t i = 0; i < m.values.size(); ++i) {
     const uint8_t b = m.values[i];
     const bool bad = m.format == ops::WeightFormat::kInt8 ? b == 0x80
@@ -281,12 +306,7 @@ Status check_codes(const ops::QuantizedMatrix& m, const std::string& where) {
                            std::to_string(b) + ", which holds a code outside " +
                            (int8 ? "int8's [-127, 127]" : "int4's [-7, 7] (a nibble of 0)"));
   }
-  for (size_t i = 0; i < m.scales.size(); ++i) {
-    if (!std::isfinite(m.scales[i])) {
-      return InvalidArgument(where + ": scale " + std::to_string(i) + " is not finite");
-    }
-  }
-  return Status::OK();
+  return check_scales(m, where);
 }
 
 Result<ops::QuantizedMatrix> read_matrix(const ckpt::SafetensorsFile& file,
