@@ -40,9 +40,9 @@ Result<int> run_eval(const EvalArgs& a) {
   MS_ASSIGN_OR_RETURN(const infer::PerplexityResult r,
                       infer::perplexity(*m.model, windows, a.batch, evaluated.forward));
   std::string weights = infer::format_label(a.weights);
-  const std::string activations = evaluated.forward == infer::EvalForward::kServing
-                                      ? "int8 (serving kernels)"
-                                      : "f32";
+  // int8 activations are evaluated through the serving kernels (the text line says so).
+  const bool served = evaluated.forward == infer::EvalForward::kServing;
+  const std::string activations = served ? "int8" : "f32";
   if (!a.model.empty()) {
     MS_ASSIGN_OR_RETURN(const bool quantized, infer::is_quantized_model(a.model));
     if (quantized) {
@@ -72,10 +72,10 @@ Result<int> run_eval(const EvalArgs& a) {
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("perplexity %.4f (mean NLL %.5f nats) over %lld tokens in %lld windows of %lld; "
-                "weights %s, activations %s; %.1f s\n",
+                "weights %s, activations %s%s; %.1f s\n",
                 r.perplexity, r.mean_nll, static_cast<long long>(r.tokens),
                 static_cast<long long>(r.windows), static_cast<long long>(len), weights.c_str(),
-                activations.c_str(), clock.elapsed_s());
+                activations.c_str(), served ? " (serving kernels)" : "", clock.elapsed_s());
     if (kl >= 0) std::printf("KL(reference || model) %.4e nats per token\n", kl);
   }
   return 0;

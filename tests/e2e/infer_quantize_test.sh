@@ -5,7 +5,8 @@
 # --weights on a quantized directory and quantizing one again are refused; --memory-budget
 # prints the assignment table beside uniform int8 and int4, fits the budget, and the mixed
 # model serves; a budget below the smallest assignment is refused naming it; and eval-ppl of a
-# quantized directory equals eval-ppl of the original with --weights.
+# quantized directory equals eval-ppl of the original with --weights, with int8 activations (the
+# default) and differently with --activations f32.
 # Usage: infer_quantize_test.sh <bin dir> <source dir> <make_tiny_model binary>
 set -euo pipefail
 BIN=$1
@@ -118,6 +119,20 @@ at_load=$(ppl --model "$work/model" --weights int4 --group-size 32)
 f32=$(ppl --model "$work/model")
 [ "$from_dir" = "$at_load" ] || fail "eval-ppl: quantized directory $from_dir, --weights $at_load"
 [ "$from_dir" != "$f32" ] || fail "eval-ppl: int4 equals f32 ($f32)"
+# int8 activations (the default) are evaluated through the serving kernels; --activations f32
+# evaluates the dequantized weights, a different figure; other values are refused.
+field() { "$BIN/ms-infer" eval-ppl "$@" --dataset "$work/heldout" --seq-len 32 --samples 4 --json |
+  python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["activations"], d["perplexity"])'; }
+read -r act_int8 ppl_int8 <<< "$(field --model "$work/q-int4-32")"
+read -r act_f32 ppl_f32 <<< "$(field --model "$work/q-int4-32" --activations f32)"
+[ "$act_int8" = int8 ] && [ "$act_f32" = f32 ] || fail "eval-ppl activations: $act_int8, $act_f32"
+[ "$ppl_int8" = "$from_dir" ] || fail "eval-ppl default activations: $ppl_int8 vs $from_dir"
+[ "$ppl_int8" != "$ppl_f32" ] || fail "eval-ppl: int8 and f32 activations gave $ppl_f32 both"
+if "$BIN/ms-infer" generate --model "$work/q-int4-32" --prompt hi --activations int4 \
+  > /dev/null 2> "$work/act.txt"; then
+  fail "--activations int4 was accepted"
+fi
+grep -q 'activations' "$work/act.txt" || fail "--activations refusal: $(cat "$work/act.txt")"
 "$BIN/ms-infer" eval-ppl --model "$work/mixed" --dataset "$work/heldout" --seq-len 32 \
   --samples 2 | grep -Eq '^perplexity [0-9.]+ .* weights stored: ' || fail "eval-ppl line"
 echo PASS
