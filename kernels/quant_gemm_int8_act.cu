@@ -15,6 +15,7 @@
 #include "core/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/quant_gemm.cuh"
+#include "kernels/quant_gemm_store.cuh"
 
 namespace ms::kernels {
 namespace {
@@ -115,31 +116,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  constexpr int kWarps = kThreads / static_cast<int>(kWarp);
-  __shared__ float partial[kWarps][kRows][kTokens];
-  const unsigned lane = threadIdx.x % kWarp;
-  const unsigned warp = threadIdx.x / kWarp;
-#pragma unroll
-  for (int i = 0; i < kRows; ++i) {
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) {
-      float v = acc[i][t];
-      for (unsigned offset = kWarp / 2; offset > 0; offset /= 2) {
-        v += __shfl_down_sync(0xffffffffu, v, offset);
-      }
-      if (lane == 0) partial[warp][i][t] = v;
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x >= kRows * kTokens) return;
-  const int i = static_cast<int>(threadIdx.x) / kTokens;
-  const int t = static_cast<int>(threadIdx.x) % kTokens;
-  if (r0 + i >= w.rows || t0 + t >= n) return;
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kWarps; ++k) sum += partial[k][i][t];
-  if (F == WeightFormat::kInt8) sum *= __ldg(w.scales + r0 + i);
-  y[(t0 + t) * w.rows + r0 + i] = sum;
+  store_block_sums<kThreads, kRows, kTokens>(acc, w, r0, t0, n, F == WeightFormat::kInt8, y);
 }
 
 template <WeightFormat F, int kThreads, int kRows, int kTokens>

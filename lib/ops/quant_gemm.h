@@ -9,7 +9,7 @@
 //
 // Three code paths compute the same thing: a scalar twin (the reference every other path is
 // tested against), AVX2+FMA and AVX-512F, the widest the CPU supports being picked at run time
-// (__builtin_cpu_supports). Work is split over output channels with ops::parallel_for; each
+// (__builtin_cpu_supports). Work is split over output channels with ops::parallel_blocks; each
 // output is computed by one task in a fixed order, so results do not depend on the thread count,
 // and a row of x gives the same bits whether it comes alone (GEMV) or with others (GEMM).
 // The CUDA twins in kernels/quant_gemm.cuh take the same arguments on device pointers.

@@ -15,6 +15,7 @@
 #include "kernels/quant_gemm.cuh"
 #include "ops/quant_act.h"
 #include "ops/quant_gemm.h"
+#include "tests/ops/device_buffers.h"
 #include "tests/ops/guarded.h"
 
 namespace ms::kernels {
@@ -42,25 +43,9 @@ const Int8ActTwinCase kCases[] = {
 
 constexpr double kTolerance = 4e-6;
 
-bool succeeded(const Status& s) {
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return s.ok();
-}
-
-template <typename T>
-DeviceBuffer upload(const T* data, size_t count) {
-  Result<DeviceBuffer> buffer = DeviceBuffer::allocate(count * sizeof(T));
-  if (!succeeded(buffer.status())) return {};
-  if (!succeeded(copy_to_device(buffer->data(), data, count * sizeof(T)))) return {};
-  return std::move(buffer).value();
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& buffer, size_t count) {
-  std::vector<T> out(count);
-  EXPECT_TRUE(succeeded(copy_to_host(out.data(), buffer.data(), count * sizeof(T))));
-  return out;
-}
+using test::succeeded;
+using test::upload;
+using test::download;
 
 class KernelInt8ActTest : public ::testing::TestWithParam<Int8ActTwinCase> {
  protected:

@@ -14,6 +14,7 @@
 #include "kernels/device.h"
 #include "kernels/quant_gemm.cuh"
 #include "ops/quant_gemm.h"
+#include "tests/ops/device_buffers.h"
 #include "tests/ops/guarded.h"
 
 namespace ms::kernels {
@@ -53,18 +54,8 @@ const QuantTwinCase kCases[] = {
 // Largest |gpu - cpu| relative to sum_k |x_k w_k|: both sum in fp32, in different orders.
 constexpr double kTolerance = 4e-6;
 
-bool succeeded(const Status& s) {
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return s.ok();
-}
-
-template <typename T>
-DeviceBuffer upload(const T* data, size_t count) {
-  Result<DeviceBuffer> buffer = DeviceBuffer::allocate(count * sizeof(T));
-  if (!succeeded(buffer.status())) return {};
-  if (!succeeded(copy_to_device(buffer->data(), data, count * sizeof(T)))) return {};
-  return std::move(buffer).value();
-}
+using test::succeeded;
+using test::upload;
 
 class KernelQuantTest : public ::testing::TestWithParam<QuantTwinCase> {
  protected:

@@ -17,6 +17,7 @@
 
 #include "ops/quant_gemm.h"
 #include "tests/ops/guarded.h"
+#include "tests/ops/quant_cases.h"
 
 namespace ms::ops {
 namespace {
@@ -141,13 +142,7 @@ TEST(QuantActTest, AZeroChunkHasScaleZeroAndANonFiniteOneScaleNaN) {
   for (float v : y) EXPECT_TRUE(std::isnan(v));
 }
 
-struct Int8ActCase {
-  const char* name;
-  WeightFormat format;
-  int64_t group;
-  int64_t n, rows, cols;
-};
-void PrintTo(const Int8ActCase& c, std::ostream* os) { *os << c.name; }
+using Int8ActCase = test::QuantCase;
 
 // GEMV and every remainder of the four-row blocks of x, an odd and an even
 // number of chunks (the kernels alternate two accumulators), partial tiles of
@@ -167,13 +162,7 @@ const Int8ActCase kCases[] = {
     {"int4_g128_gemm_two", WeightFormat::kInt4, 128, 2, 3, 128},
 };
 
-std::vector<CpuPath> supported_paths() {
-  std::vector<CpuPath> paths;
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
-    if (cpu_path_supported(p)) paths.push_back(p);
-  }
-  return paths;
-}
+std::vector<CpuPath> supported_paths() { return test::supported_quant_paths(); }
 
 // Largest error allowed against the exact reference, relative to the sum of the
 // magnitudes of its terms (what fp32 summation error grows with).

@@ -13,17 +13,12 @@
 #include <random>
 
 #include "tests/ops/guarded.h"
+#include "tests/ops/quant_cases.h"
 
 namespace ms::ops {
 namespace {
 
-struct QuantGemmCase {
-  const char* name;
-  WeightFormat format;
-  int64_t group;
-  int64_t n, rows, cols;
-};
-void PrintTo(const QuantGemmCase& c, std::ostream* os) { *os << c.name; }
+using QuantGemmCase = test::QuantCase;
 
 // Shapes cover GEMV (n = 1), every remainder of the four-row blocks, column counts below,
 // at and past a vector width with tails, output counts that leave partial tiles, and rows long
@@ -68,13 +63,7 @@ const QuantGemmCase kCases[] = {
 // Largest error allowed, relative to sum_k |x_k w_k| of the output.
 constexpr double kTolerance = 2e-6;
 
-std::vector<CpuPath> supported_paths() {
-  std::vector<CpuPath> paths;
-  for (CpuPath p : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
-    if (cpu_path_supported(p)) paths.push_back(p);
-  }
-  return paths;
-}
+std::vector<CpuPath> supported_paths() { return test::supported_quant_paths(); }
 
 class QuantGemmTest : public ::testing::TestWithParam<QuantGemmCase> {
  protected:
