@@ -122,15 +122,10 @@ TEST_P(QuantGemmTest, EveryPathMatchesTheF32ReferenceAndTheScalarTwin) {
 }
 
 TEST_P(QuantGemmTest, EachRowGivesTheSameBitsAloneAsInTheBatch) {
-  const QuantGemmCase& c = GetParam();
-  for (CpuPath path : supported_paths()) {
-    const std::vector<float> batch = run(path, c.n, x_.data());
-    for (int64_t t = 0; t < c.n; ++t) {
-      const std::vector<float> alone = run(path, 1, x_.data() + t * c.cols);
-      ASSERT_EQ(std::memcmp(alone.data(), batch.data() + t * c.rows, alone.size() * 4), 0)
-          << cpu_path_name(path) << " row " << t;
-    }
-  }
+  test::expect_rows_alone_match_batch(GetParam(), x_.data(),
+                                      [&](CpuPath path, int64_t n, const float* x) {
+                                        return run(path, n, x);
+                                      });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, QuantGemmTest, ::testing::ValuesIn(kCases),
