@@ -7,7 +7,8 @@
 // nothing. With int8 activations (quant_gemm_int8_act.cu) x is quantized on the device as
 // ops::quantize_activations does, into scratch from the stream-ordered allocator, and W
 // multiplied by the codes with __dp4a; f32 and bf16 weights, and widths that are not a multiple
-// of 64, take the f32-activation kernels, as on the CPU.
+// of 64, take the f32-activation kernels, as on the CPU (and so do weights whose values are not
+// 16-byte aligned on the device).
 #pragma once
 
 #include <cstdint>

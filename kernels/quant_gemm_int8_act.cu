@@ -164,7 +164,10 @@ Status quantize_activations(const float* x, int64_t n, int64_t cols, ops::Weight
 
 Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64_t n,
                         ops::ActivationFormat activations, Stream stream) {
-  if (activations == ops::ActivationFormat::kF32 || !ops::int8_activations_apply(w)) {
+  // The kernel reads W in 16-byte loads: a matrix whose values are not 16-byte aligned takes
+  // the f32-activation path, which has a kernel for it.
+  const bool aligned = reinterpret_cast<uintptr_t>(w.values) % 16 == 0;
+  if (activations == ops::ActivationFormat::kF32 || !ops::int8_activations_apply(w) || !aligned) {
     return quantized_linear(x, w, y, n, stream);
   }
   constexpr const char* kOp = "kernels::quantized_linear (int8 activations)";
