@@ -166,6 +166,25 @@ show_text() {  # <completions.jsonl> <tokenizer.json>: each prompt and its compl
 }
 show_text runs/demo-generations.jsonl runs/demo-hf/tokenizer.json
 
+step "quantize to int8 and int4 (served with int8 activations) and compare with f32"
+rm -rf runs/demo-int8 runs/demo-int4
+"$BIN/ms-infer" quantize --model runs/demo-hf -o runs/demo-int8 --weights int8
+"$BIN/ms-infer" quantize --model runs/demo-hf -o runs/demo-int4 --weights int4 --group-size 32
+greedy_tokens() { grep '"id":"greedy"' "$1" | sed 's/.*"tokens":\[\([0-9,]*\)\].*/\1/' | tr , '\n'; }
+for q in int8 int4; do
+  "$BIN/ms-infer" generate --model runs/demo-$q --prompts runs/demo-prompts.jsonl \
+    --output runs/demo-$q.jsonl --no-progress
+  same=$(paste <(greedy_tokens runs/demo-generations.jsonl) <(greedy_tokens runs/demo-$q.jsonl) |
+    awk '$1 == $2 { n++; next } { exit } END { print n + 0 }')
+  echo "$q: the greedy completion's first $same of $(greedy_tokens runs/demo-generations.jsonl |
+    wc -l) tokens equal f32's"
+done
+# Perplexity over the first 32 windows of the training text (seen in training: a comparison of
+# formats, not a held-out score; scripts/bench/infer_quant_ppl.sh holds text out).
+for m in runs/demo-hf runs/demo-int8 runs/demo-int4; do
+  "$BIN/ms-infer" eval-ppl --model "$m" --dataset data/shakespeare --samples 32
+done
+
 step "a mixture-of-experts model: 20 steps on 2 ranks, served with attention and experts on separate ranks"
 rm -rf runs/demo-moe
 "${MPIRUN[@]}" "$BIN/ms-train" --config configs/tiny-moe.yaml --set run.dir=runs/demo-moe \
