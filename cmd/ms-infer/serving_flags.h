@@ -21,7 +21,7 @@ inline void add_activations_flag(CLI::App* sub, infer::WeightOptions& weights) {
            weights.activations = *ops::parse_activation_format(name);
          },
          "What int8 and int4 weights multiply: int8 (activations rounded to 8 bits per 64 "
-         "values, integer dot products, as llama.cpp does) or f32 (slower, closer to f32)")
+         "values, integer dot products) or f32 (slower, closer to f32)")
       ->check(CLI::IsMember({"f32", "int8"}))
       ->default_str(std::string(ops::activation_format_name(weights.activations)));
 }

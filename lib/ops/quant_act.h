@@ -1,5 +1,5 @@
-// Activations quantized to int8 for the integer kernels of the quantized linear, as llama.cpp
-// pairs its 4- and 8-bit weights with 8-bit activations: with int8 or int4 weights, a row of x
+// Activations quantized to int8 for the integer kernels of the quantized linear (the same idea
+// as llama.cpp's Q8_0 activation blocks, not its format): with int8 or int4 weights, a row of x
 // is cut into chunks of 64 columns, each held as 64 int8 codes and one f32 scale
 //   d = max|chunk| / 127,   q = round(x * (127 / max|chunk|)) (ties to even), |q| <= 127,
 // and a dot product is then a sum of exact integer products per chunk, scaled once per chunk.
