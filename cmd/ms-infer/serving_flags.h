@@ -27,8 +27,8 @@ inline void add_activations_flag(CLI::App* sub, infer::WeightOptions& weights) {
 }
 
 // Adds --max-batch, --kv-blocks, --block-size, --attention-ranks, --micro-batches, --weights,
-// --group-size, --activations, --draft-model and --draft-tokens, bound to `o`, whose current values are the
-// defaults shown.
+// --group-size, --activations, --draft-model and --draft-tokens, bound to `o`, whose current
+// values are the defaults shown.
 inline void add_serving_flags(CLI::App* sub, infer::ServeOptions& o) {
   sub->add_option("--max-batch", o.engine.max_batch, "Sequences decoded together at most")
       ->capture_default_str();

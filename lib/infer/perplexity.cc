@@ -32,20 +32,17 @@ Status check_batch(int64_t batch) {
 
 }  // namespace
 
-Result<Tensor> serving_logits(model::Transformer& model, const TokenWindows& windows, int64_t first,
-                              int64_t n) {
+Result<Tensor> serving_logits(model::Transformer& model, const int32_t* inputs, int64_t n,
+                              int64_t seq_len) {
   constexpr int64_t kBlockSize = 16;
-  const int64_t per_window = (windows.seq_len + kBlockSize - 1) / kBlockSize;
+  const int64_t per_window = (seq_len + kBlockSize - 1) / kBlockSize;
   KvCache cache(model.config(), n * per_window, kBlockSize);
-  std::vector<int32_t> inputs, targets;
-  windows.split(first, n, inputs, targets);
   std::vector<int32_t> blocks(static_cast<size_t>(n * per_window));
   for (size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<int32_t>(b);
   std::vector<model::CachedChunk> chunks;
   for (int64_t i = 0; i < n; ++i) {
     model::CachedChunk c;
-    c.tokens = std::span<const int32_t>(inputs).subspan(static_cast<size_t>(i * windows.seq_len),
-                                                        static_cast<size_t>(windows.seq_len));
+    c.tokens = std::span<const int32_t>(inputs + i * seq_len, static_cast<size_t>(seq_len));
     c.blocks = std::span<const int32_t>(blocks).subspan(static_cast<size_t>(i * per_window),
                                                         static_cast<size_t>(per_window));
     c.all_logits = true;
@@ -69,7 +66,8 @@ Result<PerplexityResult> perplexity(model::Transformer& model, const TokenWindow
     const int64_t n = std::min(batch, windows.count() - first);
     windows.split(first, n, inputs, targets);
     if (forward == EvalForward::kServing) {
-      MS_ASSIGN_OR_RETURN(const Tensor logits, serving_logits(model, windows, first, n));
+      MS_ASSIGN_OR_RETURN(const Tensor logits,
+                          serving_logits(model, inputs.data(), n, windows.seq_len));
       nll += sum_nll(logits.data<float>(), targets.data(), n * windows.seq_len,
                      model.config().vocab_size);
       r.tokens += n * windows.seq_len;
@@ -108,7 +106,7 @@ Result<double> mean_kl(model::Transformer& reference, model::Transformer& model,
     windows.split(first, n, inputs, targets);
     MS_ASSIGN_OR_RETURN(Tensor p, reference.forward_logits(inputs.data(), n, windows.seq_len));
     MS_ASSIGN_OR_RETURN(Tensor q, forward == EvalForward::kServing
-                                      ? serving_logits(model, windows, first, n)
+                                      ? serving_logits(model, inputs.data(), n, windows.seq_len)
                                       : model.forward_logits(inputs.data(), n, windows.seq_len));
     const int64_t r = n * windows.seq_len;
     log_softmax_rows(p.data<float>(), r, V);

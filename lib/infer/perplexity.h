@@ -45,10 +45,12 @@ Result<double> mean_kl(model::Transformer& reference, model::Transformer& model,
                        const TokenWindows& windows, int64_t batch,
                        EvalForward forward = EvalForward::kFull);
 
-// The logits of every position of windows [first, first + n), (n * seq_len, vocab) f32, through
-// the model's serving forward: each window one chunk from position 0 in a KV cache of its own.
-Result<Tensor> serving_logits(model::Transformer& model, const TokenWindows& windows,
-                              int64_t first, int64_t n);
+// The logits of every position of n windows of seq_len tokens, inputs: (n, seq_len) as
+// TokenWindows::split gives them, (n * seq_len, vocab) f32, through the model's serving
+// forward (forward_logits' twin): each window one chunk from position 0 in a KV cache of its
+// own.
+Result<Tensor> serving_logits(model::Transformer& model, const int32_t* inputs, int64_t n,
+                              int64_t seq_len);
 
 // The model to evaluate and the forward that evaluates it: a Hugging Face directory or
 // checkpoint (load_model) with its linear weights in `weights`' format (f32: as loaded), or a

@@ -22,8 +22,9 @@ struct WeightOptions {
   ops::WeightFormat format = ops::WeightFormat::kF32;
   int64_t group_size = ops::kDefaultInt4GroupSize;  // int4 only
   // What the int8 and int4 weights multiply (ops/quant_act.h): int8 activations by default
-  // (integer dot products); f32 ones are slower and slightly closer to f32 serving (docs/infer.md, "Activations"). The same for every weight of a model: in a
-  // per-tensor assignment (quantized_model.h) only format and group_size are read.
+  // (integer dot products); f32 ones are slower and slightly closer to f32 serving
+  // (docs/infer.md, "Activations"). The same for every weight of a model: in a per-tensor
+  // assignment (quantized_model.h) only format and group_size are read.
   ops::ActivationFormat activations = ops::ActivationFormat::kInt8;
 };
 

@@ -185,8 +185,9 @@ int main(int argc, char** argv) {
   const std::pair<WeightFormat, int64_t> formats[] = {
       {WeightFormat::kF32, 0},   {WeightFormat::kBF16, 0},  {WeightFormat::kInt8, 0},
       {WeightFormat::kInt4, 32}, {WeightFormat::kInt4, 64}, {WeightFormat::kInt4, 128}};
-  std::printf("| shape | format | activations | GEMV us | GEMV GB/s | of copy bw | n=%lld GFLOP/s |\n",
-              static_cast<long long>(batch));
+  std::printf(
+      "| shape | format | activations | GEMV us | GEMV GB/s | of copy bw | n=%lld GFLOP/s |\n",
+      static_cast<long long>(batch));
   std::printf("|---|---|---|---:|---:|---:|---:|\n");
   using ms::ops::ActivationFormat;
   for (const Shape& shape : shapes) {

@@ -17,17 +17,12 @@
 #include "ops/quant_gemm.h"
 #include "tests/ops/device_buffers.h"
 #include "tests/ops/guarded.h"
+#include "tests/ops/quant_cases.h"
 
 namespace ms::kernels {
 namespace {
 
-struct Int8ActTwinCase {
-  const char* name;
-  ops::WeightFormat format;
-  int64_t group;
-  int64_t n, rows, cols;
-};
-void PrintTo(const Int8ActTwinCase& c, std::ostream* os) { *os << c.name; }
+using Int8ActTwinCase = test::QuantCase;
 
 // GEMV and token tiles with a tail, row blocks with a tail, several chunks per thread, int4
 // groups within a 32-column weight chunk's half chunk (32), a chunk (64) and two (128).
