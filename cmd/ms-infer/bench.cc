@@ -2,8 +2,8 @@
 // benchmark_throughput prints (requests/s, total and output tokens/s) with time-to-first-token
 // and time-per-output-token percentiles, then a sweep over batch sizes like llama.cpp's
 // batched-bench (prompt processing and token generation timed separately), with decode speed
-// set against the memory-bandwidth bound: weight bytes read per decode step over the bandwidth
-// of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
+// set against the memory-bandwidth bound: the bytes a decode step reads (weights and KV cache)
+// over the bandwidth of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
 // every rank (colocated replicas, or attention and expert ranks with --attention-ranks), with
 // each rank's role, pipeline idle fraction and token traffic; the sweep runs on one process.
 // With --draft-model the throughput run is made twice, by the target alone and speculatively,

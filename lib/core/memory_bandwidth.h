@@ -14,7 +14,8 @@ enum class StreamKernel {
 
 // Best GB/s (1e9 bytes/s) of `kernel` over arrays of `elements` doubles, over `reps`
 // repetitions (at least 1), counting bytes as STREAM does. The arrays are allocated and
-// touched before the first timed repetition, so page faults are not measured.
+// touched before the first timed repetition, so page faults are not measured, and are
+// huge-page backed (core/huge_pages.h) as the serving weights it is the yardstick of.
 double measure_stream_gbs(StreamKernel kernel, size_t elements, int reps);
 
 }  // namespace ms

@@ -50,6 +50,19 @@ double decode_weight_bytes(const LoadedModel& served) {
   return decode_weight_bytes(m) - f32 + quantized;
 }
 
+double decode_kv_bytes(const config::ModelConfig& c, int64_t input_len, int64_t output_len) {
+  if (output_len < 2) return 0;
+  double positions = 0;
+  for (int64_t step = 1; step < output_len; ++step) {
+    const int64_t attended = input_len + step;
+    positions +=
+        static_cast<double>(c.sliding_window > 0 ? std::min(attended, c.sliding_window) : attended);
+  }
+  const double per_position = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads) *
+                              static_cast<double>(c.d_model / c.n_heads) * sizeof(float);
+  return per_position * positions / static_cast<double>(output_len - 1);
+}
+
 Result<std::string> format_throughput(const ServeResult& result) {
   const double seconds = result.seconds;
   double in_tokens = 0, out_tokens = 0;
@@ -84,7 +97,8 @@ Result<SweepRow> time_batch(model::Transformer& model, int64_t B, int64_t pp, in
   for (int64_t b = 0; b < B; ++b) {
     tokens.push_back(random_prompt(pp, model.config().vocab_size, 1000 + b));
     // The cache is sized for exactly these sequences, so allocation cannot run short.
-    std::optional<std::vector<int32_t>> owned = cache.allocator().allocate(cache.blocks_for(pp + tg));
+    std::optional<std::vector<int32_t>> owned =
+        cache.allocator().allocate(cache.blocks_for(pp + tg));
     if (!owned) return Internal("bench: the KV cache sized for the batch ran out of blocks");
     blocks.push_back(std::move(*owned));
   }
@@ -116,6 +130,7 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
   result.bandwidth_bytes_s = measure_stream_gbs(StreamKernel::kCopy, elements, 5) * 1e9;
   result.weight_bytes =
       options.weight_bytes > 0 ? options.weight_bytes : decode_weight_bytes(model);
+  result.kv_bytes = decode_kv_bytes(model.config(), options.input_len, options.output_len);
   result.linear_params = decode_weight_bytes(model) / 4;
   for (int64_t B : options.batch_sizes) {
     MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
@@ -127,13 +142,13 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
 
 std::string format_sweep(const SweepResult& result, const SweepOptions& options) {
   const int64_t pp = options.input_len, tg = options.output_len;
-  const double bound = result.bound_steps_s();  // decode steps/s the memory allows
   char line[512];
   std::snprintf(line, sizeof(line),
                 "\nmemory bandwidth (copy, %.0f MiB): %.2f GB/s; weight bytes per decode step: "
-                "%.2f MB; bound %.1f steps/s\n",
+                "%.2f MB; KV cache bytes per decode step and sequence: %.2f MB; bound at B=1 "
+                "%.1f steps/s\n",
                 options.stream_mib, result.bandwidth_bytes_s / 1e9, result.weight_bytes / 1e6,
-                bound);
+                result.kv_bytes / 1e6, result.bound_steps_s(1));
   std::string out = line;
   out +=
       "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
@@ -150,9 +165,10 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
         "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
         "%8.3f | %8.1f | %10.1f |\n",
         static_cast<long long>(pp), static_cast<long long>(tg), static_cast<long long>(B),
-        static_cast<long long>(B * (pp + tg)), r.t_pp, static_cast<double>(B * pp) / r.t_pp,
-        r.t_tg, static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
-        100.0 * steps_per_s / bound, total, static_cast<double>(B * (pp + tg - 1)) / total,
+        static_cast<long long>(B * (pp + tg)), r.t_pp, static_cast<double>(B * pp) / r.t_pp, r.t_tg,
+        static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
+        100.0 * steps_per_s / result.bound_steps_s(B), total,
+        static_cast<double>(B * (pp + tg - 1)) / total,
         2.0 * result.linear_params * static_cast<double>(B * pp) / std::max(r.t_pp, 1e-12) / 1e9);
     out += line;
   }

@@ -1,14 +1,16 @@
 // The measurements of `ms-infer bench`: a throughput summary of a served batch in the form
 // vLLM's benchmark_throughput prints, and a batch-size sweep like llama.cpp's batched-bench
 // (prompt processing and token generation timed apart) set against the memory-bandwidth bound:
-// the weight bytes one decode step reads over the STREAM copy bandwidth measured in the same
-// run (core/memory_bandwidth.h). cmd/ms-infer/bench.cc only parses options and prints.
+// the bytes one decode step reads (weights and KV cache) over the STREAM copy bandwidth
+// measured in the same run (core/memory_bandwidth.h). cmd/ms-infer/bench.cc only parses options and
+// prints.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "config/run_config.h"
 #include "core/status.h"
 #include "infer/serving.h"
 #include "model/transformer.h"
@@ -27,6 +29,11 @@ double decode_weight_bytes(const model::Transformer& model);
 // The same with the linear weights `served` converted (serving_weights.h): their f32 bytes
 // replaced by their quantized bytes (of the routed experts, the top_k a token reads).
 double decode_weight_bytes(const LoadedModel& served);
+
+// KV cache bytes one decode step of one sequence reads, averaged over the steps of a sweep
+// row: step s = 1 .. output_len - 1 attends over input_len + s cached positions (at most the
+// sliding window), each holding keys and values of every layer's kv heads in f32.
+double decode_kv_bytes(const config::ModelConfig& c, int64_t input_len, int64_t output_len);
 
 // Requests/s, tokens/s and time-to-first-token / time-per-output-token percentiles of a served
 // batch. InvalidArgument naming the request when one was refused.
@@ -50,11 +57,16 @@ struct SweepRow {
 struct SweepResult {
   double bandwidth_bytes_s = 0;  // STREAM copy, read + write counted
   double weight_bytes = 0;       // per decode step (SweepOptions::weight_bytes)
+  double kv_bytes = 0;           // per decode step and sequence (decode_kv_bytes)
   // Weights a token multiplies through in the linear layers (decode_weight_bytes(model) / 4,
   // whatever their format): a prefill's linear FLOPs are 2 x this x its tokens.
   double linear_params = 0;
-  std::vector<SweepRow> rows;    // one per batch size, in order
-  double bound_steps_s() const { return bandwidth_bytes_s / weight_bytes; }
+  std::vector<SweepRow> rows;  // one per batch size, in order
+  // Decode steps/s the memory allows at `batch` sequences: every byte a step reads (the
+  // weights once, each sequence's KV cache) over the copy bandwidth.
+  double bound_steps_s(int64_t batch) const {
+    return bandwidth_bytes_s / (weight_bytes + static_cast<double>(batch) * kv_bytes);
+  }
 };
 
 // Measures the copy bandwidth, then for each batch size B prefills B random prompts of

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/run_config.h"
+#include "core/huge_pages.h"
 #include "model/inference.h"
 
 namespace ms::infer {
@@ -52,7 +53,7 @@ class KvCache {
   int64_t bytes() const;
 
  private:
-  std::vector<float> storage_;
+  HugePageVector<float> storage_;  // every decode step's attention streams the live blocks
   model::PagedKvCache view_;
   BlockAllocator allocator_;
 };

@@ -4,6 +4,7 @@
 #include "infer/serving_weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -117,10 +118,17 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
   });
   model.set_cached_linear(
-      [table, activations](size_t i, const float* x, float* y, int64_t n) {
-        const ops::QuantizedMatrix& q = (*table)[i];
-        if (q.values.empty()) return false;
-        ops::quantized_linear(x, q.view(), y, n, activations);
+      [table, activations](std::span<const model::CachedLinearOut> outs, const float* x,
+                           int64_t n) {
+        constexpr size_t kMaxOuts = 4;  // q, k and v at most
+        std::array<ops::QuantLinearOut, kMaxOuts> quantized;
+        if (outs.size() > kMaxOuts) return false;
+        for (size_t i = 0; i < outs.size(); ++i) {
+          const ops::QuantizedMatrix& q = (*table)[outs[i].param_index];
+          if (q.values.empty()) return false;
+          quantized[i] = {q.view(), outs[i].y};
+        }
+        ops::quantized_linears(x, {quantized.data(), outs.size()}, n, activations);
         return true;
       },
       converted);

@@ -10,9 +10,11 @@
 // goes through cached_linear, so serving may hold those weights in another format behind the
 // CachedLinear hook; the training forward never calls it.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 
+#include "core/cpu_dispatch.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/activation.h"
@@ -55,8 +57,8 @@ struct AttentionDims {
 // compiler may not reorder float sums), and `perf` showed attention as a large share of a
 // decode step at a few hundred cached positions; independent lanes let it vectorize. The
 // result depends only on n, not on the batch or the thread, so decode stays bitwise equal to
-// prefill.
-float head_dot(const float* a, const float* b, int64_t n) {
+// prefill. Always inlined, so that it vectorizes for the caller's clone (MS_CLONES_AVX2).
+[[gnu::always_inline]] inline float head_dot(const float* a, const float* b, int64_t n) {
   constexpr int64_t kLanes = 8;
   float part[kLanes] = {};
   int64_t i = 0;
@@ -67,41 +69,98 @@ float head_dot(const float* a, const float* b, int64_t n) {
   return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
-// One query head of one token over its sequence's cached keys/values -> out: (hd).
-void attend_one(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
-                const TokenSlot& t, int64_t kvh, const AttentionDims& a, float* out,
-                std::vector<float>& scores) {
+// Offsets of positions first .. last of t's sequence in a layer's cache, walked block by block
+// (no division per position).
+void cached_offsets(const PagedKvCache& cache, const TokenSlot& t, int64_t first, int64_t last,
+                    std::vector<int64_t>& offsets) {
+  const int64_t row = cache.kv_heads * cache.head_dim;
+  offsets.clear();
+  for (int64_t j = first; j <= last;) {
+    const int64_t in_block = j % cache.block_size;
+    const int64_t n = std::min(cache.block_size - in_block, last - j + 1);
+    const int64_t start = (t.blocks[j / cache.block_size] * cache.block_size + in_block) * row;
+    for (int64_t i = 0; i < n; ++i) offsets.push_back(start + i * row);
+    j += n;
+  }
+}
+
+// Asks for one head's row of keys or values (hd floats) ahead of its use. Consecutive positions
+// lie a whole cache row apart (kv_heads * hd floats), a stride the hardware prefetchers do not
+// follow, so without this every position waits for memory.
+void prefetch_head_row(const float* row, int64_t hd) {
+  constexpr int64_t kLineFloats = 64 / sizeof(float);
+  for (int64_t d = 0; d < hd; d += kLineFloats) __builtin_prefetch(row + d);
+}
+
+// Positions ahead that the passes below prefetch: enough to cover a memory latency with the
+// work of a few positions of a GQA group.
+constexpr int64_t kPrefetchAhead = 8;
+
+// Scratch one thread of paged_attention reuses across its tasks.
+struct AttendScratch {
+  std::vector<int64_t> offsets;
+  std::vector<float> values;
+};
+
+// The `group` query heads that share kv head kvh, of one token, over its sequence's cached
+// keys/values: q and out (group, hd), contiguous since head h reads kv head h / group. One pass
+// over the keys scores every head of the group and one pass over the values sums them, so a
+// decode step reads the cache once per kv head, not once per query head. Each head's sums run
+// in the same order as for a lone head. Cloned for AVX2 where the compiler can (the loops
+// vectorize; FP contraction is off, so both clones give the same bits).
+MS_CLONES_AVX2
+void attend_group(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
+                  const TokenSlot& t, int64_t kvh, int64_t group, const AttentionDims& a,
+                  float* out, AttendScratch& scratch) {
   const int64_t first = a.window > 0 ? std::max(t.first, t.pos - a.window + 1) : t.first;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
-  scores.resize(static_cast<size_t>(t.pos - first + 1));
-  float max_score = -INFINITY;
-  for (int64_t j = first; j <= t.pos; ++j) {
-    const float* k = kc + cache_offset(cache, t, j) + kvh * a.hd;
-    const float dot = head_dot(q, k, a.hd);
-    scores[j - first] = dot * scale;
-    max_score = std::max(max_score, dot * scale);
+  const int64_t len = t.pos - first + 1, hd = a.hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  cached_offsets(cache, t, first, t.pos, scratch.offsets);
+  const int64_t* offsets = scratch.offsets.data();
+  // The group's scores (group, len), then each head's max and sum.
+  scratch.values.resize(static_cast<size_t>(group * (len + 2)));
+  float* scores = scratch.values.data();
+  float* max_score = scores + group * len;
+  float* sum = max_score + group;
+  const float* k_head = kc + kvh * hd;
+  const float* v_head = vc + kvh * hd;
+  std::fill(max_score, max_score + group, -INFINITY);
+  for (int64_t i = 0; i < len; ++i) {
+    if (i + kPrefetchAhead < len) prefetch_head_row(k_head + offsets[i + kPrefetchAhead], hd);
+    const float* k = k_head + offsets[i];
+    for (int64_t g = 0; g < group; ++g) {
+      const float score = head_dot(q + g * hd, k, hd) * scale;
+      scores[g * len + i] = score;
+      max_score[g] = std::max(max_score[g], score);
+    }
   }
-  std::fill(out, out + a.hd, 0.0f);
-  float sum = 0;
-  for (int64_t j = first; j <= t.pos; ++j) {
-    const float p = std::exp(scores[j - first] - max_score);
-    sum += p;
-    const float* v = vc + cache_offset(cache, t, j) + kvh * a.hd;
-    for (int64_t i = 0; i < a.hd; ++i) out[i] += p * v[i];
+  std::fill(out, out + group * hd, 0.0f);
+  std::fill(sum, sum + group, 0.0f);
+  for (int64_t i = 0; i < len; ++i) {
+    if (i + kPrefetchAhead < len) prefetch_head_row(v_head + offsets[i + kPrefetchAhead], hd);
+    const float* v = v_head + offsets[i];
+    for (int64_t g = 0; g < group; ++g) {
+      const float p = std::exp(scores[g * len + i] - max_score[g]);
+      sum[g] += p;
+      float* o = out + g * hd;
+      for (int64_t d = 0; d < hd; ++d) o[d] += p * v[d];
+    }
   }
-  for (int64_t i = 0; i < a.hd; ++i) out[i] /= sum;
+  for (int64_t g = 0; g < group; ++g) {
+    for (int64_t d = 0; d < hd; ++d) out[g * hd + d] /= sum[g];
+  }
 }
 
 // q: (N, heads*hd) -> out: (N, heads*hd), every token over its own cached positions <= pos.
 void paged_attention(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
                      const std::vector<TokenSlot>& slots, const AttentionDims& a, float* out) {
-  const int64_t n = static_cast<int64_t>(slots.size()) * a.heads, group = a.heads / a.kv_heads;
+  const int64_t n = static_cast<int64_t>(slots.size()) * a.kv_heads, group = a.heads / a.kv_heads;
   ops::parallel_for(n, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
+    AttendScratch scratch;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t token = task / a.heads, h = task % a.heads;
-      const int64_t row = (token * a.heads + h) * a.hd;
-      attend_one(q + row, kc, vc, cache, slots[token], h / group, a, out + row, scores);
+      const int64_t token = task / a.kv_heads, kvh = task % a.kv_heads;
+      const int64_t row = (token * a.heads + kvh * group) * a.hd;
+      attend_group(q + row, kc, vc, cache, slots[token], kvh, group, a, out + row, scratch);
     }
   });
 }
@@ -147,9 +206,8 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     float* q = sized(a.attn.q, N * qd);
     float* k = sized(a.attn.k, N * kvd);
     float* v = sized(a.attn.v, N * kvd);
-    cached_linear(li.q, normed, q, N, D, qd);
-    cached_linear(li.k, normed, k, N, D, kvd);
-    cached_linear(li.v, normed, v, N, D, kvd);
+    const SameInputLinear qkv[] = {{li.q, q, qd}, {li.k, k, kvd}, {li.v, v, kvd}};
+    cached_linears(qkv, normed, N, D);
     for (int64_t t = 0; t < N; ++t) {
       rope_at(q + t * qd, rope, slots[t].rope_pos, cfg.n_heads);
       rope_at(k + t * kvd, rope, slots[t].rope_pos, cfg.n_kv_heads);
@@ -208,8 +266,22 @@ void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
 
 void Transformer::Impl::cached_linear(size_t param, const float* x, float* y, int64_t n,
                                       int64_t in, int64_t out) {
-  if (cached_linear_hook && cached_linear_hook(param, x, y, n)) return;
+  const CachedLinearOut hooked{param, y};
+  if (cached_linear_hook && cached_linear_hook({&hooked, 1}, x, n)) return;
   ops::linear_forward(x, w(param), y, n, in, out);
+}
+
+void Transformer::Impl::cached_linears(std::span<const SameInputLinear> layers, const float* x,
+                                       int64_t n, int64_t in) {
+  constexpr size_t kMaxLayers = 4;
+  std::array<CachedLinearOut, kMaxLayers> outs;
+  bool all_answered = cached_linear_hook && layers.size() <= kMaxLayers;
+  for (size_t i = 0; all_answered && i < layers.size(); ++i) {
+    all_answered = cached_linear_answers[layers[i].param];
+    outs[i] = {layers[i].param, layers[i].y};
+  }
+  if (all_answered && cached_linear_hook({outs.data(), layers.size()}, x, n)) return;
+  for (const SameInputLinear& l : layers) cached_linear(l.param, x, l.y, n, in, l.out);
 }
 
 // mlp_forward over a d_ff-wide SwiGLU (the dense FFN, the shared expert) with every GEMM
@@ -219,8 +291,8 @@ void Transformer::Impl::cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& act
   const int64_t D = cfg.d_model, F = d_ff;
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
-  cached_linear(m.gate, x, gate, rows, D, F);
-  cached_linear(m.up, x, up, rows, D, F);
+  const SameInputLinear gate_up[] = {{m.gate, gate, F}, {m.up, up, F}};
+  cached_linears(gate_up, x, rows, D);
   float* act = sized(scratch.act, rows * F);
   ops::swiglu_forward(gate, up, act, rows * F);
   if (!accumulate) {
@@ -250,8 +322,8 @@ void Transformer::Impl::cached_experts(const LayerIndex& li, MlpActs& acts, cons
     const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
     if (n == 0) continue;
     const MlpIndex& m = li.experts[static_cast<size_t>(e)];
-    cached_linear(m.gate, xp + r0 * D, gate + r0 * F, n, D, F);
-    cached_linear(m.up, xp + r0 * D, up + r0 * F, n, D, F);
+    const SameInputLinear gate_up[] = {{m.gate, gate + r0 * F, F}, {m.up, up + r0 * F, F}};
+    cached_linears(gate_up, xp + r0 * D, n, D);
   }
   ops::swiglu_forward(gate, up, act, rows * F);
   for (int64_t e = 0; e < E; ++e) {

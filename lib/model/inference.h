@@ -44,13 +44,21 @@ struct CachedChunk {
   bool all_logits = false;
 };
 
+// One output of a call to a CachedLinear: y: (n, out) for parameters()[param_index].
+struct CachedLinearOut {
+  size_t param_index = 0;
+  float* y = nullptr;
+};
+
 // A replacement for the f32 weights of the cached forward's linear layers, installed by the
 // serving side (lib/infer/serving_weights.h keeps quantized copies): computes
-// y: (n, out) = x: (n, in) @ W^T for parameters()[param_index] and returns true, or returns
-// false to leave that layer to its f32 weight. Called only for Transformer::
-// cached_linear_parameters(), possibly from several passes in turn but never concurrently.
+// y = x: (n, in) @ W^T for every out and returns true, or returns false to leave them to their
+// f32 weights. The outs of one call read the same x: q, k and v together, and gate and up,
+// when the hook answers for each of them (Transformer::set_cached_linear), else one layer a
+// call. Called only for Transformer::cached_linear_parameters(), possibly from several passes
+// in turn but never concurrently.
 using CachedLinear =
-    std::function<bool(size_t param_index, const float* x, float* y, int64_t n)>;
+    std::function<bool(std::span<const CachedLinearOut> outs, const float* x, int64_t n)>;
 
 // One forward_cached pass split at each MoE layer's experts (Transformer::begin_cached), so the
 // experts can run on other ranks while this rank works on another pass (disaggregated serving,

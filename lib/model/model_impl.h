@@ -426,6 +426,15 @@ struct Transformer::Impl {
   // training path never calls these.
   void cached_linear(size_t param, const float* x, float* y, int64_t n, int64_t in,
                      int64_t out);
+  // Linear layers that read the same x (n, in): one call of the hook when it answers for
+  // every one of them, else cached_linear each.
+  struct SameInputLinear {
+    size_t param;
+    float* y;
+    int64_t out;
+  };
+  void cached_linears(std::span<const SameInputLinear> layers, const float* x, int64_t n,
+                      int64_t in);
   void cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
                   int64_t rows, bool accumulate);
   void cached_experts(const LayerIndex& li, MlpActs& acts, const float* xp,

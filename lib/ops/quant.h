@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/huge_pages.h"
 #include "core/status.h"
 
 namespace ms::ops {
@@ -43,13 +44,14 @@ struct QuantView {
 int64_t value_bytes(WeightFormat format, int64_t rows, int64_t cols);
 int64_t scale_count(WeightFormat format, int64_t rows, int64_t cols, int64_t group_size);
 
-// An owned quantized matrix. Built by quantize_weights; movable and copyable.
+// An owned quantized matrix. Built by quantize_weights; movable and copyable. Its arrays are
+// huge-page backed (core/huge_pages.h): a decode step streams every serving weight once.
 struct QuantizedMatrix {
   WeightFormat format = WeightFormat::kF32;
   int64_t rows = 0, cols = 0;
   int64_t group_size = 0;
-  std::vector<uint8_t> values;
-  std::vector<float> scales;
+  HugePageVector<uint8_t> values;
+  HugePageVector<float> scales;
 
   QuantView view() const {
     return {format, rows, cols, group_size, values.data(), scales.data()};

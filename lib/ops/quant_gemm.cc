@@ -131,10 +131,60 @@ CpuPath best_cpu_path() {
   return path;
 }
 
-void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path) {
+namespace {
+
+// Whether one copy of x, laid out or quantized once, serves every weight of `outs`.
+bool share_input_layout(std::span<const QuantLinearOut> outs) {
+  for (const QuantLinearOut& o : outs) {
+    if (o.w.format != outs[0].w.format || o.w.cols != outs[0].w.cols) return false;
+  }
+  return true;
+}
+
+// Calls fn(out, begin, end) over blocks of each weight's rows (rows_per_block of that weight),
+// numbered across the weights and handed out by one parallel_blocks: several small matrices
+// that read the same x cost one hand-off to the pool instead of one each.
+template <class Fn>
+void parallel_weight_blocks(std::span<const QuantLinearOut> outs, const Fn& fn) {
+  std::vector<int64_t> block_rows(outs.size()), first_block(outs.size() + 1, 0);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    block_rows[i] = rows_per_block(outs[i].w);
+    first_block[i + 1] = first_block[i] + (outs[i].w.rows + block_rows[i] - 1) / block_rows[i];
+  }
+  parallel_blocks(first_block.back(), 1, [&](int64_t b0, int64_t b1) {
+    size_t i = 0;
+    for (int64_t b = b0; b < b1; ++b) {
+      while (b >= first_block[i + 1]) ++i;
+      const int64_t begin = (b - first_block[i]) * block_rows[i];
+      fn(outs[i], begin, std::min(outs[i].w.rows, begin + block_rows[i]));
+    }
+  });
+}
+
+}  // namespace
+
+void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int64_t n,
+                       CpuPath path, ActivationFormat activations) {
   assert(cpu_path_supported(path));
-  assert(w.rows >= 1 && w.cols >= 1);
-  if (n <= 0) return;
+  if (n <= 0 || outs.empty()) return;
+  if (!share_input_layout(outs)) {
+    for (const QuantLinearOut& o : outs) quantized_linears(x, {&o, 1}, n, path, activations);
+    return;
+  }
+  const QuantView& w = outs[0].w;
+  for ([[maybe_unused]] const QuantLinearOut& o : outs) assert(o.w.rows >= 1 && o.w.cols >= 1);
+  if (activations == ActivationFormat::kInt8 && int8_activations_apply(w)) {
+    // Quantized once per call, read by every task; kept per thread so serving's calls reuse it.
+    thread_local Int8Activations quantized;
+    quantize_activations(x, n, w.cols, w.format, &quantized);
+    const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
+                           quantized.nibble_bias.data()};
+    const Int8ActRowsFn fn = int8_act_rows_fn(path);
+    parallel_weight_blocks(outs, [&](const QuantLinearOut& o, int64_t begin, int64_t end) {
+      fn(view, o.w, o.y, begin, end);
+    });
+    return;
+  }
   const QuantRowsFn fn = rows_fn(path);
   const Int4XLayout layout = int4_x_layout(path, w.cols);
   if (w.format == WeightFormat::kInt4 && layout.lanes > 1) {
@@ -145,8 +195,18 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
     lay_out_int4_x(x, n, w.cols, layout, laid_out.data());
     x = laid_out.data();
   }
-  parallel_blocks(w.rows, rows_per_block(w),
-                  [&](int64_t begin, int64_t end) { fn(x, w, y, n, begin, end); });
+  parallel_weight_blocks(outs, [&](const QuantLinearOut& o, int64_t begin, int64_t end) {
+    fn(x, o.w, o.y, n, begin, end);
+  });
+}
+
+void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int64_t n,
+                       ActivationFormat activations) {
+  quantized_linears(x, outs, n, best_cpu_path(), activations);
+}
+
+void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path) {
+  quantized_linear(x, w, y, n, path, ActivationFormat::kF32);
 }
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n) {
@@ -155,19 +215,8 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n) {
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path,
                       ActivationFormat activations) {
-  if (activations == ActivationFormat::kF32 || !int8_activations_apply(w)) {
-    return quantized_linear(x, w, y, n, path);
-  }
-  assert(cpu_path_supported(path));
-  if (n <= 0) return;
-  // Quantized once per call, read by every task; kept per thread so serving's calls reuse it.
-  thread_local Int8Activations quantized;
-  quantize_activations(x, n, w.cols, w.format, &quantized);
-  const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
-                         quantized.nibble_bias.data()};
-  const Int8ActRowsFn fn = int8_act_rows_fn(path);
-  parallel_blocks(w.rows, rows_per_block(w),
-                  [&](int64_t begin, int64_t end) { fn(view, w, y, begin, end); });
+  const QuantLinearOut out{w, y};
+  quantized_linears(x, {&out, 1}, n, path, activations);
 }
 
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n,

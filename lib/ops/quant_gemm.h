@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "ops/quant.h"
@@ -46,6 +47,19 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, C
                       ActivationFormat activations);
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n,
                       ActivationFormat activations);
+
+// Several weights that read the same x (q, k and v; gate and up): y_i = x @ W_i^T for each
+// out, every y_i the same bits as quantized_linear(x, W_i, y_i, n, path, activations). When the
+// weights share a format and cols, x is quantized (or laid out) once and one parallel region
+// covers every weight's rows; otherwise each is computed in turn.
+struct QuantLinearOut {
+  QuantView w;
+  float* y = nullptr;
+};
+void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int64_t n,
+                       CpuPath path, ActivationFormat activations);
+void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int64_t n,
+                       ActivationFormat activations);
 
 // x: (w.cols) -> y: (w.rows) = W x.
 inline void quantized_gemv(const float* x, const QuantView& w, float* y) {

@@ -2,8 +2,8 @@
 # Decode at batch 1 against the memory-bandwidth bound, for every serving weight format, on a
 # random dense model of about 290 M parameters (GPT-2 vocabulary, written by
 # ms_infer_make_tiny_model): `ms-infer bench --weights f32|bf16|int8|int4` gives decode steps/s,
-# the bound (STREAM copy bandwidth measured in the same bench / the weight bytes that format
-# reads per step) and prefill GFLOP/s; PyTorch on the CPU (Debian's python3-torch, when
+# the bound (STREAM copy bandwidth measured in the same bench / the bytes a step reads: the
+# weights in that format and the KV cache at the mean context) and prefill GFLOP/s; PyTorch on the CPU (Debian's python3-torch, when
 # present) runs the same model directory in f32 with the same thread count, in the same run.
 # MODEL=1b takes a model of about 960 M parameters instead (d_model 2048, 16 layers, d_ff 5632):
 # the issue's range is 200 M to 1 B, and the work of a step that does not shrink with the
@@ -49,15 +49,17 @@ for spec in f32 bf16 int8 int8/f32 int4:32 int4:64 int4:128 int4:64/f32; do
   awk -F'|' -v label="$label" '
     /^memory bandwidth/ {
       match($0, /: [0-9.]+ GB\/s/); bw = substr($0, RSTART + 2, RLENGTH - 7)
-      match($0, /step: [0-9.]+ MB/); mb = substr($0, RSTART + 6, RLENGTH - 9) }
+      match($0, /step: [0-9.]+ MB/); mb = substr($0, RSTART + 6, RLENGTH - 9)
+      match($0, /sequence: [0-9.]+ MB/); kv = substr($0, RSTART + 10, RLENGTH - 13) }
     $2 + 0 > 0 && $4 + 0 == 1 {
-      printf "| %s | %.1f | %.2f | %.1f | %s | %.1f |\n", label, mb, bw, $10 + 0, $11, $14 + 0 }
+      printf "| %s | %.1f | %.1f | %.2f | %.1f | %s | %.1f |\n", label, mb, kv, bw, $10 + 0, $11,
+        $14 + 0 }
   ' "$work/$label.txt" >> "$summary"
 done
 
 echo
-echo "| weights | weight MB per step | copy GB/s | decode steps/s, B=1 | of bound | prefill GFLOP/s, B=1 |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "| weights | weight MB per step | KV cache MB per step | copy GB/s | decode steps/s, B=1 | of bound | prefill GFLOP/s, B=1 |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 cat "$summary"
 
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then

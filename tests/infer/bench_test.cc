@@ -28,17 +28,35 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   options.stream_mib = 8;
   SweepResult r;
   r.bandwidth_bytes_s = 10e9;
-  r.weight_bytes = 1e9;  // bound: 10 decode steps/s
+  r.weight_bytes = 1e9;
+  r.kv_bytes = 0.25e9;    // bound: 10 / 1.25 = 8 decode steps/s at B=1, 10 / 1.5 at B=2
   r.linear_params = 1e9;  // a prefill of 2 x 4 tokens in 0.5 s: 2 * 1e9 * 8 / 0.5 = 32 GFLOP/s
-  r.rows.push_back({2, 0.5, 1.0});  // 2 decode steps in 1 s: 2 steps/s, 20% of the bound
+  r.rows.push_back({2, 0.5, 1.0});  // 2 decode steps in 1 s: 2 steps/s, 30% of the B=2 bound
   const std::string text = format_sweep(r, options);
   EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
-  EXPECT_NE(text.find("bound 10.0 steps/s"), std::string::npos) << text;
-  EXPECT_NE(text.find("|     4 |      3 |    2 |     14 |    0.500 |     16.0 |    1.000 |      4.0 |"
-                      "     2.0 |    20.0% |"),
-            std::string::npos)
+  EXPECT_NE(text.find("KV cache bytes per decode step and sequence: 250.00 MB"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("bound at B=1 8.0 steps/s"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("|     4 |      3 |    2 |     14 |    0.500 |     16.0 |    1.000 |      4.0 |"
+                "     2.0 |    30.0% |"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("|       32.0 |\n"), std::string::npos) << text;
+}
+
+TEST(BenchKvBytes, EachStepReadsItsPositionsKeysAndValues) {
+  config::ModelConfig c;
+  c.n_layers = 2;
+  c.d_model = 8;
+  c.n_heads = 4;  // head_dim 2
+  c.n_kv_heads = 2;
+  // A position: keys and values of 2 layers x 2 kv heads x 2 floats = 64 bytes. PP 4, TG 3:
+  // the two decode steps attend over 5 and 6 positions.
+  EXPECT_DOUBLE_EQ(decode_kv_bytes(c, 4, 3), 64 * 5.5);
+  c.sliding_window = 5;
+  EXPECT_DOUBLE_EQ(decode_kv_bytes(c, 4, 3), 64 * 5.0);
+  EXPECT_DOUBLE_EQ(decode_kv_bytes(c, 4, 1), 0.0);  // no decode step
 }
 
 }  // namespace

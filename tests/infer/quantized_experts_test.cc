@@ -239,9 +239,9 @@ INSTANTIATE_TEST_SUITE_P(Infer, QuantizedExperts,
 TEST(QuantizedExpertsHook, TrainingForwardNeverCallsTheHook) {
   auto m = make_model();
   std::set<size_t> called;
-  m->set_cached_linear([&](size_t i, const float*, float*, int64_t) {
-    called.insert(i);
-    return false;  // the f32 weight computes
+  m->set_cached_linear([&](std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
+    for (const model::CachedLinearOut& o : outs) called.insert(o.param_index);
+    return false;  // the f32 weights compute
   });
   const std::vector<int32_t> tokens(kPrompt.begin(), kPrompt.begin() + 8);
   take(m->forward_logits(tokens.data(), 1, 8));
@@ -252,6 +252,59 @@ TEST(QuantizedExpertsHook, TrainingForwardNeverCallsTheHook) {
     if (is_expert_weight(*m, i)) kinds.insert(m->routed_expert(i) ? "routed" : "shared");
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"routed", "shared"}));
+}
+
+// Layers that read one input reach the hook in one call, q, k and v together and each MLP's
+// gate and up together, so a quantized hook quantizes that input once and hands the pool one
+// region; a layer the hook does not answer for breaks its group into single calls.
+TEST(QuantizedExpertsHook, LayersThatReadOneInputComeInOneCall) {
+  auto m = make_model();
+  const auto names_of = [&](std::span<const model::CachedLinearOut> outs) {
+    std::vector<std::string> names;
+    for (const model::CachedLinearOut& o : outs) {
+      const std::string& name = m->parameters()[o.param_index].name;
+      names.push_back(name.substr(name.rfind('.', name.size() - 8) + 1));
+    }
+    return names;
+  };
+  std::vector<std::vector<std::string>> calls;
+  const auto record = [&](std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
+    calls.push_back(names_of(outs));
+    return false;  // the f32 weights compute
+  };
+  const std::vector<size_t> all = m->cached_linear_parameters();
+  m->set_cached_linear(record, all);
+  const std::vector<float> f32 = prefill_logits(*m);
+  const std::vector<std::string> qkv = {"q_proj.weight", "k_proj.weight", "v_proj.weight"};
+  int64_t qkv_calls = 0, pair_calls = 0;
+  for (const std::vector<std::string>& call : calls) {
+    if (call.size() == 3) {
+      EXPECT_EQ(call, qkv);
+      ++qkv_calls;
+    } else if (call.size() == 2) {
+      // The dense FFN's and the shared expert's names, or a routed expert's.
+      const bool named = call == std::vector<std::string>{"gate_proj.weight", "up_proj.weight"} ||
+                         call == std::vector<std::string>{"w1.weight", "w3.weight"};
+      EXPECT_TRUE(named) << call[0] << ", " << call[1];
+      ++pair_calls;
+    }
+  }
+  EXPECT_EQ(qkv_calls, m->config().n_layers);
+  EXPECT_GT(pair_calls, 0);
+
+  // Without k in the hook's list, every call is one layer, and the logits do not change.
+  std::vector<size_t> without_k;
+  for (size_t i : all) {
+    if (m->parameters()[i].name.find("k_proj") == std::string::npos) without_k.push_back(i);
+  }
+  calls.clear();
+  m->set_cached_linear(record, without_k);
+  EXPECT_EQ(prefill_logits(*m), f32);
+  for (const std::vector<std::string>& call : calls) {
+    if (call[0].find("_proj") == 1) {
+      EXPECT_EQ(call.size(), 1u) << call[0];
+    }
+  }
 }
 
 TEST(QuantizedExpertsRefusal, NamesTheExpertTensorAndLeavesTheModel) {

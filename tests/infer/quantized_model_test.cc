@@ -118,13 +118,13 @@ TEST_F(QuantizedModelDir, StoresTheCodesAndScalesQuantizingAtLoadBuilds) {
         p.value.data<float>(), p.global_shape[0], p.global_shape[1], o.format, o.group_size));
     const Tensor codes = take(file.read(name + ".qweight"));
     const auto* bytes = static_cast<const uint8_t*>(codes.raw_data());
-    EXPECT_EQ(std::vector<uint8_t>(bytes, bytes + codes.nbytes()), want.values) << name;
+    EXPECT_EQ(HugePageVector<uint8_t>(bytes, bytes + codes.nbytes()), want.values) << name;
     if (o.format == ops::WeightFormat::kBF16) {
       EXPECT_EQ(file.find(name + ".scales"), nullptr) << name;
       continue;
     }
     const Tensor scales = take(file.read(name + ".scales"));
-    EXPECT_EQ(std::vector<float>(scales.data<float>(), scales.data<float>() + scales.numel()),
+    EXPECT_EQ(HugePageVector<float>(scales.data<float>(), scales.data<float>() + scales.numel()),
               want.scales)
         << name;
     EXPECT_EQ(file.find(name), nullptr) << name << " is stored in f32 as well";

@@ -46,7 +46,7 @@ TEST(QuantFormatTest, Int8ScalesEachRowByItsMaximumAndRoundsTiesToEven) {
   // Row 2: all zero, scale 0 and codes 0.
   const std::vector<float> w = {127, -64, 1.4f, 0, -254, 3, 0.9f, 1.1f, 0, 0, 0, 0};
   const QuantizedMatrix q = quantized(w, 3, WeightFormat::kInt8);
-  EXPECT_EQ(q.scales, (std::vector<float>{1, 2, 0}));
+  EXPECT_EQ(q.scales, (HugePageVector<float>{1, 2, 0}));
   std::vector<int> codes;
   for (uint8_t b : q.values) codes.push_back(static_cast<int8_t>(b));
   EXPECT_EQ(codes, (std::vector<int>{127, -64, 1, 0, -127, 2, 0, 1, 0, 0, 0, 0}));
@@ -60,7 +60,7 @@ TEST(QuantFormatTest, Int4PacksTwoCodesPerByteLowNibbleFirst) {
   for (int i = 0; i < 32; ++i) w[i] = static_cast<float>(i % 15 - 7);
   const QuantizedMatrix q = quantized(w, 1, WeightFormat::kInt4, 32);
   ASSERT_EQ(q.values.size(), 16u);
-  EXPECT_EQ(q.scales, (std::vector<float>{1}));
+  EXPECT_EQ(q.scales, (HugePageVector<float>{1}));
   EXPECT_EQ(q.values[0], 0x21);  // columns 0, 1: -7 + 8 = 1 low, -6 + 8 = 2 high
   EXPECT_EQ(q.values[7], 0x1f);  // columns 14, 15: 7 + 8 = 15 low, -7 + 8 = 1 high
   for (int c = 0; c < 32; ++c) EXPECT_EQ(int4_code(q.values.data(), c), c % 15 - 7) << c;
