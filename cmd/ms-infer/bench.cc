@@ -3,12 +3,12 @@
 // and time-per-output-token percentiles, then a sweep over batch sizes like llama.cpp's
 // batched-bench (prompt processing and token generation timed separately), with decode speed
 // set against the memory-bandwidth bound: the bytes a decode step reads (weights and KV cache)
-// over the bandwidth of a STREAM-like copy measured in the same run. Under mpirun the throughput run is served by
-// every rank (colocated replicas, or attention and expert ranks with --attention-ranks), with
-// each rank's role, pipeline idle fraction and token traffic; the sweep runs on one process.
-// With --draft-model the throughput run is made twice, by the target alone and speculatively,
-// and the speedup of the output token rate is printed.
-// The measurements live in lib/infer/bench.h; this file parses options and prints.
+// over the bandwidth of a STREAM-like copy measured in the same run. Under mpirun the throughput
+// run is served by every rank (colocated replicas, or attention and expert ranks with
+// --attention-ranks), with each rank's role, pipeline idle fraction and token traffic; the sweep
+// runs on one process. With --draft-model the throughput run is made twice, by the target alone and
+// speculatively, and the speedup of the output token rate is printed. The measurements live in
+// lib/infer/bench.h; this file parses options and prints.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -33,6 +33,7 @@ struct BenchArgs {
   double temperature = 0;  // of the throughput run's requests (0: greedy), seeded by index
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   double stream_mib = 256;
+  int64_t repetitions = 1;      // of each sweep row
   infer::ServeOptions serving;  // engine sizes and the ranks' roles
 };
 
@@ -93,6 +94,7 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
   options.batch_sizes = a.batch_sizes;
   options.block_size = a.serving.engine.block_size;
   options.stream_mib = a.stream_mib;
+  options.repetitions = a.repetitions;
   options.weight_bytes = infer::decode_weight_bytes(m);
   MS_ASSIGN_OR_RETURN(infer::SweepResult sweep, infer::run_batch_sweep(*m.model, options));
   std::fputs(infer::format_sweep(sweep, options).c_str(), stdout);
@@ -100,8 +102,8 @@ Status run_sweep(const BenchArgs& a, infer::LoadedModel& m) {
 }
 
 Result<int> bench_in_world(const BenchArgs& a, comm::Communicator& world) {
-  MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_for_serving(a.model, a.checkpoint,
-                                                                    a.serving, world));
+  MS_ASSIGN_OR_RETURN(infer::LoadedModel m,
+                      infer::load_for_serving(a.model, a.checkpoint, a.serving, world));
   const config::ModelConfig& c = m.model->config();
   if (a.input_len + a.output_len > c.max_seq_len) {
     return InvalidArgument("--input-len + --output-len (" +
@@ -130,8 +132,7 @@ Result<int> run_bench(const BenchArgs& a) {
         "--num-prompts and --input-len must be at least 1, --output-len at least 2");
   }
   MS_RETURN_IF_ERROR(check_draft_flags(a.serving));
-  return cli::run_in_world(
-      [&](comm::MpiCommunicator& world) { return bench_in_world(a, world); });
+  return cli::run_in_world([&](comm::MpiCommunicator& world) { return bench_in_world(a, world); });
 }
 
 void add_bench_command(cli::Tool& tool) {
@@ -155,6 +156,11 @@ void add_bench_command(cli::Tool& tool) {
   add_serving_flags(sub, a->serving);
   sub->add_option("--batch-sizes", a->batch_sizes, "Batch sizes of the sweep")->delimiter(',');
   sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")
+      ->capture_default_str();
+  sub->add_option("--repetitions", a->repetitions,
+                  "Times each batch size of the sweep is run; the table shows the run with the "
+                  "fastest decode (the copy is best of 5 too), a line below it the spread")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
 }
 

@@ -132,10 +132,20 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
       options.weight_bytes > 0 ? options.weight_bytes : decode_weight_bytes(model);
   result.kv_bytes = decode_kv_bytes(model.config(), options.input_len, options.output_len);
   result.linear_params = decode_weight_bytes(model) / 4;
+  const double steps = static_cast<double>(options.output_len - 1);
   for (int64_t B : options.batch_sizes) {
-    MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
-                                                 options.block_size));
-    result.rows.push_back(row);
+    SweepRow best;
+    for (int64_t rep = 0; rep < std::max<int64_t>(options.repetitions, 1); ++rep) {
+      MS_ASSIGN_OR_RETURN(SweepRow row, time_batch(model, B, options.input_len, options.output_len,
+                                                   options.block_size));
+      best.decode_steps_s.push_back(row.t_tg > 0 ? steps / row.t_tg : 0);
+      if (rep == 0 || row.t_tg < best.t_tg) {
+        best.batch = row.batch;
+        best.t_pp = row.t_pp;
+        best.t_tg = row.t_tg;
+      }
+    }
+    result.rows.push_back(std::move(best));
   }
   return result;
 }
@@ -170,6 +180,15 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
         100.0 * steps_per_s / result.bound_steps_s(B), total,
         static_cast<double>(B * (pp + tg - 1)) / total,
         2.0 * result.linear_params * static_cast<double>(B * pp) / std::max(r.t_pp, 1e-12) / 1e9);
+    out += line;
+  }
+  for (const SweepRow& r : result.rows) {
+    if (r.decode_steps_s.size() < 2) continue;
+    std::snprintf(line, sizeof(line),
+                  "B=%lld: decode steps/s over %zu runs: min %.1f, median %.1f, max %.1f\n",
+                  static_cast<long long>(r.batch), r.decode_steps_s.size(),
+                  percentile(r.decode_steps_s, 0), percentile(r.decode_steps_s, 50),
+                  percentile(r.decode_steps_s, 100));
     out += line;
   }
   return out;

@@ -44,6 +44,9 @@ struct SweepOptions {
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   int64_t block_size = 16;  // KV cache block size
   double stream_mib = 256;  // size of each array of the bandwidth-measuring copy
+  // Runs of each batch size: the row kept is the one with the fastest decode, as the copy
+  // keeps its best of 5; every run's decode steps/s is kept beside it.
+  int64_t repetitions = 1;
   // Weight bytes one decode step reads; 0: decode_weight_bytes(model), the f32 count. Served
   // with --weights, the caller passes decode_weight_bytes(served).
   double weight_bytes = 0;
@@ -52,6 +55,7 @@ struct SweepOptions {
 struct SweepRow {
   int64_t batch = 0;
   double t_pp = 0, t_tg = 0;  // seconds: one prefill of B x PP tokens; TG - 1 decode steps
+  std::vector<double> decode_steps_s;  // every repetition's decode steps/s, in run order
 };
 
 struct SweepResult {
@@ -73,7 +77,8 @@ struct SweepResult {
 // input_len tokens in one step and runs output_len - 1 batched greedy decode steps.
 Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOptions& options);
 
-// The sweep as a Markdown table with the bandwidth line above it.
+// The sweep as a Markdown table with the bandwidth line above it, and with more than one
+// repetition, each batch size's decode steps/s over the repetitions (min, median, max) below.
 std::string format_sweep(const SweepResult& result, const SweepOptions& options);
 
 }  // namespace ms::infer

@@ -31,7 +31,7 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   r.weight_bytes = 1e9;
   r.kv_bytes = 0.25e9;    // bound: 10 / 1.25 = 8 decode steps/s at B=1, 10 / 1.5 at B=2
   r.linear_params = 1e9;  // a prefill of 2 x 4 tokens in 0.5 s: 2 * 1e9 * 8 / 0.5 = 32 GFLOP/s
-  r.rows.push_back({2, 0.5, 1.0});  // 2 decode steps in 1 s: 2 steps/s, 30% of the B=2 bound
+  r.rows.push_back({2, 0.5, 1.0, {}});  // 2 decode steps in 1 s: 2 steps/s, 30% of B=2 bound
   const std::string text = format_sweep(r, options);
   EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
   EXPECT_NE(text.find("KV cache bytes per decode step and sequence: 250.00 MB"), std::string::npos)
@@ -43,6 +43,14 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
       std::string::npos)
       << text;
   EXPECT_NE(text.find("|       32.0 |\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("runs:"), std::string::npos) << text;  // one repetition: no spread line
+
+  r.rows[0].decode_steps_s = {2.0, 1.5, 1.0};
+  EXPECT_NE(format_sweep(r, options)
+                .find("B=2: decode steps/s over 3 runs: min 1.0, median 1.5, "
+                      "max 2.0\n"),
+            std::string::npos)
+      << format_sweep(r, options);
 }
 
 TEST(BenchKvBytes, EachStepReadsItsPositionsKeysAndValues) {
