@@ -7,16 +7,40 @@
 #include <string>
 #include <utility>
 
+#include "core/huge_pages.h"
+
 namespace ms {
 namespace {
+
+// Whether a buffer of `bytes` lives in its own huge-page backed mapping (core/huge_pages.h);
+// the same test frees it.
+bool huge_page_backed(size_t bytes, size_t alignment) {
+  return bytes >= kHugePageBytes && alignment <= kHugePageBytes;
+}
 
 // std::aligned_alloc requires the size to be a multiple of the alignment.
 void* allocate_aligned(size_t bytes, size_t alignment) {
   assert(std::has_single_bit(alignment) && alignment >= sizeof(void*));
   if (bytes == 0) return nullptr;
+  if (huge_page_backed(bytes, alignment)) {
+    try {
+      return allocate_streamed(bytes);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+  }
   const size_t rounded = (bytes + alignment - 1) / alignment * alignment;
   if (rounded < bytes) return nullptr;  // the rounding overflowed size_t
   return std::aligned_alloc(alignment, rounded);
+}
+
+void free_aligned(void* data, size_t bytes, size_t alignment) {
+  if (data == nullptr) return;
+  if (huge_page_backed(bytes, alignment)) {
+    free_streamed(data, bytes);
+  } else {
+    std::free(data);
+  }
 }
 
 }  // namespace
@@ -43,7 +67,7 @@ Buffer::Buffer(Buffer&& other) noexcept
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    free_aligned(data_, size_, alignment_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     alignment_ = other.alignment_;
@@ -51,6 +75,6 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
-Buffer::~Buffer() { std::free(data_); }
+Buffer::~Buffer() { free_aligned(data_, size_, alignment_); }
 
 }  // namespace ms

@@ -1,6 +1,10 @@
 // Buffer: an owning, aligned block of bytes, the storage under every Tensor. Aligned to 64 bytes
 // by default (a cache line, and enough for AVX-512 loads) because kernels and O_DIRECT-style I/O
 // want aligned storage; move-only so ownership of large allocations is always explicit.
+// Buffers of 2 MiB and more are mapped on their own, 2 MiB aligned and advised for transparent
+// huge pages (core/huge_pages.h): parameters, optimizer states, checkpoint staging and load
+// destinations are streamed end to end, and filling fresh memory (a checkpoint load) faults
+// once per 2 MiB instead of once per 4 KiB.
 #pragma once
 
 #include <cstddef>

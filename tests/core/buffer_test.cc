@@ -62,6 +62,26 @@ TEST(Buffer, AllocateReportsExhaustionAsAStatus) {
   EXPECT_NE(huge.status().message().find("out of memory"), std::string::npos);
 }
 
+// Large buffers live in huge-page backed mappings of their own (core/huge_pages.h): 2 MiB
+// aligned whatever alignment was asked for, every byte usable, and released on move-assign and
+// destruction like any other.
+TEST(Buffer, LargeBuffersStartOnAHugePage) {
+  constexpr size_t kLarge = (size_t{5} << 20) + 3;
+  for (size_t alignment : {Buffer::kDefaultAlignment, size_t{4096}}) {
+    Buffer b(kLarge, alignment);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t{2} << 20), 0u) << alignment;
+    EXPECT_EQ(b.alignment(), alignment);
+    std::memset(b.data(), 0x11, b.size());
+    Buffer moved = std::move(b);
+    EXPECT_EQ(static_cast<const unsigned char*>(moved.data())[kLarge - 1], 0x11);
+    moved = Buffer(kLarge / 2, alignment);  // frees the first mapping
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(moved.data()) % alignment, 0u);
+  }
+  Result<Buffer> allocated = Buffer::allocate(kLarge);
+  ASSERT_TRUE(allocated.ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(allocated->data()) % (size_t{2} << 20), 0u);
+}
+
 TEST(Buffer, ZeroBytesAllocatesNothing) {
   Result<Buffer> b = Buffer::allocate(0);
   ASSERT_TRUE(b.ok());
