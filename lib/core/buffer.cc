@@ -12,17 +12,16 @@
 namespace ms {
 namespace {
 
-// Whether a buffer of `bytes` lives in its own huge-page backed mapping (core/huge_pages.h);
-// the same test frees it.
-bool huge_page_backed(size_t bytes, size_t alignment) {
-  return bytes >= kHugePageBytes && alignment <= kHugePageBytes;
+// Whether a buffer lives in its own huge-page backed mapping (core/huge_pages.h).
+bool huge_page_backed(size_t bytes, size_t alignment, Pages pages) {
+  return pages == Pages::kHuge && bytes >= kHugePageBytes && alignment <= kHugePageBytes;
 }
 
 // std::aligned_alloc requires the size to be a multiple of the alignment.
-void* allocate_aligned(size_t bytes, size_t alignment) {
+void* allocate_aligned(size_t bytes, size_t alignment, bool huge) {
   assert(std::has_single_bit(alignment) && alignment >= sizeof(void*));
   if (bytes == 0) return nullptr;
-  if (huge_page_backed(bytes, alignment)) {
+  if (huge) {
     try {
       return allocate_streamed(bytes);
     } catch (const std::bad_alloc&) {
@@ -34,9 +33,9 @@ void* allocate_aligned(size_t bytes, size_t alignment) {
   return std::aligned_alloc(alignment, rounded);
 }
 
-void free_aligned(void* data, size_t bytes, size_t alignment) {
+void free_aligned(void* data, size_t bytes, bool huge) {
   if (data == nullptr) return;
-  if (huge_page_backed(bytes, alignment)) {
+  if (huge) {
     free_streamed(data, bytes);
   } else {
     std::free(data);
@@ -45,36 +44,40 @@ void free_aligned(void* data, size_t bytes, size_t alignment) {
 
 }  // namespace
 
-Buffer::Buffer(size_t bytes, size_t alignment) : size_(bytes), alignment_(alignment) {
-  data_ = allocate_aligned(bytes, alignment);
+Buffer::Buffer(size_t bytes, size_t alignment, Pages pages)
+    : size_(bytes), alignment_(alignment), huge_(huge_page_backed(bytes, alignment, pages)) {
+  data_ = allocate_aligned(bytes, alignment, huge_);
   if (bytes != 0 && data_ == nullptr) throw std::bad_alloc();
 }
 
-Result<Buffer> Buffer::allocate(size_t bytes, size_t alignment) {
-  void* data = allocate_aligned(bytes, alignment);
+Result<Buffer> Buffer::allocate(size_t bytes, size_t alignment, Pages pages) {
+  const bool huge = huge_page_backed(bytes, alignment, pages);
+  void* data = allocate_aligned(bytes, alignment, huge);
   if (bytes != 0 && data == nullptr) {
     return Unavailable("out of memory: cannot allocate " + std::to_string(bytes) +
                        " bytes (alignment " + std::to_string(alignment) +
                        "); reduce the batch or model size, or use a machine with more memory");
   }
-  return Buffer(data, bytes, alignment);
+  return Buffer(data, bytes, alignment, huge);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      alignment_(other.alignment_) {}
+      alignment_(other.alignment_),
+      huge_(other.huge_) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    free_aligned(data_, size_, alignment_);
+    free_aligned(data_, size_, huge_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     alignment_ = other.alignment_;
+    huge_ = other.huge_;
   }
   return *this;
 }
 
-Buffer::~Buffer() { free_aligned(data_, size_, alignment_); }
+Buffer::~Buffer() { free_aligned(data_, size_, huge_); }
 
 }  // namespace ms

@@ -112,7 +112,9 @@ Status BulkWriter::take_bounce() {
   fill_ = 0;
   Buffer& buffer = bounces_[static_cast<size_t>(current_)];
   if (buffer.empty()) {
-    MS_ASSIGN_OR_RETURN(buffer, Buffer::allocate(options_.piece_bytes, kDirectIoAlignment));
+    // Huge pages: a direct write pins its source's pages; the bounce buffers are reused.
+    MS_ASSIGN_OR_RETURN(buffer,
+                        Buffer::allocate(options_.piece_bytes, kDirectIoAlignment, Pages::kHuge));
   }
   return Status::OK();
 }

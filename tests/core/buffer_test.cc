@@ -62,24 +62,29 @@ TEST(Buffer, AllocateReportsExhaustionAsAStatus) {
   EXPECT_NE(huge.status().message().find("out of memory"), std::string::npos);
 }
 
-// Large buffers live in huge-page backed mappings of their own (core/huge_pages.h): 2 MiB
-// aligned whatever alignment was asked for, every byte usable, and released on move-assign and
-// destruction like any other.
-TEST(Buffer, LargeBuffersStartOnAHugePage) {
+// Pages::kHuge puts a large buffer in a huge-page backed mapping of its own
+// (core/huge_pages.h): 2 MiB aligned whatever alignment was asked for, every byte usable, and
+// released on move-assign and destruction like any other. Small ones stay ordinary.
+TEST(Buffer, HugePagedBuffersStartOnAHugePage) {
   constexpr size_t kLarge = (size_t{5} << 20) + 3;
+  constexpr size_t kHugePage = size_t{2} << 20;
   for (size_t alignment : {Buffer::kDefaultAlignment, size_t{4096}}) {
-    Buffer b(kLarge, alignment);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % (size_t{2} << 20), 0u) << alignment;
+    Buffer b(kLarge, alignment, Pages::kHuge);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kHugePage, 0u) << alignment;
     EXPECT_EQ(b.alignment(), alignment);
     std::memset(b.data(), 0x11, b.size());
     Buffer moved = std::move(b);
     EXPECT_EQ(static_cast<const unsigned char*>(moved.data())[kLarge - 1], 0x11);
-    moved = Buffer(kLarge / 2, alignment);  // frees the first mapping
+    moved = Buffer(kLarge / 2, alignment);  // frees the huge-paged mapping for an ordinary one
     EXPECT_EQ(reinterpret_cast<uintptr_t>(moved.data()) % alignment, 0u);
+    std::memset(moved.data(), 0x22, moved.size());
   }
-  Result<Buffer> allocated = Buffer::allocate(kLarge);
+  Result<Buffer> allocated = Buffer::allocate(kLarge, 4096, Pages::kHuge);
   ASSERT_TRUE(allocated.ok());
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(allocated->data()) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(allocated->data()) % kHugePage, 0u);
+  Buffer small(1000, 64, Pages::kHuge);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data()) % 64, 0u);
+  std::memset(small.data(), 0x33, small.size());
 }
 
 TEST(Buffer, ZeroBytesAllocatesNothing) {
