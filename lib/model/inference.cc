@@ -102,8 +102,9 @@ struct AttendScratch {
   std::vector<float> values;
 };
 
-// The `group` query heads that share kv head kvh, of one token, over its sequence's cached
-// keys/values: q and out (group, hd), contiguous since head h reads kv head h / group. One pass
+// `group` query heads that share kv head kvh (all of them, or a run of them), of one token,
+// over its sequence's cached keys/values: q and out (group, hd), contiguous since head h reads
+// kv head h / (heads / kv_heads). One pass
 // over the keys scores every head of the group and one pass over the values sums them, so a
 // decode step reads the cache once per kv head, not once per query head. Each head's sums run
 // in the same order as for a lone head. Cloned for AVX2 where the compiler can (the loops
@@ -152,15 +153,24 @@ void attend_group(const float* q, const float* kc, const float* vc, const PagedK
 }
 
 // q: (N, heads*hd) -> out: (N, heads*hd), every token over its own cached positions <= pos.
+// A task is a token's kv head with its group of query heads, or a part of that group when there
+// are fewer (token, kv head) pairs than threads (one decode token of a model with few kv heads).
 void paged_attention(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
                      const std::vector<TokenSlot>& slots, const AttentionDims& a, float* out) {
-  const int64_t n = static_cast<int64_t>(slots.size()) * a.kv_heads, group = a.heads / a.kv_heads;
-  ops::parallel_for(n, [&](int64_t begin, int64_t end) {
+  const int64_t pairs = static_cast<int64_t>(slots.size()) * a.kv_heads;
+  const int64_t group = a.heads / a.kv_heads;
+  const int64_t parts =
+      std::clamp<int64_t>(ops::num_threads() / std::max<int64_t>(pairs, 1), 1, group);
+  const int64_t per_part = (group + parts - 1) / parts;
+  ops::parallel_for(pairs * parts, [&](int64_t begin, int64_t end) {
     AttendScratch scratch;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t token = task / a.kv_heads, kvh = task % a.kv_heads;
-      const int64_t row = (token * a.heads + kvh * group) * a.hd;
-      attend_group(q + row, kc, vc, cache, slots[token], kvh, group, a, out + row, scratch);
+      const int64_t pair = task / parts, g0 = (task % parts) * per_part;
+      const int64_t heads = std::min(group, g0 + per_part) - g0;
+      if (heads <= 0) continue;
+      const int64_t token = pair / a.kv_heads, kvh = pair % a.kv_heads;
+      const int64_t row = (token * a.heads + kvh * group + g0) * a.hd;
+      attend_group(q + row, kc, vc, cache, slots[token], kvh, heads, a, out + row, scratch);
     }
   });
 }

@@ -90,8 +90,15 @@ class GreedyEquivalence : public ::testing::TestWithParam<int> {
         return testing::tiny_dense();
       case 1:
         return testing::tiny_moe();
-      default:
+      case 2:
         return testing::tiny_window_parallel_tied();
+      default: {
+        // One kv head for every query head: a decode token is one attention task, which
+        // several threads split by query heads.
+        config::ModelConfig c = testing::tiny_dense();
+        c.n_kv_heads = 1;
+        return c;
+      }
     }
   }
 };
@@ -146,11 +153,11 @@ TEST_P(GreedyEquivalence, TokenByTokenPrefillMatchesEveryPositionOfTheFullForwar
 }
 
 std::string model_name(const ::testing::TestParamInfo<int>& info) {
-  const char* names[] = {"Dense", "Moe", "WindowParallelTied"};
+  const char* names[] = {"Dense", "Moe", "WindowParallelTied", "OneKvHead"};
   return names[info.param];
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GreedyEquivalence, ::testing::Values(0, 1, 2), model_name);
+INSTANTIATE_TEST_SUITE_P(Models, GreedyEquivalence, ::testing::Values(0, 1, 2, 3), model_name);
 
 std::vector<Request> sampled_requests(int64_t vocab) {
   std::vector<Request> reqs = mixed_requests(vocab, 10);
