@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace ms {
 namespace {
@@ -32,6 +33,13 @@ void* allocate_streamed(size_t bytes) {
   // Advice only: EINVAL where THP is compiled out leaves ordinary pages, which still work.
   madvise(data, size, MADV_HUGEPAGE);
 #endif
+  return data;
+}
+
+void* allocate_streamed_zeroed(size_t bytes) {
+  void* data = allocate_streamed(bytes);
+  // A fresh anonymous mapping reads as zeros; only operator new's memory needs clearing.
+  if (bytes < kHugePageBytes) std::memset(data, 0, bytes);
   return data;
 }
 

@@ -19,8 +19,22 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 // `bytes` (at least 1) of uninitialized memory, 64-byte aligned, or 2 MiB aligned and advised
 // for huge pages when bytes >= kHugePageBytes. Throws std::bad_alloc when memory runs out.
 void* allocate_streamed(size_t bytes);
-// Releases what allocate_streamed(bytes) returned; `bytes` must be the same.
+// The same, zero-filled. A mapping's pages come zeroed from the kernel and are not touched here,
+// so they are faulted in as they are first used; a small array is cleared.
+void* allocate_streamed_zeroed(size_t bytes);
+// Releases what allocate_streamed(bytes) or allocate_streamed_zeroed(bytes) returned; `bytes`
+// must be the same.
 void free_streamed(void* data, size_t bytes) noexcept;
+
+// A unique_ptr deleter for what allocate_streamed(bytes) or allocate_streamed_zeroed(bytes)
+// returned.
+struct StreamedFree {
+  size_t bytes = 0;
+  template <class T>
+  void operator()(T* p) const noexcept {
+    free_streamed(p, bytes);
+  }
+};
 
 // The same memory as a std::allocator, for vectors.
 template <class T>

@@ -1,6 +1,7 @@
 // The block free list and the cache arena (infer/kv_cache.h).
 #include "infer/kv_cache.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/logging.h"
@@ -43,10 +44,14 @@ KvCache::KvCache(const config::ModelConfig& model, int64_t num_blocks, int64_t b
   view_.kv_heads = model.n_kv_heads;
   view_.head_dim = model.d_model / model.n_heads;
   const int64_t per_layer = num_blocks * block_size * view_.kv_heads * view_.head_dim;
-  storage_.assign(static_cast<size_t>(2 * model.n_layers * per_layer), 0.0f);
+  const size_t bytes = static_cast<size_t>(2 * model.n_layers * per_layer) * sizeof(float);
+  const size_t allocated = std::max<size_t>(bytes, 1);
+  storage_ = std::unique_ptr<float[], StreamedFree>(
+      static_cast<float*>(allocate_streamed_zeroed(allocated)), StreamedFree{allocated});
+  bytes_ = static_cast<int64_t>(bytes);
   for (int64_t l = 0; l < model.n_layers; ++l) {
-    view_.k.push_back(storage_.data() + (2 * l) * per_layer);
-    view_.v.push_back(storage_.data() + (2 * l + 1) * per_layer);
+    view_.k.push_back(storage_.get() + (2 * l) * per_layer);
+    view_.v.push_back(storage_.get() + (2 * l + 1) * per_layer);
   }
 }
 
@@ -54,6 +59,6 @@ int64_t KvCache::blocks_for(int64_t positions) const {
   return (positions + view_.block_size - 1) / view_.block_size;
 }
 
-int64_t KvCache::bytes() const { return static_cast<int64_t>(storage_.size() * sizeof(float)); }
+int64_t KvCache::bytes() const { return bytes_; }
 
 }  // namespace ms::infer

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -53,7 +54,10 @@ class KvCache {
   int64_t bytes() const;
 
  private:
-  HugePageVector<float> storage_;  // every decode step's attention streams the live blocks
+  // Huge-page backed (every decode step's attention streams the live blocks) and zero-filled
+  // by the kernel as pages are first used, so a large cache costs nothing until it fills.
+  std::unique_ptr<float[], StreamedFree> storage_;
+  int64_t bytes_ = 0;
   model::PagedKvCache view_;
   BlockAllocator allocator_;
 };

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/transformer.h"
 #include "tests/infer/test_models.h"
 
@@ -48,6 +50,24 @@ TEST(KvCache, SizesTheArenaFromTheModel) {
   EXPECT_EQ(cache.blocks_for(17), 2);
   EXPECT_EQ(cache.bytes(), 2 * c.n_layers * 10 * 16 * c.n_kv_heads * (c.d_model / c.n_heads) * 4);
   EXPECT_EQ(cache.view().k.size(), static_cast<size_t>(c.n_layers));
+}
+
+// Small and large (a mapping of its own, faulted in as used) arenas both read as zeros.
+TEST(KvCache, StartsZeroFilled) {
+  const config::ModelConfig c = testing::tiny_dense();
+  for (int64_t blocks : {int64_t{2}, int64_t{600}}) {
+    KvCache cache(c, blocks, 16);
+    const int64_t per_layer = blocks * 16 * c.n_kv_heads * (c.d_model / c.n_heads);
+    double sum = 0;
+    for (const float* k : cache.view().k) {
+      for (int64_t i = 0; i < per_layer; ++i) sum += std::fabs(k[i]);
+    }
+    for (const float* v : cache.view().v) {
+      for (int64_t i = 0; i < per_layer; ++i) sum += std::fabs(v[i]);
+    }
+    EXPECT_EQ(sum, 0.0) << blocks << " blocks";
+    EXPECT_GE(cache.bytes(), blocks > 100 ? (int64_t{2} << 20) : 0);
+  }
 }
 
 TEST(ForwardCached, RefusesChunksThatDoNotFit) {
