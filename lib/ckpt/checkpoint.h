@@ -141,7 +141,11 @@ struct SaveReport {
   // until the commit, the parts of later save() calls spent on this save (agreeing its writes,
   // waiting for its commit), and the copies before_overwrite() made.
   double stall_s = 0;
-  double total_s = 0;   // from save() to the commit
+  // From save() until the caller learned of the commit: an async save's outcome is handed
+  // back at a step boundary, so this includes the wait for that poll.
+  double total_s = 0;
+  // From save() until rank 0's commit finished (the checkpoint is loadable from then on).
+  double committed_s = 0;
   uint64_t bytes_written = 0;  // by this rank
   // Copy-on-write saves: bytes of this rank's snapshot that before_overwrite() copied on the
   // caller's thread because the writer had not copied them yet, and the time that took.
@@ -162,6 +166,10 @@ struct SaveReport {
 // first. So commits run one at a time, in the order of the saves: `latest` only moves forward
 // and retention sees the saves in order.
 //
+// On one rank there is nothing to agree, so an async save that starts with no save committing
+// commits from its writer thread as soon as its data file is written, without waiting for a
+// step boundary; poll() then only hands back its outcome.
+//
 // Outcomes: every async save ends in exactly one outcome, its report or its error (the same on
 // every rank), and poll() and finish() hand them back one per call, oldest first, whichever
 // call (save() included) resolved them.
@@ -171,7 +179,7 @@ class Checkpointer {
   Checkpointer(comm::Communicator& comm, io::Env& env);
   explicit Checkpointer(comm::Communicator& comm);
   // Waits for the background threads of both saves in flight (rank 0's publishing runs to its
-  // end, committing or undoing its save); a save finish() did not resolve is abandoned.
+  // end, committing or undoing its save); a save whose publishing has not started is abandoned.
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -180,7 +181,7 @@ struct Checkpointer::Pending {
   double start_t = 0;
   double stall_s = 0;
   std::thread writer;
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false};  // the data file is written (or failed); notified
   Status write_status;
   json records = json::array();  // the shard records this rank wrote, with tensor metadata
   // What the ranks exchange once the writes are done: the error message when they failed, else
@@ -194,6 +195,12 @@ struct Checkpointer::Pending {
   std::thread publisher;
   std::atomic<bool> published{false};
   Status publish_status;
+  double published_t = 0;  // wall time when publishing ended, set before `published`
+  // One rank, async, nothing committing at save(): the writer thread publishes right after the
+  // data file, and agree_writes() hands it over as the publisher. Unless `abandoned` (the
+  // Checkpointer is going away) is set before it starts.
+  bool publishes_itself = false;
+  std::atomic<bool> abandoned{false};
 
   ~Pending() {
     if (writer.joinable()) writer.join();
@@ -226,6 +233,8 @@ struct Checkpointer::Pending {
     return copied.load(std::memory_order_acquire) == buckets.size();
   }
   void write_data_file(io::Env& env, int rank, bool background);
+  // One rank: publishes this rank's records as the whole checkpoint (see publishes_itself).
+  void publish_own_writes(io::Env& env);
 };
 
 namespace {
@@ -364,11 +373,14 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
   write_status = run();
   outcome_text = write_status.ok() ? records.dump() : write_status.message();
   done.store(true, std::memory_order_release);
+  done.notify_all();
 }
 
 Checkpointer::Checkpointer(comm::Communicator& comm, io::Env& env) : comm_(comm), env_(env) {}
 Checkpointer::Checkpointer(comm::Communicator& comm) : Checkpointer(comm, io::default_env()) {}
-Checkpointer::~Checkpointer() = default;
+Checkpointer::~Checkpointer() {
+  if (writing_) writing_->abandoned.store(true, std::memory_order_release);
+}
 
 bool Checkpointer::in_flight() const { return writing_ != nullptr || committing_ != nullptr; }
 
@@ -396,11 +408,20 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
     if (!request.copy_on_write) pending->copy_all(/*checksum=*/false);
   }
   pending->request = std::move(request);
+  // make_room() above emptied the writing slot; with nothing committing either, no earlier
+  // commit can come after this one's.
+  pending->publishes_itself = async && comm_.size() == 1 && !committing_;
   writing_ = std::move(pending);
   if (async) {
     Pending* p = writing_.get();
     const int rank = comm_.rank();
-    p->writer = std::thread([p, rank, &env = env_] { p->write_data_file(env, rank, true); });
+    p->writer = std::thread([p, rank, &env = env_] {
+      p->write_data_file(env, rank, true);
+      if (p->publishes_itself && p->write_status.ok() &&
+          !p->abandoned.load(std::memory_order_acquire)) {
+        p->publish_own_writes(env);
+      }
+    });
     writing_->stall_s = watch.elapsed_s();
     return Status::OK();
   }
@@ -569,13 +590,28 @@ Status first_failure(const WriteOutcomes& written, int64_t step) {
   return Status::OK();
 }
 
+void publish_and_mark(io::Env& env, const WriteOutcomes& written, Checkpointer::Pending& p) {
+  Result<Manifest> m = assemble_manifest(written, p.request);
+  p.publish_status = m.ok() ? publish(env, *m, p.request, p.tmp_dir, p.final_dir) : m.status();
+  p.published_t = wall_time_s();
+  p.published.store(true, std::memory_order_release);
+}
+
 }  // namespace
 
+void Checkpointer::Pending::publish_own_writes(io::Env& env) {
+  publish_and_mark(env, WriteOutcomes{{0}, {outcome_text}}, *this);
+}
+
 // Progress at a step boundary. The committing save is resolved first, so the writing one can
-// take its place in the same call; an outcome either produces waits in outcomes_.
+// take its place in the same call; an outcome either produces waits in outcomes_. A save that
+// published itself (one rank) is resolved in the same call as its writes.
 Result<std::optional<SaveReport>> Checkpointer::poll() {
   MS_RETURN_IF_ERROR(resolve_commit(false));
-  if (writing_ && !committing_) MS_RETURN_IF_ERROR(agree_writes(false));
+  if (writing_ && !committing_) {
+    MS_RETURN_IF_ERROR(agree_writes(false));
+    if (committing_ && committing_->publishes_itself) MS_RETURN_IF_ERROR(resolve_commit(false));
+  }
   return next_outcome();
 }
 
@@ -621,7 +657,10 @@ Status Checkpointer::agree_writes(bool wait) {
     return Status::OK();
   }
   std::unique_ptr<Pending> p = std::move(writing_);
-  if (p->writer.joinable()) p->writer.join();
+  // A writer that publishes itself goes on to publishing once its data file is written; it
+  // touches the staging buffer no more from then on.
+  p->done.wait(false, std::memory_order_acquire);
+  if (p->writer.joinable() && !p->publishes_itself) p->writer.join();
   if (!p->staging.empty()) spare_staging_ = std::move(p->staging);
   MS_ASSIGN_OR_RETURN(WriteOutcomes written,
                       gather_outcomes(comm_, !p->write_status.ok(), p->outcome_text));
@@ -631,12 +670,11 @@ Status Checkpointer::agree_writes(bool wait) {
     outcomes_.push_back(failed);
     return Status::OK();
   }
-  if (comm_.rank() == 0) {
+  if (p->publishes_itself) {
+    p->publisher = std::move(p->writer);
+  } else if (comm_.rank() == 0) {
     auto publish_all = [p = p.get(), &env = env_, written = std::move(written)] {
-      Result<Manifest> m = assemble_manifest(written, p->request);
-      p->publish_status =
-          m.ok() ? publish(env, *m, p->request, p->tmp_dir, p->final_dir) : m.status();
-      p->published.store(true, std::memory_order_release);
+      publish_and_mark(env, written, *p);
     };
     if (p->request.async) {
       // At the writer's low priority: the commit has until the next save to finish, while the
@@ -659,22 +697,23 @@ Status Checkpointer::agree_writes(bool wait) {
 Status Checkpointer::resolve_commit(bool wait) {
   if (!committing_) return Status::OK();
   Stopwatch watch;
-  // 0: not yet, 1: committed, 2: failed.
-  int32_t outcome = 0;
+  // [0]: 0 not yet, 1 committed, 2 failed; [1]: microseconds from save() to the commit.
+  int64_t outcome[2] = {0, 0};
   if (comm_.rank() == 0) {
     if (wait && committing_->publisher.joinable()) committing_->publisher.join();
     if (committing_->published.load(std::memory_order_acquire)) {
-      outcome = committing_->publish_status.ok() ? 1 : 2;
+      outcome[0] = committing_->publish_status.ok() ? 1 : 2;
+      outcome[1] = std::llround(1e6 * (committing_->published_t - committing_->start_t));
     }
   }
-  if (comm_.size() > 1) MS_RETURN_IF_ERROR(comm_.broadcast(&outcome, 1, DType::kI32, 0));
-  if (outcome == 0) {
+  if (comm_.size() > 1) MS_RETURN_IF_ERROR(comm_.broadcast(outcome, 2, DType::kI64, 0));
+  if (outcome[0] == 0) {
     committing_->stall_s += watch.elapsed_s();
     return Status::OK();
   }
   std::unique_ptr<Pending> p = std::move(committing_);
   if (p->publisher.joinable()) p->publisher.join();
-  if (outcome == 2) {
+  if (outcome[0] == 2) {
     if (comm_.rank() == 0) {
       (void)env_.remove_all(p->tmp_dir);
       outcomes_.push_back(p->publish_status);
@@ -685,16 +724,24 @@ Status Checkpointer::resolve_commit(bool wait) {
     }
     return Status::OK();
   }
-  SaveReport report{p->request.step,      p->final_dir,        p->stall_s + watch.elapsed_s(),
-                    wall_time_s() - p->start_t, p->bytes_written, p->caller_copied_bytes,
-                    p->caller_copy_s, p->staging_allocated_bytes};
+  SaveReport report;
+  report.step = p->request.step;
+  report.step_dir = p->final_dir;
+  report.stall_s = p->stall_s + watch.elapsed_s();
+  report.total_s = wall_time_s() - p->start_t;
+  report.committed_s = 1e-6 * static_cast<double>(outcome[1]);
+  report.bytes_written = p->bytes_written;
+  report.caller_copied_bytes = p->caller_copied_bytes;
+  report.caller_copy_s = p->caller_copy_s;
+  report.staging_allocated_bytes = p->staging_allocated_bytes;
   if (comm_.rank() == 0) {
     char line[256];
     // The stall to a tenth of a millisecond: with a save every step it is a few of them.
     std::snprintf(line, sizeof(line), "checkpoint step %lld saved: %.1f MiB from this rank, "
-                  "stall %.4fs, total %.3fs", static_cast<long long>(report.step),
+                  "stall %.4fs, committed after %.3fs, total %.3fs",
+                  static_cast<long long>(report.step),
                   static_cast<double>(report.bytes_written) / (1024.0 * 1024.0), report.stall_s,
-                  report.total_s);
+                  report.committed_s, report.total_s);
     MS_LOG(Info) << line << " (" << report.step_dir << ")";
   }
   last_report_ = report;

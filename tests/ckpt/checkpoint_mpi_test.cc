@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <iterator>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/regions.h"
@@ -284,6 +286,60 @@ TEST_F(CheckpointTest, AsyncSaveCommitsAtAPollAndTheSnapshotIsIsolated) {
   EXPECT_GE(report->total_s, 0.0);
   EXPECT_GT(report->bytes_written, 0u);
   expect_state(dir_ + "/step-00000020", 7, world_->rank(), world_->size());
+}
+
+// On one rank an async save commits from its writer thread once written, with no poll in
+// between (no step boundary to wait for); on several ranks the writes are agreed at a poll. Every
+// rank's report says when rank 0 committed, which is no later than when the poll saw it.
+TEST_F(CheckpointTest, AsyncSaveReportsWhenItCommittedAndOnOneRankNeedsNoPoll) {
+  TestState s(8, world_->rank(), world_->size());
+  Checkpointer ckpt(*world_);
+  const std::vector<SaveTensor> tensors = s.tensors();
+  ASSERT_TRUE(ckpt.save(tensors, request(30, true)).ok());
+  const std::string step_dir = dir_ + "/step-00000030";
+  if (world_->size() == 1) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!fs::exists(dir_ + "/latest") && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_TRUE(fs::exists(dir_ + "/latest")) << "not committed within 20 s without a poll";
+    EXPECT_EQ(*resolve_checkpoint(dir_), step_dir);
+  }
+  std::optional<SaveReport> report;
+  while (!report) {
+    auto polled = ckpt.poll();
+    ASSERT_TRUE(polled.ok()) << polled.status().to_string();
+    report = *polled;
+  }
+  EXPECT_GT(report->committed_s, 0.0);
+  EXPECT_LE(report->committed_s, report->total_s);
+  int64_t mine = std::llround(1e6 * report->committed_s);
+  std::vector<int64_t> gathered(static_cast<size_t>(world_->size()));
+  ASSERT_TRUE(world_->allgather(&mine, gathered.data(), 1, DType::kI64).ok());
+  for (int64_t g : gathered) EXPECT_EQ(g, gathered[0]);  // rank 0's figure everywhere
+  EXPECT_FALSE(ckpt.in_flight());
+  expect_state(step_dir, 8, world_->rank(), world_->size());
+  EXPECT_FALSE(has_temporaries());
+}
+
+// A Checkpointer destroyed while its async save still writes abandons that save: nothing is
+// committed, on one rank too, where the writer would otherwise publish it. The writer is held
+// before its data file until after the destructor began.
+TEST_F(CheckpointTest, AnAsyncSaveStillWritingWhenTheCheckpointerGoesIsNotCommitted) {
+  TestState s(9, world_->rank(), world_->size());
+  GatedEnv env;
+  auto ckpt = std::make_unique<Checkpointer>(*world_, env);
+  const std::vector<SaveTensor> tensors = s.tensors();
+  ASSERT_TRUE(ckpt->save(tensors, request(31, true)).ok());
+  std::thread opener([&env] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    env.open_gate();
+  });
+  ckpt.reset();  // waits for the writer, which the gate releases
+  opener.join();
+  ASSERT_TRUE(world_->barrier().ok());
+  EXPECT_FALSE(fs::exists(dir_ + "/step-00000031"));
+  EXPECT_FALSE(fs::exists(dir_ + "/latest"));
 }
 
 // Training overwrites the weight (after before_overwrite on it) while the writer is held before
