@@ -233,6 +233,7 @@ struct Checkpointer::Pending {
     return copied.load(std::memory_order_acquire) == buckets.size();
   }
   void write_data_file(io::Env& env, int rank, bool background);
+  Status append_staging_as_copied(io::BulkWriter& out, uint64_t run_bytes);
   // One rank: publishes this rank's records as the whole checkpoint (see publishes_itself).
   void publish_own_writes(io::Env& env);
 };
@@ -309,6 +310,27 @@ bool Checkpointer::Pending::copy_bucket(size_t i, bool checksum) {
   return false;
 }
 
+// Hands staging to `out` as the snapshot fills it: the buckets in order, each once copied (here,
+// with its checksum, or by the caller's before_overwrite), in runs of whole blocks of at least
+// `run_bytes`. So the disk writes the start of the snapshot while the rest is being copied, and
+// a direct writer still takes every run in place.
+Status Checkpointer::Pending::append_staging_as_copied(io::BulkWriter& out, uint64_t run_bytes) {
+  uint64_t end = 0;
+  for (const WriteItem& item : items) end = std::max(end, item.staging_offset + item.bytes);
+  const std::span<const std::byte> bytes = staging.bytes().first(end);
+  uint64_t appended = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    copy_bucket(i, /*checksum=*/true);
+    const uint64_t copied_to = buckets[i].staging_offset + buckets[i].bytes;
+    const uint64_t ready = copied_to / io::kDirectIoAlignment * io::kDirectIoAlignment;
+    if (ready >= appended + run_bytes) {
+      MS_RETURN_IF_ERROR(out.append(bytes.subspan(appended, ready - appended)));
+      appended = ready;
+    }
+  }
+  return out.append(bytes.subspan(appended));
+}
+
 // Writes rank-XXXXX.data into the temporary directory (which every rank creates: mkdir of an
 // existing directory succeeds) and records every shard. Runs on the background thread for async
 // saves (`background`); touches nothing but this Pending and the Env. The boxes not yet in
@@ -321,8 +343,12 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
     if (items.empty()) return Status::OK();
     MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file,
                         env.open(tmp_dir + "/" + name, io::OpenMode::kCreateNew));
-    copy_all(/*checksum=*/true);
-    if (background) lower_thread_priority();
+    // Staging holds the raw data file byte for byte, so it goes to the file as the snapshot
+    // fills it (aligned pieces straight from it when the writes are direct); its checksums
+    // come from the snapshot's buckets, and anything else is checksummed while the writer
+    // thread writes.
+    const bool whole_staging = !staging.empty() && request.codec != "zstd";
+    if (!whole_staging) copy_all(/*checksum=*/true);
     WritePacer pacer(request.max_write_mbps * 1e6, wall_time_s());
     // In pieces, so a paced writer sleeps between them instead of bursting.
     io::BulkWriter::Options options;
@@ -332,17 +358,12 @@ void Checkpointer::Pending::write_data_file(io::Env& env, int rank, bool backgro
       const double wait = pacer.wait_after(n, wall_time_s());
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
     };
+    if (background) options.on_writer_start = lower_thread_priority;
+    const uint64_t piece_bytes = options.piece_bytes;
     MS_ASSIGN_OR_RETURN(std::unique_ptr<io::BulkWriter> out,
                         io::BulkWriter::start(*file, std::move(options)));
-    // Staging holds the raw data file byte for byte, so it is queued whole at once (aligned
-    // pieces straight from it when the writes are direct); its checksums come from the
-    // snapshot's buckets, and anything else is checksummed while the writer thread writes.
-    const bool whole_staging = !staging.empty() && request.codec != "zstd";
-    if (whole_staging) {
-      uint64_t end = 0;
-      for (const WriteItem& item : items) end = std::max(end, item.staging_offset + item.bytes);
-      MS_RETURN_IF_ERROR(out->append(staging.bytes().first(end)));
-    }
+    if (whole_staging) MS_RETURN_IF_ERROR(append_staging_as_copied(*out, piece_bytes));
+    if (background) lower_thread_priority();
     for (const WriteItem& item : items) {
       std::string_view stored(reinterpret_cast<const char*>(item_bytes(item)), item.bytes);
       std::string compressed;

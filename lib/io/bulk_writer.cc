@@ -58,6 +58,7 @@ Status BulkWriter::write(const Piece& piece) {
 }
 
 void BulkWriter::writer_loop() {
+  if (options_.on_writer_start) options_.on_writer_start();
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     changed_.wait(lock, [&] { return closing_ || !queue_.empty(); });

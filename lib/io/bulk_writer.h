@@ -39,6 +39,9 @@ class BulkWriter {
     // Called after each piece is written, with its byte count, on the thread that wrote it
     // (e.g. to pace the writes: sleeping there holds the writes back, not the caller).
     std::function<void(uint64_t bytes)> after_piece;
+    // Run first on the writer thread (e.g. to lower its CPU and I/O priority, which Linux sets
+    // per thread, while the caller's thread keeps its own).
+    std::function<void()> on_writer_start;
   };
 
   // `file` is freshly created and empty, and outlives the writer. Fails only when switching

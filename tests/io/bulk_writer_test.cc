@@ -241,5 +241,28 @@ TEST(BulkWriterThreadTest, AnAbandonedWriterWritesNoMore) {
   EXPECT_EQ(out.env.writes(), 1);
 }
 
+// on_writer_start runs once, on the thread that writes the pieces, before the first write.
+TEST(BulkWriterThreadTest, TheStartHookRunsOnTheWritingThreadFirst) {
+  CountedFile out;
+  const Buffer source = random_buffer(4 * kPiece, 11);
+  BulkWriter::Options options = in_pieces_of(kPiece);
+  std::atomic<int> starts{0}, writes_at_start{-1};
+  std::thread::id hook_thread, write_thread;
+  options.on_writer_start = [&] {
+    hook_thread = std::this_thread::get_id();
+    writes_at_start = out.env.writes();
+    ++starts;
+  };
+  options.after_piece = [&](uint64_t) { write_thread = std::this_thread::get_id(); };
+  const int writes_before = out.env.writes();
+  auto writer = std::move(BulkWriter::start(*out.file, options)).value();
+  ASSERT_TRUE(writer->append(source.bytes()).ok());
+  ASSERT_TRUE(writer->finish().ok());
+  EXPECT_EQ(starts.load(), 1);
+  EXPECT_EQ(writes_at_start.load(), writes_before);
+  EXPECT_EQ(hook_thread, write_thread);
+  EXPECT_NE(hook_thread, std::this_thread::get_id());
+}
+
 }  // namespace
 }  // namespace ms::io
