@@ -409,6 +409,9 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   // An async save needs only the writing slot (and the staging buffer it frees); a sync save
   // commits inline, so every earlier save must be committed first to keep commits in order.
   MS_RETURN_IF_ERROR(make_room(!request.async));
+  // A save that published itself is usually done by the next save (a step later): resolving it
+  // here (no communication: one rank) lets this save publish itself too.
+  if (committing_ && committing_->publishes_itself) MS_RETURN_IF_ERROR(resolve_commit(false));
   if (request.codec != "raw" && request.codec != "zstd") {
     return InvalidArgument("checkpoint codec \"" + request.codec + "\" is not raw or zstd");
   }
