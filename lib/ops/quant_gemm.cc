@@ -101,18 +101,6 @@ void lay_out_int4_x(const float* x, int64_t n, int64_t cols, Int4XLayout layout,
   }
 }
 
-// Output channels per block of work: about four blocks per thread, handed out as threads come
-// free (ops::parallel_blocks), and enough weight bytes per block that claiming one is small
-// beside the work. A decode step's products take 10-100 us, so a fixed share per thread left
-// one thread waiting whenever the other woke late or was delayed by the hypervisor
-// (docs/bench/infer.md, "Balanced blocks").
-int64_t rows_per_block(const QuantView& w) {
-  const int64_t row_bytes = value_bytes(w.format, 1, w.cols) + 1;
-  const int64_t min_rows = row_bytes >= 16384 ? 1 : 16384 / row_bytes;
-  const int64_t blocks = 4 * static_cast<int64_t>(num_threads());
-  return std::max(min_rows, (w.rows + blocks - 1) / blocks);
-}
-
 }  // namespace
 
 std::string_view cpu_path_name(CpuPath path) {
@@ -141,22 +129,53 @@ bool share_input_layout(std::span<const QuantLinearOut> outs) {
   return true;
 }
 
-// Calls fn(out, begin, end) over blocks of each weight's rows (rows_per_block of that weight),
-// numbered across the weights and handed out by one parallel_blocks: several small matrices
-// that read the same x cost one hand-off to the pool instead of one each.
+// The smallest block of work in weight bytes, so that claiming a block is small beside it.
+constexpr int64_t kMinBlockBytes = 16384;
+
+// A block of one weight's output channels.
+struct RowBlock {
+  size_t out;
+  int64_t begin, end;
+};
+
+// Splits the output channels of `outs` (one format and width) into blocks, largest first: each
+// takes 1 / (2 * threads) of the rows not yet handed out, at least kMinBlockBytes of weights, and
+// ends at its weight's last row. Handed out in that order as threads come free, the large blocks
+// go first and the last are small, so a thread that runs out of work waits at most for a small
+// block. A decode step's products take 10-100 us each: with equal blocks, a thread waited for
+// up to a whole block at the end of each (docs/bench/infer.md, "Blocks largest first").
+void largest_first_blocks(std::span<const QuantLinearOut> outs, std::vector<RowBlock>* blocks) {
+  const int64_t row_bytes = value_bytes(outs[0].w.format, 1, outs[0].w.cols);
+  const int64_t min_rows = std::max<int64_t>(1, kMinBlockBytes / std::max<int64_t>(1, row_bytes));
+  const int64_t share = 2 * static_cast<int64_t>(num_threads());
+  int64_t left = 0;
+  for (const QuantLinearOut& o : outs) left += o.w.rows;
+  blocks->clear();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    for (int64_t begin = 0; begin < outs[i].w.rows;) {
+      const int64_t rows = std::max(min_rows, (left + share - 1) / share);
+      const int64_t end = std::min(outs[i].w.rows, begin + rows);
+      blocks->push_back({i, begin, end});
+      left -= end - begin;
+      begin = end;
+    }
+  }
+}
+
+// Calls fn(out, begin, end) over the blocks of largest_first_blocks, numbered across the
+// weights and handed out by one parallel_blocks: several small matrices that read the same x
+// cost one hand-off to the pool instead of one each.
 template <class Fn>
 void parallel_weight_blocks(std::span<const QuantLinearOut> outs, const Fn& fn) {
-  std::vector<int64_t> block_rows(outs.size()), first_block(outs.size() + 1, 0);
-  for (size_t i = 0; i < outs.size(); ++i) {
-    block_rows[i] = rows_per_block(outs[i].w);
-    first_block[i + 1] = first_block[i] + (outs[i].w.rows + block_rows[i] - 1) / block_rows[i];
-  }
-  parallel_blocks(first_block.back(), 1, [&](int64_t b0, int64_t b1) {
-    size_t i = 0;
+  // Reused: a decode step makes ~150 calls. Named through a reference, as a lambda that named
+  // the thread_local would read the running thread's own copy.
+  thread_local std::vector<RowBlock> reused;
+  std::vector<RowBlock>& blocks = reused;
+  largest_first_blocks(outs, &blocks);
+  parallel_blocks(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
-      while (b >= first_block[i + 1]) ++i;
-      const int64_t begin = (b - first_block[i]) * block_rows[i];
-      fn(outs[i], begin, std::min(outs[i].w.rows, begin + block_rows[i]));
+      const RowBlock& block = blocks[static_cast<size_t>(b)];
+      fn(outs[block.out], block.begin, block.end);
     }
   });
 }

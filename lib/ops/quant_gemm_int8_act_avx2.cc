@@ -66,10 +66,8 @@ struct Int4Row {
   const float* scales;  // the row's group scales
   XRows<T> x;
 
-  // A chunk's 32 bytes: two chunks per cache line.
-  void prefetch_ahead(int64_t c) const {
-    if (c % 2 == 0) prefetch(w + c * (kChunk / 2) + kPrefetchBytes);
-  }
+  // Chunks c and c + 1 (c even): 64 bytes, one cache line.
+  void prefetch_pair(int64_t c) const { prefetch(w + c * (kChunk / 2) + kPrefetchBytes); }
 
   void chunk(int64_t c, __m256 (&acc)[T]) const {
     const __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -101,8 +99,11 @@ struct Int8Row {
   const int8_t* w;  // the row's codes
   XRows<T> x;
 
-  // A chunk's 64 bytes: one cache line.
-  void prefetch_ahead(int64_t c) const { prefetch(w + c * kChunk + kPrefetchBytes); }
+  // Chunks c and c + 1: a cache line each.
+  void prefetch_pair(int64_t c) const {
+    prefetch(w + c * kChunk + kPrefetchBytes);
+    prefetch(w + (c + 1) * kChunk + kPrefetchBytes);
+  }
 
   void chunk(int64_t c, __m256 (&acc)[T]) const {
     const __m256i w0 = load(w + c * kChunk), w1 = load(w + c * kChunk + 32);
@@ -127,9 +128,18 @@ void run_row(const Row& row, int64_t chunks, float row_scale, float* y, int64_t 
   __m256 even[T], odd[T];
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
   int64_t c = 0;
+  // Four chunks per pass halve the loop's own instructions (pointer steps, compare, branch),
+  // which int4's short chunks notice; the accumulators still alternate chunk by chunk.
+  for (; c + 4 <= chunks; c += 4) {
+    row.prefetch_pair(c);
+    row.prefetch_pair(c + 2);
+    row.chunk(c, even);
+    row.chunk(c + 1, odd);
+    row.chunk(c + 2, even);
+    row.chunk(c + 3, odd);
+  }
   for (; c + 2 <= chunks; c += 2) {
-    row.prefetch_ahead(c);
-    row.prefetch_ahead(c + 1);
+    row.prefetch_pair(c);
     row.chunk(c, even);
     row.chunk(c + 1, odd);
   }
