@@ -69,5 +69,9 @@ struct Int8Activations {
 // non-finite value gets codes 0 and scale NaN, so every output it feeds is NaN, as with f32.
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
                           Int8Activations* out);
+// The same with the scalar loop when `vector` is false, else with the AVX2 quantizer where the
+// CPU has it (the overload above). Both give the same bits; the tests compare them.
+void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
+                          Int8Activations* out, bool vector);
 
 }  // namespace ms::ops

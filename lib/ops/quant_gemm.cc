@@ -195,7 +195,7 @@ void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int
   if (activations == ActivationFormat::kInt8 && int8_activations_apply(w)) {
     // Quantized once per call, read by every task; kept per thread so serving's calls reuse it.
     thread_local Int8Activations quantized;
-    quantize_activations(x, n, w.cols, w.format, &quantized);
+    quantize_activations(x, n, w.cols, w.format, &quantized, path != CpuPath::kScalar);
     const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
                            quantized.nibble_bias.data()};
     const Int8ActRowsFn fn = int8_act_rows_fn(path);

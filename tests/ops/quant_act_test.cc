@@ -142,6 +142,45 @@ TEST(QuantActTest, AZeroChunkHasScaleZeroAndANonFiniteOneScaleNaN) {
   for (float v : y) EXPECT_TRUE(std::isnan(v));
 }
 
+// The AVX2 quantizer takes the scalar loop's steps in the same IEEE operations; any other
+// rounding, clamp, finiteness rule or byte order changes a code, a scale or a bias here.
+TEST(QuantActTest, TheVectorQuantizerGivesTheScalarLoopsBits) {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "this CPU has no AVX2";
+#else
+  GTEST_SKIP() << "the vector quantizer is x86-64 only";
+#endif
+  std::mt19937_64 rng(23);
+  const int64_t n = 3, chunks = 12, cols = chunks * kChunk;
+  std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), rng, -3, 3);
+  const float inf = std::numeric_limits<float>::infinity();
+  const auto chunk = [&](int64_t t, int64_t c) { return x.data() + t * cols + c * kChunk; };
+  std::fill(chunk(0, 1), chunk(0, 2), 0.0f);                         // all zero: scale 0
+  std::fill(chunk(0, 2), chunk(0, 3), -0.0f);                        // negative zeros
+  chunk(0, 3)[5] = std::numeric_limits<float>::quiet_NaN();         // NaN: scale NaN
+  chunk(0, 4)[63] = -inf;                                           // inf: scale NaN
+  chunk(0, 5)[0] = std::numeric_limits<float>::max();               // finite extreme
+  for (int64_t k = 0; k < kChunk; ++k) chunk(1, 0)[k] = 0.5f * static_cast<float>(k - 32);
+  chunk(1, 0)[1] = -127.0f;  // scale 1, so the halves above are ties to even
+  for (int64_t k = 0; k < kChunk; ++k) chunk(1, 1)[k] *= 1e-40f;    // subnormal inputs
+  for (int64_t k = 0; k < kChunk; ++k) chunk(1, 2)[k] *= 1e30f;     // large ones
+  for (int64_t k = 0; k < kChunk; ++k) chunk(1, 3)[k] = -std::fabs(chunk(1, 3)[k]);
+  chunk(2, 0)[17] = 1e-30f;  // one tiny value among zeros
+  std::fill(chunk(2, 0), chunk(2, 0) + 17, 0.0f);
+  std::fill(chunk(2, 0) + 18, chunk(2, 1), 0.0f);
+  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+    Int8Activations scalar, vector;
+    quantize_activations(x.data(), n, cols, format, &scalar, false);
+    quantize_activations(x.data(), n, cols, format, &vector, true);
+    EXPECT_EQ(vector.codes, scalar.codes) << weight_format_name(format);
+    ASSERT_EQ(vector.scales.size(), scalar.scales.size());
+    EXPECT_EQ(0, std::memcmp(vector.scales.data(), scalar.scales.data(),
+                             scalar.scales.size() * sizeof(float)))
+        << weight_format_name(format);
+    EXPECT_EQ(vector.nibble_bias, scalar.nibble_bias) << weight_format_name(format);
+  }
+}
+
 using Int8ActCase = test::QuantCase;
 
 // GEMV and every remainder of the four-row blocks of x, an odd and an even
