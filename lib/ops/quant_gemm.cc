@@ -143,7 +143,8 @@ struct RowBlock {
 // ends at its weight's last row. Handed out in that order as threads come free, the large blocks
 // go first and the last are small, so a thread that runs out of work waits at most for a small
 // block. A decode step's products take 10-100 us each: with equal blocks, a thread waited for
-// up to a whole block at the end of each (docs/bench/infer.md, "Blocks largest first").
+// up to a whole block at the end of each (docs/bench/infer.md, "The int4 prefetch, blocks
+// largest first").
 void largest_first_blocks(std::span<const QuantLinearOut> outs, std::vector<RowBlock>* blocks) {
   const int64_t row_bytes = value_bytes(outs[0].w.format, 1, outs[0].w.cols);
   const int64_t min_rows = std::max<int64_t>(1, kMinBlockBytes / std::max<int64_t>(1, row_bytes));
