@@ -144,7 +144,9 @@ struct SaveReport {
   // From save() until the caller learned of the commit: an async save's outcome is handed
   // back at a step boundary, so this includes the wait for that poll.
   double total_s = 0;
-  // From save() until rank 0's commit finished (the checkpoint is loadable from then on).
+  // From save() until rank 0's commit finished (the checkpoint is loadable from then on), as
+  // rank 0 measured it: every rank reports rank 0's figure, so on another rank it can exceed
+  // total_s by however much later that rank called save().
   double committed_s = 0;
   uint64_t bytes_written = 0;  // by this rank
   // Copy-on-write saves: bytes of this rank's snapshot that before_overwrite() copied on the

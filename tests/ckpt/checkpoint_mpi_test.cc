@@ -312,7 +312,10 @@ TEST_F(CheckpointTest, AsyncSaveReportsWhenItCommittedAndOnOneRankNeedsNoPoll) {
     report = *polled;
   }
   EXPECT_GT(report->committed_s, 0.0);
-  EXPECT_LE(report->committed_s, report->total_s);
+  // Rank 0's clock: another rank that called save() later may see its own total_s below it.
+  if (world_->rank() == 0) {
+    EXPECT_LE(report->committed_s, report->total_s);
+  }
   int64_t mine = std::llround(1e6 * report->committed_s);
   std::vector<int64_t> gathered(static_cast<size_t>(world_->size()));
   ASSERT_TRUE(world_->allgather(&mine, gathered.data(), 1, DType::kI64).ok());
