@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--cols", cols, "Input channels (a multiple of 128)")->capture_default_str();
   app.add_option("--gemm-rows", gemm_rows, "Rows of x in the GEMM")->capture_default_str();
   app.add_option("--reps", reps, "Timed repetitions (the best is kept)")->capture_default_str();
+  int64_t group = 64;
+  app.add_option("--group-size", group, "int4 group size (32, 64 or 128)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::mt19937_64 rng(1);
@@ -53,9 +55,9 @@ int main(int argc, char** argv) {
   for (float& v : x) v = dist(rng);
   std::vector<float> y(static_cast<size_t>(gemm_rows * rows));
   const double copy_gbs = ms::measure_stream_gbs(ms::StreamKernel::kCopy, size_t{1} << 25, 5);
-  std::printf("# %lld x %lld weights, %d threads; STREAM copy %.2f GB/s\n\n",
-              static_cast<long long>(rows), static_cast<long long>(cols), ms::ops::num_threads(),
-              copy_gbs);
+  std::printf("# %lld x %lld weights (int4 in groups of %lld), %d threads; STREAM copy %.2f GB/s\n\n",
+              static_cast<long long>(rows), static_cast<long long>(cols),
+              static_cast<long long>(group), ms::ops::num_threads(), copy_gbs);
   std::printf(
       "| format | activations | path | weight MB | GEMV ms | GEMV GB/s | of copy bw | GEMM n=%lld "
       "GFLOP/s |\n",
@@ -64,10 +66,10 @@ int main(int argc, char** argv) {
   const std::pair<WeightFormat, int64_t> formats[] = {{WeightFormat::kF32, 0},
                                                       {WeightFormat::kBF16, 0},
                                                       {WeightFormat::kInt8, 0},
-                                                      {WeightFormat::kInt4, 64}};
-  for (const auto& [format, group] : formats) {
+                                                      {WeightFormat::kInt4, group}};
+  for (const auto& [format, format_group] : formats) {
     ms::Result<ms::ops::QuantizedMatrix> q =
-        ms::ops::quantize_weights(w.data(), rows, cols, format, group ? group : 64);
+        ms::ops::quantize_weights(w.data(), rows, cols, format, format_group ? format_group : 64);
     if (!q.ok()) {
       std::fprintf(stderr, "%s\n", q.status().message().c_str());
       return 1;
