@@ -36,7 +36,7 @@ class BlockAllocator {
   std::vector<bool> in_use_;
 };
 
-// The arena: per layer, keys and values of shape (num_blocks, block_size, kv_heads, head_dim).
+// The arena: per layer, keys and values of shape (num_blocks, kv_heads, block_size, head_dim).
 class KvCache {
  public:
   // Zero-filled; owns the memory the view points into (hence not copyable).

@@ -42,11 +42,14 @@ void rope_at(float* x, const ops::RopeTable& table, int64_t pos, int64_t heads) 
   }
 }
 
-// Offset of (position, kv head) in a layer's cache: (num_blocks, block_size, kv_heads, hd).
+// Offset of (position, kv head 0) in a layer's cache: (num_blocks, kv_heads, block_size, hd);
+// kv head h of that position is h * kv_head_stride(cache) further on.
 int64_t cache_offset(const PagedKvCache& cache, const TokenSlot& t, int64_t pos) {
   const int64_t block = t.blocks[pos / cache.block_size];
-  return ((block * cache.block_size + pos % cache.block_size) * cache.kv_heads) * cache.head_dim;
+  return (block * cache.kv_heads * cache.block_size + pos % cache.block_size) * cache.head_dim;
 }
+
+int64_t kv_head_stride(const PagedKvCache& cache) { return cache.block_size * cache.head_dim; }
 
 struct AttentionDims {
   int64_t heads, kv_heads, hd, window;
@@ -69,24 +72,24 @@ struct AttentionDims {
   return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
-// Offsets of positions first .. last of t's sequence in a layer's cache, walked block by block
-// (no division per position).
+// Offsets (of kv head 0) of positions first .. last of t's sequence in a layer's cache, walked
+// block by block (no division per position).
 void cached_offsets(const PagedKvCache& cache, const TokenSlot& t, int64_t first, int64_t last,
                     std::vector<int64_t>& offsets) {
-  const int64_t row = cache.kv_heads * cache.head_dim;
+  const int64_t hd = cache.head_dim;
   offsets.clear();
   for (int64_t j = first; j <= last;) {
     const int64_t in_block = j % cache.block_size;
     const int64_t n = std::min(cache.block_size - in_block, last - j + 1);
-    const int64_t start = (t.blocks[j / cache.block_size] * cache.block_size + in_block) * row;
-    for (int64_t i = 0; i < n; ++i) offsets.push_back(start + i * row);
+    const int64_t start = cache_offset(cache, t, j);
+    for (int64_t i = 0; i < n; ++i) offsets.push_back(start + i * hd);
     j += n;
   }
 }
 
-// Asks for one head's row of keys or values (hd floats) ahead of its use. Consecutive positions
-// lie a whole cache row apart (kv_heads * hd floats), a stride the hardware prefetchers do not
-// follow, so without this every position waits for memory.
+// Asks for one head's row of keys or values (hd floats) ahead of its use. Within a block a kv
+// head's positions are contiguous, which the hardware prefetchers follow; this covers the jump
+// to the next block, which can lie anywhere in the arena.
 void prefetch_head_row(const float* row, int64_t hd) {
   constexpr int64_t kLineFloats = 64 / sizeof(float);
   for (int64_t d = 0; d < hd; d += kLineFloats) __builtin_prefetch(row + d);
@@ -123,8 +126,8 @@ void attend_group(const float* q, const float* kc, const float* vc, const PagedK
   float* scores = scratch.values.data();
   float* max_score = scores + group * len;
   float* sum = max_score + group;
-  const float* k_head = kc + kvh * hd;
-  const float* v_head = vc + kvh * hd;
+  const float* k_head = kc + kvh * kv_head_stride(cache);
+  const float* v_head = vc + kvh * kv_head_stride(cache);
   std::fill(max_score, max_score + group, -INFINITY);
   for (int64_t i = 0; i < len; ++i) {
     if (i + kPrefetchAhead < len) prefetch_head_row(k_head + offsets[i + kPrefetchAhead], hd);
@@ -222,8 +225,11 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
       rope_at(q + t * qd, rope, slots[t].rope_pos, cfg.n_heads);
       rope_at(k + t * kvd, rope, slots[t].rope_pos, cfg.n_kv_heads);
       const int64_t at = cache_offset(cache, slots[t], slots[t].pos);
-      std::copy(k + t * kvd, k + (t + 1) * kvd, cache.k[l] + at);
-      std::copy(v + t * kvd, v + (t + 1) * kvd, cache.v[l] + at);
+      for (int64_t h = 0; h < cache.kv_heads; ++h) {
+        const int64_t from = t * kvd + h * hd, to = at + h * kv_head_stride(cache);
+        std::copy(k + from, k + from + hd, cache.k[l] + to);
+        std::copy(v + from, v + from + hd, cache.v[l] + to);
+      }
     }
     if (poll) poll();
     float* attn = sized(a.attn.attn, N * qd);

@@ -23,7 +23,10 @@ struct PagedKvCache {
   int64_t num_blocks = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  // Per layer: (num_blocks, block_size, kv_heads, head_dim) f32.
+  // Per layer: (num_blocks, kv_heads, block_size, head_dim) f32. Within a block each kv head's
+  // positions are contiguous, so attention over one kv head reads its keys and values as a
+  // stream the hardware prefetchers follow (with the positions outermost, consecutive positions
+  // of a head lay kv_heads * head_dim floats apart, one 4 KiB page each at 8 x 128).
   std::vector<float*> k, v;
 };
 
