@@ -26,10 +26,12 @@ Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64
                         ops::ActivationFormat activations, Stream stream = nullptr);
 
 // x: (n, cols) f32 on the device -> codes: (n, cols) int8 (16-byte aligned) and scales:
-// (n, cols / 64), laid out for weights in `format` exactly as ops::quantize_activations lays
-// out Int8Activations::codes and ::scales (the same bits). cols must be a multiple of 64.
+// (n, cols / scale_cols), laid out for weights in `format` exactly as ops::quantize_activations
+// lays out Int8Activations::codes and ::scales (the same bits). scale_cols is 64, or 128 for
+// int4 (ops::activation_scale_cols); cols must be a multiple of it.
 Status quantize_activations(const float* x, int64_t n, int64_t cols, ops::WeightFormat format,
-                            signed char* codes, float* scales, Stream stream = nullptr);
+                            int64_t scale_cols, signed char* codes, float* scales,
+                            Stream stream = nullptr);
 
 // The argument checks every quantized_linear makes (the InvalidArgument cases above).
 Status check_quantized_linear_args(const float* x, const ops::QuantView& w, const float* y,

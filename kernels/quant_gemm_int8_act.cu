@@ -26,29 +26,42 @@ constexpr unsigned kWarp = 32;
 constexpr int64_t kActChunk = ops::kActivationChunk;  // 64: two values per lane
 constexpr float kCodeMax = 127.0f;
 
-// One warp per 64-value chunk of a row of x; lane l holds columns 2l and 2l + 1.
-__global__ void quantize_activations_kernel(const float* __restrict__ x, int64_t chunks,
-                                            int64_t cols, bool int4_layout,
+// One warp per scale's `subs` 64-value chunks (1, or 2 for int4 in groups of 128) of a row of
+// x; lane l holds columns 2l and 2l + 1 of each.
+__global__ void quantize_activations_kernel(const float* __restrict__ x, int64_t scales_total,
+                                            int64_t subs, bool int4_layout,
                                             signed char* __restrict__ codes,
                                             float* __restrict__ scales) {
+  constexpr int kMaxSubs = 2;
   const int64_t chunk =
       static_cast<int64_t>(blockIdx.x) * (kBlockThreads / kWarp) + threadIdx.x / kWarp;
-  if (chunk >= chunks) return;
+  if (chunk >= scales_total) return;
   const unsigned lane = threadIdx.x % kWarp;
-  const int64_t base = chunk * kActChunk;  // rows are whole chunks, so chunks are back to back
-  const float v[2] = {x[base + 2 * lane], x[base + 2 * lane + 1]};
-  float amax = fmaxf(fabsf(v[0]), fabsf(v[1]));
+  // Rows are whole scale chunks, so the chunks are back to back.
+  const int64_t base = chunk * subs * kActChunk;
+  float v[kMaxSubs][2] = {};
+  float amax = 0.0f;
+  bool finite = true;
+  for (int64_t s = 0; s < subs; ++s) {
+    for (int k = 0; k < 2; ++k) {
+      v[s][k] = x[base + s * kActChunk + 2 * lane + k];
+      amax = fmaxf(amax, fabsf(v[s][k]));
+      finite = finite && isfinite(v[s][k]);
+    }
+  }
   for (unsigned offset = kWarp / 2; offset > 0; offset /= 2) {
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
   }
-  const bool finite = __all_sync(0xffffffffu, isfinite(v[0]) && isfinite(v[1]));
+  finite = __all_sync(0xffffffffu, finite);
   const float inverse = (finite && amax > 0) ? __fdiv_rn(kCodeMax, amax) : 0.0f;
   if (lane == 0) scales[chunk] = finite ? __fdiv_rn(amax, kCodeMax) : nanf("");
-  for (int k = 0; k < 2; ++k) {
-    const float q = fminf(kCodeMax, fmaxf(-kCodeMax, rintf(__fmul_rn(v[k], inverse))));
-    // Column 2l + k of the chunk: int8 keeps column order, int4 puts even columns first.
-    const unsigned at = int4_layout ? k * (kActChunk / 2) + lane : 2 * lane + k;
-    codes[base + at] = inverse == 0.0f ? 0 : static_cast<signed char>(q);
+  for (int64_t s = 0; s < subs; ++s) {
+    for (int k = 0; k < 2; ++k) {
+      const float q = fminf(kCodeMax, fmaxf(-kCodeMax, rintf(__fmul_rn(v[s][k], inverse))));
+      // Column 2l + k of the chunk: int8 keeps column order, int4 puts even columns first.
+      const unsigned at = int4_layout ? k * (kActChunk / 2) + lane : 2 * lane + k;
+      codes[base + s * kActChunk + at] = inverse == 0.0f ? 0 : static_cast<signed char>(q);
+    }
   }
 }
 
@@ -57,13 +70,13 @@ __global__ void quantize_activations_kernel(const float* __restrict__ x, int64_t
 template <WeightFormat F, int kThreads, int kRows, int kTokens>
 __global__ void __launch_bounds__(kThreads)
     int8_act_linear_kernel(const signed char* __restrict__ codes,
-                           const float* __restrict__ act_scales, ops::QuantView w,
-                           float* __restrict__ y, int64_t n) {
+                           const float* __restrict__ act_scales, int64_t scale_cols,
+                           ops::QuantView w, float* __restrict__ y, int64_t n) {
   constexpr int64_t kPer = F == WeightFormat::kInt8 ? 16 : 32;  // weights per 16-byte chunk
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t t0 = static_cast<int64_t>(blockIdx.y) * kTokens;
   const int64_t row_chunks = w.cols / kPer;
-  const int64_t act_chunks = w.cols / kActChunk;
+  const int64_t act_scales_per_row = w.cols / scale_cols;
   const auto* chunks = reinterpret_cast<const uint4*>(w.values);
   int64_t row[kRows];
 #pragma unroll
@@ -75,12 +88,13 @@ __global__ void __launch_bounds__(kThreads)
     uint4 wv[kRows];
 #pragma unroll
     for (int i = 0; i < kRows; ++i) wv[i] = __ldg(chunks + row[i] * row_chunks + j);
-    const int64_t a = j * kPer / kActChunk;  // the activation chunk
+    const int64_t a = j * kPer / kActChunk;  // the activation chunk (of 64 codes)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       if (t0 + t >= n) break;
       const signed char* xt = codes + (t0 + t) * w.cols;
-      const float xs = __ldg(act_scales + (t0 + t) * act_chunks + a);
+      const float xs =
+          __ldg(act_scales + (t0 + t) * act_scales_per_row + j * kPer / scale_cols);
       if constexpr (F == WeightFormat::kInt8) {
         const uint4 xv = __ldg(reinterpret_cast<const uint4*>(xt + j * kPer));
 #pragma unroll
@@ -120,44 +134,50 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <WeightFormat F, int kThreads, int kRows, int kTokens>
-void launch(const signed char* codes, const float* scales, const ops::QuantView& w, float* y,
-            int64_t n, cudaStream_t stream) {
+void launch(const signed char* codes, const float* scales, int64_t scale_cols,
+            const ops::QuantView& w, float* y, int64_t n, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
                   static_cast<unsigned>((n + kTokens - 1) / kTokens));
   int8_act_linear_kernel<F, kThreads, kRows, kTokens>
-      <<<grid, kThreads, 0, stream>>>(codes, scales, w, y, n);
+      <<<grid, kThreads, 0, stream>>>(codes, scales, scale_cols, w, y, n);
 }
 
 // Decode (n = 1) and batches, per format.
 template <WeightFormat F>
-void launch_format(const signed char* codes, const float* scales, const ops::QuantView& w,
-                   float* y, int64_t n, cudaStream_t stream) {
+void launch_format(const signed char* codes, const float* scales, int64_t scale_cols,
+                   const ops::QuantView& w, float* y, int64_t n, cudaStream_t stream) {
   if (n == 1) {
-    launch<F, 128, 4, 1>(codes, scales, w, y, n, stream);
+    launch<F, 128, 4, 1>(codes, scales, scale_cols, w, y, n, stream);
   } else {
-    launch<F, 128, 4, 4>(codes, scales, w, y, n, stream);
+    launch<F, 128, 4, 4>(codes, scales, scale_cols, w, y, n, stream);
   }
 }
 
 }  // namespace
 
 Status quantize_activations(const float* x, int64_t n, int64_t cols, ops::WeightFormat format,
-                            signed char* codes, float* scales, Stream stream) {
+                            int64_t scale_cols, signed char* codes, float* scales,
+                            Stream stream) {
   constexpr const char* kOp = "kernels::quantize_activations";
-  if (n < 0 || cols < 0 || cols % kActChunk != 0) {
+  if (scale_cols != kActChunk && !(scale_cols == 2 * kActChunk && format == WeightFormat::kInt4)) {
+    return InvalidArgument(std::string(kOp) + ": scale_cols " + std::to_string(scale_cols) +
+                           " is not 64 (or 128 for int4 weights)");
+  }
+  if (n < 0 || cols < 0 || cols % scale_cols != 0) {
     return InvalidArgument(std::string(kOp) + ": cols " + std::to_string(cols) +
-                           " is not a multiple of 64 (or n is negative)");
+                           " is not a multiple of " + std::to_string(scale_cols) +
+                           " (or n is negative)");
   }
   const auto values = static_cast<size_t>(n * cols);
   MS_RETURN_IF_ERROR(check_buffer(kOp, "x", x, values));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "codes", static_cast<const void*>(codes), values, 16));
-  MS_RETURN_IF_ERROR(check_buffer(kOp, "scales", scales, values / kActChunk));
-  const int64_t chunks = n * cols / kActChunk;
-  if (chunks == 0) return Status::OK();
+  MS_RETURN_IF_ERROR(check_buffer(kOp, "scales", scales, values / scale_cols));
+  const int64_t scales_total = n * cols / scale_cols;
+  if (scales_total == 0) return Status::OK();
   constexpr int64_t kWarpsPerBlock = kBlockThreads / kWarp;
-  const auto blocks = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const auto blocks = static_cast<unsigned>((scales_total + kWarpsPerBlock - 1) / kWarpsPerBlock);
   quantize_activations_kernel<<<blocks, kBlockThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, chunks, cols, format == WeightFormat::kInt4, codes, scales);
+      x, scales_total, scale_cols / kActChunk, format == WeightFormat::kInt4, codes, scales);
   MS_CUDA_CHECK(cudaGetLastError());
   return Status::OK();
 }
@@ -176,16 +196,17 @@ Status quantized_linear(const float* x, const ops::QuantView& w, float* y, int64
   const auto s = static_cast<cudaStream_t>(stream);
   const auto values = static_cast<size_t>(n * w.cols);
   void* workspace = nullptr;
+  const int64_t scale_cols = ops::activation_scale_cols(w);
   // Codes first (16-byte aligned rows: cols is a multiple of 64), then the scales.
-  MS_CUDA_CHECK(cudaMallocAsync(&workspace, values + values / kActChunk * sizeof(float), s));
+  MS_CUDA_CHECK(cudaMallocAsync(&workspace, values + values / scale_cols * sizeof(float), s));
   auto* codes = static_cast<signed char*>(workspace);
   auto* scales = reinterpret_cast<float*>(codes + values);
-  Status status = quantize_activations(x, n, w.cols, w.format, codes, scales, stream);
+  Status status = quantize_activations(x, n, w.cols, w.format, scale_cols, codes, scales, stream);
   if (status.ok()) {
     if (w.format == WeightFormat::kInt8) {
-      launch_format<WeightFormat::kInt8>(codes, scales, w, y, n, s);
+      launch_format<WeightFormat::kInt8>(codes, scales, scale_cols, w, y, n, s);
     } else {
-      launch_format<WeightFormat::kInt4>(codes, scales, w, y, n, s);
+      launch_format<WeightFormat::kInt4>(codes, scales, scale_cols, w, y, n, s);
     }
     const cudaError_t launched = cudaGetLastError();
     if (launched != cudaSuccess) status = cuda_error(launched, kOp, __FILE__, __LINE__);

@@ -26,7 +26,7 @@ struct PagedKvCache {
   // Per layer: (num_blocks, kv_heads, block_size, head_dim) f32. Within a block each kv head's
   // positions are contiguous, so attention over one kv head reads its keys and values as a
   // stream the hardware prefetchers follow (with the positions outermost, consecutive positions
-  // of a head lay kv_heads * head_dim floats apart, one 4 KiB page each at 8 x 128).
+  // of a head lay kv_heads * head_dim floats apart, 4 KiB at 8 x 128, a stride they do not).
   std::vector<float*> k, v;
 };
 

@@ -31,37 +31,40 @@ inline float round_to_even(float v) {
 
 // Plain comparisons rather than std::fmax and std::fmin, which are library calls on the
 // baseline instruction set (a decode step quantizes a few hundred thousand values).
-void quantize_chunk(const float* x, WeightFormat format, int8_t* codes, float* scale,
+// One scale's `cols` columns (64 or 128), laid out per chunk of 64.
+void quantize_chunk(const float* x, int64_t cols, WeightFormat format, int8_t* codes, float* scale,
                     int32_t* bias) {
   float amax = 0;
   bool finite = true;
-  for (int64_t i = 0; i < kActivationChunk; ++i) {
+  for (int64_t i = 0; i < cols; ++i) {
     const float a = std::fabs(x[i]);
     finite = finite && a <= std::numeric_limits<float>::max();  // false for inf and NaN
     amax = a > amax ? a : amax;
   }
   *scale = finite ? amax / kCodeMax : std::numeric_limits<float>::quiet_NaN();
   const float inverse = (finite && amax > 0) ? kCodeMax / amax : 0.0f;
-  int8_t q[kActivationChunk];  // column order
-  for (int64_t c = 0; c < kActivationChunk; ++c) {
-    float v = round_to_even(x[c] * inverse);
-    v = v > kCodeMax ? kCodeMax : v;
-    v = v < -kCodeMax ? -kCodeMax : v;
-    q[c] = inverse == 0 ? int8_t{0} : static_cast<int8_t>(v);
-  }
-  if (format != WeightFormat::kInt4) {
-    std::memcpy(codes, q, sizeof(q));
-    return;
-  }
-  constexpr int64_t kHalf = kActivationChunk / 2;
-  for (int64_t j = 0; j < kHalf; ++j) {
-    codes[j] = q[2 * j];
-    codes[kHalf + j] = q[2 * j + 1];
-  }
-  for (int64_t oct = 0; oct < kActivationChunk / 8; ++oct) {
-    int32_t sum = 0;
-    for (int64_t k = 8 * oct; k < 8 * oct + 8; ++k) sum += q[k];
-    bias[oct] = 8 * sum;
+  for (int64_t at = 0; at < cols; at += kActivationChunk) {
+    int8_t q[kActivationChunk];  // column order
+    for (int64_t c = 0; c < kActivationChunk; ++c) {
+      float v = round_to_even(x[at + c] * inverse);
+      v = v > kCodeMax ? kCodeMax : v;
+      v = v < -kCodeMax ? -kCodeMax : v;
+      q[c] = inverse == 0 ? int8_t{0} : static_cast<int8_t>(v);
+    }
+    if (format != WeightFormat::kInt4) {
+      std::memcpy(codes + at, q, sizeof(q));
+      continue;
+    }
+    constexpr int64_t kHalf = kActivationChunk / 2;
+    for (int64_t j = 0; j < kHalf; ++j) {
+      codes[at + j] = q[2 * j];
+      codes[at + kHalf + j] = q[2 * j + 1];
+    }
+    for (int64_t oct = 0; oct < kActivationChunk / 8; ++oct) {
+      int32_t sum = 0;
+      for (int64_t k = 8 * oct; k < 8 * oct + 8; ++k) sum += q[k];
+      bias[at / 8 + oct] = 8 * sum;
+    }
   }
 }
 
@@ -84,18 +87,25 @@ Result<ActivationFormat> parse_activation_format(std::string_view name) {
   return InvalidArgument("activation format '" + std::string(name) + "' is not one of f32, int8");
 }
 
+int64_t activation_scale_cols(const QuantView& w) {
+  return w.format == WeightFormat::kInt4 && w.group_size == 128 ? 128 : kActivationChunk;
+}
+
 bool int8_activations_apply(const QuantView& w) {
   return (w.format == WeightFormat::kInt8 || w.format == WeightFormat::kInt4) &&
          w.cols % kActivationChunk == 0;
 }
 
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
-                          Int8Activations* out, bool vector) {
-  assert(cols % kActivationChunk == 0);
-  const int64_t chunks = cols / kActivationChunk;
+                          int64_t scale_cols, Int8Activations* out, bool vector) {
+  assert(scale_cols == kActivationChunk ||
+         (scale_cols == 2 * kActivationChunk && format == WeightFormat::kInt4));
+  assert(cols % scale_cols == 0);
+  const int64_t chunks = cols / scale_cols;
   out->format = format;
   out->n = n;
   out->cols = cols;
+  out->scale_cols = scale_cols;
   out->codes.resize(static_cast<size_t>(n * cols));
   out->scales.resize(static_cast<size_t>(n * chunks));
   out->nibble_bias.resize(format == WeightFormat::kInt4 ? static_cast<size_t>(n * cols / 8) : 0);
@@ -108,24 +118,24 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat 
 #endif
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t at = t * cols + c * kActivationChunk;
+      const int64_t at = t * cols + c * scale_cols;
       int8_t* codes = out->codes.data() + at;
       float* scale = out->scales.data() + t * chunks + c;
       int32_t* bias = format == WeightFormat::kInt4 ? out->nibble_bias.data() + at / 8 : nullptr;
 #if defined(MS_QUANT_AVX2)
       if (avx2) {
-        quantize_chunk_avx2(x + at, format == WeightFormat::kInt4, codes, scale, bias);
+        quantize_chunk_avx2(x + at, scale_cols, format == WeightFormat::kInt4, codes, scale, bias);
         continue;
       }
 #endif
-      quantize_chunk(x + at, format, codes, scale, bias);
+      quantize_chunk(x + at, scale_cols, format, codes, scale, bias);
     }
   }
 }
 
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
                           Int8Activations* out) {
-  quantize_activations(x, n, cols, format, out, true);
+  quantize_activations(x, n, cols, format, kActivationChunk, out, true);
 }
 
 }  // namespace ms::ops

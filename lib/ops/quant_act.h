@@ -1,6 +1,7 @@
 // Activations quantized to int8 for the integer kernels of the quantized linear (the same idea
 // as llama.cpp's Q8_0 activation blocks, not its format): with int8 or int4 weights, a row of x
-// is cut into chunks of 64 columns, each held as 64 int8 codes and one f32 scale
+// is cut into chunks of 64 columns (128 for int4 weights in groups of 128), each held as int8
+// codes and one f32 scale
 //   d = max|chunk| / 127,   q = round(x * (127 / max|chunk|)) (ties to even), |q| <= 127,
 // and a dot product is then a sum of exact integer products per chunk, scaled once per chunk.
 // On AVX2 that is 32 multiply-adds an instruction (vpmaddubsw) instead of 8 fused f32 ones
@@ -27,8 +28,17 @@ std::string_view activation_format_name(ActivationFormat format);
 // The inverse; InvalidArgument naming the text and the choices otherwise.
 Result<ActivationFormat> parse_activation_format(std::string_view name);
 
-// Columns per activation chunk (one scale each).
+// Columns per activation chunk: the unit of the codes' layout, and of a scale unless
+// activation_scale_cols says more.
 inline constexpr int64_t kActivationChunk = 64;
+
+// Columns per activation scale for weights w: 128 for int4 in groups of 128, 64 otherwise. A
+// chunk of 128 shares its weight group's span, so the kernel adds the group's integer products
+// (in int16, 4 * 2 * 15 * 127 at most) before it converts and scales them once, instead of
+// once per 64 columns: a quarter fewer instructions per weight for the format that reads the
+// fewest bytes (docs/bench/infer.md, "A scale per 128 activations"). The coarser scale costs
+// int4-g128 a little activation precision (docs/infer.md, "Activations").
+int64_t activation_scale_cols(const QuantView& w);
 
 // Whether int8 activations apply to a matrix: int8 or int4 weights whose rows are whole
 // chunks. Other matrices (f32, bf16, or a width that is not a multiple of 64) keep f32
@@ -46,8 +56,9 @@ bool int8_activations_apply(const QuantView& w);
 struct Int8Activations {
   WeightFormat format = WeightFormat::kInt8;
   int64_t n = 0, cols = 0;
-  std::vector<int8_t> codes;         // (n, cols), laid out per chunk
-  std::vector<float> scales;         // (n, cols / 64)
+  int64_t scale_cols = kActivationChunk;  // columns per scale: 64 or 128
+  std::vector<int8_t> codes;              // (n, cols), laid out per chunk of 64
+  std::vector<float> scales;              // (n, cols / scale_cols)
   std::vector<int32_t> nibble_bias;  // int4: (n, cols / 8); empty otherwise
 
   // Where column `col` of a row is among that row's codes.
@@ -60,18 +71,20 @@ struct Int8Activations {
     return codes[static_cast<size_t>(row * cols + code_index(format, col))];
   }
   float scale(int64_t row, int64_t col) const {
-    return scales[static_cast<size_t>(row * (cols / kActivationChunk) + col / kActivationChunk)];
+    return scales[static_cast<size_t>(row * (cols / scale_cols) + col / scale_cols)];
   }
 };
 
-// x: (n, cols) f32 -> out, laid out for weights in `format` (kInt8 or kInt4); cols is a
-// multiple of 64 (asserted). out's buffers are reused when large enough. A chunk holding a
-// non-finite value gets codes 0 and scale NaN, so every output it feeds is NaN, as with f32.
+// x: (n, cols) f32 -> out, laid out for weights in `format` (kInt8 or kInt4), a scale per 64
+// columns; cols is a multiple of 64 (asserted). out's buffers are reused when large enough. A
+// chunk holding a non-finite value gets codes 0 and scale NaN, so every output it feeds is NaN,
+// as with f32.
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
                           Int8Activations* out);
-// The same with the scalar loop when `vector` is false, else with the AVX2 quantizer where the
-// CPU has it (the overload above). Both give the same bits; the tests compare them.
+// The same with a scale per `scale_cols` columns (64, or 128 for int4; cols a multiple of it),
+// with the scalar loop when `vector` is false, else with the AVX2 quantizer where the CPU has it
+// (the overload above). Both give the same bits; the tests compare them.
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
-                          Int8Activations* out, bool vector);
+                          int64_t scale_cols, Int8Activations* out, bool vector);
 
 }  // namespace ms::ops

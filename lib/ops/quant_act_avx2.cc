@@ -42,37 +42,14 @@ __m128i nibble_biases(const __m256i* ints) {
   return _mm_slli_epi32(sums, 3);
 }
 
-}  // namespace
-
-void quantize_chunk_avx2(const float* x, bool int4, int8_t* codes, float* scale, int32_t* bias) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  __m256 v[8];
-  __m256 amax = _mm256_setzero_ps();
-  __m256 finite = _mm256_cmp_ps(amax, amax, _CMP_EQ_OQ);  // all ones
-  for (int i = 0; i < 8; ++i) {
-    v[i] = _mm256_loadu_ps(x + 8 * i);
-    const __m256 a = _mm256_andnot_ps(sign, v[i]);
-    // False for inf and NaN, as the scalar loop's a <= FLT_MAX.
-    finite = _mm256_and_ps(finite, _mm256_cmp_ps(a, _mm256_set1_ps(kFloatMax), _CMP_LE_OQ));
-    amax = _mm256_max_ps(amax, a);
-  }
-  const bool all_finite = _mm256_movemask_ps(finite) == 0xff;
-  const float max_abs = max_lane(amax);
-  *scale = all_finite ? max_abs / kCodeMax : __builtin_nanf("");
-  const float inverse = (all_finite && max_abs > 0) ? kCodeMax / max_abs : 0.0f;
-  if (inverse == 0) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes), _mm256_setzero_si256());
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + 32), _mm256_setzero_si256());
-    if (int4) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bias), _mm256_setzero_si256());
-    }
-    return;
-  }
-  const __m256 inv = _mm256_set1_ps(inverse), magic = _mm256_set1_ps(kMagic);
+// The codes and biases of one chunk of 64 columns, given its scale's inverse (not 0).
+void codes_of_chunk(const float* x, __m256 inv, bool int4, int8_t* codes, int32_t* bias) {
+  const __m256 magic = _mm256_set1_ps(kMagic);
   const __m256 top = _mm256_set1_ps(kCodeMax), bottom = _mm256_set1_ps(-kCodeMax);
   __m256i ints[8];
   for (int i = 0; i < 8; ++i) {
-    __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(v[i], inv), magic), magic);
+    __m256 r = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * i), inv), magic),
+                             magic);
     r = _mm256_max_ps(_mm256_min_ps(r, top), bottom);
     ints[i] = _mm256_cvtps_epi32(r);
   }
@@ -93,6 +70,37 @@ void quantize_chunk_avx2(const float* x, bool int4, int8_t* codes, float* scale,
                       _mm256_permute2x128_si256(s0, s1, 0x31));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(bias), nibble_biases(ints));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + 4), nibble_biases(ints + 4));
+}
+
+}  // namespace
+
+void quantize_chunk_avx2(const float* x, int64_t cols, bool int4, int8_t* codes, float* scale,
+                         int32_t* bias) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 amax = _mm256_setzero_ps();
+  __m256 finite = _mm256_cmp_ps(amax, amax, _CMP_EQ_OQ);  // all ones
+  for (int64_t i = 0; i < cols; i += 8) {
+    const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i));
+    // False for inf and NaN, as the scalar loop's a <= FLT_MAX.
+    finite = _mm256_and_ps(finite, _mm256_cmp_ps(a, _mm256_set1_ps(kFloatMax), _CMP_LE_OQ));
+    amax = _mm256_max_ps(amax, a);
+  }
+  const bool all_finite = _mm256_movemask_ps(finite) == 0xff;
+  const float max_abs = max_lane(amax);
+  *scale = all_finite ? max_abs / kCodeMax : __builtin_nanf("");
+  const float inverse = (all_finite && max_abs > 0) ? kCodeMax / max_abs : 0.0f;
+  for (int64_t at = 0; at < cols; at += 64) {
+    if (inverse == 0) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + at), _mm256_setzero_si256());
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + at + 32), _mm256_setzero_si256());
+      if (int4) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(bias + at / 8), _mm256_setzero_si256());
+      }
+      continue;
+    }
+    codes_of_chunk(x + at, _mm256_set1_ps(inverse), int4, codes + at,
+                   int4 ? bias + at / 8 : nullptr);
+  }
 }
 
 }  // namespace ms::ops

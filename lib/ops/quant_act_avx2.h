@@ -6,9 +6,10 @@
 
 namespace ms::ops {
 
-// One chunk of 64 activations -> its 64 codes (column order, or for int4 the even columns then
-// the odd ones), its scale and, for int4, its 8 nibble biases: the same bits as the scalar
-// quantize_chunk in quant_act.cc.
-void quantize_chunk_avx2(const float* x, bool int4, int8_t* codes, float* scale, int32_t* bias);
+// The `cols` activations of one scale (64, or 128 for int4) -> their codes (per chunk of 64:
+// column order, or for int4 the even columns then the odd ones), the scale and, for int4, a
+// nibble bias per 8 columns: the same bits as the scalar quantize_chunk in quant_act.cc.
+void quantize_chunk_avx2(const float* x, int64_t cols, bool int4, int8_t* codes, float* scale,
+                         int32_t* bias);
 
 }  // namespace ms::ops

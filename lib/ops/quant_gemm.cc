@@ -124,7 +124,10 @@ namespace {
 // Whether one copy of x, laid out or quantized once, serves every weight of `outs`.
 bool share_input_layout(std::span<const QuantLinearOut> outs) {
   for (const QuantLinearOut& o : outs) {
-    if (o.w.format != outs[0].w.format || o.w.cols != outs[0].w.cols) return false;
+    if (o.w.format != outs[0].w.format || o.w.cols != outs[0].w.cols ||
+        activation_scale_cols(o.w) != activation_scale_cols(outs[0].w)) {
+      return false;
+    }
   }
   return true;
 }
@@ -196,8 +199,9 @@ void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int
   if (activations == ActivationFormat::kInt8 && int8_activations_apply(w)) {
     // Quantized once per call, read by every task; kept per thread so serving's calls reuse it.
     thread_local Int8Activations quantized;
-    quantize_activations(x, n, w.cols, w.format, &quantized, path != CpuPath::kScalar);
-    const Int8ActView view{n, w.cols, quantized.codes.data(), quantized.scales.data(),
+    const int64_t scale_cols = activation_scale_cols(w);
+    quantize_activations(x, n, w.cols, w.format, scale_cols, &quantized, path != CpuPath::kScalar);
+    const Int8ActView view{n, w.cols, scale_cols, quantized.codes.data(), quantized.scales.data(),
                            quantized.nibble_bias.data()};
     const Int8ActRowsFn fn = int8_act_rows_fn(path);
     parallel_weight_blocks(outs, [&](const QuantLinearOut& o, int64_t begin, int64_t end) {

@@ -14,6 +14,7 @@ namespace ms::ops {
 // header, so it emits no shared (COMDAT) code the linker could pick for the other files.
 struct Int8ActView {
   int64_t n = 0, cols = 0;
+  int64_t scale_cols = kActivationChunk;  // columns per scale (activation_scale_cols of w)
   const int8_t* codes = nullptr;
   const float* scales = nullptr;
   const int32_t* nibble_bias = nullptr;

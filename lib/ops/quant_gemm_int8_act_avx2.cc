@@ -8,7 +8,10 @@
 //     nibbles are code + 8 (unsigned, as vpmaddubsw needs), so the chunk's nibble_bias comes
 //     off each lane. Lane i covers columns 8i .. 8i + 7, so with groups of 32 lanes 0-3 take the
 //     first group's scale and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice
-//     that: no saturation.
+//     that: no saturation. With groups of 128 the activations have one scale per 128 columns
+//     too (activation_scale_cols), so a step takes a whole group: the int16 sums of its two
+//     chunks are added (four times 2 * 15 * 127 still fits) before one vpmaddwd, conversion and
+//     scaling, and lane i covers columns 8i .. 8i + 7 of both chunks.
 //   int8: the weights are signed, so the unsigned operand is |w| and the signed one x with w's
 //     sign (vpsignb); 2 * 128 * 127 fits an int16, even for a code of -128 from a file. The
 //     row's scale multiplies the total.
@@ -53,40 +56,83 @@ struct XRows {
   XRows(const Int8ActView& x, int64_t t0) {
     for (int t = 0; t < T; ++t) {
       codes[t] = x.codes + (t0 + t) * x.cols;
-      scales[t] = x.scales + (t0 + t) * (x.cols / kChunk);
+      scales[t] = x.scales + (t0 + t) * (x.cols / x.scale_cols);
       bias[t] = x.nibble_bias == nullptr ? nullptr : x.nibble_bias + (t0 + t) * (x.cols / 8);
     }
   }
 };
 
-// One row of W (int4, groups of G) against T rows of x, chunk by chunk.
+// The low and the high nibbles of a chunk's 32 packed bytes.
+struct Nibbles {
+  __m256i lo, hi;
+  explicit Nibbles(const uint8_t* p) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i b = load(p);
+    lo = _mm256_and_si256(b, low4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+  }
+  // Neighbouring pairs of nibble * code over the chunk whose codes start at xc, as int16.
+  __m256i pairs(const int8_t* xc) const {
+    return _mm256_add_epi16(_mm256_maddubs_epi16(lo, load(xc)),
+                            _mm256_maddubs_epi16(hi, load(xc + kChunk / 2)));
+  }
+};
+
+// One row of W (int4, groups of G = 32 or 64) against T rows of x, chunk by chunk.
 template <int G, int T>
 struct Int4Row {
+  static constexpr int64_t kCols = kChunk;  // columns a step takes
   const uint8_t* w;     // the row's packed bytes
   const float* scales;  // the row's group scales
   XRows<T> x;
 
-  // Chunks c and c + 1 (c even): 64 bytes, one cache line.
+  // Steps c and c + 1 (c even): 64 bytes, one cache line.
   void prefetch_pair(int64_t c) const { prefetch(w + c * (kChunk / 2) + kPrefetchBytes); }
 
   void chunk(int64_t c, __m256 (&acc)[T]) const {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i b = load(w + c * (kChunk / 2));
-    const __m256i lo = _mm256_and_si256(b, low4);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+    const Nibbles nibbles(w + c * (kChunk / 2));
     __m256 ws;
     if constexpr (G == 32) {
       ws = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_broadcast_ss(scales + 2 * c)),
                                 _mm_broadcast_ss(scales + 2 * c + 1), 1);
     } else {
-      ws = _mm256_broadcast_ss(scales + c / (G / kChunk));
+      ws = _mm256_broadcast_ss(scales + c);
     }
     for (int t = 0; t < T; ++t) {
-      const int8_t* xc = x.codes[t] + c * kChunk;
-      const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(lo, load(xc)),
-                                             _mm256_maddubs_epi16(hi, load(xc + kChunk / 2)));
+      const __m256i pairs = nibbles.pairs(x.codes[t] + c * kChunk);
       const __m256i sums =
           _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(x.bias[t] + c * 8));
+      const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(x.scales[t] + c));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
+    }
+  }
+};
+
+// One row of W (int4, groups of 128) against T rows of x whose scales are per 128 columns, a
+// group a step.
+template <int T>
+struct Int4Row<128, T> {
+  static constexpr int64_t kCols = 2 * kChunk;
+  const uint8_t* w;
+  const float* scales;
+  XRows<T> x;
+
+  // Steps c and c + 1: a cache line each.
+  void prefetch_pair(int64_t c) const {
+    prefetch(w + c * kChunk + kPrefetchBytes);
+    prefetch(w + (c + 1) * kChunk + kPrefetchBytes);
+  }
+
+  void chunk(int64_t c, __m256 (&acc)[T]) const {
+    const Nibbles first(w + c * kChunk), second(w + c * kChunk + kChunk / 2);
+    const __m256 ws = _mm256_broadcast_ss(scales + c);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xc = x.codes[t] + c * 2 * kChunk;
+      const __m256i pairs = _mm256_add_epi16(first.pairs(xc), second.pairs(xc + kChunk));
+      const int32_t* bias = x.bias[t] + c * 16;
+      const __m256i sums = _mm256_sub_epi32(
+          _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(bias)),
+          load(bias + 8));
       const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(x.scales[t] + c));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
     }
@@ -96,6 +142,7 @@ struct Int4Row {
 // One row of W (int8) against T rows of x.
 template <int T>
 struct Int8Row {
+  static constexpr int64_t kCols = kChunk;
   const int8_t* w;  // the row's codes
   XRows<T> x;
 
@@ -121,10 +168,11 @@ struct Int8Row {
   }
 };
 
-// Runs a row kernel over `chunks` chunks, alternating two accumulators, and
-// writes the T outputs, times `row_scale`, to y[(t0 + t) * ld].
+// Runs a row kernel over a row of `cols` columns, Row::kCols a step, alternating two
+// accumulators, and writes the T outputs, times `row_scale`, to y[(t0 + t) * ld].
 template <int T, class Row>
-void run_row(const Row& row, int64_t chunks, float row_scale, float* y, int64_t ld) {
+void run_row(const Row& row, int64_t cols, float row_scale, float* y, int64_t ld) {
+  const int64_t chunks = cols / Row::kCols;
   __m256 even[T], odd[T];
   for (int t = 0; t < T; ++t) even[t] = odd[t] = _mm256_setzero_ps();
   int64_t c = 0;
@@ -149,22 +197,22 @@ void run_row(const Row& row, int64_t chunks, float row_scale, float* y, int64_t 
 
 template <int T>
 void dot_row(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r, float* y) {
-  const int64_t chunks = w.cols / kChunk;
+  const int64_t cols = w.cols;
   float* out = y + t0 * w.rows + r;
   const XRows<T> rows(x, t0);
   if (w.format == WeightFormat::kInt8) {
     const Int8Row<T> row{reinterpret_cast<const int8_t*>(w.values) + r * w.cols, rows};
-    return run_row<T>(row, chunks, w.scales[r], out, w.rows);
+    return run_row<T>(row, cols, w.scales[r], out, w.rows);
   }
   const uint8_t* bytes = w.values + r * (w.cols / 2);
   const float* scales = w.scales + r * (w.cols / w.group_size);
   switch (w.group_size) {
     case 32:
-      return run_row<T>(Int4Row<32, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<32, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
     case 64:
-      return run_row<T>(Int4Row<64, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<64, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
     default:
-      return run_row<T>(Int4Row<128, T>{bytes, scales, rows}, chunks, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<128, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
   }
 }
 

@@ -1,6 +1,7 @@
 // The scalar twin of the integer kernels: per chunk of 64 columns (per half chunk for int4, whose
 // groups of 32 may change scale there), the exact integer sum of the weights' codes times the
-// activations' codes, then one rounding into the f32 total with the product of the scales.
+// activations' codes, then one rounding into the f32 total with the product of the scales (the
+// activations' scale of that chunk's x.scale_cols columns).
 #include "ops/quant_gemm_int8_act.h"
 
 namespace ms::ops {
@@ -27,13 +28,13 @@ float int4_dot(const Int8ActView& x, const QuantView& w, int64_t t, int64_t r) {
   const float* sr = w.scales + r * (w.cols / w.group_size);
   float acc = 0;
   const int8_t* xr = x.codes + t * w.cols;
-  const float* xs = x.scales + t * (w.cols / kActivationChunk);
+  const float* xs = x.scales + t * (w.cols / x.scale_cols);
   for (int64_t h = 0; h < w.cols; h += kHalf) {
     int32_t sum = 0;
     for (int64_t col = h; col < h + kHalf; ++col) {
       sum += int4_code(wr, col) * xr[Int8Activations::code_index(WeightFormat::kInt4, col)];
     }
-    acc += static_cast<float>(sum) * (sr[h / w.group_size] * xs[h / kActivationChunk]);
+    acc += static_cast<float>(sum) * (sr[h / w.group_size] * xs[h / x.scale_cols]);
   }
   return acc;
 }

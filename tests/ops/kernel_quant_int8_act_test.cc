@@ -56,12 +56,14 @@ class KernelInt8ActTest : public ::testing::TestWithParam<Int8ActTwinCase> {
         ops::quantize_weights(w.data(), c.rows, c.cols, c.format, c.group);
     ASSERT_TRUE(q.ok()) << q.status().to_string();
     q_ = std::move(q).value();
-    ops::quantize_activations(x_.data(), c.n, c.cols, c.format, &act_);
+    scale_cols_ = ops::activation_scale_cols(q_.view());
+    ops::quantize_activations(x_.data(), c.n, c.cols, c.format, scale_cols_, &act_, true);
   }
 
   std::vector<float> x_;
   ops::QuantizedMatrix q_;
   ops::Int8Activations act_;
+  int64_t scale_cols_ = ops::kActivationChunk;
 };
 
 TEST_P(KernelInt8ActTest, QuantizesXToTheCpuCodesAndScales) {
@@ -69,13 +71,15 @@ TEST_P(KernelInt8ActTest, QuantizesXToTheCpuCodesAndScales) {
   const size_t values = x_.size();
   const DeviceBuffer dx = upload(x_.data(), values);
   Result<DeviceBuffer> codes = DeviceBuffer::allocate(values);
-  Result<DeviceBuffer> scales = DeviceBuffer::allocate(values / 64 * sizeof(float));
+  const size_t scale_count = values / static_cast<size_t>(scale_cols_);
+  Result<DeviceBuffer> scales = DeviceBuffer::allocate(scale_count * sizeof(float));
   ASSERT_TRUE(succeeded(codes.status()) && succeeded(scales.status()));
-  ASSERT_TRUE(succeeded(quantize_activations(dx.as<float>(), c.n, c.cols, c.format,
+  ASSERT_TRUE(succeeded(quantize_activations(dx.as<float>(), c.n, c.cols, c.format, scale_cols_,
                                              codes->as<signed char>(), scales->as<float>())));
   ASSERT_TRUE(succeeded(synchronize(nullptr)));
   const auto got_codes = download<int8_t>(*codes, values);
-  const auto got_scales = download<float>(*scales, values / 64);
+  const auto got_scales = download<float>(*scales, scale_count);
+  ASSERT_EQ(got_scales.size(), act_.scales.size());
   EXPECT_EQ(std::memcmp(got_codes.data(), act_.codes.data(), values), 0);
   EXPECT_EQ(std::memcmp(got_scales.data(), act_.scales.data(), got_scales.size() * 4), 0);
 }
@@ -120,9 +124,23 @@ INSTANTIATE_TEST_SUITE_P(Kernels, KernelInt8ActTest, ::testing::ValuesIn(kCases)
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(KernelInt8ActArgsTest, RefusesAWidthThatIsNotWholeChunks) {
-  const Status s = quantize_activations(nullptr, 1, 96, ops::WeightFormat::kInt8, nullptr, nullptr);
+  Status s = quantize_activations(nullptr, 1, 96, ops::WeightFormat::kInt8, 64, nullptr, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("cols 96"), std::string::npos) << s.message();
+  s = quantize_activations(nullptr, 1, 192, ops::WeightFormat::kInt4, 128, nullptr, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("cols 192 is not a multiple of 128"), std::string::npos)
+      << s.message();
+}
+
+TEST(KernelInt8ActArgsTest, RefusesAScaleSpanOtherThan64Or128ForInt4) {
+  for (const auto& [format, span] : {std::pair{ops::WeightFormat::kInt8, int64_t{128}},
+                                     std::pair{ops::WeightFormat::kInt4, int64_t{32}}}) {
+    const Status s = quantize_activations(nullptr, 1, 256, format, span, nullptr, nullptr);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("scale_cols " + std::to_string(span)), std::string::npos)
+        << s.message();
+  }
 }
 
 TEST(KernelInt8ActArgsTest, ChecksArgumentsAsTheF32Path) {

@@ -57,6 +57,18 @@ TEST(QuantActTest, ApplyToInt8AndInt4RowsOfWholeChunksOnly) {
   }
 }
 
+TEST(QuantActTest, Int4InGroupsOf128TakesAScalePer128ColumnsAndTheRestPer64) {
+  QuantView w;
+  w.cols = 256;
+  w.format = WeightFormat::kInt8;
+  EXPECT_EQ(activation_scale_cols(w), 64);
+  w.format = WeightFormat::kInt4;
+  for (int64_t group : {32, 64, 128}) {
+    w.group_size = group;
+    EXPECT_EQ(activation_scale_cols(w), group == 128 ? 128 : 64) << "group " << group;
+  }
+}
+
 TEST(QuantActTest, CodesRoundToTheNearestTiesToEvenWithinTheRange) {
   // max|x| = 127 makes the scale 1, so the codes are x rounded.
   std::vector<float> x(kChunk, 0.0f);
@@ -73,24 +85,29 @@ TEST(QuantActTest, CodesRoundToTheNearestTiesToEvenWithinTheRange) {
   }
 }
 
+// With the scale per 128 columns of int4 in groups of 128 (activation_scale_cols) too: one
+// scale's maximum, codes and biases still laid out per chunk of 64.
 TEST(QuantActTest, EveryValueIsWithinHalfAScaleAndTheLayoutIsAsDocumented) {
   std::mt19937_64 rng(5);
-  const int64_t n = 3, cols = 3 * kChunk;
+  const int64_t n = 3, cols = 4 * kChunk;
   std::vector<float> x = test::random_floats(static_cast<size_t>(n * cols), rng, -2, 2);
   x[70] = 0;  // a chunk whose maximum sits elsewhere
-  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+  for (x[cols + 5] *= 3; const auto& [format, per] :
+       {std::pair{WeightFormat::kInt8, kChunk}, std::pair{WeightFormat::kInt4, kChunk},
+        std::pair{WeightFormat::kInt4, 2 * kChunk}}) {
+    SCOPED_TRACE(std::string(weight_format_name(format)) + ", a scale per " + std::to_string(per));
     Int8Activations q;
-    quantize_activations(x.data(), n, cols, format, &q);
+    quantize_activations(x.data(), n, cols, format, per, &q, true);
+    ASSERT_EQ(q.scale_cols, per);
     ASSERT_EQ(q.codes.size(), static_cast<size_t>(n * cols));
-    ASSERT_EQ(q.scales.size(), static_cast<size_t>(n * cols / kChunk));
+    ASSERT_EQ(q.scales.size(), static_cast<size_t>(n * cols / per));
     for (int64_t t = 0; t < n; ++t) {
-      for (int64_t c0 = 0; c0 < cols; c0 += kChunk) {
+      for (int64_t c0 = 0; c0 < cols; c0 += per) {
         float amax = 0;
-        for (int64_t k = c0; k < c0 + kChunk; ++k)
-          amax = std::max(amax, std::fabs(x[t * cols + k]));
+        for (int64_t k = c0; k < c0 + per; ++k) amax = std::max(amax, std::fabs(x[t * cols + k]));
         EXPECT_FLOAT_EQ(q.scale(t, c0), amax / 127);
         int reached = 0;
-        for (int64_t k = c0; k < c0 + kChunk; ++k) {
+        for (int64_t k = c0; k < c0 + per; ++k) {
           const int code = q.code(t, k);
           EXPECT_LE(std::abs(code), 127);
           reached = std::max(reached, std::abs(code));
@@ -168,16 +185,18 @@ TEST(QuantActTest, TheVectorQuantizerGivesTheScalarLoopsBits) {
   chunk(2, 0)[17] = 1e-30f;  // one tiny value among zeros
   std::fill(chunk(2, 0), chunk(2, 0) + 17, 0.0f);
   std::fill(chunk(2, 0) + 18, chunk(2, 1), 0.0f);
-  for (WeightFormat format : {WeightFormat::kInt8, WeightFormat::kInt4}) {
+  for (const auto& [format, per] :
+       {std::pair{WeightFormat::kInt8, kChunk}, std::pair{WeightFormat::kInt4, kChunk},
+        std::pair{WeightFormat::kInt4, 2 * kChunk}}) {
+    SCOPED_TRACE(std::string(weight_format_name(format)) + ", a scale per " + std::to_string(per));
     Int8Activations scalar, vector;
-    quantize_activations(x.data(), n, cols, format, &scalar, false);
-    quantize_activations(x.data(), n, cols, format, &vector, true);
-    EXPECT_EQ(vector.codes, scalar.codes) << weight_format_name(format);
+    quantize_activations(x.data(), n, cols, format, per, &scalar, false);
+    quantize_activations(x.data(), n, cols, format, per, &vector, true);
+    EXPECT_EQ(vector.codes, scalar.codes);
     ASSERT_EQ(vector.scales.size(), scalar.scales.size());
     EXPECT_EQ(0, std::memcmp(vector.scales.data(), scalar.scales.data(),
-                             scalar.scales.size() * sizeof(float)))
-        << weight_format_name(format);
-    EXPECT_EQ(vector.nibble_bias, scalar.nibble_bias) << weight_format_name(format);
+                             scalar.scales.size() * sizeof(float)));
+    EXPECT_EQ(vector.nibble_bias, scalar.nibble_bias);
   }
 }
 
@@ -223,7 +242,9 @@ class Int8ActTest : public ::testing::TestWithParam<Int8ActCase> {
     ASSERT_TRUE(int8_activations_apply(q_.view()));
     deq_.resize(w.size());
     dequantize_weights(q_.view(), deq_.data());
-    quantize_activations(x_.data(), c.n, c.cols, c.format, &act_);
+    // As the kernels quantize x for these weights.
+    quantize_activations(x_.data(), c.n, c.cols, c.format, activation_scale_cols(q_.view()), &act_,
+                         true);
   }
 
   std::vector<float> run(CpuPath path, int64_t n, const float* x) {
