@@ -159,7 +159,7 @@ Status quantize_activations(const float* x, int64_t n, int64_t cols, ops::Weight
                             int64_t scale_cols, signed char* codes, float* scales,
                             Stream stream) {
   constexpr const char* kOp = "kernels::quantize_activations";
-  if (scale_cols != kActChunk && !(scale_cols == 2 * kActChunk && format == WeightFormat::kInt4)) {
+  if (!ops::activation_scale_cols_valid(format, scale_cols)) {
     return InvalidArgument(std::string(kOp) + ": scale_cols " + std::to_string(scale_cols) +
                            " is not 64 (or 128 for int4 weights)");
   }

@@ -88,7 +88,14 @@ Result<ActivationFormat> parse_activation_format(std::string_view name) {
 }
 
 int64_t activation_scale_cols(const QuantView& w) {
-  return w.format == WeightFormat::kInt4 && w.group_size == 128 ? 128 : kActivationChunk;
+  constexpr int64_t kGroupSpan = 2 * kActivationChunk;
+  return w.format == WeightFormat::kInt4 && w.group_size == kGroupSpan ? kGroupSpan
+                                                                        : kActivationChunk;
+}
+
+bool activation_scale_cols_valid(WeightFormat format, int64_t scale_cols) {
+  return scale_cols == kActivationChunk ||
+         (scale_cols == 2 * kActivationChunk && format == WeightFormat::kInt4);
 }
 
 bool int8_activations_apply(const QuantView& w) {
@@ -98,8 +105,7 @@ bool int8_activations_apply(const QuantView& w) {
 
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
                           int64_t scale_cols, Int8Activations* out, bool vector) {
-  assert(scale_cols == kActivationChunk ||
-         (scale_cols == 2 * kActivationChunk && format == WeightFormat::kInt4));
+  assert(activation_scale_cols_valid(format, scale_cols));
   assert(cols % scale_cols == 0);
   const int64_t chunks = cols / scale_cols;
   out->format = format;

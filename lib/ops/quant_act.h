@@ -39,6 +39,9 @@ inline constexpr int64_t kActivationChunk = 64;
 // that reads the fewest bytes (docs/bench/infer.md, "A scale per 128 activations"). The coarser
 // scale costs int4-g128 a little activation precision (docs/infer.md, "Activations").
 int64_t activation_scale_cols(const QuantView& w);
+// Whether x may be quantized for weights in `format` with a scale per `scale_cols` columns: 64,
+// or 128 for int4.
+bool activation_scale_cols_valid(WeightFormat format, int64_t scale_cols);
 
 // Whether int8 activations apply to a matrix: int8 or int4 weights whose rows are whole
 // chunks. Other matrices (f32, bf16, or a width that is not a multiple of 64) keep f32

@@ -78,6 +78,16 @@ struct Nibbles {
   }
 };
 
+// acc + (the int32 sums of the int16 `pairs`, less the nibble biases of the `Chunks` chunks
+// they cover, 8 lanes each from `bias`) times ws times x's scale *xs.
+template <int Chunks>
+__m256 add_scaled(__m256i pairs, const int32_t* bias, __m256 ws, const float* xs, __m256 acc) {
+  __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  for (int k = 0; k < Chunks; ++k) sums = _mm256_sub_epi32(sums, load(bias + 8 * k));
+  const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(xs));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+}
+
 // One row of W (int4, groups of G = 32 or 64) against T rows of x, chunk by chunk.
 template <int G, int T>
 struct Int4Row {
@@ -100,10 +110,7 @@ struct Int4Row {
     }
     for (int t = 0; t < T; ++t) {
       const __m256i pairs = nibbles.pairs(x.codes[t] + c * kChunk);
-      const __m256i sums =
-          _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(x.bias[t] + c * 8));
-      const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(x.scales[t] + c));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
+      acc[t] = add_scaled<1>(pairs, x.bias[t] + c * (kCols / 8), ws, x.scales[t] + c, acc[t]);
     }
   }
 };
@@ -127,14 +134,9 @@ struct Int4Row<128, T> {
     const Nibbles first(w + c * kChunk), second(w + c * kChunk + kChunk / 2);
     const __m256 ws = _mm256_broadcast_ss(scales + c);
     for (int t = 0; t < T; ++t) {
-      const int8_t* xc = x.codes[t] + c * 2 * kChunk;
+      const int8_t* xc = x.codes[t] + c * kCols;
       const __m256i pairs = _mm256_add_epi16(first.pairs(xc), second.pairs(xc + kChunk));
-      const int32_t* bias = x.bias[t] + c * 16;
-      const __m256i sums = _mm256_sub_epi32(
-          _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)), load(bias)),
-          load(bias + 8));
-      const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(x.scales[t] + c));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc[t]);
+      acc[t] = add_scaled<2>(pairs, x.bias[t] + c * (kCols / 8), ws, x.scales[t] + c, acc[t]);
     }
   }
 };
