@@ -144,4 +144,20 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat 
   quantize_activations(x, n, cols, format, kActivationChunk, out, true);
 }
 
+void int4_group_bias(const Int8Activations& x, int64_t group_size, std::vector<float>* out) {
+  assert(x.format == WeightFormat::kInt4 && group_size % 8 == 0 && x.cols % group_size == 0);
+  assert(x.scale_cols % group_size == 0);
+  const int64_t groups = x.cols / group_size, lanes = group_size / 8;
+  out->resize(static_cast<size_t>(x.n * groups));
+  for (int64_t t = 0; t < x.n; ++t) {
+    const int32_t* bias = x.nibble_bias.data() + t * (x.cols / 8);
+    for (int64_t g = 0; g < groups; ++g) {
+      int32_t sum = 0;  // at most 8 * 127 * 128 in magnitude: exact, also as a float
+      for (int64_t l = g * lanes; l < (g + 1) * lanes; ++l) sum += bias[l];
+      (*out)[static_cast<size_t>(t * groups + g)] =
+          static_cast<float>(sum) * x.scale(t, g * group_size);
+    }
+  }
+}
+
 }  // namespace ms::ops

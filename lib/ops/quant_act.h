@@ -90,4 +90,10 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat 
 void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat format,
                           int64_t scale_cols, Int8Activations* out, bool vector);
 
+// For int4 weights in groups of `group_size` (a multiple of 8 dividing x.scale_cols): per row
+// of x and weight group, x's scale times the sum of the group's nibble_bias, (n, cols /
+// group_size). An output's nibble biases come to sum_g w_scale[g] * group_bias[g], which a
+// kernel may subtract once instead of chunk by chunk.
+void int4_group_bias(const Int8Activations& x, int64_t group_size, std::vector<float>* out);
+
 }  // namespace ms::ops

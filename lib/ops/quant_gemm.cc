@@ -46,14 +46,26 @@ QuantRowsFn rows_fn(CpuPath path) {
   }
 }
 
-// The integer kernel a path uses: AVX2's on AVX-512 CPUs too (AVX-512F alone has no byte
-// multiply-add; every AVX-512 CPU has AVX2).
-Int8ActRowsFn int8_act_rows_fn(CpuPath path) {
+// The integer kernel a path uses, and whether it subtracts int4's nibble biases per weight
+// group (Int8ActView::group_bias). AVX-512F alone has no byte multiply-add, so the AVX-512 path
+// takes the VNNI kernel where the CPU has AVX512-VNNI and AVX512BW, else AVX2's (every AVX-512
+// CPU has AVX2).
+struct IntKernel {
+  Int8ActRowsFn fn;
+  bool group_bias;
+};
+
+IntKernel int8_act_kernel(CpuPath path) {
+#if defined(MS_QUANT_AVX512_VNNI)
+  static const bool vnni =
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
+  if (path == CpuPath::kAvx512 && vnni) return {int8_act_rows_avx512, true};
+#endif
 #if defined(MS_QUANT_AVX2)
-  if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return int8_act_rows_avx2;
+  if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return {int8_act_rows_avx2, false};
 #endif
   (void)path;
-  return int8_act_rows_scalar;
+  return {int8_act_rows_scalar, false};
 }
 
 // The widest path the CPU runs, no wider than MS_QUANT_PATH when that names one.
@@ -125,6 +137,7 @@ namespace {
 bool share_input_layout(std::span<const QuantLinearOut> outs) {
   for (const QuantLinearOut& o : outs) {
     if (o.w.format != outs[0].w.format || o.w.cols != outs[0].w.cols ||
+        o.w.group_size != outs[0].w.group_size ||
         activation_scale_cols(o.w) != activation_scale_cols(outs[0].w)) {
       return false;
     }
@@ -201,11 +214,16 @@ void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int
     thread_local Int8Activations quantized;
     const int64_t scale_cols = activation_scale_cols(w);
     quantize_activations(x, n, w.cols, w.format, scale_cols, &quantized, path != CpuPath::kScalar);
-    const Int8ActView view{n, w.cols, scale_cols, quantized.codes.data(), quantized.scales.data(),
-                           quantized.nibble_bias.data()};
-    const Int8ActRowsFn fn = int8_act_rows_fn(path);
+    Int8ActView view{n, w.cols, scale_cols, quantized.codes.data(), quantized.scales.data(),
+                     quantized.nibble_bias.data()};
+    const IntKernel kernel = int8_act_kernel(path);
+    if (kernel.group_bias && w.format == WeightFormat::kInt4) {
+      thread_local std::vector<float> group_bias;
+      int4_group_bias(quantized, w.group_size, &group_bias);
+      view.group_bias = group_bias.data();
+    }
     parallel_weight_blocks(outs, [&](const QuantLinearOut& o, int64_t begin, int64_t end) {
-      fn(view, o.w, o.y, begin, end);
+      kernel.fn(view, o.w, o.y, begin, end);
     });
     return;
   }

@@ -40,7 +40,8 @@ void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n);
 
 // The same with int8 activations when `activations` is kInt8 and int8_activations_apply(w):
 // each row of x is quantized (ops/quant_act.h) and the integer kernels multiply (the scalar
-// twin, or AVX2 on the AVX2 and AVX-512 paths); otherwise exactly the f32-activation call.
+// twin; AVX2 on the AVX2 path; on the AVX-512 path, vpdpbusd where the CPU has AVX512-VNNI, else
+// AVX2); otherwise exactly the f32-activation call.
 // Rows still give the same bits alone as in a batch, and results do not depend on the thread
 // count.
 void quantized_linear(const float* x, const QuantView& w, float* y, int64_t n, CpuPath path,

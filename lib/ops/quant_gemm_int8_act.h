@@ -1,6 +1,7 @@
 // Private to the quant_gemm*.cc files: the integer kernels of the quantized linear, for int8 or
 // int4 weights times int8 activations (ops/quant_act.h). The scalar twin is the reference; the
-// AVX2 file is compiled with -mavx2 -mfma and also serves AVX-512 CPUs (which all have AVX2).
+// AVX2 file is compiled with -mavx2 -mfma and also serves AVX-512 CPUs without VNNI (all of
+// which have AVX2); the AVX-512 file (-mavx512bw -mavx512vnni) serves those with it.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ struct Int8ActView {
   const int8_t* codes = nullptr;
   const float* scales = nullptr;
   const int32_t* nibble_bias = nullptr;
+  // int4, for the AVX-512 kernel: int4_group_bias for w's group size, (n, cols / group_size);
+  // null for the other kernels, which subtract nibble_bias chunk by chunk.
+  const float* group_bias = nullptr;
 };
 
 // Output channels [row_begin, row_end) of y: (x.n, w.rows) for every row of x, which was
@@ -28,5 +32,7 @@ void int8_act_rows_scalar(const Int8ActView& x, const QuantView& w, float* y, in
                           int64_t row_end);
 void int8_act_rows_avx2(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                         int64_t row_end);
+void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
+                          int64_t row_end);
 
 }  // namespace ms::ops
