@@ -35,7 +35,7 @@ inline constexpr int64_t kActivationChunk = 64;
 // Columns per activation scale for weights w: 128 for int4 in groups of 128, 64 otherwise. A
 // chunk of 128 shares its weight group's span, so the kernel adds the group's integer products
 // (in int16, 4 * 2 * 15 * 127 at most) before it converts and scales them once, instead of
-// once per 64 columns: 19 vector instructions per 128 weights instead of 22, for the format
+// once per 64 columns (AVX2: 19 vector instructions per 128 weights instead of 22), for the format
 // that reads the fewest bytes (docs/bench/infer.md, "A scale per 128 activations"). The coarser
 // scale costs int4-g128 a little activation precision (docs/infer.md, "Activations").
 int64_t activation_scale_cols(const QuantView& w);

@@ -47,7 +47,7 @@ QuantRowsFn rows_fn(CpuPath path) {
 }
 
 // The integer kernel a path uses, and whether it subtracts int4's nibble biases per weight
-// group (Int8ActView::group_bias). AVX-512F alone has no byte multiply-add, so the AVX-512 path
+// group (Int8ActView::group_bias; the scalar twin subtracts them chunk by chunk). AVX-512F alone has no byte multiply-add, so the AVX-512 path
 // takes the VNNI kernel where the CPU has AVX512-VNNI and AVX512BW, else AVX2's (every AVX-512
 // CPU has AVX2).
 struct IntKernel {
@@ -62,7 +62,7 @@ IntKernel int8_act_kernel(CpuPath path) {
   if (path == CpuPath::kAvx512 && vnni) return {int8_act_rows_avx512, true};
 #endif
 #if defined(MS_QUANT_AVX2)
-  if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return {int8_act_rows_avx2, false};
+  if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return {int8_act_rows_avx2, true};
 #endif
   (void)path;
   return {int8_act_rows_scalar, false};

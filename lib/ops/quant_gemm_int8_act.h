@@ -19,8 +19,8 @@ struct Int8ActView {
   const int8_t* codes = nullptr;
   const float* scales = nullptr;
   const int32_t* nibble_bias = nullptr;
-  // int4, for the AVX-512 kernel: int4_group_bias for w's group size, (n, cols / group_size);
-  // null for the other kernels, which subtract nibble_bias chunk by chunk.
+  // int4, for the vector kernels: int4_group_bias for w's group size, (n, cols / group_size);
+  // null for the scalar twin, which subtracts nibble_bias chunk by chunk.
   const float* group_bias = nullptr;
 };
 

@@ -5,9 +5,11 @@
 // the 8 lanes (times two accumulators, alternating chunks) are summed at the end.
 //   int4: the 32 packed bytes of a chunk, masked to their low nibbles, meet the chunk's 32
 //     even-column codes, and shifted down, its odd ones (Int8Activations' int4 layout); the
-//     nibbles are code + 8 (unsigned, as vpmaddubsw needs), so the chunk's nibble_bias comes
-//     off each lane. Lane i covers columns 8i .. 8i + 7, so with groups of 32 lanes 0-3 take the
-//     first group's scale and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice
+//     nibbles are code + 8 (unsigned, as vpmaddubsw needs), so 8 times the codes' sum must
+//     come off: not chunk by chunk but once per output, sum_g w_scale[g] * group_bias[g]
+//     (Int8ActView::group_bias), a vector multiply-add per 8 groups at the end of the row. Lane
+//     i covers columns 8i .. 8i + 7, so with groups of 32 lanes 0-3 take the first group's scale
+//     and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice
 //     that: no saturation. With groups of 128 the activations have one scale per 128 columns
 //     too (activation_scale_cols), so a step takes a whole group: the int16 sums of its two
 //     chunks are added (four times 2 * 15 * 127 still fits) before one vpmaddwd, conversion and
@@ -51,13 +53,13 @@ template <int T>
 struct XRows {
   const int8_t* codes[T];
   const float* scales[T];
-  const int32_t* bias[T];
+  const float* group_bias[T];  // int4 only
 
-  XRows(const Int8ActView& x, int64_t t0) {
+  XRows(const Int8ActView& x, int64_t t0, int64_t groups) {
     for (int t = 0; t < T; ++t) {
       codes[t] = x.codes + (t0 + t) * x.cols;
       scales[t] = x.scales + (t0 + t) * (x.cols / x.scale_cols);
-      bias[t] = x.nibble_bias == nullptr ? nullptr : x.nibble_bias + (t0 + t) * (x.cols / 8);
+      group_bias[t] = x.group_bias == nullptr ? nullptr : x.group_bias + (t0 + t) * groups;
     }
   }
 };
@@ -78,14 +80,27 @@ struct Nibbles {
   }
 };
 
-// acc + (the int32 sums of the int16 `pairs`, less the nibble biases of the `Chunks` chunks
-// they cover, 8 lanes each from `bias`) times ws times x's scale *xs.
-template <int Chunks>
-__m256 add_scaled(__m256i pairs, const int32_t* bias, __m256 ws, const float* xs, __m256 acc) {
-  __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  for (int k = 0; k < Chunks; ++k) sums = _mm256_sub_epi32(sums, load(bias + 8 * k));
+// acc + the int32 sums of the int16 `pairs` times ws times x's scale *xs.
+__m256 add_scaled(__m256i pairs, __m256 ws, const float* xs, __m256 acc) {
+  const __m256i sums = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
   const __m256 scale = _mm256_mul_ps(ws, _mm256_broadcast_ss(xs));
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, acc);
+}
+
+// acc - the row's nibble biases, sum_g scales[g] * group_bias[g] over `groups` groups, 8 a time.
+__m256 less_nibble_biases(const float* scales, const float* group_bias, int64_t groups,
+                          __m256 acc) {
+  int64_t g = 0;
+  for (; g + 8 <= groups; g += 8) {
+    acc = _mm256_fnmadd_ps(_mm256_loadu_ps(scales + g), _mm256_loadu_ps(group_bias + g), acc);
+  }
+  if (g < groups) {
+    const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(groups - g)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    acc = _mm256_fnmadd_ps(_mm256_maskload_ps(scales + g, lanes),
+                           _mm256_maskload_ps(group_bias + g, lanes), acc);
+  }
+  return acc;
 }
 
 // One row of W (int4, groups of G = 32 or 64) against T rows of x, chunk by chunk.
@@ -94,6 +109,7 @@ struct Int4Row {
   static constexpr int64_t kCols = kChunk;  // columns a step takes
   const uint8_t* w;     // the row's packed bytes
   const float* scales;  // the row's group scales
+  int64_t groups;
   XRows<T> x;
 
   // Steps c and c + 1 (c even): 64 bytes, one cache line.
@@ -109,9 +125,12 @@ struct Int4Row {
       ws = _mm256_broadcast_ss(scales + c);
     }
     for (int t = 0; t < T; ++t) {
-      const __m256i pairs = nibbles.pairs(x.codes[t] + c * kChunk);
-      acc[t] = add_scaled<1>(pairs, x.bias[t] + c * (kCols / 8), ws, x.scales[t] + c, acc[t]);
+      acc[t] = add_scaled(nibbles.pairs(x.codes[t] + c * kChunk), ws, x.scales[t] + c, acc[t]);
     }
+  }
+
+  void finish(__m256 (&acc)[T]) const {
+    for (int t = 0; t < T; ++t) acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
   }
 };
 
@@ -122,6 +141,7 @@ struct Int4Row<128, T> {
   static constexpr int64_t kCols = 2 * kChunk;
   const uint8_t* w;
   const float* scales;
+  int64_t groups;
   XRows<T> x;
 
   // Steps c and c + 1: a cache line each.
@@ -136,8 +156,12 @@ struct Int4Row<128, T> {
     for (int t = 0; t < T; ++t) {
       const int8_t* xc = x.codes[t] + c * kCols;
       const __m256i pairs = _mm256_add_epi16(first.pairs(xc), second.pairs(xc + kChunk));
-      acc[t] = add_scaled<2>(pairs, x.bias[t] + c * (kCols / 8), ws, x.scales[t] + c, acc[t]);
+      acc[t] = add_scaled(pairs, ws, x.scales[t] + c, acc[t]);
     }
+  }
+
+  void finish(__m256 (&acc)[T]) const {
+    for (int t = 0; t < T; ++t) acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
   }
 };
 
@@ -168,6 +192,8 @@ struct Int8Row {
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_broadcast_ss(x.scales[t] + c), acc[t]);
     }
   }
+
+  void finish(__m256 (&)[T]) const {}
 };
 
 // Runs a row kernel over a row of `cols` columns, Row::kCols a step, alternating two
@@ -194,6 +220,7 @@ void run_row(const Row& row, int64_t cols, float row_scale, float* y, int64_t ld
     row.chunk(c + 1, odd);
   }
   if (c < chunks) row.chunk(c, even);
+  row.finish(even);
   for (int t = 0; t < T; ++t) y[t * ld] = sum_lanes(_mm256_add_ps(even[t], odd[t])) * row_scale;
 }
 
@@ -211,11 +238,11 @@ void dot_row(const XRows<T>& rows, const QuantView& w, int64_t groups, int64_t t
   const float* scales = w.scales + r * groups;
   switch (w.group_size) {
     case 32:
-      return run_row<T>(Int4Row<32, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<32, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
     case 64:
-      return run_row<T>(Int4Row<64, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<64, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
     default:
-      return run_row<T>(Int4Row<128, T>{bytes, scales, rows}, cols, 1.0f, out, w.rows);
+      return run_row<T>(Int4Row<128, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
   }
 }
 
@@ -224,8 +251,8 @@ void dot_row(const XRows<T>& rows, const QuantView& w, int64_t groups, int64_t t
 template <int T>
 void dot_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, int64_t r1,
               float* y) {
-  const XRows<T> rows(x, t0);
   const int64_t groups = w.format == WeightFormat::kInt4 ? w.cols / w.group_size : 0;
+  const XRows<T> rows(x, t0, groups);
   for (int64_t r = r0; r < r1; ++r) dot_row<T>(rows, w, groups, t0, r, y);
 }
 

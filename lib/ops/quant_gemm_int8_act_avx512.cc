@@ -8,9 +8,9 @@
 //     codes and its high ones the odd codes (Int8Activations' int4 layout), a vpdpbusd each.
 //     Lane i < 8 of a chunk covers its even columns 8i .. 8i + 6, lane 8 + i the odd ones, so
 //     with groups of 32 lanes 0-3 and 8-11 take the first group's scale and the rest the
-//     second's. The nibbles are code + 8; instead of subtracting 8 times the codes' sum per
-//     chunk, as the AVX2 kernel does, an output subtracts sum_g w_scale[g] * group_bias[g] once
-//     at the end (Int8ActView::group_bias), a vector multiply-add per 16 groups.
+//     second's. The nibbles are code + 8; as in the AVX2 kernel, an output subtracts the 8
+//     times the codes' sum this adds once, at the end: sum_g w_scale[g] * group_bias[g]
+//     (Int8ActView::group_bias), a vector multiply-add per 16 groups.
 //   int8: the weights are signed, so the unsigned operand is |w| (vpabsb; a code of -128 from a
 //     file becomes 128) and the signed one x, negated where w < 0 (no vpsignb in AVX-512). The
 //     row's scale multiplies the total.
