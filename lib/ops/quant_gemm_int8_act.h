@@ -11,8 +11,9 @@
 
 namespace ms::ops {
 
-// An Int8Activations as plain pointers: the AVX2 file calls no inline function of another
-// header, so it emits no shared (COMDAT) code the linker could pick for the other files.
+// An Int8Activations as plain pointers: the vector kernel files call no inline function of
+// another header (only the anonymous-namespace helpers below), so they emit no shared (COMDAT)
+// code the linker could pick for the other files.
 struct Int8ActView {
   int64_t n = 0, cols = 0;
   int64_t scale_cols = kActivationChunk;  // columns per scale (activation_scale_cols of w)
@@ -35,4 +36,53 @@ void int8_act_rows_avx2(const Int8ActView& x, const QuantView& w, float* y, int6
 void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                           int64_t row_end);
 
+// For the vector kernels, and like quant_gemm_impl.h in an anonymous namespace: each kernel
+// file, compiled for its own instruction set, keeps its own copy, which the linker cannot pick
+// for another file's callers.
+namespace {
+
+// Rows of x that share one decoded step of W, and output channels a task walks through for one
+// block of rows of x (as in quant_gemm_impl.h).
+constexpr int kInt8ActTokenBlock = 4;
+constexpr int64_t kInt8ActRowTile = 16;
+
+// Where rows t0 .. t0 + T - 1 of x start (groups: w's int4 groups per row, else unused),
+// worked out once per block of output channels: the step loops index from these, so no address
+// needs more than an add and a scaled index.
+template <int T>
+struct XRows {
+  const int8_t* codes[T];
+  const float* scales[T];
+  const float* group_bias[T];  // int4 only
+
+  XRows(const Int8ActView& x, int64_t t0, int64_t groups) {
+    for (int t = 0; t < T; ++t) {
+      codes[t] = x.codes + (t0 + t) * x.cols;
+      scales[t] = x.scales + (t0 + t) * (x.cols / x.scale_cols);
+      group_bias[t] = x.group_bias == nullptr ? nullptr : x.group_bias + (t0 + t) * groups;
+    }
+  }
+};
+
+// Walks output channels [row_begin, row_end) in tiles of kInt8ActRowTile and, within each, the n
+// rows of x in blocks of kInt8ActTokenBlock (then the 1 to 3 left), calling
+// block.template operator()<T>(t0, r0, r1) for rows t0 .. t0 + T - 1 and channels r0 .. r1 - 1.
+template <class Block>
+void for_each_int8_act_tile(int64_t n, int64_t row_begin, int64_t row_end, const Block& block) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kInt8ActRowTile) {
+    const int64_t r1 = r0 + kInt8ActRowTile < row_end ? r0 + kInt8ActRowTile : row_end;
+    int64_t t = 0;
+    for (; t + kInt8ActTokenBlock <= n; t += kInt8ActTokenBlock) {
+      block.template operator()<kInt8ActTokenBlock>(t, r0, r1);
+    }
+    switch (n - t) {
+      case 3: block.template operator()<3>(t, r0, r1); break;
+      case 2: block.template operator()<2>(t, r0, r1); break;
+      case 1: block.template operator()<1>(t, r0, r1); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace
 }  // namespace ms::ops

@@ -27,10 +27,6 @@ namespace ms::ops {
 namespace {
 
 constexpr int64_t kChunk = 64;
-// Rows of x that share one decoded chunk of W, and output channels a task walks
-// through for one block of rows of x (as in quant_gemm_impl.h).
-constexpr int kTokenBlock = 4;
-constexpr int64_t kRowTile = 16;
 // How far ahead of the chunk it multiplies a row kernel asks for W's bytes. The rows a task
 // walks are contiguous, so this runs on into the next row; without it the hardware prefetchers
 // stop at every 4 KiB page and the loads wait for memory (perf: half the kernel's samples).
@@ -46,23 +42,6 @@ float sum_lanes(__m256 v) {
 }
 
 __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// Where rows t0 .. t0 + T - 1 of x start: the chunk loops index from these, so
-// no address needs more than an add and a scaled index.
-template <int T>
-struct XRows {
-  const int8_t* codes[T];
-  const float* scales[T];
-  const float* group_bias[T];  // int4 only
-
-  XRows(const Int8ActView& x, int64_t t0, int64_t groups) {
-    for (int t = 0; t < T; ++t) {
-      codes[t] = x.codes + (t0 + t) * x.cols;
-      scales[t] = x.scales + (t0 + t) * (x.cols / x.scale_cols);
-      group_bias[t] = x.group_bias == nullptr ? nullptr : x.group_bias + (t0 + t) * groups;
-    }
-  }
-};
 
 // The low and the high nibbles of a chunk's 32 packed bytes.
 struct Nibbles {
@@ -260,24 +239,9 @@ void dot_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, 
 
 void int8_act_rows_avx2(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                         int64_t row_end) {
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowTile) {
-    const int64_t r1 = r0 + kRowTile < row_end ? r0 + kRowTile : row_end;
-    int64_t t = 0;
-    for (; t + kTokenBlock <= x.n; t += kTokenBlock) dot_rows<kTokenBlock>(x, w, t, r0, r1, y);
-    switch (x.n - t) {
-      case 3:
-        dot_rows<3>(x, w, t, r0, r1, y);
-        break;
-      case 2:
-        dot_rows<2>(x, w, t, r0, r1, y);
-        break;
-      case 1:
-        dot_rows<1>(x, w, t, r0, r1, y);
-        break;
-      default:
-        break;
-    }
-  }
+  for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
+    dot_rows<T>(x, w, t, r0, r1, y);
+  });
 }
 
 }  // namespace ms::ops

@@ -25,32 +25,12 @@ namespace ms::ops {
 namespace {
 
 constexpr int64_t kChunk = 64;
-// As in the AVX2 kernel: rows of x that share one decoded step of W, output channels a task
-// walks through for one block of rows of x, and how far ahead of the step it multiplies the
-// kernel asks for W's bytes.
-constexpr int kTokenBlock = 4;
-constexpr int64_t kRowTile = 16;
+// As in the AVX2 kernel: how far ahead of the step it multiplies the kernel asks for W's bytes.
 constexpr int64_t kPrefetchBytes = 1024;
 
 void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
 
 __m512i load(const void* p) { return _mm512_loadu_si512(p); }
-
-// Where rows t0 .. t0 + T - 1 of x start, worked out once per block of output channels.
-template <int T>
-struct XRows {
-  const int8_t* codes[T];
-  const float* scales[T];
-  const float* group_bias[T];  // int4 only
-
-  XRows(const Int8ActView& x, int64_t t0, int64_t groups) {
-    for (int t = 0; t < T; ++t) {
-      codes[t] = x.codes + (t0 + t) * x.cols;
-      scales[t] = x.scales + (t0 + t) * (x.cols / x.scale_cols);
-      group_bias[t] = x.group_bias == nullptr ? nullptr : x.group_bias + (t0 + t) * groups;
-    }
-  }
-};
 
 // The weight bytes two chunks' codes meet: [low nibbles, high nibbles] of the first chunk's 32
 // packed bytes, then of the second's.
@@ -234,24 +214,9 @@ void dot_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, 
 
 void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                           int64_t row_end) {
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowTile) {
-    const int64_t r1 = r0 + kRowTile < row_end ? r0 + kRowTile : row_end;
-    int64_t t = 0;
-    for (; t + kTokenBlock <= x.n; t += kTokenBlock) dot_rows<kTokenBlock>(x, w, t, r0, r1, y);
-    switch (x.n - t) {
-      case 3:
-        dot_rows<3>(x, w, t, r0, r1, y);
-        break;
-      case 2:
-        dot_rows<2>(x, w, t, r0, r1, y);
-        break;
-      case 1:
-        dot_rows<1>(x, w, t, r0, r1, y);
-        break;
-      default:
-        break;
-    }
-  }
+  for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
+    dot_rows<T>(x, w, t, r0, r1, y);
+  });
 }
 
 }  // namespace ms::ops
