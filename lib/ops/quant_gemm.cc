@@ -47,9 +47,9 @@ QuantRowsFn rows_fn(CpuPath path) {
 }
 
 // The integer kernel a path uses, and whether it subtracts int4's nibble biases per weight
-// group (Int8ActView::group_bias; the scalar twin subtracts them chunk by chunk). AVX-512F alone has no byte multiply-add, so the AVX-512 path
-// takes the VNNI kernel where the CPU has AVX512-VNNI and AVX512BW, else AVX2's (every AVX-512
-// CPU has AVX2).
+// group (Int8ActView::group_bias; the scalar twin subtracts them chunk by chunk). AVX-512F
+// alone has no byte multiply-add, so the AVX-512 path takes the VNNI kernel where the CPU has
+// AVX512-VNNI and AVX512BW, else AVX2's (every AVX-512 CPU has AVX2).
 struct IntKernel {
   Int8ActRowsFn fn;
   bool group_bias;

@@ -9,10 +9,10 @@
 //     come off: not chunk by chunk but once per output, sum_g w_scale[g] * group_bias[g]
 //     (Int8ActView::group_bias), a vector multiply-add per 8 groups at the end of the row. Lane
 //     i covers columns 8i .. 8i + 7, so with groups of 32 lanes 0-3 take the first group's scale
-//     and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice
-//     that: no saturation. With groups of 128 the activations have one scale per 128 columns
-//     too (activation_scale_cols), so a step takes a whole group: the int16 sums of its two
-//     chunks are added (four times 2 * 15 * 127 still fits) before one vpmaddwd, conversion and
+//     and 4-7 the second's. Per pair 2 * 15 * 127 and per int16 lane twice that: no
+//     saturation. With groups of 128 the activations have one scale per 128 columns too
+//     (activation_scale_cols), so a step takes a whole group: the int16 sums of its two chunks
+//     are added (four times 2 * 15 * 127 still fits) before one vpmaddwd, conversion and
 //     scaling, and lane i covers columns 8i .. 8i + 7 of both chunks.
 //   int8: the weights are signed, so the unsigned operand is |w| and the signed one x with w's
 //     sign (vpsignb); 2 * 128 * 127 fits an int16, even for a code of -128 from a file. The
@@ -109,7 +109,9 @@ struct Int4Row {
   }
 
   void finish(__m256 (&acc)[T]) const {
-    for (int t = 0; t < T; ++t) acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
+    for (int t = 0; t < T; ++t) {
+      acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
+    }
   }
 };
 
@@ -140,7 +142,9 @@ struct Int4Row<128, T> {
   }
 
   void finish(__m256 (&acc)[T]) const {
-    for (int t = 0; t < T; ++t) acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
+    for (int t = 0; t < T; ++t) {
+      acc[t] = less_nibble_biases(scales, x.group_bias[t], groups, acc[t]);
+    }
   }
 };
 

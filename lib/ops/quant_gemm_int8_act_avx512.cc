@@ -55,7 +55,10 @@ __m512i int4_chunk(const uint8_t* p) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-__m512i dot(__m512i sum, __m512i w, const int8_t* x) { return _mm512_dpbusd_epi32(sum, w, load(x)); }
+// sum + the products of the unsigned bytes w and the signed codes at x, four to a lane.
+__m512i dot(__m512i sum, __m512i w, const int8_t* x) {
+  return _mm512_dpbusd_epi32(sum, w, load(x));
+}
 
 // One row of W (int4 in groups of G) against T rows of x. A step takes 128 columns; with G = 32
 // or 64 its first chunk goes to `a` and its second to `b`, with G = 128 (one activation scale
@@ -117,7 +120,8 @@ struct Int4Row {
       for (int t = 0; t < T; ++t) a[t] = add_chunk(t, c, wc, ws, a[t]);
     }
     for (int64_t g = 0; g < groups; g += 16) {
-      const __mmask16 m = groups - g >= 16 ? 0xffff : static_cast<__mmask16>((1u << (groups - g)) - 1);
+      const __mmask16 m =
+          groups - g >= 16 ? 0xffff : static_cast<__mmask16>((1u << (groups - g)) - 1);
       const __m512 ws = _mm512_maskz_loadu_ps(m, scales + g);
       for (int t = 0; t < T; ++t) {
         a[t] = _mm512_fnmadd_ps(ws, _mm512_maskz_loadu_ps(m, x.group_bias[t] + g), a[t]);
@@ -174,7 +178,9 @@ void run_row(const Row& row, int64_t cols, float row_scale, float* y, int64_t ld
   }
   if (s < steps) row.step(s, a, b);
   row.finish(cols, a);
-  for (int t = 0; t < T; ++t) y[t * ld] = _mm512_reduce_add_ps(_mm512_add_ps(a[t], b[t])) * row_scale;
+  for (int t = 0; t < T; ++t) {
+    y[t * ld] = _mm512_reduce_add_ps(_mm512_add_ps(a[t], b[t])) * row_scale;
+  }
 }
 
 // Output channels r0 .. r1 - 1 of rows t0 .. t0 + T - 1 of x.
