@@ -200,6 +200,42 @@ TEST(QuantActTest, TheVectorQuantizerGivesTheScalarLoopsBits) {
   }
 }
 
+TEST(QuantActTest, GroupBiasIsTheScaleTimesEightTimesTheGroupsCodeSum) {
+  std::mt19937_64 rng(5);
+  const int64_t n = 3, cols = 384;
+  auto x = test::random_floats(static_cast<size_t>(n * cols), rng, -1, 1);
+  x[static_cast<size_t>(cols + 70)] = std::numeric_limits<float>::quiet_NaN();  // row 1, chunk 1
+  for (const auto& [group, per] : {std::pair<int64_t, int64_t>{32, kChunk}, {64, kChunk},
+                                   {128, 2 * kChunk}}) {
+    SCOPED_TRACE("groups of " + std::to_string(group));
+    Int8Activations act;
+    quantize_activations(x.data(), n, cols, WeightFormat::kInt4, per, &act, true);
+    std::vector<float> bias;
+    int4_group_bias(act, group, &bias);
+    const int64_t groups = cols / group;
+    ASSERT_EQ(bias.size(), static_cast<size_t>(n * groups));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t sum = 0;
+        for (int64_t k = g * group; k < (g + 1) * group; ++k) sum += act.code(t, k);
+        const float want = static_cast<float>(8 * sum) * act.scale(t, g * group);
+        const float got = bias[static_cast<size_t>(t * groups + g)];
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(got)) << "row " << t << " group " << g;
+        } else {
+          EXPECT_EQ(got, want) << "row " << t << " group " << g;
+        }
+      }
+    }
+    // The NaN's scale span (columns 64-127 of row 1, or 0-127 with a scale per 128) makes its
+    // groups' bias NaN; row 1's first group lies outside it unless the span is 128.
+    EXPECT_TRUE(std::isnan(bias[static_cast<size_t>(groups + 64 / group)]));
+    if (per == kChunk) {
+      EXPECT_FALSE(std::isnan(bias[static_cast<size_t>(groups)]));
+    }
+  }
+}
+
 using Int8ActCase = test::QuantCase;
 
 // GEMV and every remainder of the four-row blocks of x, an odd and an even

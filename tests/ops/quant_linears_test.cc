@@ -85,6 +85,14 @@ TEST(QuantLinearsTest, MixedFormatsAndWidthsWithoutWholeChunksTakeTheirTurn) {
                                100);
 }
 
+TEST(QuantLinearsTest, Int4OfDifferentGroupSizesGiveTheirOwnBits) {
+  // Groups of 32 and 64 share an activation scale span (64), but the vector kernels subtract
+  // nibble biases summed per weight group, so x's group sums must be each weight's own.
+  expect_together_equals_alone(
+      {{WeightFormat::kInt4, 32, 24}, {WeightFormat::kInt4, 64, 16}, {WeightFormat::kInt4, 32, 8}},
+      2, 256);
+}
+
 TEST(QuantLinearsTest, NoRowsOrNoWeightsWriteNothing) {
   const QuantizedMatrix w = random_weight({WeightFormat::kInt4, 64, 4}, 64, 1);
   std::vector<float> y(4, 3.0f);
