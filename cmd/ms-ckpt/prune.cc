@@ -1,6 +1,7 @@
 // `ms-ckpt prune DIR --keep N`: removes all but the newest N complete checkpoints and (with
 // --temporaries) what interrupted saves and reshards left (ckpt::is_temporary_name); the
-// checkpoint `latest` names is never removed (lib/ckpt/checkpoint.h).
+// checkpoint `latest` names is never removed, and a step directory that is a symbolic link is
+// reported and left alone (lib/ckpt/checkpoint.h).
 #include "cmd/common/registry.h"
 
 #include <cstdio>
@@ -18,14 +19,15 @@ struct PruneArgs {
 };
 
 Result<int> run_prune(const PruneArgs& args) {
-  MS_ASSIGN_OR_RETURN(std::vector<std::string> removed,
+  MS_ASSIGN_OR_RETURN(const ckpt::PruneReport report,
                       ckpt::prune_checkpoints(args.dir, args.keep, args.temporaries,
-                                                              io::default_env()));
-  for (const std::string& name : removed) {
+                                              io::default_env()));
+  for (const std::string& name : report.removed) {
     std::printf("removed %s/%s\n", args.dir.c_str(), name.c_str());
   }
-  std::printf("# pruned %zu director%s from %s, keeping the newest %lld\n", removed.size(),
-              removed.size() == 1 ? "y" : "ies", args.dir.c_str(),
+  for (const std::string& line : report.left_alone) std::printf("left alone: %s\n", line.c_str());
+  std::printf("# pruned %zu director%s from %s, keeping the newest %lld\n", report.removed.size(),
+              report.removed.size() == 1 ? "y" : "ies", args.dir.c_str(),
               static_cast<long long>(args.keep));
   return 0;
 }

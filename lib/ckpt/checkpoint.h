@@ -264,17 +264,24 @@ Result<AutoResumeChoice> newest_complete_checkpoint(const std::string& checkpoin
 
 // Whether `name`, an entry of a checkpoints/ directory, is something an interrupted save,
 // reshard or commit leaves behind: .tmp-step-* (a save's data), .old-step-* (a replaced step
-// moved aside), step-*.tmp.* (an offline reshard's output) and latest.tmp.* (a `latest`
-// being replaced). `ms-ckpt list` shows them, `ms-ckpt prune --temporaries` removes them.
+// moved aside), step-*.tmp.* (an offline reshard's output), step-*.old.* (a step a reshard
+// --replace moved aside) and latest.tmp.* (a `latest` being replaced). `ms-ckpt list` shows them, `ms-ckpt prune --temporaries` removes them.
 bool is_temporary_name(std::string_view name);
+
+// What prune_checkpoints did.
+struct PruneReport {
+  std::vector<std::string> removed;     // names removed: checkpoints oldest first, then temporaries
+  std::vector<std::string> left_alone;  // one line each for what it would have removed but kept
+};
 
 // Removes all but the newest `keep` complete checkpoints (keep >= 1), never the one `latest`
 // names (Corruption, removing nothing, when `latest` exists but names no step directory).
-// With `remove_temporaries`, also removes every is_temporary_name() entry that crashed or
-// killed saves and reshards left (only safe when no save or reshard into this directory is
-// running). Returns the removed names, checkpoints oldest first, then the temporaries.
-Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
-                                                   int64_t keep, bool remove_temporaries,
-                                                   io::Env& env);
+// A step directory that is a symbolic link is left alone and reported in `left_alone`: it
+// points at data this directory does not own (another run's checkpoint, say). Nothing is
+// deleted through a link (io::Env::remove_all). With `remove_temporaries`, also removes every
+// is_temporary_name() entry that crashed or killed saves and reshards left (only safe when no
+// save or reshard into this directory is running).
+Result<PruneReport> prune_checkpoints(const std::string& checkpoints_dir, int64_t keep,
+                                      bool remove_temporaries, io::Env& env);
 
 }  // namespace ms::ckpt

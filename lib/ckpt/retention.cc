@@ -12,7 +12,8 @@ namespace ms::ckpt {
 bool is_temporary_name(std::string_view name) {
   return name.starts_with(".tmp-step-") || name.starts_with(".old-step-") ||
          ((name.starts_with("step-") || name.starts_with("latest")) &&
-          name.find(".tmp.") != std::string_view::npos);
+          (name.find(".tmp.") != std::string_view::npos ||
+           name.find(".old.") != std::string_view::npos));
 }
 
 Result<std::vector<int64_t>> list_checkpoints(const std::string& checkpoints_dir, io::Env& env) {
@@ -55,9 +56,8 @@ Result<AutoResumeChoice> newest_complete_checkpoint(const std::string& checkpoin
   return choice;
 }
 
-Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoints_dir,
-                                                   int64_t keep, bool remove_temporaries,
-                                                   io::Env& env) {
+Result<PruneReport> prune_checkpoints(const std::string& checkpoints_dir, int64_t keep,
+                                      bool remove_temporaries, io::Env& env) {
   if (keep < 1) return InvalidArgument("keep must be at least 1, got " + std::to_string(keep));
   MS_ASSIGN_OR_RETURN(const std::vector<int64_t> steps, list_checkpoints(checkpoints_dir, env));
   // A damaged `latest` protects nothing, but it also makes this refuse to guess: retention
@@ -66,24 +66,30 @@ Result<std::vector<std::string>> prune_checkpoints(const std::string& checkpoint
   if (env.exists(checkpoints_dir + "/latest")) {
     MS_ASSIGN_OR_RETURN(protected_name, read_latest(checkpoints_dir + "/latest", env));
   }
-  std::vector<std::string> removed;
+  PruneReport report;
   const size_t remove_count = steps.size() > static_cast<size_t>(keep)
                                   ? steps.size() - static_cast<size_t>(keep) : 0;
   for (size_t i = 0; i < remove_count; ++i) {
     const std::string name = step_dir_name(steps[i]);
     if (name == protected_name) continue;
-    MS_RETURN_IF_ERROR(env.remove_all(checkpoints_dir + "/" + name));
-    removed.push_back(name);
+    const std::string path = checkpoints_dir + "/" + name;
+    if (env.is_symlink(path)) {
+      report.left_alone.push_back(path + " is a symbolic link; retention does not remove what "
+                                  "another directory owns (remove the link by hand)");
+      continue;
+    }
+    MS_RETURN_IF_ERROR(env.remove_all(path));
+    report.removed.push_back(name);
   }
   if (remove_temporaries) {
     MS_ASSIGN_OR_RETURN(const std::vector<std::string> names, env.list_dir(checkpoints_dir));
     for (const std::string& name : names) {
       if (!is_temporary_name(name)) continue;
       MS_RETURN_IF_ERROR(env.remove_all(checkpoints_dir + "/" + name));
-      removed.push_back(name);
+      report.removed.push_back(name);
     }
   }
-  return removed;
+  return report;
 }
 
 }  // namespace ms::ckpt

@@ -597,9 +597,14 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
   }
   if (!replaced.empty()) MS_RETURN_IF_ERROR(env.remove_all(replaced));
   if (request.keep > 0) {
-    Result<std::vector<std::string>> pruned =
+    Result<PruneReport> pruned =
         prune_checkpoints(request.checkpoints_dir, request.keep, false, env);
     if (!pruned.ok()) MS_LOG(Warn) << "checkpoint retention: " << pruned.status().message();
+    if (pruned.ok()) {
+      for (const std::string& line : pruned->left_alone) {
+        MS_LOG(Warn) << "checkpoint retention: " << line;
+      }
+    }
   }
   return Status::OK();
 }

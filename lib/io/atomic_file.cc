@@ -96,12 +96,14 @@ class FailureRecordingFile final : public File {
 
 }  // namespace
 
-std::string temp_sibling_name(const std::string& path) {
+std::string sibling_name(const std::string& path, std::string_view tag) {
   char suffix[64];
-  std::snprintf(suffix, sizeof(suffix), ".tmp.%d.%016llx", static_cast<int>(::getpid()),
+  std::snprintf(suffix, sizeof(suffix), ".%d.%016llx", static_cast<int>(::getpid()),
                 static_cast<unsigned long long>(random_u64()));
-  return path + suffix;
+  return path + "." + std::string(tag) + suffix;
 }
+
+std::string temp_sibling_name(const std::string& path) { return sibling_name(path, "tmp"); }
 
 Status write_file_atomic(Env& env, const std::string& path, std::string_view contents) {
   MS_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> writer,

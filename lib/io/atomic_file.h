@@ -80,6 +80,8 @@ class AtomicFileWriter {
 Status commit_directory(Env& env, const std::string& tmp_dir, const std::string& final_dir);
 Status commit_directory(const std::string& tmp_dir, const std::string& final_dir);
 
+// Name for a sibling of `path` that no other process picks: `<path>.<tag>.<pid>.<random hex>`.
+std::string sibling_name(const std::string& path, std::string_view tag);
 // Name for a temporary sibling of `path`: `<path>.tmp.<pid>.<random hex>`.
 std::string temp_sibling_name(const std::string& path);
 

@@ -40,7 +40,9 @@ Status Env::create_dirs(const std::string& path) {
 
 Status Env::remove_all(const std::string& path) {
   if (!exists(path)) return Status::OK();
-  if (!is_directory(path)) return remove_file(path);
+  // The link check comes first: is_directory follows links, and a link to a directory must be
+  // unlinked, not emptied.
+  if (is_symlink(path) || !is_directory(path)) return remove_file(path);
   MS_ASSIGN_OR_RETURN(std::vector<std::string> names, list_dir(path));
   for (const std::string& name : names) MS_RETURN_IF_ERROR(remove_all(path + "/" + name));
   return remove_dir(path);

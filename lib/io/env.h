@@ -142,12 +142,18 @@ class Env {
   virtual Status remove_file(const std::string& path) = 0;
   // Removes an empty directory.
   virtual Status remove_dir(const std::string& path) = 0;
-  // Removes a file or a directory tree; OK when nothing is there.
+  // Removes a file or a directory tree; OK when nothing is there. Never follows a symbolic
+  // link: a link, at `path` or anywhere below it, is removed as a link and what it points to is
+  // left alone, so cleaning one tree cannot delete another through a link planted in it.
   Status remove_all(const std::string& path);
   // Entry names of a directory, without "." and "..", sorted.
   virtual Result<std::vector<std::string>> list_dir(const std::string& path) = 0;
+  // Whether anything is at `path`; a dangling symbolic link counts (lstat).
   virtual bool exists(const std::string& path) = 0;
+  // Whether `path` is a directory or a symbolic link to one (stat).
   virtual bool is_directory(const std::string& path) = 0;
+  // Whether `path` itself is a symbolic link, whatever it points to (lstat).
+  virtual bool is_symlink(const std::string& path) = 0;
   // fsyncs a directory so renames and creations inside it are durable.
   virtual Status sync_dir(const std::string& path) = 0;
 

@@ -295,6 +295,7 @@ Result<std::vector<std::string>> FaultInjectingEnv::list_dir(const std::string& 
 
 bool FaultInjectingEnv::exists(const std::string& path) { return base_.exists(path); }
 bool FaultInjectingEnv::is_directory(const std::string& path) { return base_.is_directory(path); }
+bool FaultInjectingEnv::is_symlink(const std::string& path) { return base_.is_symlink(path); }
 
 Status FaultInjectingEnv::sync_dir(const std::string& path) {
   if (state_->dir_sync_fails(path)) return injected_error("fsync directory", path, EIO);

@@ -61,6 +61,7 @@ class FaultInjectingEnv final : public Env {
   Result<std::vector<std::string>> list_dir(const std::string& path) override;
   bool exists(const std::string& path) override;
   bool is_directory(const std::string& path) override;
+  bool is_symlink(const std::string& path) override;
   Status sync_dir(const std::string& path) override;
   std::string_view backend_name() const override;
 

@@ -169,14 +169,14 @@ TEST_F(AutoResumeTest, PruneRemovesTemporariesLeftByACrash) {
   EXPECT_FALSE(is_temporary_name("step-00000020"));
   EXPECT_FALSE(is_temporary_name("latest"));
 
-  Result<std::vector<std::string>> kept = prune_checkpoints(dir_, 5, false, io::default_env());
+  Result<PruneReport> kept = prune_checkpoints(dir_, 5, false, io::default_env());
   ASSERT_TRUE(kept.ok()) << kept.status().to_string();
-  EXPECT_TRUE(kept->empty());
+  EXPECT_TRUE(kept->removed.empty());
   EXPECT_TRUE(fs::exists(dir_ + "/" + leftovers[2])) << "temporaries stay unless asked";
 
-  Result<std::vector<std::string>> removed = prune_checkpoints(dir_, 5, true, io::default_env());
+  Result<PruneReport> removed = prune_checkpoints(dir_, 5, true, io::default_env());
   ASSERT_TRUE(removed.ok()) << removed.status().to_string();
-  EXPECT_EQ(removed->size(), 4u);
+  EXPECT_EQ(removed->removed.size(), 4u);
   for (const std::string& name : leftovers) EXPECT_FALSE(fs::exists(dir_ + "/" + name)) << name;
   EXPECT_FALSE(fs::exists(dir_ + "/latest.tmp.4242.0123456789abcdef"));
   EXPECT_TRUE(fs::exists(step_path(10) + "/manifest.json"));
@@ -184,12 +184,43 @@ TEST_F(AutoResumeTest, PruneRemovesTemporariesLeftByACrash) {
   EXPECT_EQ(resolve_checkpoint(dir_, io::default_env()).value(), step_path(20));
 }
 
+// A step directory that is a link to another run's checkpoint is reported and left alone, and
+// the other run keeps every file; a temporary that is a link is unlinked, never followed.
+TEST_F(AutoResumeTest, PruneLeavesALinkedStepDirectoryAndWhatItPointsTo) {
+  const std::string other = root_ + "/other-run/checkpoints/step-00000005";
+  fs::create_directories(other);
+  std::ofstream(other + "/manifest.json") << "{}";
+  std::ofstream(other + "/rank-00000.data") << "another run's weights";
+  fs::create_directory_symlink(other, step_path(5));
+  const std::string other_tmp = root_ + "/other-run/scratch";
+  fs::create_directories(other_tmp);
+  std::ofstream(other_tmp + "/keep.txt") << "keep";
+  fs::create_directory_symlink(other_tmp, dir_ + "/.tmp-step-00000007-1");
+  make_step(10);
+  make_step(20);
+  write_latest("step-00000020\n");
+
+  Result<PruneReport> r = prune_checkpoints(dir_, 1, true, io::default_env());
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->removed, (std::vector<std::string>{"step-00000010", ".tmp-step-00000007-1"}));
+  ASSERT_EQ(r->left_alone.size(), 1u);
+  EXPECT_NE(r->left_alone[0].find(step_path(5) + " is a symbolic link"), std::string::npos)
+      << r->left_alone[0];
+  EXPECT_TRUE(fs::is_symlink(step_path(5)));
+  EXPECT_TRUE(fs::exists(other + "/manifest.json"));
+  EXPECT_TRUE(fs::exists(other + "/rank-00000.data"));
+  EXPECT_FALSE(fs::exists(dir_ + "/.tmp-step-00000007-1"));
+  EXPECT_TRUE(fs::exists(other_tmp + "/keep.txt"));
+  EXPECT_FALSE(fs::exists(step_path(10)));
+  EXPECT_TRUE(fs::exists(step_path(20) + "/manifest.json"));
+}
+
 // Retention never guesses which checkpoint is the newest: a damaged `latest` stops it.
 TEST_F(AutoResumeTest, PruneRefusesADamagedLatest) {
   make_step(10);
   make_step(20);
   write_latest("garbage");
-  Result<std::vector<std::string>> r = prune_checkpoints(dir_, 1, false, io::default_env());
+  Result<PruneReport> r = prune_checkpoints(dir_, 1, false, io::default_env());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find(dir_ + "/latest: expected the name of a step directory"),
             std::string::npos) << r.status().message();

@@ -80,6 +80,7 @@ class ForwardingEnv : public io::Env {
   }
   bool exists(const std::string& path) override { return base_.exists(path); }
   bool is_directory(const std::string& path) override { return base_.is_directory(path); }
+  bool is_symlink(const std::string& path) override { return base_.is_symlink(path); }
   Status sync_dir(const std::string& path) override { return base_.sync_dir(path); }
   std::string_view backend_name() const override { return base_.backend_name(); }
 

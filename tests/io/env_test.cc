@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include <unistd.h>
+
 #include "core/buffer.h"
 #include "io/uring_queue.h"
 #include "tests/io/temp_dir.h"
@@ -259,6 +261,40 @@ TEST_P(EnvTest, DirectoriesCanBeCreatedListedRenamedAndRemoved) {
   EXPECT_TRUE(env_->remove_all(dir_.file("moved")).ok()) << "removing nothing is fine";
   EXPECT_EQ(env_->remove_file(dir_.file("moved")).code(), StatusCode::kNotFound);
   EXPECT_EQ(env_->list_dir(dir_.file("moved")).status().code(), StatusCode::kNotFound);
+}
+
+// A tree to clean holding links to a file and a directory outside it, a link inside it to its
+// own subdirectory, and a dangling link: remove_all removes the tree and the links, and nothing
+// the links point to.
+TEST_P(EnvTest, RemoveAllRemovesLinksAsLinksAndNeverWhatTheyPointTo) {
+  const std::string outside = dir_.file("other-run");
+  ASSERT_TRUE(env_->create_dirs(outside + "/step-00000010").ok());
+  open(outside + "/step-00000010/manifest.json", OpenMode::kTruncate);
+  open(outside + "/notes.txt", OpenMode::kTruncate);
+
+  const std::string tree = dir_.file("tree");
+  ASSERT_TRUE(env_->create_dirs(tree + "/inner").ok());
+  open(tree + "/inner/kept-until-removed", OpenMode::kTruncate);
+  ASSERT_EQ(::symlink(outside.c_str(), (tree + "/to-dir").c_str()), 0);
+  ASSERT_EQ(::symlink((outside + "/notes.txt").c_str(), (tree + "/to-file").c_str()), 0);
+  ASSERT_EQ(::symlink((tree + "/inner").c_str(), (tree + "/to-inner").c_str()), 0);
+  ASSERT_EQ(::symlink((tree + "/absent").c_str(), (tree + "/dangling").c_str()), 0);
+  EXPECT_TRUE(env_->is_symlink(tree + "/to-dir"));
+  EXPECT_TRUE(env_->is_symlink(tree + "/dangling"));
+  EXPECT_FALSE(env_->is_symlink(tree + "/inner"));
+  EXPECT_FALSE(env_->is_symlink(dir_.file("absent")));
+
+  ASSERT_TRUE(env_->remove_all(tree).ok());
+  EXPECT_FALSE(env_->exists(tree));
+  EXPECT_TRUE(env_->exists(outside + "/step-00000010/manifest.json"));
+  EXPECT_TRUE(env_->exists(outside + "/notes.txt"));
+
+  // A link given as the root is removed as a link too.
+  const std::string link = dir_.file("link-root");
+  ASSERT_EQ(::symlink(outside.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(env_->remove_all(link).ok());
+  EXPECT_FALSE(env_->exists(link));
+  EXPECT_TRUE(env_->exists(outside + "/step-00000010/manifest.json"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, EnvTest, ::testing::Values(IoBackend::kPosix, IoBackend::kUring),
