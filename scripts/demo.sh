@@ -55,9 +55,9 @@ step "datasets: Tiny Shakespeare (one document per speech) and arithmetic word p
 # Speeches are stored without an end-of-document token, so a sample reads like the play, one
 # speaker after another, and generation goes on to the next speaker instead of stopping.
 "$BIN/ms-data" build --input data/corpus/tinyshakespeare.txt --doc-separator blank-line \
-  --no-append-eos --tokenizer "$TOKENIZER" --output data/shakespeare --no-progress
+  --no-append-eos --tokenizer "$TOKENIZER" --output data/shakespeare --no-progress --replace
 "$BIN/ms-data" build --input data/corpus/arithmetic.jsonl.zst \
-  --tokenizer "$TOKENIZER" --output data/arithmetic --no-progress
+  --tokenizer "$TOKENIZER" --output data/arithmetic --no-progress --replace
 "$BIN/ms-data" verify data/shakespeare
 "$BIN/ms-data" inspect data/arithmetic
 entropy() { "$BIN/ms-data" inspect "$1" --entropy | sed -n 's/^unigram *entropy \([0-9.]*\) nats.*/\1/p'; }
@@ -67,7 +67,7 @@ echo "unigram entropy (the loss of a model that ignores context): shakespeare $H
   "arithmetic $H_ARITHMETIC nats/token"
 
 step "a weighted mixture plan with a held-out validation split"
-"$BIN/ms-data" plan --config configs/mix-shakespeare.yaml --output data/shakespeare.plan
+"$BIN/ms-data" plan --config configs/mix-shakespeare.yaml --output data/shakespeare.plan --replace
 "$BIN/ms-data" dump-plan data/shakespeare.plan --samples 0:2 --format text
 
 step "training the tiny model on 2 data-parallel ranks (ZeRO-1), $STEPS steps"

@@ -19,6 +19,7 @@ struct ExportArgs {
   std::string format = "safetensors";
   std::string output;
   uint64_t max_shard_bytes = 5'000'000'000;
+  bool replace = false;
 };
 
 Result<int> export_checkpoint(const ExportArgs& args) {
@@ -32,6 +33,7 @@ Result<int> export_checkpoint(const ExportArgs& args) {
                       ckpt::checkpoint_model_config(opened.manifest->config_yaml, opened.resolved));
   ckpt::HfExportOptions options;
   options.output_dir = args.output;
+  options.output_rules = {{args.checkpoint, opened.resolved}, "--output", args.replace};
   options.max_shard_bytes = args.max_shard_bytes;
   const std::string tokenizer = opened.resolved + "/tokenizer.json";
   std::error_code ec;
@@ -66,8 +68,12 @@ void add_export_command(cli::Tool& tool) {
                   "Step directory, checkpoints/ directory or latest file")->required();
   sub->add_option("--format", args->format, "Output format (only: safetensors)")
       ->check(CLI::IsMember({"safetensors"}))->capture_default_str();
-  sub->add_option("--output,-o", args->output, "Output directory (must not exist or be empty)")
+  sub->add_option("--output,-o", args->output,
+                  "Output directory: absent or empty (see --replace), outside the checkpoint; "
+                  "built under a temporary name and renamed into place")
       ->required();
+  sub->add_flag("--replace", args->replace,
+                "Replace an existing --output directory (removed once the new one is complete)");
   sub->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "Split into model-0000X-of-0000N.safetensors files of at most this many bytes")
       ->check(CLI::PositiveNumber)->capture_default_str();

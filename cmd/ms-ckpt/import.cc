@@ -14,6 +14,7 @@
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
 #include "data/progress.h"
+#include "io/output_path.h"
 
 namespace ms::ckpt_cmd {
 namespace {
@@ -22,6 +23,7 @@ struct ImportArgs {
   std::string input;
   std::string output;
   int64_t step = 0;
+  bool replace = false;
 };
 
 // Every parameter, read (and widened to f32) into memory: the save path snapshots all tensors
@@ -70,6 +72,12 @@ Result<ckpt::SaveReport> save_checkpoint(const ckpt::HfModel& model,
 Result<int> run_import(const ImportArgs& args) {
   return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
     if (world.size() != 1) return InvalidArgument("import runs as a single process; drop mpirun");
+    // The save replaces a step directory atomically on its own; what is checked here is that
+    // it lands apart from the model it reads and replaces an older import only when asked.
+    const io::OutputRules rules{{args.input}, "--output", args.replace};
+    MS_RETURN_IF_ERROR(io::check_output_is_not_an_input(args.output, rules));
+    MS_RETURN_IF_ERROR(io::check_output_dir(
+        io::default_env(), args.output + "/" + ckpt::step_dir_name(args.step), rules));
     MS_ASSIGN_OR_RETURN(ckpt::HfModel model, ckpt::open_hf_model(args.input));
     MS_ASSIGN_OR_RETURN(std::vector<Tensor> values, read_parameters(model));
     MS_ASSIGN_OR_RETURN(ckpt::SaveReport report, save_checkpoint(model, values, args, world));
@@ -87,10 +95,14 @@ void add_import_command(cli::Tool& tool) {
       [args] { return run_import(*args); });
   sub->add_option("input", args->input, "Directory with config.json and safetensors")->required();
   sub->add_option("--output,-o", args->output,
-                  "checkpoints/ directory to write step-XXXXXXXX into (e.g. runs/x/checkpoints)")
+                  "checkpoints/ directory to write step-XXXXXXXX into (e.g. runs/x/checkpoints), "
+                  "outside the model directory")
       ->required();
   sub->add_option("--step", args->step, "Step number of the written checkpoint")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_flag("--replace", args->replace,
+                "Replace an existing step directory of that step (removed once the new one is "
+                "committed)");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ struct ReshardArgs {
   std::string to;
   std::string output;
   uint64_t max_shard_bytes = 64ull << 20;
+  bool replace = false;
 };
 
 Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget& target,
@@ -36,6 +37,7 @@ Result<int> reshard_in_world(const ReshardArgs& args, const ckpt::ReshardTarget&
   const std::string step_dir = *resolved;
   ckpt::ReshardOptions options;
   options.output_dir = args.output;
+  options.replace = args.replace;
   options.target = target;
   options.tp_placement = parallel::tp_shard;
   options.pp_placement = parallel::pp_ranks_holding;
@@ -75,7 +77,12 @@ void add_reshard_command(cli::Tool& tool) {
                   "or ep=4,dp=4; tp slices, pipeline stages and expert owners (dp rank d holds "
                   "the experts of ep rank d % ep) follow the trainer's rules by tensor name "
                   "(docs/parallel.md)")->required();
-  sub->add_option("--output,-o", args->output, "checkpoints/ directory to write into")->required();
+  sub->add_option("--output,-o", args->output,
+                  "checkpoints/ directory to write step-XXXXXXXX and latest into, outside the "
+                  "source checkpoint")->required();
+  sub->add_flag("--replace", args->replace,
+                "Replace an existing step directory of that step in --output (removed once the "
+                "new one is committed)");
   sub->add_option("--max-shard-bytes", args->max_shard_bytes, "Largest box written as one shard")
       ->check(CLI::PositiveNumber)->capture_default_str();
 }

@@ -93,6 +93,8 @@ void add_build_command(cli::Tool& tool) {
   sub->add_option("--batch-docs", args->options.batch_documents, "Documents tokenized per batch")
       ->check(CLI::Range(1, 1 << 24))->capture_default_str();
   sub->add_flag("--no-progress", args->no_progress, "Do not print progress");
+  sub->add_flag("--replace", args->options.replace,
+                "Replace an existing dataset at --output (each file is replaced atomically)");
   cli::add_json_flag(sub, &args->json);
 }
 

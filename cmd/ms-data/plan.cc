@@ -13,6 +13,7 @@
 #include "data/plan.h"
 #include "data/plan_builder.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace ms::data_cmd {
 namespace {
@@ -22,6 +23,7 @@ struct PlanArgs {
   std::vector<std::string> sets;
   std::string output;
   bool json = false;
+  bool replace = false;
 };
 
 void print_summary(const data::PlanInfo& info, const data::Plan& plan, double seconds) {
@@ -60,8 +62,23 @@ nlohmann::ordered_json summary_json(const data::PlanInfo& info, const data::Plan
   return j;
 }
 
+// The plan and its .yaml are written apart from the config and every source's files.
+Status check_outputs(const PlanArgs& args, const data::MixtureConfig& config) {
+  io::OutputRules rules{{args.config_path}, "--output", args.replace};
+  for (const data::MixtureSource& s : config.sources) {
+    for (const char* suffix : {".bin", ".idx", ".meta.json"}) {
+      rules.inputs.push_back(s.prefix + suffix);
+    }
+  }
+  for (const std::string& path : {args.output, args.output + ".yaml"}) {
+    MS_RETURN_IF_ERROR(io::check_output_file(io::default_env(), path, rules));
+  }
+  return Status::OK();
+}
+
 Result<int> run_plan(const PlanArgs& args) {
   MS_ASSIGN_OR_RETURN(data::MixtureConfig config, data::load_mixture(args.config_path, args.sets));
+  MS_RETURN_IF_ERROR(check_outputs(args, config));
   Stopwatch watch;
   MS_ASSIGN_OR_RETURN(data::PlanInfo info, data::plan_mixture(config, args.output));
   const double seconds = watch.elapsed_s();
@@ -82,7 +99,10 @@ void add_plan_command(cli::Tool& tool) {
       [args] { return run_plan(*args); });
   cli::add_config_options(sub, &args->config_path, &args->sets);
   sub->get_option("--config")->required();
-  sub->add_option("--output,-o", args->output, "Plan file to write (e.g. data/mix.plan)")->required();
+  sub->add_option("--output,-o", args->output,
+                  "Plan file to write (e.g. data/mix.plan), and <output>.yaml beside it; absent "
+                  "unless --replace")->required();
+  sub->add_flag("--replace", args->replace, "Replace an existing plan (atomically)");
   cli::add_json_flag(sub, &args->json);
   sub->footer("Mixture keys:\n" + data::mixture_schema().help());
 }

@@ -14,6 +14,7 @@
 #include "data/corpus.h"
 #include "data/tokenizer.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace ms::data_cmd {
 namespace {
@@ -46,6 +47,9 @@ Result<std::unique_ptr<data::Tokenizer>> load_tokenizer(const CodecArgs& a) {
 
 Status feed_corpus(const TrainArgs& a, data::BpeTrainer& trainer, int64_t* documents) {
   MS_ASSIGN_OR_RETURN(std::vector<std::string> files, data::expand_corpus_inputs(io::default_env(), a.inputs));
+  io::OutputRules rules{files, "--output"};
+  rules.inputs.insert(rules.inputs.end(), a.inputs.begin(), a.inputs.end());
+  MS_RETURN_IF_ERROR(io::check_output_is_not_an_input(a.output, rules));
   data::CorpusOptions options;
   options.text_key = a.text_field;
   for (const std::string& file : files) {

@@ -23,6 +23,7 @@
 #include "infer/model_loader.h"
 #include "infer/serving.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace ms::infer_cmd {
 namespace {
@@ -214,6 +215,9 @@ Result<int> generate_in_world(const GenerateArgs& a, comm::Communicator& world) 
 Result<int> run_generate(const GenerateArgs& a) {
   if (!a.prompts.empty() && a.output.empty()) {
     return InvalidArgument("--prompts needs --output for the completions");
+  }
+  if (!a.prompts.empty()) {
+    MS_RETURN_IF_ERROR(io::check_output_is_not_an_input(a.output, {{a.prompts}, "--output"}));
   }
   MS_RETURN_IF_ERROR(check_draft_flags(a.serving));
   return cli::run_in_world(

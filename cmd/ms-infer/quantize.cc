@@ -20,6 +20,7 @@
 #include "infer/quant_sensitivity.h"
 #include "infer/quantized_model.h"
 #include "infer/token_windows.h"
+#include "io/output_path.h"
 
 namespace ms::infer_cmd {
 namespace {
@@ -30,6 +31,7 @@ struct QuantizeArgs {
   std::string budget, calibration;
   int64_t calibration_samples = 8, calibration_len = 0;
   bool weights_given = false;
+  bool replace = false;
 };
 
 // The tokenizer.json beside the weights: the directory's, or the checkpoint step's copy.
@@ -142,6 +144,25 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
   return assignment_of(items, alloc);
 }
 
+// What quantize reads, so the output can be kept apart from all of it.
+Result<io::OutputRules> output_rules(const QuantizeArgs& a) {
+  io::OutputRules rules;
+  rules.flag = "--output";
+  rules.replace = a.replace;
+  if (!a.model.empty()) rules.inputs.push_back(a.model);
+  if (!a.checkpoint.empty()) {
+    rules.inputs.push_back(a.checkpoint);
+    MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(a.checkpoint));
+    rules.inputs.push_back(step_dir);
+  }
+  if (!a.calibration.empty()) {
+    for (const char* suffix : {"", ".bin", ".idx", ".meta.json"}) {
+      rules.inputs.push_back(a.calibration + suffix);
+    }
+  }
+  return rules;
+}
+
 Result<int> run_quantize(const QuantizeArgs& a) {
   if (a.output.empty()) return InvalidArgument("--output is required");
   if (!a.budget.empty() && a.weights_given) {
@@ -159,6 +180,9 @@ Result<int> run_quantize(const QuantizeArgs& a) {
       return InvalidArgument(a.model + " is already quantized; quantize the original model");
     }
   }
+  MS_ASSIGN_OR_RETURN(const io::OutputRules rules, output_rules(a));
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::StagedDirectory> out,
+                      io::StagedDirectory::create(io::default_env(), a.output, rules));
   MS_ASSIGN_OR_RETURN(infer::LoadedModel m, infer::load_model(a.model, a.checkpoint));
   MS_ASSIGN_OR_RETURN(const std::string tokenizer, tokenizer_path(a));
   infer::FormatAssignment formats;
@@ -167,10 +191,12 @@ Result<int> run_quantize(const QuantizeArgs& a) {
   } else {
     MS_ASSIGN_OR_RETURN(formats, allocate_under_budget(a, m));
   }
-  MS_RETURN_IF_ERROR(infer::save_quantized_model(*m.model, formats, tokenizer, a.output));
-  MS_ASSIGN_OR_RETURN(infer::LoadedModel written, infer::load_hf_model(a.output));
+  MS_RETURN_IF_ERROR(infer::save_quantized_model(*m.model, formats, tokenizer, out->path()));
+  // Read back before it is published, so a directory that does not load never appears.
+  MS_ASSIGN_OR_RETURN(infer::LoadedModel written, infer::load_hf_model(out->path()));
+  MS_RETURN_IF_ERROR(out->commit());
   std::fprintf(stderr, "quantize: wrote %s: %lld linear weights quantized, %s of them (%s as f32)\n",
-               a.output.c_str(), static_cast<long long>(written.serving_weights.matrices),
+               out->final_path().c_str(), static_cast<long long>(written.serving_weights.matrices),
                infer::format_bytes(written.serving_weights.quantized_bytes).c_str(),
                infer::format_bytes(written.serving_weights.f32_bytes).c_str());
   return 0;
@@ -186,7 +212,12 @@ void add_quantize_command(cli::Tool& tool) {
   sub->add_option("--model", a->model, "Hugging Face model directory to quantize");
   sub->add_option("--checkpoint", a->checkpoint,
                   "Training checkpoint to quantize (step dir, checkpoints dir or latest file)");
-  sub->add_option("--output,-o", a->output, "The quantized model directory to write")->required();
+  sub->add_option("--output,-o", a->output,
+                  "The quantized model directory to write: absent or empty (see --replace), and "
+                  "outside every input; built under a temporary name and renamed into place")
+      ->required();
+  sub->add_flag("--replace", a->replace,
+                "Replace an existing --output directory (removed once the new one is complete)");
   sub->add_option_function<std::string>(
          "--weights",
          [a](const std::string& name) {

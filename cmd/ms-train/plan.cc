@@ -4,7 +4,6 @@
 //   ms-train plan --config run.yaml --cluster c.yaml --evaluate   (the config's own layout)
 //   mpirun -np 2 ms-train plan --profile cpu.yaml [--config run.yaml --profile-ranks 4]
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -12,6 +11,8 @@
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 #include "config/run_config.h"
+#include "io/atomic_file.h"
+#include "io/output_path.h"
 #include "plan/cluster.h"
 #include "plan/profile.h"
 #include "plan/report.h"
@@ -32,17 +33,14 @@ struct PlanOptions {
   int top = 5;
   bool evaluate = false;
   bool json = false;
+  bool replace = false;
 };
 
-ms::Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  out.close();
-  if (!out) return ms::IOError("writing " + path);
-  return ms::Status::OK();
-}
-
 ms::Result<int> profile(const PlanOptions& opts) {
+  // Checked before minutes of measuring, and written atomically after.
+  MS_RETURN_IF_ERROR(ms::io::check_output_file(
+      ms::io::default_env(), opts.profile_path,
+      {{opts.config_path, opts.cluster_path, opts.check_json}, "--profile", opts.replace}));
   ms::config::RunConfig config;
   const bool with_config = !opts.config_path.empty();
   if (with_config) {
@@ -59,7 +57,8 @@ ms::Result<int> profile(const PlanOptions& opts) {
         "# Measured on this machine by `ms-train plan --profile` (" + std::to_string(world.size()) +
         " ranks" + (with_config ? ", op shapes of " + opts.config_path : std::string()) +
         "); docs/plan.md describes every key.\n";
-    MS_RETURN_IF_ERROR(write_file(opts.profile_path, header + ms::plan::cluster_to_yaml(cluster)));
+    MS_RETURN_IF_ERROR(ms::io::write_file_atomic(opts.profile_path,
+                                                 header + ms::plan::cluster_to_yaml(cluster)));
     std::cout << "wrote " << opts.profile_path << ": sgemm peak "
               << cluster.device.peak_tflops.at("f32") * 1e3 << " GFLOP/s, triad "
               << cluster.device.memory_bandwidth_gbs << " GB/s, link "
@@ -166,6 +165,7 @@ void add_plan(ms::cli::Tool& tool) {
                   "With --profile --config: collect op shapes for 1 to this many ranks (default 4)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--profile-name", opts->profile_name, "With --profile: the cluster's name");
+  cmd->add_flag("--replace", opts->replace, "With --profile: replace an existing cluster file");
   ms::cli::add_json_flag(cmd, &opts->json);
 }
 

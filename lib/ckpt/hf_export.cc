@@ -4,7 +4,6 @@
 #include "ckpt/hf_export.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -14,8 +13,6 @@
 
 namespace ms::ckpt {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Greedy packing in parameter order: a file takes tensors until the next would pass the limit.
 std::vector<std::vector<TensorInfo>> plan_files(const std::vector<TensorInfo>& tensors,
@@ -139,24 +136,11 @@ Result<HfExportSummary> export_hf(const config::ModelConfig& config, const Tenso
   MS_RETURN_IF_ERROR(check_hf_exportable(config));
   if (options.output_dir.empty()) return InvalidArgument("export needs an output directory");
   if (options.max_shard_bytes == 0) return InvalidArgument("--max-shard-bytes must be positive");
-  std::error_code ec;
-  const fs::path out = fs::path(options.output_dir).lexically_normal();
-  const std::string final_dir = out.has_filename() ? out.string() : out.parent_path().string();
-  if (fs::exists(final_dir, ec) && !fs::is_empty(final_dir, ec)) {
-    return AlreadyExists("output directory '" + final_dir + "' exists and is not empty; choose "
-                         "another or remove it");
-  }
-  const fs::path parent = fs::path(final_dir).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  const std::string tmp = io::temp_sibling_name(final_dir);
-  if (!fs::create_directory(tmp, ec)) return ErrnoError("cannot create directory", tmp, ec.value());
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::StagedDirectory> out,
+                      io::StagedDirectory::create(env, options.output_dir, options.output_rules));
   HfExportSummary summary;
-  Status st = export_into(tmp, config, source, options, env, summary);
-  if (st.ok()) st = io::commit_directory(env, tmp, final_dir);
-  if (!st.ok()) {
-    fs::remove_all(tmp, ec);
-    return st;
-  }
+  MS_RETURN_IF_ERROR(export_into(out->path(), config, source, options, env, summary));
+  MS_RETURN_IF_ERROR(out->commit());
   return summary;
 }
 

@@ -15,11 +15,13 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "io/env.h"
+#include "io/output_path.h"
 
 namespace ms::ckpt {
 
 struct HfExportOptions {
-  std::string output_dir;                      // must not exist, or be an empty directory
+  std::string output_dir;                      // checked and staged by io::StagedDirectory
+  io::OutputRules output_rules;                // the inputs it must stay clear of, --replace
   uint64_t max_shard_bytes = 5'000'000'000;    // Hugging Face's default shard size
   std::string tokenizer_json;                  // copied as tokenizer.json when not empty
   // Called after each tensor is written with bytes done and the total.

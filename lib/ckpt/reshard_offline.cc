@@ -6,7 +6,6 @@
 #include "ckpt/reshard_offline.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,11 +17,11 @@
 #include "core/crc32c.h"
 #include "core/version.h"
 #include "io/atomic_file.h"
+#include "io/output_path.h"
 
 namespace ms::ckpt {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The data file of target rank r holds what r saves; this process writes r % size == rank.
@@ -128,36 +127,44 @@ Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
   return m;
 }
 
-Status commit_output(const std::string& step_dir, const Manifest& m, const std::string& tmp,
-                     const std::string& final_dir, const ReshardOptions& options, io::Env& env) {
-  MS_RETURN_IF_ERROR(m.validate(final_dir + "/manifest.json"));
+Status commit_output(const std::string& step_dir, const Manifest& m, io::StagedDirectory& out,
+                     const ReshardOptions& options, io::Env& env) {
+  MS_RETURN_IF_ERROR(m.validate(out.final_path() + "/manifest.json"));
   MS_RETURN_IF_ERROR(
-      io::write_file_atomic(env, tmp + "/manifest.json", m.to_json().dump(1) + "\n"));
+      io::write_file_atomic(env, out.path() + "/manifest.json", m.to_json().dump(1) + "\n"));
   if (env.exists(step_dir + "/tokenizer.json")) {
     MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
-    MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp + "/tokenizer.json", tokenizer));
+    MS_RETURN_IF_ERROR(io::write_file_atomic(env, out.path() + "/tokenizer.json", tokenizer));
   }
-  MS_RETURN_IF_ERROR(io::commit_directory(env, tmp, final_dir));
-  return publish_latest(env, options.output_dir, step_dir_name(m.step), final_dir);
+  MS_RETURN_IF_ERROR(out.commit());
+  return publish_latest(env, options.output_dir, step_dir_name(m.step), out.final_path());
 }
 
-// Rank 0 creates the temporary directory and tells everyone its name ("" on failure).
-Result<std::string> shared_temp_dir(const std::string& final_dir, comm::Communicator& comm) {
-  char name[1024] = {0};
+// Rank 0 checks the output against the source and creates the staged step directory; every
+// rank learns the temporary directory's name or rank 0's error.
+Result<std::string> shared_staging(const std::string& step_dir, const std::string& final_dir,
+                                   const ReshardOptions& options, comm::Communicator& comm,
+                                   io::Env& env, std::unique_ptr<io::StagedDirectory>& staged) {
+  Status made;
+  std::string name;
   if (comm.rank() == 0) {
-    std::error_code ec;
-    fs::create_directories(fs::path(final_dir).parent_path(), ec);
-    const std::string tmp = io::temp_sibling_name(final_dir);
-    if (!fs::exists(final_dir, ec) && fs::create_directory(tmp, ec) && tmp.size() < sizeof(name)) {
-      std::snprintf(name, sizeof(name), "%s", tmp.c_str());
+    const io::OutputRules rules{{step_dir}, "--output", options.replace};
+    made = io::check_output_is_not_an_input(options.output_dir, rules);
+    Result<std::unique_ptr<io::StagedDirectory>> created =
+        made.ok() ? io::StagedDirectory::create(env, final_dir, rules)
+                  : Result<std::unique_ptr<io::StagedDirectory>>(made);
+    made = created.status();
+    if (created.ok()) {
+      staged = std::move(*created);
+      name = staged->path();
     }
   }
-  MS_RETURN_IF_ERROR(comm.broadcast(name, sizeof(name), DType::kU8, 0));
-  if (name[0] == '\0') {
-    return AlreadyExists("cannot create " + final_dir + " (it exists, or its parent is not "
-                         "writable); choose another --output");
-  }
-  return std::string(name);
+  MS_RETURN_IF_ERROR(comm::agree(comm, made, "creating the output step directory"));
+  int64_t length = static_cast<int64_t>(name.size());
+  MS_RETURN_IF_ERROR(comm.broadcast(&length, 1, DType::kI64, 0));
+  name.resize(static_cast<size_t>(length));
+  MS_RETURN_IF_ERROR(comm.broadcast(name.data(), name.size(), DType::kU8, 0));
+  return name;
 }
 
 // Reads the source manifest and checks every shard lies in its data file, so the plan (whose
@@ -186,7 +193,9 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
                                    options.pp_placement, options.ep_placement,
                                    options.max_shard_bytes));
   const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);
-  MS_ASSIGN_OR_RETURN(std::string tmp, shared_temp_dir(final_dir, comm));
+  std::unique_ptr<io::StagedDirectory> staged;  // rank 0's; removes the temporary on failure
+  MS_ASSIGN_OR_RETURN(std::string tmp,
+                      shared_staging(step_dir, final_dir, options, comm, env, staged));
   Result<json> mine = write_my_files(step_dir, source, plan, tmp, options, comm.rank(),
                                      comm.size(), env);
   const Status written = comm::agree(comm, mine.status(), "writing the resharded shards");
@@ -194,14 +203,10 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   Result<std::vector<std::string>> texts =
       st.ok() ? gather_text(comm, mine->dump()) : Result<std::vector<std::string>>(st);
   if (texts.ok() && comm.rank() == 0) {
-    st = commit_output(step_dir, resharded_manifest(source, options.target, *texts), tmp,
-                       final_dir, options, env);
+    st = commit_output(step_dir, resharded_manifest(source, options.target, *texts), *staged,
+                       options, env);
   } else if (!texts.ok()) {
     st = texts.status();
-  }
-  if (!st.ok() && comm.rank() == 0) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
   }
   if (!written.ok()) return written;  // already agreed
   MS_RETURN_IF_ERROR(comm::agree(comm, st, "committing the resharded checkpoint"));

@@ -25,6 +25,7 @@ namespace ms::ckpt {
 
 struct ReshardOptions {
   std::string output_dir;  // a checkpoints/ directory; step-XXXXXXXX and latest are written in it
+  bool replace = false;    // an existing step-XXXXXXXX there may be replaced (--replace)
   ReshardTarget target;
   TpPlacement tp_placement;  // needed when target.tp > 1 (ms-ckpt passes parallel::tp_shard)
   // Needed when target.pipelined() (ms-ckpt passes parallel::pp_ranks_holding).
@@ -37,8 +38,10 @@ struct ReshardOptions {
 
 // Reshards the checkpoint at `step_dir` into options.output_dir (collective over `comm`).
 // Returns the new step directory. Any rank's failure fails every rank, and nothing is committed.
-// AlreadyExists when the output step directory exists; plan_reshard's InvalidArgument (naming
-// the tensor) before anything is created when the placement refuses a tensor.
+// InvalidArgument when the output directory or step directory is, contains or is inside
+// `step_dir`; AlreadyExists when the output step directory exists and is not empty, unless
+// options.replace (io::StagedDirectory); plan_reshard's InvalidArgument (naming the tensor)
+// before anything is created when the placement refuses a tensor.
 Result<std::string> reshard_checkpoint(const std::string& step_dir, const ReshardOptions& options,
                                        comm::Communicator& comm, io::Env& env);
 

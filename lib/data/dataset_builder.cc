@@ -15,6 +15,7 @@
 #include "core/version.h"
 #include "data/indexed_dataset.h"
 #include "data/progress.h"
+#include "io/output_path.h"
 
 namespace ms::data {
 namespace {
@@ -174,8 +175,22 @@ class Builder {
   DatasetMeta meta_;
 };
 
+// The three files of the output prefix, each checked against every input: the expanded corpus
+// files, the directories and patterns given, and the tokenizer.
+Status check_outputs(io::Env& env, const BuildOptions& options,
+                     const std::vector<std::string>& files) {
+  io::OutputRules rules{files, "--output", options.replace};
+  rules.inputs.insert(rules.inputs.end(), options.inputs.begin(), options.inputs.end());
+  rules.inputs.push_back(options.tokenizer_path);
+  for (const char* suffix : {".bin", ".idx", ".meta.json"}) {
+    MS_RETURN_IF_ERROR(io::check_output_file(env, options.output_prefix + suffix, rules));
+  }
+  return Status::OK();
+}
+
 Status Builder::prepare(std::vector<std::string>* files) {
   MS_ASSIGN_OR_RETURN(*files, expand_corpus_inputs(env_, options_.inputs));
+  MS_RETURN_IF_ERROR(check_outputs(env_, options_, *files));
   MS_ASSIGN_OR_RETURN(dtype_code_, choose_dtype(options_.dtype, tokenizer_.vocab_size(), options_.tokenizer_path));
   if (options_.append_eos) {
     eos_ = tokenizer_.eos_id();

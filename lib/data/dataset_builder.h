@@ -44,6 +44,7 @@ struct BuildOptions {
   size_t batch_documents = 1024;
   size_t batch_bytes = 4 << 20;
   bool show_progress = true;
+  bool replace = false;             // existing <prefix>.bin/.idx/.meta.json may be replaced
 };
 
 struct BuildResult {
@@ -55,7 +56,9 @@ struct BuildResult {
 // Builds the dataset. `comm` may be null (one process); otherwise every rank of `comm` must call
 // this with the same options, and each returns the same outcome. Errors name the input file and
 // line, the tokenizer or the output; on any error nothing is left under the output's final
-// names (part and temporary files are removed).
+// names (part and temporary files are removed). An output file that is, or lies inside, an
+// input or the tokenizer is refused, and so is an existing one unless options.replace
+// (io/output_path.h).
 Result<BuildResult> build_dataset(io::Env& env, const Tokenizer& tokenizer,
                                   const BuildOptions& options, comm::Communicator* comm);
 

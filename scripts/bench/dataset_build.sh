@@ -27,7 +27,7 @@ best1=0; best2=0
 for threads in 1 2; do
   for run in $(seq "$REPEAT"); do
     out=$("$MS_DATA" build -i "$TEXT" -t "$TOK" -o "$WORK/ts" --doc-separator blank-line \
-          --threads "$threads" --no-progress --json)
+          --threads "$threads" --no-progress --json --replace)
     tokens=$(echo "$out" | sed -n 's/.*"tokens": \([0-9]*\).*/\1/p')
     secs=$(echo "$out" | sed -n 's/.*"seconds": \([0-9.e-]*\).*/\1/p')
     tps=$(echo "$out" | sed -n 's/.*"tokens_per_s": \([0-9.e+-]*\).*/\1/p')
