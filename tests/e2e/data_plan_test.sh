@@ -59,7 +59,7 @@ expect_error "huge_seq_len.plan': seq_len 1099511627776 is outside" \
 
 zstd -q -dc "$SRC/data/corpus/arithmetic.jsonl.zst" > full.jsonl
 head -n 100 full.jsonl > small.jsonl
-"$BIN/ms-data" build -i small.jsonl -t "$TOK" -o data/arithmetic --no-progress >/dev/null
+"$BIN/ms-data" build -i small.jsonl -t "$TOK" -o data/arithmetic --no-progress --replace >/dev/null
 expect_error "source 'arithmetic'" "$BIN/ms-data" dump-plan data/shakespeare.plan --format ids
 grep -q "changed since the plan was made" err.txt || fail "changed dataset not explained"
 echo "data_plan_test: OK"
