@@ -112,6 +112,7 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
+  MS_RETURN_IF_ERROR(comm::agree(world_, lock_run_dir(), "locking the run directory"));
   MS_RETURN_IF_ERROR(comm::agree(world_, start_watchdog(), "starting the watchdog"));
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
@@ -138,6 +139,15 @@ Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "starting up"));
   MS_RETURN_IF_ERROR(measure_yardsticks());
   return build_pipeline();
+}
+
+// Rank 0 holds the run directory's lock for the trainer's lifetime, before anything is written
+// there (the watchdog's reports included); the other ranks of the job share it.
+Status Trainer::lock_run_dir() {
+  if (world_.rank() != 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(io::DirectoryLock lock, lock_run_directory(config_.run.dir));
+  s_->run_dir_lock.emplace(std::move(lock));
+  return Status::OK();
 }
 
 // The fault injector for this rank's slot, and the watchdog every communicator split from
