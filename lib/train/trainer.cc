@@ -112,7 +112,6 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(world_, check_config(), "checking the config"));
-  MS_RETURN_IF_ERROR(comm::agree(world_, lock_run_dir(), "locking the run directory"));
   MS_RETURN_IF_ERROR(comm::agree(world_, start_watchdog(), "starting the watchdog"));
   const comm::MeshShape shape{.pp = static_cast<int>(config_.parallel.pp),
                               .dp = s_->dp,
@@ -130,6 +129,7 @@ Status Trainer::build() {
   }
   s_->loaders_serving = s_->loaders > 0;
   Status local = open_data();
+  if (local.ok()) local = lock_run_dir();
   if (local.ok() && world_.rank() == 0) {
     local = prepare_run_dir(config_, s_->train_loader->tokenizer_path());
   }
@@ -141,8 +141,9 @@ Status Trainer::build() {
   return build_pipeline();
 }
 
-// Rank 0 holds the run directory's lock for the trainer's lifetime, before anything is written
-// there (the watchdog's reports included); the other ranks of the job share it.
+// Rank 0 holds the run directory's lock for the trainer's lifetime, taken right before the
+// directory is first written (so bad input still leaves nothing behind); the other ranks of
+// the job share it, and learn of a refusal from the start-up agreement.
 Status Trainer::lock_run_dir() {
   if (world_.rank() != 0) return Status::OK();
   MS_ASSIGN_OR_RETURN(io::DirectoryLock lock, lock_run_directory(config_.run.dir));

@@ -82,8 +82,9 @@ struct TrainSummary {
 class Trainer {
  public:
   // Validates `config` against the world size (its dp becomes world.size()) and the data,
-  // locks run.dir against a second job and sets it up (rank 0), opens the loaders, builds the model and the distributed
-  // optimizer, and measures the sgemm rate when train.mfu_peak_gflops is 0. Collective over
+  // opens the loaders, locks run.dir against a second job and sets it up (rank 0), builds the
+  // model and the distributed optimizer, and measures the sgemm rate when
+  // train.mfu_peak_gflops is 0. Collective over
   // `world`, which must outlive the trainer and be used by this thread only. Every rank
   // returns an error when any rank fails.
   static Result<std::unique_ptr<Trainer>> create(config::RunConfig config,
