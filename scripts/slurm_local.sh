@@ -41,9 +41,13 @@ install() {
         apt-get install -y --no-install-recommends slurmctld slurmd slurm-client munge; }
 }
 
+# The node's CPUs as slurmd counts them: every online CPU. Not `nproc`, which obeys
+# OMP_NUM_THREADS (often 1 on clusters): a 1-CPU node leaves a 2-task job pending for ever.
+node_cpus() { getconf _NPROCESSORS_ONLN; }
+
 write_conf() {
   local cpus mem_mb
-  cpus=$(nproc)
+  cpus=$(node_cpus)
   mem_mb=$(awk '/^MemTotal:/ { printf "%d", $2 / 1024 * 0.9 }' /proc/meminfo)
   mkdir -p "$STATE/spool" "$STATE/state" "$STATE/log"
   cat > "$CONF" <<CONF
@@ -123,7 +127,7 @@ start() {
   running_pid "$STATE/slurmd.pid" > /dev/null || as_root slurmd -f "$CONF" -N "$NODE"
   for _ in $(seq 1 150); do
     if sinfo -h -N -o '%t' 2> /dev/null | grep -Eq '^(idle|mix|alloc)'; then
-      echo "Slurm is up: node $NODE, $(nproc) CPUs; export SLURM_CONF=$CONF"
+      echo "Slurm is up: node $NODE, $(node_cpus) CPUs; export SLURM_CONF=$CONF"
       return 0
     fi
     sleep 0.2

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <typeinfo>
 
 #include "core/logging.h"
@@ -55,7 +56,38 @@ std::string demangled(const char* name) {
   return status == 0 && text ? std::string(text.get()) : std::string(name);
 }
 
+// The first argument that is neither an option of `app` nor an option's value: the subcommand
+// the user meant, or nothing.
+const char* first_word(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return nullptr;
+    if (arg.size() < 2 || arg[0] != '-') return argv[i];
+    if (arg.find('=') != std::string::npos) continue;
+    const CLI::Option* option = app.get_option_no_throw(arg);
+    if (option == nullptr) return nullptr;  // an unknown option: CLI11 names it
+    if (option->get_type_size_max() > 0) ++i;  // its value
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+// CLI11 takes an unknown word for an extra argument and, when --help follows, prints the
+// tool's help and exits 0, so `ms-ckpt grow --help` looked like a command that exists. The word
+// is checked against the subcommands before CLI11 parses anything.
+Status Tool::check_subcommand(int argc, char** argv) const {
+  const char* word = first_word(app_, argc, argv);
+  if (word == nullptr) return Status::OK();
+  std::string names;
+  for (const auto& [sub, action] : actions_) {
+    if (sub->check_name(word)) return Status::OK();
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+  }
+  return InvalidArgument("unknown subcommand '" + std::string(word) + "'" +
+                         (names.empty() ? " (" + name_ + " has none)"
+                                        : " (" + name_ + " has: " + names + ")"));
+}
 
 const std::string& Tool::command() { return running_command(); }
 
@@ -66,6 +98,12 @@ void Tool::print_running_error(const std::string& message) {
 Status unexpected_exception(const std::exception& e) {
   const std::string type = demangled(typeid(e).name());
   std::string message = "unexpected exception in " + Tool::command() + ": " + type;
+  // A container asked for more elements than it can hold: its what() names a library internal
+  // ("vector::_M_default_append"), which tells the user nothing.
+  if (dynamic_cast<const std::length_error*>(&e) != nullptr) {
+    return Internal(message + " (a count too large for memory: an input probably claims a size "
+                              "larger than it is; please report which input did it)");
+  }
   if (type != e.what()) message += std::string(": ") + e.what();
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
     message += " (out of memory: an input probably claims a size larger than it is; "
@@ -87,6 +125,11 @@ char**& Tool::argv() {
 int Tool::run(int argc, char** argv) {
   Tool::argc() = argc;
   Tool::argv() = argv;
+  if (Status known = check_subcommand(argc, argv); !known.ok()) {
+    print_error(known.message());
+    std::cerr << "Run '" << name_ << " --help' for usage." << std::endl;
+    return 2;
+  }
   try {
     app_.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

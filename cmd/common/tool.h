@@ -52,6 +52,9 @@ class Tool {
   static void print_running_error(const std::string& message);
 
  private:
+  // InvalidArgument when the first word of argv that is no option names no subcommand.
+  Status check_subcommand(int argc, char** argv) const;
+
   std::string name_;
   CLI::App app_;
   std::string log_level_ = "info";

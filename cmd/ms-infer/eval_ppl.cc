@@ -35,7 +35,7 @@ Result<int> run_eval(const EvalArgs& a) {
   const int64_t len = a.seq_len > 0 ? a.seq_len : std::min<int64_t>(128, cfg.max_seq_len);
   MS_ASSIGN_OR_RETURN(const infer::TokenWindows windows,
                       infer::read_token_windows(a.dataset, *m.tokenizer, len, a.samples,
-                                                cfg.vocab_size));
+                                                cfg.vocab_size, "--seq-len"));
   const Stopwatch clock;
   MS_ASSIGN_OR_RETURN(const infer::PerplexityResult r,
                       infer::perplexity(*m.model, windows, a.batch, evaluated.forward));

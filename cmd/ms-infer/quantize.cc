@@ -94,7 +94,8 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
                                             : std::min<int64_t>(128, model.config().max_seq_len);
   MS_ASSIGN_OR_RETURN(const infer::TokenWindows windows,
                       infer::read_token_windows(a.calibration, *m.tokenizer, len,
-                                                a.calibration_samples, model.config().vocab_size));
+                                                a.calibration_samples, model.config().vocab_size,
+                                                "--calibration-len"));
   const int64_t fixed = fixed_bytes(model);
   // Refused before the measurements: the smallest sizes do not depend on them.
   std::vector<infer::AllocationItem> sizes;

@@ -1,10 +1,13 @@
-// ms-train: trains with no subcommand, as one process or under `mpirun -np N` (N = dp x
-// parallel.tp model ranks + parallel.loaders); `ms-train plan` (plan.cc) chooses a layout. --dry-run resolves and validates a config without
-// starting MPI and prints it with its parallel layout (--ranks N plans for N ranks);
+// ms-train: trains with no subcommand, as one process or under `mpirun -np N` (N = pp x dp x
+// cp x tp model ranks + parallel.loaders); `ms-train plan` (plan.cc) chooses a layout.
+// --dry-run resolves and validates a config without starting MPI and prints it with its
+// parallel layout (--ranks N plans for N ranks);
 // --config-help prints the config reference. The loop itself is ms::train::Trainer.
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <string_view>
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
@@ -25,12 +28,30 @@ struct TrainOptions {
   bool config_help = false;
 };
 
-// The number of processes the launcher started (mpirun, srun); 1 when run alone.
-int launcher_size() {
+// The number of processes the launcher started (mpirun, srun) and the variable that says so;
+// 1 and no variable when run alone.
+struct LauncherSize {
+  int ranks = 1;
+  const char* variable = nullptr;
+};
+
+// InvalidArgument naming the variable when its value is not a whole number from 1 to 2^24.
+ms::Result<LauncherSize> launcher_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
-    if (const char* value = std::getenv(name)) return std::atoi(value);
+    const char* value = std::getenv(name);
+    if (value == nullptr) continue;
+    const std::string_view text(value);
+    int ranks = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), ranks);
+    if (error != std::errc() || end != text.data() + text.size() || ranks < 1 ||
+        ranks > (1 << 24)) {
+      return ms::InvalidArgument(std::string(name) + "='" + std::string(text) +
+                                 "' is not a number of ranks (a whole number from 1 to 16777216; "
+                                 "ms-train reads the launcher's world size from it)");
+    }
+    return LauncherSize{ranks, name};
   }
-  return 1;
+  return LauncherSize{};
 }
 
 // SIGUSR1 and SIGUSR2 stop training like SIGTERM (the trainer saves a checkpoint and exits 0).
@@ -52,7 +73,8 @@ void treat_user_signals_as_term() {
 // (and printed by the tool); under a launcher with several ranks it is the outcome of every
 // rank's job, which cli::run_in_world prints once.
 ms::Result<int> report_config_error(const ms::Status& status) {
-  if (launcher_size() <= 1) return status;
+  const ms::Result<LauncherSize> launcher = launcher_size();
+  if (!launcher.ok() || launcher->ranks <= 1) return status;
   return ms::cli::run_in_world([&](ms::comm::MpiCommunicator&) -> ms::Result<int> { return status; });
 }
 
@@ -68,6 +90,23 @@ ms::Result<int> run_training(ms::config::RunConfig config, ms::comm::Communicato
   return 0;
 }
 
+// The layout --dry-run prints: for --ranks, else the launcher's world size above 1 (a refusal
+// then says which variable set it), else tp + loaders ranks.
+ms::Result<std::string> dry_run_layout(const TrainOptions& opts,
+                                       const ms::config::RunConfig& config) {
+  if (opts.ranks > 0) return ms::train::describe_layout(config, opts.ranks);
+  MS_ASSIGN_OR_RETURN(const LauncherSize launcher, launcher_size());
+  if (launcher.ranks == 1) {
+    return ms::train::describe_layout(
+        config, static_cast<int>(config.parallel.tp + config.parallel.loaders));
+  }
+  ms::Result<std::string> layout = ms::train::describe_layout(config, launcher.ranks);
+  if (layout.ok()) return layout;
+  return ms::Status(layout.status().code(),
+                    layout.status().message() + " (the " + std::to_string(launcher.ranks) +
+                        " ranks are " + launcher.variable + "'s; --ranks N plans for others)");
+}
+
 ms::Result<int> train(const TrainOptions& opts) {
   if (opts.config_help) {
     std::cout << ms::config::help_text();
@@ -80,11 +119,7 @@ ms::Result<int> train(const TrainOptions& opts) {
       ms::config::load_run_config(opts.config_path, opts.sets);
   if (!config.ok()) return report_config_error(config.status());
   if (opts.dry_run) {
-    int ranks = opts.ranks > 0 ? opts.ranks : launcher_size();
-    if (opts.ranks <= 0 && ranks == 1) {
-      ranks = static_cast<int>(config->parallel.tp + config->parallel.loaders);
-    }
-    MS_ASSIGN_OR_RETURN(const std::string layout, ms::train::describe_layout(*config, ranks));
+    MS_ASSIGN_OR_RETURN(const std::string layout, dry_run_layout(opts, *config));
     std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config)
               << layout;
     return 0;
@@ -97,10 +132,15 @@ ms::Result<int> train(const TrainOptions& opts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  ms::cli::Tool tool("ms-train",
-                     "ms-train: train dense and MoE transformers with data parallelism (ZeRO-1) "
-                     "and tensor/sequence parallelism over MPI; run under `mpirun -np N` for N = "
-                     "dp x parallel.tp ranks; `ms-train plan` chooses the parallel layout");
+  ms::cli::Tool tool(
+      "ms-train",
+      "ms-train: train dense and MoE transformers on an ms-data plan, alone or under `mpirun -np "
+      "N` with N = parallel.pp x dp x parallel.cp x parallel.tp model ranks (+ parallel.loaders "
+      "data-loader ranks): data parallelism with ZeRO-1, tensor and sequence parallelism, "
+      "pipeline stages (1f1b, interleaved, zero-bubble), expert parallelism folded over dp x cp, "
+      "context parallelism; dp follows from N. Writes telemetry and checkpoints to run.dir "
+      "(locked: one job per run directory) and resumes from them; SIGTERM/SIGUSR1 save and "
+      "stop. `ms-train plan` chooses the parallel layout; --config-help lists every key");
   TrainOptions opts;
   CLI::App& app = tool.app();
   ms::cli::add_config_options(&app, &opts.config_path, &opts.sets);

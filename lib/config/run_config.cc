@@ -302,6 +302,24 @@ void add_divisible_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string 
              });
 }
 
+// Rule "`a` divisible by `x * y`" (x may name a constant). A product of user numbers that does
+// not fit int64 is reported as overflowing, with its operands, not as the wrapped number.
+void add_divisible_by_product_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string x,
+                                   IntOf get_x, std::string y, IntOf get_y) {
+  const std::string b = x + " * " + y;
+  s.add_rule("`" + a + "` divisible by `" + b + "`",
+             [a, get_a, b, get_x, get_y](const Cfg& c) -> std::optional<std::string> {
+               int64_t product = 0;
+               if (__builtin_mul_overflow(get_x(c), get_y(c), &product)) {
+                 return value_of(a, get_a(c)) + " must be divisible by " + b + ", which " +
+                        "overflows 64 bits (" + std::to_string(get_x(c)) + " * " +
+                        std::to_string(get_y(c)) + ")";
+               }
+               if (get_a(c) % product == 0) return std::nullopt;
+               return value_of(a, get_a(c)) + " must be divisible by " + value_of(b, product);
+             });
+}
+
 // Rule "`a` at most `b`".
 void add_at_most_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string b, IntOf get_b) {
   s.add_rule("`" + a + "` at most `" + b + "`",
@@ -357,8 +375,9 @@ void add_parallel_rules(Schema<Cfg>& s) {
              });
   add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
                    "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
-  add_divisible_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
-                     "2 * parallel.cp", [](const Cfg& c) { return 2 * c.parallel.cp; });
+  add_divisible_by_product_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
+                                "2", [](const Cfg&) { return int64_t{2}; }, "parallel.cp",
+                                [](const Cfg& c) { return c.parallel.cp; });
   s.add_rule("`parallel.ep` above 1 only with MoE, and `model.moe.num_experts` divisible by it",
              [](const Cfg& c) -> std::optional<std::string> {
                const int64_t ep = c.parallel.ep, experts = c.model.moe.num_experts;
@@ -370,9 +389,10 @@ void add_parallel_rules(Schema<Cfg>& s) {
                return value_of("model.moe.num_experts", experts) + " must be divisible by " +
                       value_of("parallel.ep", ep);
              });
-  add_divisible_rule(s, "train.global_batch", [](const Cfg& c) { return c.train.global_batch; },
-                     "parallel.dp * train.micro_batch",
-                     [](const Cfg& c) { return c.parallel.dp * c.train.micro_batch; });
+  add_divisible_by_product_rule(
+      s, "train.global_batch", [](const Cfg& c) { return c.train.global_batch; }, "parallel.dp",
+      [](const Cfg& c) { return c.parallel.dp; }, "train.micro_batch",
+      [](const Cfg& c) { return c.train.micro_batch; });
 }
 
 void add_optim_rules(Schema<Cfg>& s) {

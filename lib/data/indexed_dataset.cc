@@ -19,6 +19,7 @@
 
 #include "core/crc32c.h"
 #include "core/version.h"
+#include "io/mapping_guard.h"
 
 namespace ms::data {
 
@@ -61,12 +62,16 @@ int64_t max_token_for(uint8_t code) {
 
 }  // namespace
 
-// A read-only mapping of a whole file; empty files are not mapped (data stays null).
+// A read-only mapping of a whole file; empty files are not mapped (data stays null). Reads
+// go straight to the mapping (no system call on the loader's path); a file truncated under it
+// ends the process with an error naming the file instead of a bare SIGBUS (io/mapping_guard.h).
 struct IndexedDataset::Mapping {
   const uint8_t* data = nullptr;
   uint64_t size = 0;
+  int watch = -1;
 
   ~Mapping() {
+    io::unwatch_mapping(watch);
     if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
   }
 
@@ -88,6 +93,7 @@ struct IndexedDataset::Mapping {
         status = ErrnoError("cannot mmap", path, errno);
       } else {
         mapping->data = static_cast<const uint8_t*>(p);
+        mapping->watch = io::watch_mapping(p, mapping->size, path);
       }
     }
     ::close(fd);

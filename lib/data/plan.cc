@@ -16,6 +16,7 @@
 
 #include "core/crc32c.h"
 #include "io/atomic_file.h"
+#include "io/mapping_guard.h"
 
 namespace ms::data {
 
@@ -364,7 +365,10 @@ Result<std::shared_ptr<const Plan>> Plan::open(const std::string& path) {
   if (base == MAP_FAILED) return ErrnoError("map plan", path, map_err);
   std::shared_ptr<Plan> plan(new Plan());
   if (base != nullptr) {
-    plan->storage_ = std::shared_ptr<const void>(base, [size](const void* p) {
+    // A plan rewritten in place while mapped: an error naming it, not SIGBUS (io/mapping_guard.h).
+    const int watch = io::watch_mapping(base, size, path);
+    plan->storage_ = std::shared_ptr<const void>(base, [size, watch](const void* p) {
+      io::unwatch_mapping(watch);
       munmap(const_cast<void*>(p), size);
     });
   }

@@ -112,6 +112,12 @@ Result<SweepRow> time_batch(model::Transformer& model, int64_t B, int64_t pp, in
   w.reset();
   const int64_t V = model.config().vocab_size;
   for (int64_t step = 1; step < tg; ++step) {
+    if (first_non_finite_row(logits.data<float>(), B, V) >= 0) {
+      return FailedPrecondition("bench: the logits of decode step " + std::to_string(step) +
+                                " at batch " + std::to_string(B) +
+                                " are not finite (inf or NaN): the model's weights or "
+                                "quantization scales overflow float32");
+    }
     for (int64_t b = 0; b < B; ++b) {
       tokens[b].assign(1, argmax(logits.data<float>() + b * V, V));
       chunks[b] = {tokens[b], pp + step - 1, blocks[b]};

@@ -289,6 +289,8 @@ Status Engine::propose(const std::vector<Sequence>& running, std::vector<Proposa
     for (size_t c = 0; c < who.size(); ++c) {
       const size_t i = who[c];
       const float* row = logits.data<float>() + static_cast<int64_t>(c) * V;
+      const int64_t last = chunks[c].start + static_cast<int64_t>(chunks[c].tokens.size()) - 1;
+      MS_RETURN_IF_ERROR(check_logits(running[i], row, 1, last, "draft model's"));
       const SamplingParams& sampling = running[i].request->sampling;
       Proposal& p = proposals[i];
       int32_t token = 0;
@@ -377,6 +379,19 @@ void Engine::record(Sequence& s, const std::vector<int32_t>& tokens, const float
   }
 }
 
+// Rows (n, vocab) of s's logits, row r scoring the token after position first + r, all finite,
+// or the error that ends generation: sampling from them would emit token 0 as if all were well.
+Status Engine::check_logits(const Sequence& s, const float* rows, int64_t n, int64_t first,
+                            std::string_view whose) const {
+  const int64_t bad = first_non_finite_row(rows, n, model_.config().vocab_size);
+  if (bad < 0) return Status::OK();
+  return FailedPrecondition(
+      "request '" + s.request->id + "': the " + std::string(whose) + " logits at position " +
+      std::to_string(first + bad) + " (step " + std::to_string(stats_.steps + 1) + ", token " +
+      std::to_string(s.completion.tokens.size() + 1) + " of the completion) are not finite "
+      "(inf or NaN): its weights or quantization scales overflow float32; nothing was sampled");
+}
+
 Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
   std::vector<Proposal> proposals(running.size());
   if (draft_ != nullptr) MS_RETURN_IF_ERROR(propose(running, proposals));
@@ -400,7 +415,9 @@ Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
     const Proposal& proposal = proposals[i];
     const float* rows = logits.data<float>() + row * V;
     const int64_t fed = static_cast<int64_t>(inputs[i].size());
-    row += chunks[i].all_logits ? fed : 1;
+    const int64_t scored = chunks[i].all_logits ? fed : 1;
+    row += scored;
+    MS_RETURN_IF_ERROR(check_logits(s, rows, scored, s.position + fed - scored, "model's"));
     const bool prefill = s.completion.tokens.empty();
     (prefill ? stats_.prefill_tokens : stats_.decode_tokens) += fed;
     int64_t accepted = 0;

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -131,6 +132,8 @@ class Engine {
   std::string refusal(const Request& r) const;
   bool admit(const Request& r, size_t index, std::vector<Sequence>& running);
   Status step(std::vector<Sequence>& running, const Stopwatch& clock);
+  Status check_logits(const Sequence& s, const float* rows, int64_t n, int64_t first,
+                      std::string_view whose) const;
   int64_t draft_budget(const Sequence& s) const;
   Status propose(const std::vector<Sequence>& running, std::vector<Proposal>& proposals);
   std::vector<int32_t> decide(const Sequence& s, const float* rows, const Proposal& proposal,

@@ -7,6 +7,7 @@
 #include "infer/kv_cache.h"
 #include "infer/quant_sensitivity.h"
 #include "infer/quantized_model.h"
+#include "infer/sampler.h"
 
 namespace ms::infer {
 
@@ -23,6 +24,18 @@ double sum_nll(const float* logits, const int32_t* targets, int64_t rows, int64_
     nll += std::log(sum) + top - row[targets[r]];
   }
   return nll;
+}
+
+// Logits (rows, vocab) of windows [first, ...) of seq_len positions each, all finite; else the
+// error naming the first bad window and position (a NaN would otherwise become the perplexity).
+Status check_finite(const float* logits, int64_t rows, int64_t vocab, int64_t first,
+                    int64_t seq_len) {
+  const int64_t bad = first_non_finite_row(logits, rows, vocab);
+  if (bad < 0) return Status::OK();
+  return FailedPrecondition("the logits of window " + std::to_string(first + bad / seq_len) +
+                            " at position " + std::to_string(bad % seq_len) +
+                            " are not finite (inf or NaN): the model's weights or quantization "
+                            "scales overflow float32");
 }
 
 Status check_batch(int64_t batch) {
@@ -68,6 +81,8 @@ Result<PerplexityResult> perplexity(model::Transformer& model, const TokenWindow
     if (forward == EvalForward::kServing) {
       MS_ASSIGN_OR_RETURN(const Tensor logits,
                           serving_logits(model, inputs.data(), n, windows.seq_len));
+      MS_RETURN_IF_ERROR(check_finite(logits.data<float>(), n * windows.seq_len,
+                                      model.config().vocab_size, first, windows.seq_len));
       nll += sum_nll(logits.data<float>(), targets.data(), n * windows.seq_len,
                      model.config().vocab_size);
       r.tokens += n * windows.seq_len;
@@ -75,6 +90,11 @@ Result<PerplexityResult> perplexity(model::Transformer& model, const TokenWindow
     }
     MS_ASSIGN_OR_RETURN(const model::LossStats loss,
                         model.forward_loss(inputs.data(), targets.data(), n, windows.seq_len));
+    if (!std::isfinite(loss.loss)) {
+      return FailedPrecondition("the loss over windows " + std::to_string(first) + ".." +
+                                std::to_string(first + n - 1) +
+                                " is not finite: the model's logits overflow float32");
+    }
     nll += loss.loss * static_cast<double>(loss.tokens);
     r.tokens += loss.tokens;
   }
@@ -109,6 +129,7 @@ Result<double> mean_kl(model::Transformer& reference, model::Transformer& model,
                                       ? serving_logits(model, inputs.data(), n, windows.seq_len)
                                       : model.forward_logits(inputs.data(), n, windows.seq_len));
     const int64_t r = n * windows.seq_len;
+    MS_RETURN_IF_ERROR(check_finite(q.data<float>(), r, V, first, windows.seq_len));
     log_softmax_rows(p.data<float>(), r, V);
     log_softmax_rows(q.data<float>(), r, V);
     total += sum_kl_rows(p.data<float>(), q.data<float>(), r, V);

@@ -12,6 +12,14 @@
 
 namespace ms::infer {
 
+int64_t first_non_finite_row(const float* logits, int64_t rows, int64_t vocab) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits + r * vocab;
+    if (!std::all_of(row, row + vocab, [](float x) { return std::isfinite(x); })) return r;
+  }
+  return -1;
+}
+
 int32_t argmax(const float* logits, int64_t vocab) {
   int64_t best = 0;
   for (int64_t i = 1; i < vocab; ++i) {

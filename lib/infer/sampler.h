@@ -22,6 +22,12 @@ struct SamplingParams {
 int32_t sample_token(const float* logits, int64_t vocab, const SamplingParams& params,
                      int64_t index);
 
+// The first row of logits (rows, vocab) holding an infinity or a NaN; -1 when all are finite.
+// Serving checks every row it samples or scores with it: argmax and the sampler would turn a
+// row of NaNs into token 0 (GPT-2's "!") and perplexity into NaN, without a word. Scanning a
+// row costs vocab comparisons next to the vocab x d_model multiply-adds that made it.
+int64_t first_non_finite_row(const float* logits, int64_t rows, int64_t vocab);
+
 // The argmax of logits: (vocab), lowest id on ties.
 int32_t argmax(const float* logits, int64_t vocab);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "data/indexed_dataset.h"
 #include "io/atomic_file.h"
@@ -39,13 +40,19 @@ void TokenWindows::split(int64_t first, int64_t n, std::vector<int32_t>& inputs,
 }
 
 Result<TokenWindows> read_token_windows(const std::string& source, const data::Tokenizer& tokenizer,
-                                        int64_t seq_len, int64_t max_windows, int64_t vocab_size) {
-  if (seq_len < 1) {
-    return InvalidArgument(source + ": a window of " + std::to_string(seq_len) +
-                           " tokens; it needs at least 1");
+                                        int64_t seq_len, int64_t max_windows, int64_t vocab_size,
+                                        std::string_view length_flag) {
+  if (seq_len < 1 || seq_len == std::numeric_limits<int64_t>::max()) {
+    return InvalidArgument(std::string(length_flag) + " " + std::to_string(seq_len) +
+                           ": a window of " + source + " needs from 1 to 2^63 - 2 tokens");
   }
   const size_t window = static_cast<size_t>(seq_len + 1);
-  const size_t limit = max_windows > 0 ? static_cast<size_t>(max_windows) * window : 0;
+  // A limit past what size_t counts is no limit: no source holds that many tokens.
+  size_t limit = 0;
+  if (max_windows > 0 &&
+      __builtin_mul_overflow(static_cast<size_t>(max_windows), window, &limit)) {
+    limit = 0;
+  }
   std::error_code ec;
   std::vector<int32_t> tokens;
   if (std::filesystem::exists(source + ".idx", ec)) {
@@ -67,7 +74,7 @@ Result<TokenWindows> read_token_windows(const std::string& source, const data::T
   if (whole == 0) {
     return InvalidArgument(source + ": " + std::to_string(tokens.size()) +
                            " tokens, fewer than one window of " + std::to_string(window) +
-                           " (--seq-len + 1)");
+                           " (" + std::string(length_flag) + " + 1)");
   }
   const size_t n = limit > 0 ? std::min(whole, static_cast<size_t>(max_windows)) : whole;
   tokens.resize(n * window);

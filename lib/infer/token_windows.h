@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -29,8 +30,10 @@ struct TokenWindows {
 // The first `max_windows` windows (0: every whole window) of `source`: a dataset prefix when
 // <source>.idx exists, else a text file. InvalidArgument naming the source when seq_len is
 // below 1, when it holds less than one window, or when a dataset token is outside
-// [0, vocab_size); the dataset's and the file's own errors otherwise.
+// [0, vocab_size); the dataset's and the file's own errors otherwise. `length_flag` is the
+// flag that gave seq_len ("--seq-len", "--calibration-len"), for the messages.
 Result<TokenWindows> read_token_windows(const std::string& source, const data::Tokenizer& tokenizer,
-                                        int64_t seq_len, int64_t max_windows, int64_t vocab_size);
+                                        int64_t seq_len, int64_t max_windows, int64_t vocab_size,
+                                        std::string_view length_flag);
 
 }  // namespace ms::infer

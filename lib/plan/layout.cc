@@ -1,6 +1,7 @@
 // Layouts as config values and flags; see layout.h.
 #include "plan/layout.h"
 
+#include "core/checked_math.h"
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
 #include "train/run_checks.h"
@@ -48,9 +49,10 @@ Status check_layout(const config::RunConfig& config, const Layout& l, int world_
   const config::RunConfig c = apply_layout(config, l);
   // The config schema's rule (config/run_config.cc), which a loaded config has passed but a
   // layout the search makes up has not: each cp rank holds 2 chunks of T / (2 cp) tokens.
-  if (l.cp < 1 || c.train.seq_len % (2 * l.cp) != 0) {
+  MS_ASSIGN_OR_RETURN(const int64_t chunks, checked_mul(2, l.cp, "2 * parallel.cp"));
+  if (chunks < 2 || c.train.seq_len % chunks != 0) {
     return InvalidArgument("train.seq_len (" + std::to_string(c.train.seq_len) +
-                           ") must be divisible by 2 * parallel.cp = " + std::to_string(2 * l.cp));
+                           ") must be divisible by 2 * parallel.cp = " + std::to_string(chunks));
   }
   MS_ASSIGN_OR_RETURN(const int dp, train::data_parallel_size(c, world_size));
   if (dp != l.dp) {

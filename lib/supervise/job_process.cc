@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +18,8 @@ extern char** environ;
 namespace ms::supervise {
 namespace {
 
-// The session id of process `pid` (field 6 of /proc/<pid>/stat), or -1.
+// The session id of process `pid` (field 6 of /proc/<pid>/stat), or -1; -1 too for a zombie,
+// which holds no files (and so no locks) any more.
 pid_t session_of(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -26,10 +28,20 @@ pid_t session_of(pid_t pid) {
   char state = 0;
   long long ppid = 0, pgrp = 0, session = 0;
   if (std::sscanf(text.c_str() + close + 1, " %c %lld %lld %lld", &state, &ppid, &pgrp,
-                  &session) != 4) {
+                  &session) != 4 || state == 'Z') {
     return -1;
   }
   return static_cast<pid_t>(session);
+}
+
+// In the forked child: the job gets SIGTERM when the supervisor dies, even by SIGKILL, so no
+// job outlives its supervisor to race a rerun's on the same run directory. SIGTERM because
+// mpirun (and srun) forward it to every rank and end the job, and ms-train run directly saves
+// and stops on it. A supervisor that died before prctl took effect left the child to init (or
+// a subreaper): then the parent is no longer `supervisor` and the job must not start.
+void end_with_parent(pid_t supervisor) {
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != supervisor) ::_exit(127);
 }
 
 int decode(int wait_status) {
@@ -62,9 +74,11 @@ Result<std::unique_ptr<JobProcess>> JobProcess::start(
   std::vector<std::string> argv_copy = argv;
   for (std::string& a : argv_copy) args.push_back(a.data());
   args.push_back(nullptr);
+  const pid_t supervisor = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    end_with_parent(supervisor);
     ::setsid();
     ::dup2(pipe_fds[1], STDOUT_FILENO);
     ::dup2(pipe_fds[1], STDERR_FILENO);
@@ -118,13 +132,23 @@ void JobProcess::signal(int signal) {
   if (!poll()) ::kill(pid_, signal);
 }
 
-void JobProcess::kill_session() {
+int JobProcess::signal_session(int signal) const {
+  int signalled = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(name));
-    if (session_of(pid) == pid_) ::kill(pid, SIGKILL);
+    if (session_of(pid) == pid_ && ::kill(pid, signal) == 0) ++signalled;
+  }
+  return signalled;
+}
+
+// Waits (a bounded while) until the killed processes are gone, since the next attempt's rank
+// 0 must find the run directory's lock released by this one's.
+void JobProcess::kill_session() {
+  for (int round = 0; round < 200 && signal_session(SIGKILL) > 0; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 

@@ -2,7 +2,9 @@
 // copied to a log file (and, optionally, to ours) by a reader thread, and ended by signals.
 // mpirun gives each local rank a process group of its own, so ending the job cannot rely on
 // process groups: end() signals the launcher, waits, and then kills every process left in the
-// job's session (found in /proc), so no rank outlives the job on this machine.
+// job's session (found in /proc), so no rank outlives the job on this machine. The job also ends
+// when the supervisor dies: the launcher gets SIGTERM then (PR_SET_PDEATHSIG), which mpirun and
+// srun pass on to every rank.
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +25,8 @@ class JobProcess {
  public:
   // Starts argv[0] (looked up in PATH) with `env` added to ours. Output goes to `log_path`
   // (created or truncated) and, with `echo`, to our stdout. IOError / Internal naming the
-  // command when it cannot start.
+  // command when it cannot start. The parent-death signal follows the calling thread, not the
+  // process: call from a thread that lives as long as the job (the supervisor's main thread).
   static Result<std::unique_ptr<JobProcess>> start(const std::vector<std::string>& argv,
                                                    const std::map<std::string, std::string>& env,
                                                    const std::string& log_path, bool echo);
@@ -46,6 +49,8 @@ class JobProcess {
  private:
   JobProcess() = default;
   void read_output(int fd, bool echo);
+  // Sends `signal` to every live process of the job's session; how many there were.
+  int signal_session(int signal) const;
   void kill_session();
 
   pid_t pid_ = -1;

@@ -19,6 +19,7 @@
 #include "diag/hang.h"
 #include "diag/robust_stats.h"
 #include "io/atomic_file.h"
+#include "io/directory_lock.h"
 #include "supervise/ettr.h"
 #include "supervise/event_log.h"
 #include "supervise/job_command.h"
@@ -507,6 +508,16 @@ Result<int> Supervisor::run() {
   }
 }
 
+// One supervisor per run directory: a second one would start a second job there and act on the
+// first one's telemetry. Its lock is not the job's (train.lock), which each attempt takes.
+Result<io::DirectoryLock> lock_supervision(const std::string& run_dir) {
+  Result<io::DirectoryLock> lock = io::DirectoryLock::acquire(run_dir, "supervise.lock");
+  if (lock.ok() || lock.status().code() != StatusCode::kFailedPrecondition) return lock;
+  return FailedPrecondition("run.dir " + run_dir + " is already supervised: " +
+                            lock.status().message() +
+                            " (end that supervisor first, or set another run.dir)");
+}
+
 }  // namespace
 
 Result<int> supervise(const SuperviseOptions& options) {
@@ -526,6 +537,7 @@ Result<int> supervise(const SuperviseOptions& options) {
   }
   // The first launch must fit, or the job is refused before anything runs.
   MS_RETURN_IF_ERROR(choose_world_size(config, pool.slots_in_use()).status());
+  MS_ASSIGN_OR_RETURN(const io::DirectoryLock lock, lock_supervision(config.run.dir));
   Supervisor supervisor(options, std::move(job), std::move(config), std::move(pool));
   return supervisor.run();
 }

@@ -7,6 +7,16 @@
 
 namespace ms::train {
 
+Result<io::DirectoryLock> lock_run_directory(const std::string& dir) {
+  Result<io::DirectoryLock> lock = io::DirectoryLock::acquire(dir, kRunDirLockName);
+  if (lock.ok() || lock.status().code() != StatusCode::kFailedPrecondition) return lock;
+  return FailedPrecondition("run.dir " + dir + " is in use by another training job: " +
+                            lock.status().message() +
+                            "; two jobs on one run directory would mix their telemetry and "
+                            "overwrite each other's checkpoints (wait for it to end, or set "
+                            "another run.dir)");
+}
+
 Status prepare_run_dir(const config::RunConfig& config, const std::string& tokenizer_path) {
   const std::string& dir = config.run.dir;
   MS_RETURN_IF_ERROR(io::default_env().create_dirs(dir));

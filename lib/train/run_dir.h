@@ -8,8 +8,16 @@
 
 #include "config/run_config.h"
 #include "core/status.h"
+#include "io/directory_lock.h"
 
 namespace ms::train {
+
+// The lock file of a run directory's training job (io::DirectoryLock).
+inline constexpr char kRunDirLockName[] = "train.lock";
+
+// Locks `dir` (run.dir) for one training job, creating it when missing. FailedPrecondition
+// naming the holder's pid and host when another job holds it.
+Result<io::DirectoryLock> lock_run_directory(const std::string& dir);
 
 // Creates run.dir (and parents), writes config.resolved.yaml atomically, copies
 // `tokenizer_path` to tokenizer.json when it is not empty, and starts appending the log to

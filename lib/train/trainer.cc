@@ -129,6 +129,7 @@ Status Trainer::build() {
   }
   s_->loaders_serving = s_->loaders > 0;
   Status local = open_data();
+  if (local.ok()) local = lock_run_dir();
   if (local.ok() && world_.rank() == 0) {
     local = prepare_run_dir(config_, s_->train_loader->tokenizer_path());
   }
@@ -138,6 +139,16 @@ Status Trainer::build() {
   MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "starting up"));
   MS_RETURN_IF_ERROR(measure_yardsticks());
   return build_pipeline();
+}
+
+// Rank 0 holds the run directory's lock for the trainer's lifetime, taken right before the
+// directory is first written (so bad input still leaves nothing behind); the other ranks of
+// the job share it, and learn of a refusal from the start-up agreement.
+Status Trainer::lock_run_dir() {
+  if (world_.rank() != 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(io::DirectoryLock lock, lock_run_directory(config_.run.dir));
+  s_->run_dir_lock.emplace(std::move(lock));
+  return Status::OK();
 }
 
 // The fault injector for this rank's slot, and the watchdog every communicator split from

@@ -82,8 +82,9 @@ struct TrainSummary {
 class Trainer {
  public:
   // Validates `config` against the world size (its dp becomes world.size()) and the data,
-  // opens the loaders, sets up run.dir (rank 0), builds the model and the distributed
-  // optimizer, and measures the sgemm rate when train.mfu_peak_gflops is 0. Collective over
+  // opens the loaders, locks run.dir against a second job and sets it up (rank 0), builds the
+  // model and the distributed optimizer, and measures the sgemm rate when
+  // train.mfu_peak_gflops is 0. Collective over
   // `world`, which must outlive the trainer and be used by this thread only. Every rank
   // returns an error when any rank fails.
   static Result<std::unique_ptr<Trainer>> create(config::RunConfig config,
@@ -113,6 +114,7 @@ class Trainer {
   Status serve_data(TrainSummary& summary);
   void stop_loaders();
   Status check_config();
+  Status lock_run_dir();
   Status open_data();
   Status build_model();
   Status start_watchdog();

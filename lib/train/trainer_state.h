@@ -13,6 +13,7 @@
 #include "comm/watchdog.h"
 #include "data/disaggregated.h"
 #include "data/loader.h"
+#include "io/directory_lock.h"
 #include "model/transformer.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
@@ -26,6 +27,7 @@
 namespace ms::train {
 
 struct Trainer::State {
+  std::optional<io::DirectoryLock> run_dir_lock;  // rank 0: this job owns run.dir
   std::optional<comm::Mesh> mesh;
   int dp = 1;
   int micro_batches = 1;

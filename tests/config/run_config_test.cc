@@ -125,6 +125,13 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"parallel.pp=9"}, "parallel.pp (9) must not exceed model.n_layers (8)"},
         RuleCase{{"parallel.cp=3"},
                  "train.seq_len (256) must be divisible by 2 * parallel.cp (6)"},
+        // A product that overflows is said to, with its operands, never as the wrapped number.
+        RuleCase{{"parallel.cp=4611686018427387904"},
+                 "train.seq_len (256) must be divisible by 2 * parallel.cp, which overflows 64 "
+                 "bits (2 * 4611686018427387904)"},
+        RuleCase{{"parallel.dp=4611686018427387904"},
+                 "train.global_batch (64) must be divisible by parallel.dp * train.micro_batch, "
+                 "which overflows 64 bits (4611686018427387904 * 4)"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2"},
                  "parallel.ep (2) needs MoE layers; set model.moe.num_experts or parallel.ep=1"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2", "model.moe.num_experts=3"},

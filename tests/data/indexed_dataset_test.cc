@@ -4,6 +4,7 @@
 #include "data/indexed_dataset.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "dataset_test_util.h"
 #include "io/fault_env.h"
@@ -192,6 +193,16 @@ class IndexedDatasetOpen : public ::testing::Test {
   }
   TempDir dir_;
 };
+
+// A .bin truncated while mapped (another job rebuilding the dataset in place): the read ends the
+// process with an error naming the file and exit status 1, as the tools' errors do, not SIGBUS.
+TEST_F(IndexedDatasetOpen, BinTruncatedWhileMappedIsAnErrorNamingIt) {
+  auto ds = open_with(kThreeDocIdx, kThreeDocBin);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  ASSERT_EQ(::truncate((prefix() + ".bin").c_str(), 0), 0);
+  EXPECT_EXIT((void)sequence(*ds, 2), ::testing::ExitedWithCode(1),
+              "error: .*/d\\.bin was truncated or changed while mapped");
+}
 
 TEST_F(IndexedDatasetOpen, ReadsHandWrittenMegatronFiles) {
   auto ds = open_with(kThreeDocIdx, kThreeDocBin);

@@ -4,6 +4,7 @@
 // round-trips, and damaged or stale plans are refused with what is wrong.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -190,6 +191,24 @@ TEST(Plan, SamplesAreConsecutiveWindowsOfShuffledEpochs) {
                                         stream.begin() + ref.index * 16 + 17);
     ASSERT_EQ(sample, expected) << "global sample " << g;
   }
+}
+
+// A plan rewritten in place while a loader has it mapped: an error naming it, not SIGBUS.
+TEST(Plan, TruncatedWhileMappedIsAnErrorNamingIt) {
+  PlanDir dir;
+  const MixtureConfig config = testing::two_source_mixture(dir, 400);
+  testing::plan_or_fail(config, dir.file("mix.plan"));
+  auto plan = Plan::open(dir.file("mix.plan"));
+  ASSERT_TRUE(plan.ok());
+  const std::span<const uint32_t> order = (*plan)->sequence_order(Split::kTrain, 0);
+  ASSERT_FALSE(order.empty());
+  ASSERT_EQ(::truncate(dir.file("mix.plan").c_str(), 0), 0);
+  EXPECT_EXIT(
+      {
+        const volatile uint32_t first = order[0];
+        (void)first;
+      },
+      ::testing::ExitedWithCode(1), "error: .*/mix\\.plan was truncated or changed while mapped");
 }
 
 TEST(Plan, RecordsTheMixtureAndRoundTrips) {

@@ -32,6 +32,27 @@ for tool in ms-data ms-train ms-ckpt ms-infer ms-diagnose; do
   check "$tool rejects a bad log level" 2 "^$tool: error: unknown log level" -- "$BIN/$tool" --log-level loud
 done
 check "ms-data with no subcommand prints help" 0 "Usage:" -- "$BIN/ms-data"
+for tool in ms-data ms-train ms-ckpt ms-infer ms-diagnose; do
+  check "$tool: an unknown subcommand with --help is an error" 2 \
+    "^$tool: error: unknown subcommand 'grow'" -- "$BIN/$tool" grow --help
+done
+check "an unknown subcommand after an option's value is named" 2 \
+  "^ms-ckpt: error: unknown subcommand 'grow' \(ms-ckpt has: .*prune" \
+  -- "$BIN/ms-ckpt" --log-level warn grow
+check "a subcommand's --help still works" 0 "Usage: .*ms-ckpt prune" \
+  -- "$BIN/ms-ckpt" --log-level warn prune --help
+check "ms-train --help describes pipeline, expert and context parallelism" 0 \
+  "pipeline stages.*expert parallelism.*context parallelism" -- "$BIN/ms-train" --help
+check "a malformed SLURM_NTASKS is named" 1 "^ms-train: error: SLURM_NTASKS='4x' is not a number of ranks" \
+  -- env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE SLURM_NTASKS=4x "$BIN/ms-train" \
+     --config "$SRC/configs/tiny-cpu.yaml" --dry-run
+check "a rank count from SLURM_NTASKS that fits no layout says where it came from" 1 \
+  "the 3 ranks are SLURM_NTASKS's" \
+  -- env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE SLURM_NTASKS=3 "$BIN/ms-train" \
+     --config "$SRC/configs/tiny-cpu.yaml" --set parallel.tp=2 --dry-run
+check "2 * parallel.cp that overflows says so, with its operands" 1 \
+  "train\.seq_len \([0-9]+\) must be divisible by 2 \* parallel\.cp, which overflows 64 bits \(2 \* 4611686018427387904\)" \
+  -- "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" --set parallel.cp=4611686018427387904 --dry-run
 
 cat >"$WORK/typo.yaml" <<'YAML'
 run: {name: typo, seed: 7}

@@ -108,6 +108,13 @@ if "$BIN/ms-infer" quantize --model "$work/model" -o "$work/tiny" --memory-budge
 fi
 grep -Eq "below the smallest assignment, [0-9.]+ MB \([0-9]+ bytes" "$work/e.txt" ||
   fail "budget refusal: $(cat "$work/e.txt")"
+# Calibration text shorter than one window: the refusal names the flag that was given.
+if "$BIN/ms-infer" quantize --model "$work/model" -o "$work/long" --memory-budget "$budget" \
+  --calibration "$work/calib.txt" --calibration-len 100000 > /dev/null 2> "$work/e.txt"; then
+  fail "a calibration window longer than the text was accepted"
+fi
+grep -q "fewer than one window of 100001 (--calibration-len + 1)" "$work/e.txt" ||
+  fail "calibration refusal: $(cat "$work/e.txt")"
 
 # Perplexity: the quantized directory evaluates exactly as --weights on the original.
 "$BIN/ms-data" build -i "$work/calib.txt" -t "$SRC/data/tokenizers/gpt2/tokenizer.json" \

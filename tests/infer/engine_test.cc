@@ -302,5 +302,24 @@ TEST(Engine, RefusesNonPositiveOptions) {
   EXPECT_NE(engine.status().message().find("kv_blocks (0)"), std::string::npos);
 }
 
+// Logits that are not finite end generation with an error naming the request, the position
+// and the step, instead of sampling token 0 from them and exiting 0.
+TEST(Engine, NonFiniteLogitsAreAnErrorNotATokenZero) {
+  auto m = make_model(testing::tiny_dense());
+  testing::overflow_lm_head(*m);
+  Request r;
+  r.id = "huge";
+  r.prompt = {5, 6, 7};
+  r.max_tokens = 4;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(*m, nullptr, EngineOptions{});
+  ASSERT_TRUE(engine.ok());
+  Result<std::vector<Completion>> out = (*engine)->generate({r});
+  ASSERT_FALSE(out.ok());
+  const std::string& message = out.status().message();
+  EXPECT_NE(message.find("request 'huge'"), std::string::npos) << message;
+  EXPECT_NE(message.find("logits at position 2 (step 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("not finite"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace ms::infer

@@ -60,12 +60,14 @@ class WindowsTest : public ::testing::Test {
 
 TEST_F(WindowsTest, DatasetWindowsAreItsTokensBackToBack) {
   const std::string prefix = write_dataset({10, 15, 5}, 1000);
-  const TokenWindows all = take(read_token_windows(prefix, *tokenizer_, 4, 0, 1000));
+  const TokenWindows all =
+      take(read_token_windows(prefix, *tokenizer_, 4, 0, 1000, "--seq-len"));
   EXPECT_EQ(all.count(), 6);
   std::vector<int32_t> want(30);
   std::iota(want.begin(), want.end(), 0);
   EXPECT_EQ(all.tokens, want);
-  const TokenWindows some = take(read_token_windows(prefix, *tokenizer_, 4, 4, 1000));
+  const TokenWindows some =
+      take(read_token_windows(prefix, *tokenizer_, 4, 4, 1000, "--seq-len"));
   EXPECT_EQ(some.count(), 4);
   EXPECT_EQ(some.tokens, std::vector<int32_t>(want.begin(), want.begin() + 20));
   std::vector<int32_t> inputs, targets;
@@ -79,24 +81,33 @@ TEST_F(WindowsTest, TextWindowsAreItsEncodedTokens) {
   const std::string text = "ROMEO: But soft, what light through yonder window breaks?\n";
   std::ofstream(path) << text;
   const std::vector<int32_t> ids = tokenizer_->encode(text, false);
-  const TokenWindows w = take(read_token_windows(path, *tokenizer_, 3, 0, 50304));
+  const TokenWindows w = take(read_token_windows(path, *tokenizer_, 3, 0, 50304, "--seq-len"));
   ASSERT_EQ(w.count(), static_cast<int64_t>(ids.size()) / 4);
   EXPECT_EQ(w.tokens, std::vector<int32_t>(ids.begin(), ids.begin() + w.count() * 4));
 }
 
 TEST_F(WindowsTest, RefusesTooFewTokensAndTokensOutsideTheVocabulary) {
   const std::string prefix = write_dataset({3}, 1000);
-  Result<TokenWindows> r = read_token_windows(prefix, *tokenizer_, 4, 0, 1000);
+  Result<TokenWindows> r = read_token_windows(prefix, *tokenizer_, 4, 0, 1000, "--calibration-len");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("3 tokens, fewer than one window of 5"), std::string::npos)
+  EXPECT_NE(
+      r.status().message().find("3 tokens, fewer than one window of 5 (--calibration-len + 1)"),
+      std::string::npos)
       << r.status().message();
   const std::string wide = write_dataset({40}, 1000);
-  r = read_token_windows(wide, *tokenizer_, 4, 0, 30);
+  r = read_token_windows(wide, *tokenizer_, 4, 0, 30, "--seq-len");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("token 30 is 30, outside the model's vocabulary of 30"),
             std::string::npos)
       << r.status().message();
-  EXPECT_FALSE(read_token_windows(wide, *tokenizer_, 0, 0, 1000).ok());
+  r = read_token_windows(wide, *tokenizer_, 0, 0, 1000, "--calibration-len");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--calibration-len 0: a window of"), std::string::npos)
+      << r.status().message();
+  // A count whose tokens overflow size_t takes every window there is.
+  EXPECT_EQ(take(read_token_windows(wide, *tokenizer_, 4, int64_t{1} << 62, 1000, "--seq-len"))
+                .count(),
+            8);
 }
 
 // tiny_dense with inputs groups of 32 divide (d_ff too).
@@ -162,6 +173,23 @@ TEST(PerplexityTest, TheServingForwardAgreesWithTheFullOne) {
   EXPECT_FALSE(perplexity(*m, random_windows(1, 65, m->config().vocab_size), 1,
                           EvalForward::kServing)
                    .ok());  // past max_seq_len 64
+}
+
+// Logits that are not finite are an error naming the window and position, on either forward,
+// not a perplexity of NaN.
+TEST(PerplexityTest, NonFiniteLogitsAreAnError) {
+  auto m = take(model::Transformer::create(model_config(), 3));
+  testing::overflow_lm_head(*m);
+  const TokenWindows w = random_windows(2, 8, m->config().vocab_size);
+  Result<PerplexityResult> served = perplexity(*m, w, 2, EvalForward::kServing);
+  ASSERT_FALSE(served.ok());
+  EXPECT_NE(served.status().message().find("window 0 at position 0 are not finite"),
+            std::string::npos)
+      << served.status().message();
+  Result<PerplexityResult> full = perplexity(*m, w, 2, EvalForward::kFull);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(full.status().message().find("not finite"), std::string::npos)
+      << full.status().message();
 }
 
 TEST(QuantSensitivityTest, KlIsZeroUnchangedAndGrowsWithCoarserFormats) {

@@ -1,17 +1,20 @@
 // Tiny model configurations shared by the inference tests: small enough that the full-forward
 // reference stays fast on 2 cores, shaped to exercise GQA, MoE (with a shared expert), the
 // sliding window, the parallel block and tied embeddings. Also `take`, for Results a test
-// expects to be OK, and the bundled GPT-2 tokenizer's path.
+// expects to be OK, the bundled GPT-2 tokenizer's path, and weights whose logits overflow.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cfloat>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "config/run_config.h"
 #include "core/status.h"
+#include "model/transformer.h"
 
 namespace ms::infer::testing {
 
@@ -54,6 +57,17 @@ inline config::ModelConfig tiny_window_parallel_tied() {
   c.parallel_block = true;
   c.tie_embeddings = true;
   return c;
+}
+
+// Sets every lm_head weight to FLT_MAX: finite weights (like a quantized directory's huge but
+// finite scales) whose products overflow, so every logit is inf or NaN.
+inline void overflow_lm_head(model::Transformer& m) {
+  for (model::Parameter& p : m.parameters()) {
+    if (p.name != "lm_head.weight") continue;
+    std::fill_n(p.value.data<float>(), p.value.numel(), FLT_MAX);
+    return;
+  }
+  ADD_FAILURE() << "the model has no lm_head.weight";
 }
 
 }  // namespace ms::infer::testing

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <thread>
 
 namespace ms::supervise {
@@ -42,6 +46,42 @@ TEST(JobProcessTest, EndKillsWhatTheLauncherLeavesBehind) {
   // The reader thread sees end-of-file only when the orphan is gone too.
   job->reset();
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
+}
+
+// Whether process `pid` has ended: gone, or a zombie nobody has reaped yet.
+bool ended(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');
+  return close == std::string::npos || text.compare(close + 2, 1, "Z") == 0;
+}
+
+// A supervisor killed by SIGKILL runs no destructor; the job must end all the same, or a rerun
+// starts a second job on the same run directory.
+TEST(JobProcessTest, TheJobEndsWhenItsSupervisorIsKilled) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t supervisor = ::fork();
+  ASSERT_GE(supervisor, 0);
+  if (supervisor == 0) {
+    auto job = JobProcess::start({"sleep", "300"}, {}, testing::TempDir() + "/j4.log", false);
+    const pid_t pid = job.ok() ? (*job)->pid() : -1;
+    [[maybe_unused]] ssize_t n = ::write(fds[1], &pid, sizeof(pid));
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  pid_t job = -1;
+  ASSERT_EQ(::read(fds[0], &job, sizeof(job)), static_cast<ssize_t>(sizeof(job)));
+  ::close(fds[0]);
+  ASSERT_GT(job, 0);
+  ::kill(supervisor, SIGKILL);
+  ASSERT_EQ(::waitpid(supervisor, nullptr, 0), supervisor);
+  for (int i = 0; i < 500 && !ended(job); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(ended(job)) << "the job (pid " << job << ") outlived its supervisor";
+  if (!ended(job)) ::kill(job, SIGKILL);
 }
 
 TEST(JobProcessTest, ACommandThatDoesNotExist) {
