@@ -38,7 +38,9 @@ pid_t session_of(pid_t pid) {
 // job outlives its supervisor to race a rerun's on the same run directory. SIGTERM because
 // mpirun (and srun) forward it to every rank and end the job, and ms-train run directly saves
 // and stops on it. A supervisor that died before prctl took effect left the child to init (or
-// a subreaper): then the parent is no longer `supervisor` and the job must not start.
+// a subreaper): then the parent is no longer `supervisor` and the job must not start. The
+// kernel sends the signal when the forking *thread* ends, so start() must run on a thread that
+// lives as long as the supervisor (Supervisor calls it from its own loop, on the main thread).
 void end_with_parent(pid_t supervisor) {
   ::prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (::getppid() != supervisor) ::_exit(127);
