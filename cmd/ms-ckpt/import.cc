@@ -90,7 +90,8 @@ void add_import_command(cli::Tool& tool) {
                   "checkpoints/ directory to write step-XXXXXXXX into (e.g. runs/x/checkpoints)")
       ->required();
   sub->add_option("--step", args->step, "Step number of the written checkpoint")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(cli::kNonNegativeNumber)
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ void add_reshard_command(cli::Tool& tool) {
                   "(docs/parallel.md)")->required();
   sub->add_option("--output,-o", args->output, "checkpoints/ directory to write into")->required();
   sub->add_option("--max-shard-bytes", args->max_shard_bytes, "Largest box written as one shard")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(cli::kPositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace
