@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -184,5 +185,29 @@ void add_config_options(CLI::App* app, std::string* config_path, std::vector<std
 void add_json_flag(CLI::App* app, bool* json) {
   app->add_flag("--json", *json, "Print machine-readable JSON instead of a table");
 }
+
+namespace {
+
+// A validator for a finite number above `min` (or at least it, with `min_allowed`).
+CLI::Validator finite_number(double min, bool min_allowed, const std::string& range) {
+  return CLI::Validator(
+      [min, min_allowed, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || end != text.c_str() + text.size()) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(value) || value < min || (value == min && !min_allowed)) {
+          return "must be a finite number " + range + " (got " + text + ")";
+        }
+        return std::string();
+      },
+      range == "above 0" ? "POSITIVE" : "NONNEGATIVE");
+}
+
+}  // namespace
+
+const CLI::Validator kPositiveNumber = finite_number(0, false, "above 0");
+const CLI::Validator kNonNegativeNumber = finite_number(0, true, "at least 0");
 
 }  // namespace ms::cli

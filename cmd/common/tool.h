@@ -72,4 +72,10 @@ Status unexpected_exception(const std::exception& e);
 void add_config_options(CLI::App* app, std::string* config_path, std::vector<std::string>* sets);
 void add_json_flag(CLI::App* app, bool* json);
 
+// Numeric flag checks that also refuse NaN and the infinities, which CLI11's PositiveNumber and
+// NonNegativeNumber let through (every comparison with NaN is false): `--threshold nan` would
+// turn a check off without a word. Use these instead of CLI11's.
+extern const CLI::Validator kPositiveNumber;     // finite, above 0
+extern const CLI::Validator kNonNegativeNumber;  // finite, at least 0
+
 }  // namespace ms::cli

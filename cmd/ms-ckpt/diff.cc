@@ -101,9 +101,11 @@ void add_diff_command(cli::Tool& tool) {
   sub->add_option("a", args->a, "Checkpoint, or safetensors file/directory")->required();
   sub->add_option("b", args->b, "Checkpoint, or safetensors file/directory")->required();
   sub->add_option("--atol", args->atol, "Absolute tolerance: equal when |a-b| <= atol + rtol*|b|")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(cli::kNonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--rtol", args->rtol, "Relative tolerance")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(cli::kNonNegativeNumber)
+      ->capture_default_str();
   sub->add_flag("--all", args->all, "List equal tensors too");
   cli::add_json_flag(sub, &args->json);
 }

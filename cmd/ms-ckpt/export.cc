@@ -76,7 +76,8 @@ void add_export_command(cli::Tool& tool) {
                 "Replace an existing --output directory (removed once the new one is complete)");
   sub->add_option("--max-shard-bytes", args->max_shard_bytes,
                   "Split into model-0000X-of-0000N.safetensors files of at most this many bytes")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(cli::kPositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -99,7 +99,8 @@ void add_import_command(cli::Tool& tool) {
                   "outside the model directory")
       ->required();
   sub->add_option("--step", args->step, "Step number of the written checkpoint")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(cli::kNonNegativeNumber)
+      ->capture_default_str();
   sub->add_flag("--replace", args->replace,
                 "Replace an existing step directory of that step (removed once the new one is "
                 "committed)");

@@ -39,7 +39,8 @@ void add_prune_command(cli::Tool& tool) {
       [args] { return run_prune(*args); });
   sub->add_option("dir", args->dir, "A checkpoints/ directory")->required();
   sub->add_option("--keep", args->keep, "Complete checkpoints to keep")
-      ->check(CLI::PositiveNumber)->required();
+      ->check(cli::kPositiveNumber)
+      ->required();
   sub->add_flag("--temporaries", args->temporaries,
                 "Also remove what crashed saves and reshards left (.tmp-step-*, .old-step-*, "
                 "step-*.tmp.*, latest.tmp.*; only when none is running into DIR)");

@@ -84,7 +84,8 @@ void add_reshard_command(cli::Tool& tool) {
                 "Replace an existing step directory of that step in --output (removed once the "
                 "new one is committed)");
   sub->add_option("--max-shard-bytes", args->max_shard_bytes, "Largest box written as one shard")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(cli::kPositiveNumber)
+      ->capture_default_str();
 }
 
 }  // namespace

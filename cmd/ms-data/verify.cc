@@ -50,7 +50,7 @@ void add_verify_command(cli::Tool& tool) {
   sub->add_option("--tokenizer,-t", args->tokenizer_path,
                   "Check ids against this tokenizer's vocabulary and its hash against the sidecar");
   sub->add_option("--vocab-size", args->vocab_size, "Check ids against this vocabulary size")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
 }
 
 }  // namespace

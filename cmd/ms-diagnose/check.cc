@@ -89,10 +89,12 @@ void add_sweep_options(CLI::App* sub, CheckCli& cli) {
   sub->add_option("--min-bytes", o.min_bytes, "Smallest collective size in bytes")->capture_default_str();
   sub->add_option("--max-bytes", o.max_bytes, "Largest collective size in bytes")->capture_default_str();
   sub->add_option("--factor", o.factor, "Multiplier between sizes")->capture_default_str();
-  sub->add_option("--iters", o.iters, "Timed iterations per size")->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", o.warmup, "Untimed iterations per size")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--iters", o.iters, "Timed iterations per size")
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
+  sub->add_option("--warmup", o.warmup, "Untimed iterations per size")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--collectives", cli.collectives,
                   "Which collectives (default all): allreduce allgather reduce_scatter alltoall "
                   "broadcast sendrecv");
@@ -101,22 +103,28 @@ void add_sweep_options(CLI::App* sub, CheckCli& cli) {
 void add_rank_options(CLI::App* sub, CheckCli& cli) {
   diag::CheckOptions& o = cli.check;
   sub->add_option("--sgemm-n", o.sgemm_n, "Matrix size of the CPU sgemm benchmark")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--gpu-sgemm-n", o.gpu_sgemm_n,
                   "Matrix size of the GPU sgemm benchmark (0 skips it; ignored without CUDA)")
       ->capture_default_str();
   sub->add_option("--triad-elements", o.triad_elements, "Doubles per STREAM triad array")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--reps", o.compute_reps, "Repetitions of each per-rank benchmark (best kept)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--rounds", o.rounds,
                   "Round-robin passes over the ranks and pairs, and timed passes of each "
                   "collective size (each keeps its best)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--p2p-bytes", o.p2p_bytes, "Message size of the point-to-point matrix")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--p2p-reps", o.p2p_reps, "Messages per ordered pair")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
 }
 
 void add_verdict_options(CLI::App* sub, CheckCli& cli) {

@@ -81,18 +81,23 @@ void add_detect_command(cli::Tool& tool) {
   sub->add_option("--group-by", args->group_by, "What a machine is: host or rank")
       ->capture_default_str();
   sub->add_option("--window-s", args->options.window_s, "Window length in seconds")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--hop-s", args->options.hop_s, "Seconds between window starts")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--threshold", args->options.threshold,
                   "Normalized distance above which a machine is the window's candidate")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--period-s", args->options.period_s,
                   "Seconds the same machine must stay the candidate before a fault is declared")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--spread-floor", args->options.spread_floor,
                   "Floor added to the distance spread, in units of the metric's scale")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--metrics", args->options.metrics,
                   "Metrics to check, in priority order (default: the built-in priority)")
       ->delimiter(',');

@@ -69,7 +69,9 @@ void add_eval_command(cli::Tool& tool) {
       ->capture_default_str();
   sub->add_option("--window-s", a->spec.detect.window_s, "detect --window-s")->capture_default_str();
   sub->add_option("--hop-s", a->spec.detect.hop_s, "detect --hop-s")->capture_default_str();
-  sub->add_option("--threshold", a->spec.detect.threshold, "detect --threshold")->capture_default_str();
+  sub->add_option("--threshold", a->spec.detect.threshold, "detect --threshold")
+      ->capture_default_str()
+      ->check(cli::kPositiveNumber);
   sub->add_option("--period-s", a->spec.detect.period_s, "detect --period-s")->capture_default_str();
   sub->add_option("--denoiser", a->denoisers, "detect --denoiser (repeatable)");
   sub->add_option("--threads", a->spec.threads, "Jobs evaluated in parallel")->capture_default_str();

@@ -27,7 +27,7 @@ void add_supervise_command(cli::Tool& tool) {
   sub->add_option("--ranks", opts->ranks,
                   "One machine: the number of rank slots, each treated as a machine that can "
                   "be excluded")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--hostfile", opts->hostfile,
                   "The machines, as an OpenMPI hostfile (host [slots=N] a line)")
       ->check(CLI::ExistingFile);
@@ -37,43 +37,43 @@ void add_supervise_command(cli::Tool& tool) {
   sub->add_option("--max-evictions", opts->policy.max_evictions,
                   "Machines that may be removed without a second signal")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--max-restarts", opts->policy.max_restarts, "Restarts before giving up")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--hang-timeout", opts->hang_timeout_s,
                   "Seconds without a completed step that make a hang (the ranks' watchdog "
                   "reports after half of it)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--start-timeout", opts->start_timeout_s,
                   "The same before an attempt's first step (start-up and checkpoint load)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--detect-window", opts->detect_window_s,
                   "Seconds in each window of the live detection of slow and faulty machines")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--detect-period", opts->detect_period_s,
                   "Seconds one machine must stand out before it is called slow or faulty")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--detect-every", opts->detect_every_s, "Seconds between detection passes")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--min-slowdown", opts->min_slowdown,
                   "A slow machine is acted on when its step compute is at least this fraction "
                   "slower than the others'")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(cli::kNonNegativeNumber);
   sub->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds a job asked to stop (SIGUSR1: it saves a checkpoint first) gets "
                   "before it is killed")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_option("--poll", opts->poll_s, "Seconds between looks at the job")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(cli::kPositiveNumber);
   sub->add_flag("!--quiet", opts->echo, "Do not copy the job's output to stdout");
 }
 

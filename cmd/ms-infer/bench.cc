@@ -160,7 +160,7 @@ void add_bench_command(cli::Tool& tool) {
   sub->add_option("--repetitions", a->repetitions,
                   "Times each batch size of the sweep is run; the table shows the run with the "
                   "fastest decode (the copy is best of 5 too), a line below it the spread")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositiveNumber)
       ->capture_default_str();
 }
 

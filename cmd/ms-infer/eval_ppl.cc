@@ -105,13 +105,13 @@ void add_eval_ppl_command(cli::Tool& tool) {
   add_activations_flag(sub, a->weights);
   sub->add_option("--seq-len", a->seq_len,
                   "Tokens per window (0: 128 or the model's max_seq_len if shorter)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--samples", a->samples, "Windows to evaluate, from the start (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--batch", a->batch, "Windows per forward")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositiveNumber)
       ->capture_default_str();
   sub->add_option("--reference-model", a->reference_model,
                   "Also report the mean KL divergence of this model's next-token distributions "

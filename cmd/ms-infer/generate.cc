@@ -89,7 +89,8 @@ struct ParsedPrompts {
 // Every rank parses the file; `report` (rank 0) says which lines are skipped.
 Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok,
                                    bool report) {
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(a.prompts));
+  MS_ASSIGN_OR_RETURN(std::string text,
+                      io::read_file(a.prompts, io::kMaxTextFileBytes, "prompts file"));
   ParsedPrompts p;
   std::istringstream in(text);
   std::string line;

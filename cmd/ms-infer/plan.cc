@@ -3,6 +3,8 @@
 // ranks 0 and 1), then searches attention/expert rank splits, micro-batch counts and sizes for
 // the highest decode throughput whose time per output token meets --tpot-ms, beside the best
 // colocated deployment on the same ranks (infer/plan.h).
+#include "infer/plan.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -12,8 +14,8 @@
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 #include "comm/agree.h"
+#include "core/host_metrics.h"
 #include "infer/model_loader.h"
-#include "infer/plan.h"
 
 namespace ms::infer_cmd {
 namespace {
@@ -103,6 +105,22 @@ Status plan_on_rank0(const PlanArgs& a, infer::LoadedModel& m, infer::ServingCos
                      int ranks) {
   const config::ModelConfig& c = m.model->config();
   const int64_t context = a.context >= 0 ? a.context : c.max_seq_len / 2;
+  // The measurements run the model at the largest sizes the flags give: the decode micro-batch
+  // with its key/value context, and the expert rows of all attention ranks' micro-batches. They
+  // are checked against the machine before anything is sized by them.
+  const double largest = static_cast<double>(*std::max_element(a.sizes.begin(), a.sizes.end()));
+  const double head_dim = static_cast<double>(c.d_model / c.n_heads);
+  MS_RETURN_IF_ERROR(check_memory_need(
+      largest * static_cast<double>(context) * 2 * static_cast<double>(c.n_kv_heads) * head_dim *
+          sizeof(float),
+      "--micro-batch-sizes " + std::to_string(static_cast<int64_t>(largest)) + " x --context " +
+          std::to_string(context) + " (the attention measurement's keys and values)"));
+  MS_RETURN_IF_ERROR(
+      check_memory_need(static_cast<double>(ranks) * largest * static_cast<double>(c.moe.top_k) *
+                            static_cast<double>(c.d_model + 3 * c.d_ff) * sizeof(float),
+                        "--ranks " + std::to_string(ranks) + " x --micro-batch-sizes " +
+                            std::to_string(static_cast<int64_t>(largest)) + " x model.moe.top_k " +
+                            std::to_string(c.moe.top_k) + " (the expert measurement's rows)"));
   MS_ASSIGN_OR_RETURN(infer::ServingCosts measured,
                       infer::measure_serving_costs(*m.model, context, a.sizes,
                                                    expert_row_counts(a.sizes, c, ranks),
@@ -178,7 +196,10 @@ void add_plan_command(cli::Tool& tool) {
       [a] { return run_plan(*a); });
   sub->add_option("--model", a->model, "Hugging Face model directory");
   sub->add_option("--checkpoint", a->checkpoint, "Training checkpoint");
-  sub->add_option("--ranks", a->ranks, "Ranks to plan for (default: the mpirun size, at least 2)");
+  // Counts that size loops and tables are bounded before use (checked again against memory
+  // where they size measurements).
+  sub->add_option("--ranks", a->ranks, "Ranks to plan for (default: the mpirun size, at least 2)")
+      ->check(CLI::Range(0, 1 << 20));
   sub->add_option("--tpot-ms", a->tpot_ms, "Target time per output token (ms)")
       ->capture_default_str();
   sub->add_option("--context", a->context,
@@ -188,7 +209,8 @@ void add_plan_command(cli::Tool& tool) {
                   "Decode tokens per micro-batch to measure and consider")
       ->delimiter(',');
   sub->add_option("--max-micro-batches", a->max_micro, "Largest micro-batch count considered")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--link-latency-us", a->link_latency_us,
                   "Point-to-point latency instead of measuring it (with --link-gbps)");
   sub->add_option("--link-gbps", a->link_gbps, "Point-to-point bandwidth in GB/s");

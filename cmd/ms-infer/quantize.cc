@@ -241,11 +241,11 @@ void add_quantize_command(cli::Tool& tool) {
                   "text file");
   sub->add_option("--calibration-samples", a->calibration_samples,
                   "Calibration windows (the first N of --calibration)")
-      ->check(CLI::PositiveNumber)
+      ->check(cli::kPositiveNumber)
       ->capture_default_str();
   sub->add_option("--calibration-len", a->calibration_len,
                   "Tokens per calibration window (0: 128 or the model's max_seq_len if shorter)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(cli::kNonNegativeNumber)
       ->capture_default_str();
 }
 

@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
   app.add_option("--ranks", opts.ranks,
                  "With --dry-run: the number of ranks to lay out (default: the launcher's, or "
                  "parallel.tp + parallel.loaders when run alone)")
-      ->check(CLI::PositiveNumber);
+      ->check(ms::cli::kPositiveNumber)
+      // The dry run prints a line per rank: a count from the flag must not size gigabytes.
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--config-help", opts.config_help,
                "List every config key with its type, default and meaning, then exit");
   treat_user_signals_as_term();

@@ -148,9 +148,9 @@ void add_plan(ms::cli::Tool& tool) {
                   "Cluster file: ranks, ranks per node, memory per rank and the device profile "
                   "(configs/clusters/)");
   cmd->add_option("--ranks", opts->ranks, "Plan for this many ranks instead of the cluster's")
-      ->check(CLI::PositiveNumber);
+      ->check(ms::cli::kPositiveNumber);
   cmd->add_option("--top", opts->top, "How many layouts to list (default 5)")
-      ->check(CLI::PositiveNumber);
+      ->check(ms::cli::kPositiveNumber);
   cmd->add_flag("--evaluate", opts->evaluate,
                 "Predict the config's own layout (parallel.*, --set) instead of searching");
   cmd->add_option("--what-if", opts->what_if,
@@ -163,7 +163,7 @@ void add_plan(ms::cli::Tool& tool) {
                   "mpirun -np 2 or more); with --config also the op shapes of that model");
   cmd->add_option("--profile-ranks", opts->profile_ranks,
                   "With --profile --config: collect op shapes for 1 to this many ranks (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(ms::cli::kPositiveNumber);
   cmd->add_option("--profile-name", opts->profile_name, "With --profile: the cluster's name");
   cmd->add_flag("--replace", opts->replace, "With --profile: replace an existing cluster file");
   ms::cli::add_json_flag(cmd, &opts->json);

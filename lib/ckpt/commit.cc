@@ -20,13 +20,15 @@ Status undo_commit(io::Env& env, const std::string& dir, Status cause) {
 Status publish_latest(io::Env& env, const std::string& checkpoints_dir,
                       const std::string& step_name, const std::string& final_dir) {
   const std::string latest = checkpoints_dir + "/latest";
-  const Result<std::string> previous = io::read_file(env, latest);
+  const Result<std::string> previous =
+      io::read_file(env, latest, io::kMaxConfigFileBytes, "latest file");
   const std::string text = latest_file_text(step_name);
   const Status written = io::write_file_atomic(env, latest, text);
   if (written.ok()) return written;
   // When `latest` already named this step (a step saved again), there is nothing to put back.
   const bool unchanged = previous.ok() && *previous == text;
-  const Result<std::string> now = io::read_file(env, latest);
+  const Result<std::string> now =
+      io::read_file(env, latest, io::kMaxConfigFileBytes, "latest file");
   if (!unchanged && now.ok() && *now == text) {
     const Status restored = previous.ok() ? io::write_file_atomic(env, latest, *previous)
                                           : env.remove_file(latest);

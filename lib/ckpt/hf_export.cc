@@ -85,7 +85,9 @@ Status write_side_files(const std::string& dir, const config::ModelConfig& confi
   cfg["ms_toolkit_version"] = version_string();
   MS_RETURN_IF_ERROR(io::write_file_atomic(env, dir + "/config.json", cfg.dump(2) + "\n"));
   if (options.tokenizer_json.empty()) return Status::OK();
-  MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, options.tokenizer_json));
+  MS_ASSIGN_OR_RETURN(
+      std::string tokenizer,
+      io::read_file(env, options.tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
   return io::write_file_atomic(env, dir + "/tokenizer.json", tokenizer);
 }
 

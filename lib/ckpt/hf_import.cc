@@ -29,13 +29,8 @@ bool confined(const std::string& file) {
 // The index's weight_map, read from `path` (files only under 64 MiB: real indexes are KBs).
 Result<std::map<std::string, std::string>> read_index(const std::string& path, io::Env& env) {
   constexpr uint64_t kMaxIndexBytes = 64ull << 20;
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(path, io::OpenMode::kRead));
-  MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
-  if (size > kMaxIndexBytes) {
-    return Corruption(path + ": " + std::to_string(size) + " bytes is too large for a safetensors "
-                      "index (at most " + std::to_string(kMaxIndexBytes) + ")");
-  }
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
+  MS_ASSIGN_OR_RETURN(std::string text,
+                      io::read_file(env, path, kMaxIndexBytes, "safetensors index"));
   return parse_safetensors_index(text, path);
 }
 
@@ -178,16 +173,8 @@ Result<TensorCatalog> open_safetensors_catalog(const std::string& path) {
 
 Result<HfModel> open_hf_model(const std::string& dir, io::Env& env, bool allow_sliding_window) {
   const std::string config_path = dir + "/config.json";
-  constexpr uint64_t kMaxConfigBytes = 16ull << 20;  // real ones are a few KB
-  if (env.exists(config_path) && !env.is_directory(config_path)) {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<io::File> file, env.open(config_path, io::OpenMode::kRead));
-    MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
-    if (size > kMaxConfigBytes) {
-      return InvalidArgument(config_path + ": " + std::to_string(size) +
-                             " bytes is too large for a config.json");
-    }
-  }
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, config_path));
+  MS_ASSIGN_OR_RETURN(std::string text,
+                      io::read_file(env, config_path, io::kMaxConfigFileBytes, "config.json"));
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded()) return InvalidArgument(config_path + ": not valid JSON");
   HfModel model;

@@ -65,6 +65,39 @@ Result<TensorRecord> parse_tensor(const json& j, const std::string& where) {
   return t;
 }
 
+// The recorded layout is what readers report and what a resume compares against, so it must be
+// one the trainer can have saved: every size at least 1, zero 0 or 1, and the world (pp x dp x
+// cp x tp trainer ranks; cp is not recorded) a multiple of pp x dp x tp whose dp x cp part ep
+// divides. Products are checked: a crafted size must not wrap into a plausible one.
+Status check_layout(const Layout& l, const std::string& here) {
+  for (const auto& [key, value] : {std::pair<const char*, int>{"world", l.world},
+                                   {"dp", l.dp},
+                                   {"tp", l.tp},
+                                   {"pp", l.pp},
+                                   {"ep", l.ep}}) {
+    if (value < 1) {
+      return bad(here, std::string("\"") + key + "\" is " + std::to_string(value) +
+                           "; a layout size must be at least 1");
+    }
+  }
+  if (l.zero != 0 && l.zero != 1) {
+    return bad(here, "\"zero\" is " + std::to_string(l.zero) + "; it must be 0 or 1");
+  }
+  const Result<int64_t> pp_dp = checked_mul(l.pp, l.dp, "pp * dp");
+  const Result<int64_t> pp_dp_tp = pp_dp.ok() ? checked_mul(*pp_dp, l.tp, "pp * dp * tp") : pp_dp;
+  if (!pp_dp_tp.ok() || l.world % *pp_dp_tp != 0) {
+    return bad(here, "\"world\" " + std::to_string(l.world) +
+                         " is not a multiple of pp * dp * tp (" + std::to_string(l.pp) + " * " +
+                         std::to_string(l.dp) + " * " + std::to_string(l.tp) + ")");
+  }
+  const int64_t dp_cp = l.world / (int64_t{l.pp} * l.tp);
+  if (dp_cp % l.ep != 0) {
+    return bad(here, "\"ep\" " + std::to_string(l.ep) + " does not divide the " +
+                         std::to_string(dp_cp) + " data-parallel x context-parallel ranks");
+  }
+  return Status::OK();
+}
+
 Status parse_layout(const json& j, Layout& l, const std::string& where) {
   const std::string here = where + " layout";
   MS_RETURN_IF_ERROR(get(j, "world", l.world, here));
@@ -72,7 +105,8 @@ Status parse_layout(const json& j, Layout& l, const std::string& where) {
   MS_RETURN_IF_ERROR(get(j, "tp", l.tp, here));
   MS_RETURN_IF_ERROR(get(j, "pp", l.pp, here));
   MS_RETURN_IF_ERROR(get(j, "ep", l.ep, here));
-  return get(j, "zero", l.zero, here);
+  MS_RETURN_IF_ERROR(get(j, "zero", l.zero, here));
+  return check_layout(l, here);
 }
 
 // A zstd frame regenerates at most 128 KiB per 4-byte RLE block, so no shard of `length` stored
@@ -207,7 +241,7 @@ Result<Manifest> Manifest::parse(std::string_view text, const std::string& where
 
 Result<Manifest> Manifest::read(const std::string& step_dir, io::Env& env) {
   const std::string path = step_dir + "/manifest.json";
-  Result<std::string> text = io::read_file(env, path);
+  Result<std::string> text = io::read_file(env, path, io::kMaxManifestFileBytes, "manifest");
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
       return NotFound(path + " does not exist: " + step_dir + " is not a complete checkpoint");
@@ -298,7 +332,7 @@ Result<std::string> read_latest(const std::string& latest_path, io::Env& env) {
                         " bytes, not the one line naming a step directory");
     }
   }
-  Result<std::string> text = io::read_file(env, latest_path);
+  Result<std::string> text = io::read_file(env, latest_path, kMaxLatestBytes, "latest file");
   if (!text.ok()) return text.status();
   return parse_latest(*text, latest_path);
 }

@@ -133,7 +133,9 @@ Status commit_output(const std::string& step_dir, const Manifest& m, io::StagedD
   MS_RETURN_IF_ERROR(
       io::write_file_atomic(env, out.path() + "/manifest.json", m.to_json().dump(1) + "\n"));
   if (env.exists(step_dir + "/tokenizer.json")) {
-    MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(env, step_dir + "/tokenizer.json"));
+    MS_ASSIGN_OR_RETURN(
+        std::string tokenizer,
+        io::read_file(env, step_dir + "/tokenizer.json", io::kMaxTokenizerFileBytes, "tokenizer"));
     MS_RETURN_IF_ERROR(io::write_file_atomic(env, out.path() + "/tokenizer.json", tokenizer));
   }
   MS_RETURN_IF_ERROR(out.commit());
@@ -188,10 +190,14 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   const Manifest source = std::move(*read);
   // Every rank computes the same plan, so a refused tensor fails all of them alike, before the
   // temporary directory exists.
-  MS_ASSIGN_OR_RETURN(const std::vector<PlannedShard> plan,
-                      plan_reshard(source, options.target, options.tp_placement,
-                                   options.pp_placement, options.ep_placement,
-                                   options.max_shard_bytes));
+  Result<std::vector<PlannedShard>> planned =
+      plan_reshard(source, options.target, options.tp_placement, options.pp_placement,
+                   options.ep_placement, options.max_shard_bytes);
+  // A manifest that contradicts itself is named as the file it is.
+  if (planned.status().code() == StatusCode::kCorruption) {
+    return planned.status().with_context(step_dir + "/manifest.json");
+  }
+  MS_ASSIGN_OR_RETURN(const std::vector<PlannedShard> plan, std::move(planned));
   const std::string final_dir = options.output_dir + "/" + step_dir_name(source.step);
   std::unique_ptr<io::StagedDirectory> staged;  // rank 0's; removes the temporary on failure
   MS_ASSIGN_OR_RETURN(std::string tmp,

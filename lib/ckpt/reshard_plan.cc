@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,10 @@ namespace {
 Result<int> parse_count(std::string_view key, std::string_view value) {
   int v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    return InvalidArgument("--to " + std::string(key) + "=" + std::string(value) +
+                           ": out of range (at most " + std::to_string(kMaxReshardRanks) + ")");
+  }
   if (ec != std::errc() || end != value.data() + value.size() || v < 0) {
     return InvalidArgument("--to " + std::string(key) + "=" + std::string(value) +
                            ": expected a non-negative whole number");
@@ -169,6 +175,43 @@ std::string target_where(const ReshardTarget& target) {
   return "--to " + reshard_target_string(target);
 }
 
+// The target's rank count (pp x dp x tp) and stage count (pp x vpp) size the plan's per-rank
+// tables and are listed per box, so they are checked, without overflow, against
+// kMaxReshardRanks before anything is sized by them.
+Status check_target_size(const ReshardTarget& t) {
+  for (const auto& [names, factors] :
+       {std::pair<const char*, std::vector<int64_t>>{"pp * dp * tp", {t.pp, t.dp, t.tp}},
+        {"pp * vpp", {t.pp, t.vpp}}}) {
+    int64_t product = 1;
+    bool overflow = false;
+    std::string values;
+    for (const int64_t f : factors) {
+      overflow = overflow || __builtin_mul_overflow(product, f, &product);
+      values += (values.empty() ? "" : " * ") + std::to_string(f);
+    }
+    if (!overflow && product <= kMaxReshardRanks) continue;
+    return InvalidArgument("--to " + std::string(names) + " (" + values + ") " +
+                           (overflow ? "overflows 64 bits" : "= " + std::to_string(product)) +
+                           ": a target layout has at most " + std::to_string(kMaxReshardRanks) +
+                           (std::string(names) == "pp * vpp" ? " pipeline stages" : " ranks"));
+  }
+  return Status::OK();
+}
+
+// A tp above every dimension of every tensor cannot split anything: each split tensor would be
+// refused, and every tp rank would be visited for every tensor first. Refused up front, naming
+// the largest dimension.
+Status check_tp_fits_tensors(const Manifest& m, const ReshardTarget& t) {
+  int64_t largest = 1;
+  for (const TensorRecord& tensor : m.tensors) {
+    for (const int64_t d : tensor.global_shape) largest = std::max(largest, d);
+  }
+  if (t.tp <= largest) return Status::OK();
+  return InvalidArgument("--to tp=" + std::to_string(t.tp) + ": larger than every dimension of " +
+                         "the checkpoint's tensors (the largest is " + std::to_string(largest) +
+                         "), so no tensor can be split that many ways");
+}
+
 // The ep groups are dp_rank % ep, so ep must divide dp (as the Mesh requires).
 Status check_ep_divides_dp(const ReshardTarget& t) {
   if (t.dp % t.ep == 0) return Status::OK();
@@ -182,6 +225,44 @@ Status check_experts(int64_t num_experts, const ReshardTarget& target) {
                          std::to_string(num_experts) + " is not a positive multiple of ep " +
                          std::to_string(target.ep) +
                          (num_experts == 0 ? " (a dense model has no experts to place)" : ""));
+}
+
+// 1 + the number N in `name` right after `marker` and before the next '.', or 0 when `name`
+// holds no such number ("model.layers.3.mlp..." with marker "model.layers." gives 4).
+int64_t count_after(std::string_view name, std::string_view marker) {
+  const size_t at = name.find(marker);
+  if (at == std::string_view::npos) return 0;
+  const std::string_view rest = name.substr(at + marker.size());
+  int64_t index = -1;
+  const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), index);
+  if (ec != std::errc() || end == rest.data() + rest.size() || *end != '.' || index < 0) return 0;
+  return index == std::numeric_limits<int64_t>::max() ? index : index + 1;
+}
+
+// The run config recorded in the manifest decides where each tensor goes (model.n_layers cuts
+// the pipeline stages, model.moe.num_experts assigns experts to ep ranks), so it must describe
+// the tensors stored: a config claiming 8 experts where 4 are stored would put all 4 on the
+// first half of the ep ranks, and 4e8 layers would put every layer on the first stage.
+// Corruption naming the key, its value and what the tensors hold (Hugging Face Llama/Mixtral
+// names: "model.layers.<L>.", ".block_sparse_moe.experts.<X>.").
+Status check_config_matches_tensors(const Manifest& m, const PlacementModel& model,
+                                    bool layers_used, bool experts_used) {
+  int64_t layers = 0, experts = 0;
+  for (const TensorRecord& t : m.tensors) {
+    layers = std::max(layers, count_after(t.name, "model.layers."));
+    experts = std::max(experts, count_after(t.name, ".block_sparse_moe.experts."));
+  }
+  if (layers_used && layers != model.n_layers) {
+    return Corruption(
+        "config_yaml: model.n_layers is " + std::to_string(model.n_layers) +
+        " but the tensors hold " + std::to_string(layers) + " layers" +
+        (layers > 0 ? " (model.layers.0 to model.layers." + std::to_string(layers - 1) + ")" : ""));
+  }
+  if (experts_used && experts != model.num_experts) {
+    return Corruption("config_yaml: model.moe.num_experts is " + std::to_string(model.num_experts) +
+                      " but the tensors hold " + std::to_string(experts) + " experts per layer");
+  }
+  return Status::OK();
 }
 
 // The model facts a pipelined or expert-parallel target needs; none otherwise.
@@ -209,6 +290,7 @@ Result<PlacementModel> placement_model(const Manifest& m, const ReshardTarget& t
   if (!rc.ok()) return rc.status().with_context(where);
   const PlacementModel model{rc->model.n_layers, rc->model.tie_embeddings,
                              rc->model.moe.num_experts};
+  MS_RETURN_IF_ERROR(check_config_matches_tensors(m, model, target.pipelined(), experts));
   if (experts) MS_RETURN_IF_ERROR(check_experts(model.num_experts, target));
   return model;
 }
@@ -286,6 +368,7 @@ void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
 
 Result<ReshardTarget> parse_reshard_target(std::string_view text) {
   ReshardTarget t;
+  std::set<std::string_view> seen;
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
@@ -296,10 +379,16 @@ Result<ReshardTarget> parse_reshard_target(std::string_view text) {
                              "joins its counts with '+', e.g. pp_layers=4+2), got '" +
                              std::string(item) + "'");
     }
+    // Taking the last of tp=2,tp=4 would write a layout the user may not have meant.
+    if (!seen.insert(item.substr(0, eq)).second) {
+      return InvalidArgument("--to: key '" + std::string(item.substr(0, eq)) +
+                             "' is given twice in '" + std::string(text) + "'");
+    }
     MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
     start = comma + 1;
   }
   MS_RETURN_IF_ERROR(check_ep_divides_dp(t));
+  MS_RETURN_IF_ERROR(check_target_size(t));
   return t;
 }
 
@@ -326,6 +415,8 @@ Result<std::vector<PlannedShard>> plan_reshard(const Manifest& m, const ReshardT
                                                const EpPlacement& ep_placement,
                                                uint64_t max_shard_bytes) {
   MS_RETURN_IF_ERROR(check_ep_divides_dp(target));
+  MS_RETURN_IF_ERROR(check_target_size(target));
+  MS_RETURN_IF_ERROR(check_tp_fits_tensors(m, target));
   MS_ASSIGN_OR_RETURN(const PlacementModel model,
                       placement_model(m, target, pp_placement, ep_placement));
   std::vector<PlannedShard> plan;

@@ -25,6 +25,11 @@
 
 namespace ms::ckpt {
 
+// The most ranks (pp x dp x tp) and pipeline stages (pp x vpp) a reshard target may have: above
+// the largest jobs run today (about 1e5 ranks), and small enough that the plan's per-rank
+// tables (a byte count per target rank, holder lists per box) stay a few MiB.
+inline constexpr int kMaxReshardRanks = 1 << 20;
+
 struct ReshardTarget {
   int dp = 1;
   int tp = 1;
@@ -43,7 +48,8 @@ struct ReshardTarget {
 // pp_layers lists the layers of each virtual stage separated by '+' (a ',' would end the item);
 // whether they fit the model is checked by the plan, which knows n_layers (and whether ep
 // divides the experts, which knows model.moe.num_experts). An ep that does not divide dp, unknown
-// keys and bad numbers are InvalidArgument naming them.
+// or repeated keys, bad numbers, and a target of more than kMaxReshardRanks ranks or stages are
+// InvalidArgument naming them.
 Result<ReshardTarget> parse_reshard_target(std::string_view text);
 
 // The target as --to text, e.g. "pp=2,vpp=1,pp_layers=4+2,tp=2,dp=1,zero=0" (pp keys only when

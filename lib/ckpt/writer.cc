@@ -578,7 +578,9 @@ Status publish(io::Env& env, const Manifest& m, const SaveRequest& request,
   MS_RETURN_IF_ERROR(m.validate(tmp_dir + "/manifest.json"));
   MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp_dir + "/manifest.json", m.to_json().dump(1)));
   if (!request.tokenizer_path.empty()) {
-    MS_ASSIGN_OR_RETURN(const std::string tokenizer, io::read_file(env, request.tokenizer_path));
+    MS_ASSIGN_OR_RETURN(
+        const std::string tokenizer,
+        io::read_file(env, request.tokenizer_path, io::kMaxTokenizerFileBytes, "tokenizer"));
     MS_RETURN_IF_ERROR(io::write_file_atomic(env, tmp_dir + "/tokenizer.json", tokenizer));
   }
   std::string replaced;

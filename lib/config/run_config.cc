@@ -4,6 +4,8 @@
 #include "config/run_config.h"
 
 #include <array>
+#include <limits>
+#include <optional>
 
 namespace ms::config {
 namespace {
@@ -26,6 +28,9 @@ constexpr std::array<EnumName<Recompute>, 3> kRecomputeNames{{
 }};
 
 using Cfg = RunConfig;
+
+// MPI numbers ranks with an int, and the trainer counts ranks and pipeline stages in ints.
+constexpr int64_t kMaxWorldRanks = std::numeric_limits<int>::max();
 
 void add_run_keys(Schema<Cfg>& s) {
   s.add("run.name", "Run name, recorded in telemetry and checkpoints.", &Cfg::run,
@@ -143,7 +148,9 @@ void add_parallel_keys(Schema<Cfg>& s) {
   s.add("parallel.loaders",
         "Data-loader ranks: the last K ranks of the world read the data and send the other "
         "(trainer) ranks their micro-batches; 0 loads on every trainer.",
-        &Cfg::parallel, &P::loaders).at_least(0);
+        &Cfg::parallel, &P::loaders)
+      .at_least(0)
+      .at_most(kMaxWorldRanks);
   s.add("parallel.sequence_parallel",
         "With parallel.tp above 1, split the activations between blocks (norms, residual adds) "
         "along the sequence across the tp ranks: an all-gather before each column-parallel "
@@ -302,30 +309,66 @@ void add_divisible_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string 
              });
 }
 
-// Rule "`a` divisible by `x * y`" (x may name a constant). A product of user numbers that does
-// not fit int64 is reported as overflowing, with its operands, not as the wrapped number.
-void add_divisible_by_product_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string x,
-                                   IntOf get_x, std::string y, IntOf get_y) {
-  const std::string b = x + " * " + y;
-  s.add_rule("`" + a + "` divisible by `" + b + "`",
-             [a, get_a, b, get_x, get_y](const Cfg& c) -> std::optional<std::string> {
-               int64_t product = 0;
-               if (__builtin_mul_overflow(get_x(c), get_y(c), &product)) {
-                 return value_of(a, get_a(c)) + " must be divisible by " + b + ", which " +
-                        "overflows 64 bits (" + std::to_string(get_x(c)) + " * " +
-                        std::to_string(get_y(c)) + ")";
-               }
-               if (get_a(c) % product == 0) return std::nullopt;
-               return value_of(a, get_a(c)) + " must be divisible by " + value_of(b, product);
-             });
-}
-
 // Rule "`a` at most `b`".
 void add_at_most_rule(Schema<Cfg>& s, std::string a, IntOf get_a, std::string b, IntOf get_b) {
   s.add_rule("`" + a + "` at most `" + b + "`",
              [a, get_a, b, get_b](const Cfg& c) -> std::optional<std::string> {
                if (get_a(c) <= get_b(c)) return std::nullopt;
                return value_of(a, get_a(c)) + " must not exceed " + value_of(b, get_b(c));
+             });
+}
+
+// The product of the named factors, or nullopt when it does not fit int64_t; every factor is
+// at least 1 by its key's own constraint (a factor below 1 leaves the product to that message).
+std::optional<int64_t> product_of(const Cfg& c,
+                                  const std::vector<std::pair<std::string, IntOf>>& factors) {
+  int64_t product = 1;
+  for (const auto& [name, get] : factors) {
+    if (get(c) < 1) return 1;
+    if (__builtin_mul_overflow(product, get(c), &product)) return std::nullopt;
+  }
+  return product;
+}
+
+// "parallel.pp * parallel.dp" and "(2 * 4)": the names and the values of a product, for messages
+// that say which keys overflow without printing a wrapped number.
+std::string product_text(const Cfg& c, const std::vector<std::pair<std::string, IntOf>>& factors) {
+  std::string names, values;
+  for (const auto& [name, get] : factors) {
+    names += (names.empty() ? "" : " * ") + name;
+    values += (values.empty() ? "" : " * ") + std::to_string(get(c));
+  }
+  return names + " (" + values + ")";
+}
+
+// Rule "`a` divisible by `f1 * f2 ...`", with the product checked: one that overflows 64 bits is
+// reported as such, never wrapped.
+void add_divisible_by_product_rule(Schema<Cfg>& s, std::string a, IntOf get_a,
+                                   std::vector<std::pair<std::string, IntOf>> factors) {
+  std::string names;
+  for (const auto& f : factors) names += (names.empty() ? "" : " * ") + f.first;
+  s.add_rule("`" + a + "` divisible by `" + names + "`",
+             [a, get_a, factors, names](const Cfg& c) -> std::optional<std::string> {
+               const std::optional<int64_t> product = product_of(c, factors);
+               if (!product) return product_text(c, factors) + " overflows 64 bits";
+               if (get_a(c) % *product == 0) return std::nullopt;
+               return value_of(a, get_a(c)) + " must be divisible by " + value_of(names, *product);
+             });
+}
+
+// Rule: a product of keys (the world, pp x vpp stages) at most `limit`, or the product is named
+// as overflowing.
+void add_product_at_most_rule(Schema<Cfg>& s, std::vector<std::pair<std::string, IntOf>> factors,
+                              int64_t limit, std::string why) {
+  std::string names;
+  for (const auto& f : factors) names += (names.empty() ? "" : " * ") + f.first;
+  s.add_rule("`" + names + "` at most " + std::to_string(limit) + " (" + why + ")",
+             [factors, limit, why](const Cfg& c) -> std::optional<std::string> {
+               const std::optional<int64_t> product = product_of(c, factors);
+               if (!product) return product_text(c, factors) + " overflows 64 bits";
+               if (*product <= limit) return std::nullopt;
+               return product_text(c, factors) + " = " + std::to_string(*product) + " exceeds " +
+                      std::to_string(limit) + " (" + why + ")";
              });
 }
 
@@ -376,8 +419,20 @@ void add_parallel_rules(Schema<Cfg>& s) {
   add_at_most_rule(s, "parallel.pp", [](const Cfg& c) { return c.parallel.pp; },
                    "model.n_layers", [](const Cfg& c) { return c.model.n_layers; });
   add_divisible_by_product_rule(s, "train.seq_len", [](const Cfg& c) { return c.train.seq_len; },
-                                "2", [](const Cfg&) { return int64_t{2}; }, "parallel.cp",
-                                [](const Cfg& c) { return c.parallel.cp; });
+                                {{"2", [](const Cfg&) { return int64_t{2}; }},
+                                 {"parallel.cp", [](const Cfg& c) { return c.parallel.cp; }}});
+  // MPI numbers ranks with an int: a larger world cannot be launched, and the mesh's rank
+  // arithmetic (rank = ((pp * dp + d) * cp + c) * tp + t) must not overflow.
+  add_product_at_most_rule(s,
+                           {{"parallel.pp", [](const Cfg& c) { return c.parallel.pp; }},
+                            {"parallel.dp", [](const Cfg& c) { return c.parallel.dp; }},
+                            {"parallel.cp", [](const Cfg& c) { return c.parallel.cp; }},
+                            {"parallel.tp", [](const Cfg& c) { return c.parallel.tp; }}},
+                           kMaxWorldRanks, "the ranks MPI can number");
+  add_product_at_most_rule(s,
+                           {{"parallel.pp", [](const Cfg& c) { return c.parallel.pp; }},
+                            {"parallel.vpp", [](const Cfg& c) { return c.parallel.vpp; }}},
+                           kMaxWorldRanks, "the pipeline's stages are numbered with an int");
   s.add_rule("`parallel.ep` above 1 only with MoE, and `model.moe.num_experts` divisible by it",
              [](const Cfg& c) -> std::optional<std::string> {
                const int64_t ep = c.parallel.ep, experts = c.model.moe.num_experts;
@@ -390,9 +445,9 @@ void add_parallel_rules(Schema<Cfg>& s) {
                       value_of("parallel.ep", ep);
              });
   add_divisible_by_product_rule(
-      s, "train.global_batch", [](const Cfg& c) { return c.train.global_batch; }, "parallel.dp",
-      [](const Cfg& c) { return c.parallel.dp; }, "train.micro_batch",
-      [](const Cfg& c) { return c.train.micro_batch; });
+      s, "train.global_batch", [](const Cfg& c) { return c.train.global_batch; },
+      {{"parallel.dp", [](const Cfg& c) { return c.parallel.dp; }},
+       {"train.micro_batch", [](const Cfg& c) { return c.train.micro_batch; }}});
 }
 
 void add_optim_rules(Schema<Cfg>& s) {

@@ -3,9 +3,8 @@
 #include "config/schema.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <fstream>
-#include <sstream>
+
+#include "io/atomic_file.h"
 
 namespace ms::config {
 
@@ -23,16 +22,11 @@ Result<YAML::Node> load_yaml(std::string_view text, const Origin& origin) {
 }
 
 Result<std::string> read_config_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    if (err == ENOENT) return NotFound("config file '" + path + "' does not exist");
-    return ErrnoError("cannot open config file", path, err);
+  Result<std::string> text = io::read_file(path, io::kMaxConfigFileBytes, "config file");
+  if (text.status().code() == StatusCode::kNotFound) {
+    return NotFound("config file '" + path + "' does not exist");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return ErrnoError("cannot read config file", path, errno);
-  return text.str();
+  return text;
 }
 
 Status errors_to_status(const std::vector<std::string>& errors) {

@@ -173,7 +173,8 @@ struct Origin {
 std::string locate(const Origin& origin, const YAML::Mark& mark);
 // Parses YAML text; syntax errors come back as "source:line:col: invalid YAML: <why>".
 Result<YAML::Node> load_yaml(std::string_view text, const Origin& origin);
-// Whole file as text; a missing file is NotFound naming it.
+// Whole file as text, through io::read_file with the cap of a config file (so /dev/zero or a
+// FIFO is refused, not read forever); a missing file is NotFound naming it.
 Result<std::string> read_config_file(const std::string& path);
 // InvalidArgument holding every message, one a line; OK when there are none.
 Status errors_to_status(const std::vector<std::string>& errors);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -211,6 +213,29 @@ Result<HostMetrics> HostMetricsSampler::sample() {
   previous_proc_cpu_s_ = proc_cpu_s;
   previous_wall_s_ = now;
   return m;
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+Status check_memory_need(double bytes, std::string_view what, uint64_t physical_bytes) {
+  const double limit = kMaxMemoryShare * static_cast<double>(physical_bytes);
+  if (std::isfinite(bytes) && bytes >= 0 && (physical_bytes == 0 || bytes <= limit)) {
+    return Status::OK();
+  }
+  char text[160];
+  std::snprintf(text, sizeof(text),
+                " needs %.4g bytes (%.3g GiB), more than half of this "
+                "machine's %.3g GiB of memory",
+                bytes, bytes / 1073741824.0, static_cast<double>(physical_bytes) / 1073741824.0);
+  return InvalidArgument(std::string(what) + text);
+}
+
+Status check_memory_need(double bytes, std::string_view what) {
+  return check_memory_need(bytes, what, physical_memory_bytes());
 }
 
 }  // namespace ms

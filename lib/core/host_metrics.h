@@ -68,6 +68,21 @@ struct HostMetrics {
   double proc_cpu_util = 0;
 };
 
+// This machine's physical memory in bytes (sysconf); 0 when the system does not say.
+uint64_t physical_memory_bytes();
+
+// The share of physical memory one data structure sized by a user's number (a flag, a config
+// key, a count read from a file) may take: half, so that the process, the page cache and the
+// other ranks on the machine keep the rest.
+inline constexpr double kMaxMemoryShare = 0.5;
+
+// Checks a count from a flag or file before it sizes an allocation: OK when `bytes` (computed
+// in double, so no product of user numbers wraps) is finite and fits kMaxMemoryShare of
+// `physical_bytes`; otherwise InvalidArgument "<what> needs N bytes (G GiB), more than half of
+// this machine's M GiB of memory", `what` naming the flag or key and what it sizes.
+Status check_memory_need(double bytes, std::string_view what, uint64_t physical_bytes);
+Status check_memory_need(double bytes, std::string_view what);
+
 // Takes successive host samples. `proc_root` is "/proc" except in tests, which point it at a
 // directory holding stat, meminfo, net/dev, self/status and self/stat files.
 class HostMetricsSampler {

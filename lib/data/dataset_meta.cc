@@ -107,7 +107,8 @@ Result<DatasetMeta> parse_dataset_meta(std::string_view text, const std::string&
 }
 
 Result<DatasetMeta> read_dataset_meta(io::Env& env, const std::string& path) {
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
+  MS_ASSIGN_OR_RETURN(std::string text,
+                      io::read_file(env, path, io::kMaxConfigFileBytes, "dataset metadata"));
   return parse_dataset_meta(text, path);
 }
 

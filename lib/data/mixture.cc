@@ -11,7 +11,8 @@ namespace ms::data {
 
 int64_t MixtureConfig::train_samples() const {
   if (total_samples > 0) return total_samples;
-  return (total_tokens + seq_len - 1) / seq_len;
+  // Not (total_tokens + seq_len - 1) / seq_len: that sum overflows near INT64_MAX.
+  return total_tokens / seq_len + (total_tokens % seq_len != 0 ? 1 : 0);
 }
 
 int64_t MixtureConfig::validation_samples() const {

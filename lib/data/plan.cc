@@ -347,7 +347,9 @@ Status check_info(const PlanInfo& info, const std::string& name) {
 Plan::~Plan() = default;
 
 Result<std::shared_ptr<const Plan>> Plan::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking, so that a FIFO in the plan's place is refused below instead of waiting for
+  // a writer; the flag changes nothing for the regular file that is mapped.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return NotFound("plan '" + path + "' does not exist; create it with 'ms-data plan'");
     return ErrnoError("open plan", path, errno);
@@ -357,6 +359,11 @@ Result<std::shared_ptr<const Plan>> Plan::open(const std::string& path) {
     const int err = errno;
     ::close(fd);
     return ErrnoError("stat plan", path, err);
+  }
+  if (const io::FileKind kind = io::file_kind_of_mode(st.st_mode); kind != io::FileKind::kRegular) {
+    ::close(fd);
+    return InvalidArgument("plan '" + path + "' is " + std::string(io::file_kind_name(kind)) +
+                           ", not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   void* base = size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -3,13 +3,18 @@
 #include "data/plan_builder.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
+#include <string>
 
+#include "core/host_metrics.h"
 #include "core/logging.h"
 #include "core/philox.h"
 #include "core/thread_pool.h"
 #include "core/version.h"
 #include "data/indexed_dataset.h"
+#include "io/env.h"
 
 namespace ms::data {
 
@@ -139,6 +144,36 @@ Result<uint64_t> epochs_needed(const PlanSourceInput& in, const SplitMembers& m,
   return (needed + m.tokens - 1) / m.tokens;
 }
 
+// What the plan's tables take per training or validation sample (blend_source u16 and
+// blend_index u64) and per entry of a source's shuffled stream (sequence_order u32 and
+// stream_end u64): they are built in memory and then written to the plan file.
+constexpr double kPlanBytesPerSample = 10, kPlanBytesPerStreamEntry = 12;
+
+// The key the number of samples comes from, for messages.
+std::string samples_key(const MixtureConfig& c) {
+  const std::string total = c.total_samples > 0 ? "total_samples " + std::to_string(c.total_samples)
+                                                : "total_tokens " + std::to_string(c.total_tokens);
+  return c.validation.samples > 0
+             ? total + " and validation.samples " + std::to_string(c.validation.samples)
+             : total;
+}
+
+// Refuses a plan whose tables need more memory than the machine can spare, or more disk than
+// the output's filesystem has free, before they are allocated: `total_samples: 2^62` must be an
+// error naming the key, not an allocation that fails (or succeeds) after minutes.
+Status check_plan_size(double bytes, const std::string& what, const std::string& output) {
+  MS_RETURN_IF_ERROR(check_memory_need(bytes, what));
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(io::parent_dir(output), ec);
+  if (!ec && bytes > static_cast<double>(space.available)) {
+    char text[160];
+    std::snprintf(text, sizeof(text), " needs %.4g bytes on disk, more than the %.4g bytes free",
+                  bytes, static_cast<double>(space.available));
+    return InvalidArgument(what + text + " where " + output + " goes");
+  }
+  return Status::OK();
+}
+
 PlanSource describe_source(const PlanSourceInput& in, double weight) {
   PlanSource s;
   s.name = in.source.name;
@@ -239,6 +274,10 @@ Result<PlanInfo> build_plan(const MixtureConfig& config, std::span<const PlanSou
     info.sources.push_back(describe_source(inputs[s], info.schedule[0].weights[s]));
   }
   MS_ASSIGN_OR_RETURN(std::vector<PlanPhase> val_phases, validation_phases(config, members));
+  const double sample_bytes = kPlanBytesPerSample * (static_cast<double>(info.samples[0]) +
+                                                     static_cast<double>(info.samples[1]));
+  MS_RETURN_IF_ERROR(
+      check_plan_size(sample_bytes, samples_key(config) + ": the plan's sample table", output));
 
   std::array<PlanSplitArrays, 2> arrays;
   std::array<BlendResult, 2> blends = {blend(info.schedule, num_sources, info.samples[0]),
@@ -254,6 +293,19 @@ Result<PlanInfo> build_plan(const MixtureConfig& config, std::span<const PlanSou
                                                   static_cast<Split>(split)));
     }
   }
+  double stream_entries = 0;
+  for (size_t s = 0; s < num_sources; ++s) {
+    for (int split = 0; split < 2; ++split) {
+      stream_entries += static_cast<double>(info.sources[s].splits[split].epochs) *
+                        static_cast<double>(members[s][split].sequences.size());
+    }
+  }
+  MS_RETURN_IF_ERROR(check_plan_size(sample_bytes + kPlanBytesPerStreamEntry * stream_entries,
+                                     samples_key(config) + ": the plan's sample table and the " +
+                                         std::to_string(static_cast<uint64_t>(stream_entries)) +
+                                         " entries of its shuffled "
+                                         "document streams",
+                                     output));
   pool.parallel_for(0, static_cast<int64_t>(2 * num_sources), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int split = static_cast<int>(i / num_sources);

@@ -35,7 +35,7 @@ Result<std::unique_ptr<Tokenizer>> parse_tokenizer(const std::string& path, std:
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const std::string& path,
                                                    const TokenizerLoadOptions& options) {
-  Result<std::string> text = io::read_file(path);
+  Result<std::string> text = io::read_file(path, io::kMaxTokenizerFileBytes, "tokenizer");
   if (!text.ok()) return text.status().with_context("loading tokenizer");
   // Every size a file claims is bounded before it is used; this names the file should the
   // machine still run out of memory on a legitimately huge one.

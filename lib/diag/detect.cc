@@ -467,8 +467,28 @@ Result<std::pair<int, int>> window_samples(const AlignedTelemetry& aligned,
 
 }  // namespace
 
+Status check_detect_options(const DetectOptions& options) {
+  const struct {
+    const char* flag;
+    double value;
+    bool zero_allowed;
+  } checks[] = {{"--window-s", options.window_s, false},
+                {"--hop-s", options.hop_s, false},
+                {"--threshold", options.threshold, false},
+                {"--period-s", options.period_s, true},
+                {"--spread-floor", options.spread_floor, true}};
+  for (const auto& c : checks) {
+    if (std::isfinite(c.value) && (c.value > 0 || (c.zero_allowed && c.value == 0))) continue;
+    return InvalidArgument(std::string(c.flag) + " must be a finite number " +
+                           (c.zero_allowed ? "at least 0" : "above 0") + " (got " +
+                           seconds_text(c.value) + ")");
+  }
+  return Status::OK();
+}
+
 Result<DetectReport> detect_faults(const AlignedTelemetry& aligned, const DenoiserSet& denoisers,
                                    const DetectOptions& options) {
+  MS_RETURN_IF_ERROR(check_detect_options(options));
   MS_ASSIGN_OR_RETURN(std::vector<std::string> metrics, metrics_to_check(aligned, options.metrics));
   DetectReport report;
   report.machines = aligned.machines;

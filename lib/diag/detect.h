@@ -84,6 +84,12 @@ struct DetectOptions {
   std::vector<std::string> metrics;  // empty: default priority
 };
 
+// InvalidArgument naming the flag (--window-s, --hop-s, --threshold, --period-s,
+// --spread-floor) of the first option that is not a finite number in its range: window and
+// hop positive, threshold positive, period and spread floor at least 0. A NaN threshold makes
+// every comparison false, so no machine could ever be declared faulty.
+Status check_detect_options(const DetectOptions& options);
+
 // One window's distances and normalized scores, indexed like AlignedTelemetry::machines.
 struct WindowScore {
   double t_end = 0;  // time of the window's last sample

@@ -2,11 +2,16 @@
 #include "diag/evaluate.h"
 
 #include <algorithm>
+#include <thread>
 
+#include "core/host_metrics.h"
 #include "core/philox.h"
 #include "core/thread_pool.h"
 
 namespace ms::diag {
+
+// Threads --threads may ask for per CPU: the jobs are compute-bound, so more only wait.
+constexpr int kMaxEvalThreadsPerCpu = 8;
 
 Outcome classify(const JobResult& job) {
   const bool faulty = job.label.fault != FaultKind::kNone;
@@ -101,6 +106,18 @@ nlohmann::ordered_json scores_json(const Scores& s) {
 
 Result<std::vector<JobResult>> run_evaluation(const EvalSpec& spec, const DenoiserSet& denoisers) {
   if (spec.jobs < 1) return InvalidArgument("--jobs must be >= 1");
+  // A thread per --threads and a result per job are allocated up front; a thread beyond the
+  // machine's cores only waits, so more than kMaxEvalThreadsPerCpu per CPU is refused.
+  const int64_t max_threads =
+      int64_t{kMaxEvalThreadsPerCpu} * std::max(1u, std::thread::hardware_concurrency());
+  if (spec.threads > max_threads) {
+    return InvalidArgument("--threads " + std::to_string(spec.threads) + " is more than " +
+                           std::to_string(max_threads) + " (" +
+                           std::to_string(kMaxEvalThreadsPerCpu) + " per CPU of this machine)");
+  }
+  MS_RETURN_IF_ERROR(check_memory_need(
+      static_cast<double>(spec.jobs) * sizeof(Result<JobResult>),
+      "--jobs " + std::to_string(spec.jobs) + " (a result kept per simulated job)"));
   std::vector<Result<JobResult>> results(spec.jobs, Status(Internal("job not evaluated")));
   ThreadPool pool(static_cast<size_t>(std::max(1, spec.threads)));
   pool.parallel_for(0, spec.jobs, [&](int64_t begin, int64_t end) {

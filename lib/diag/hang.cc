@@ -101,7 +101,8 @@ Result<std::vector<InflightReport>> read_inflight_reports(const std::string& dir
   for (const std::string& name : names) {
     if (!is_rank_file_name(name, ".json")) continue;
     const std::string path = inflight + "/" + name;
-    MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
+    MS_ASSIGN_OR_RETURN(std::string text,
+                        io::read_file(env, path, io::kMaxConfigFileBytes, "inflight report"));
     MS_ASSIGN_OR_RETURN(InflightReport r, parse_inflight_report(text, path));
     reports.push_back(std::move(r));
   }

@@ -408,7 +408,8 @@ Status save_denoiser(io::Env& env, const std::string& path, const DenoiserModel&
 }
 
 Result<DenoiserModel> load_denoiser(io::Env& env, const std::string& path) {
-  MS_ASSIGN_OR_RETURN(std::string bytes, io::read_file(env, path));
+  MS_ASSIGN_OR_RETURN(std::string bytes,
+                      io::read_file(env, path, io::kMaxTextFileBytes, "denoiser model"));
   return decode_denoiser(bytes, path);
 }
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
+#include "core/host_metrics.h"
 #include "core/philox.h"
 #include "diag/replay.h"
 #include "io/atomic_file.h"
@@ -132,9 +132,21 @@ Status validate(const JobSimSpec& spec) {
   if (spec.machines < 1 || spec.ranks_per_machine < 1) {
     return InvalidArgument("--machines and --ranks-per-machine must be >= 1");
   }
-  if (!(spec.duration_s > 0) || !(spec.interval_s > 0)) {
-    return InvalidArgument("--duration-s and the record interval must be > 0");
+  if (!(spec.duration_s > 0) || !(spec.interval_s > 0) || !std::isfinite(spec.duration_s) ||
+      !std::isfinite(spec.interval_s)) {
+    return InvalidArgument("--duration-s and the record interval must be finite and > 0");
   }
+  // Every rank holds a host and a step record per interval: the flags size the whole job's
+  // telemetry in memory, so their product is checked before anything is allocated.
+  const double records = static_cast<double>(spec.machines) *
+                         static_cast<double>(spec.ranks_per_machine) *
+                         (spec.duration_s / spec.interval_s + 1);
+  MS_RETURN_IF_ERROR(check_memory_need(
+      records *
+          static_cast<double>(sizeof(telemetry::HostRecord) + sizeof(telemetry::StepRecordRead)),
+      "--machines " + std::to_string(spec.machines) + " x --ranks-per-machine " +
+          std::to_string(spec.ranks_per_machine) + " over --duration-s " +
+          std::to_string(spec.duration_s) + " (the simulated telemetry)"));
   if (spec.fault != FaultKind::kNone &&
       (spec.fault_machine < 0 || spec.fault_machine >= spec.machines)) {
     return InvalidArgument("--fault-machine " + std::to_string(spec.fault_machine) +

@@ -232,7 +232,8 @@ Status save_hf_model(const model::Transformer& model, const std::string& tokeniz
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
-  MS_ASSIGN_OR_RETURN(std::string tokenizer, io::read_file(tokenizer_json));
+  MS_ASSIGN_OR_RETURN(std::string tokenizer,
+                      io::read_file(tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
   std::vector<ckpt::NamedTensor> tensors;
   for (const model::Parameter& p : model.parameters()) tensors.push_back({p.name, &p.value});
   MS_RETURN_IF_ERROR(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/host_metrics.h"
 #include "ops/quant.h"
 
 namespace ms::infer {
@@ -39,6 +40,16 @@ Result<KlReference> KlReference::create(model::Transformer& model, const TokenWi
                            " is longer than the model's max_seq_len " +
                            std::to_string(model.config().max_seq_len));
   }
+  // The reference keeps every position's full distribution, and each measurement computes one
+  // more of the same size: 100 windows of a GPT-2-sized vocabulary come to gigabytes, so the
+  // count is checked against the machine before anything is sized by it.
+  const double rows = static_cast<double>(windows.count()) * static_cast<double>(windows.seq_len);
+  MS_RETURN_IF_ERROR(check_memory_need(
+      2 * rows * static_cast<double>(model.config().vocab_size) * sizeof(float),
+      "--calibration-samples (" + std::to_string(windows.count()) + " windows of " +
+          std::to_string(windows.seq_len) + " tokens over a " +
+          std::to_string(model.config().vocab_size) +
+          "-token vocabulary: the reference log-probabilities and one measurement's)"));
   KlReference ref;
   ref.windows_ = &windows;
   ref.vocab_ = model.config().vocab_size;

@@ -106,7 +106,8 @@ Status dequantize_in_place(model::Transformer& model, const FormatAssignment& fo
 Status save_quantized_model(const model::Transformer& model, const FormatAssignment& formats,
                             const std::string& tokenizer_json, const std::string& dir) {
   MS_ASSIGN_OR_RETURN(std::vector<ConvertedWeight> weights, quantize_assignment(model, formats));
-  MS_ASSIGN_OR_RETURN(const std::string tokenizer, io::read_file(tokenizer_json));
+  MS_ASSIGN_OR_RETURN(const std::string tokenizer,
+                      io::read_file(tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
@@ -331,7 +332,8 @@ Result<ops::QuantizedMatrix> read_matrix(const ckpt::SafetensorsFile& file,
 
 Result<config::ModelConfig> read_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  MS_ASSIGN_OR_RETURN(const std::string text,
+                      io::read_file(path, io::kMaxConfigFileBytes, "config.json"));
   const json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded()) return InvalidArgument(path + ": not valid JSON");
   return ckpt::model_config_from_hf_json(doc, path, /*allow_sliding_window=*/true);

@@ -65,7 +65,8 @@ Result<TokenWindows> read_token_windows(const std::string& source, const data::T
       }
     }
   } else {
-    MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(source));
+    MS_ASSIGN_OR_RETURN(const std::string text,
+                        io::read_file(source, io::kMaxTextFileBytes, "text file"));
     tokens = tokenizer.encode(text, /*allow_special=*/false);
   }
   TokenWindows w;

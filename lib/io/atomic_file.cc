@@ -116,21 +116,32 @@ Status write_file_atomic(const std::string& path, std::string_view contents) {
   return write_file_atomic(default_env(), path, contents);
 }
 
-Result<std::string> read_file(Env& env, const std::string& path) {
+Result<std::string> read_file(Env& env, const std::string& path, uint64_t max_bytes,
+                              std::string_view what) {
+  const std::string named = std::string(what) + " '" + path + "'";
   MS_ASSIGN_OR_RETURN(std::unique_ptr<File> file, env.open(path, OpenMode::kRead));
-  MS_ASSIGN_OR_RETURN(uint64_t size_hint, file->size());
+  MS_ASSIGN_OR_RETURN(const FileKind kind, file->kind());
+  if (kind != FileKind::kRegular) {
+    return InvalidArgument(named + " is " + std::string(file_kind_name(kind)) +
+                           ", not a regular file");
+  }
+  MS_ASSIGN_OR_RETURN(const uint64_t size, file->size());
+  const std::string cap_text =
+      std::to_string(max_bytes) + " bytes (" + std::to_string(max_bytes / kMiB) + " MiB)";
+  if (size > max_bytes) {
+    return InvalidArgument(named + " is " + std::to_string(size) + " bytes, above the limit of " +
+                           cap_text + " for a " + std::string(what));
+  }
+  // One read of the size at open plus one byte, then more until end of file in case the file
+  // grew since; never past the cap.
   std::string data;
-  // One read of the expected size, then more until end of file in case the file grew. The
-  // growth is bounded: a device or pipe (size 0, endless data) would otherwise fill memory.
-  size_t chunk = static_cast<size_t>(std::max<uint64_t>(size_hint + 1, 4096));
-  const uint64_t limit = size_hint + kReadFileGrowthLimit;
+  size_t chunk = static_cast<size_t>(size) + 1;
   for (;;) {
-    size_t old_size = data.size();
-    if (old_size > limit) {
-      return IOError("'" + path + "' grew past " + std::to_string(limit) + " bytes while being " +
-                     "read (it was " + std::to_string(size_hint) +
-                     " bytes at open); is it a device or a pipe?");
+    const size_t old_size = data.size();
+    if (old_size > max_bytes) {
+      return InvalidArgument(named + " grew past the limit of " + cap_text + " while being read");
     }
+    chunk = std::min<size_t>(std::max<size_t>(chunk, 4096), max_bytes + 1 - old_size);
     data.resize(old_size + chunk);
     auto dest = std::as_writable_bytes(std::span<char>(data.data() + old_size, chunk));
     MS_ASSIGN_OR_RETURN(size_t got, file->read_at(old_size, dest));
@@ -139,6 +150,14 @@ Result<std::string> read_file(Env& env, const std::string& path) {
   }
   MS_RETURN_IF_ERROR(file->close());
   return data;
+}
+
+Result<std::string> read_file(const std::string& path, uint64_t max_bytes, std::string_view what) {
+  return read_file(default_env(), path, max_bytes, what);
+}
+
+Result<std::string> read_file(Env& env, const std::string& path) {
+  return read_file(env, path, kMaxTextFileBytes, "file");
 }
 
 Result<std::string> read_file(const std::string& path) { return read_file(default_env(), path); }

@@ -21,12 +21,31 @@ namespace ms::io {
 Status write_file_atomic(Env& env, const std::string& path, std::string_view contents);
 Status write_file_atomic(const std::string& path, std::string_view contents);
 
-// How far a file may grow past its size at open while read_file() reads it.
-inline constexpr uint64_t kReadFileGrowthLimit = uint64_t{64} << 20;
+// Caps of whole-file reads, by kind of file. Every whole-file read has one, so no input makes
+// a reader take unbounded memory or time: a device (/dev/zero), FIFO or directory is refused by
+// its kind before any byte is read, and an oversized file by its size.
+inline constexpr uint64_t kMiB = uint64_t{1} << 20;
+// YAML configs (run, mixture, cluster) and JSON metadata (config.json, meta.json, quantization
+// metadata, check and inflight reports, `latest`): hand-written or tool-written, kilobytes.
+inline constexpr uint64_t kMaxConfigFileBytes = 16 * kMiB;
+// tokenizer.json: the largest vocabularies in use (Gemma's 256k) come to a few tens of MiB.
+inline constexpr uint64_t kMaxTokenizerFileBytes = 256 * kMiB;
+// manifest.json lists every shard of every tensor: a large model at a wide layout reaches tens
+// of MiB.
+inline constexpr uint64_t kMaxManifestFileBytes = 512 * kMiB;
+// Text read whole into memory (telemetry and trace files, prompts, evaluation text, model
+// files of the diagnosis models): bounded so that the text and its parse stay within a few GB.
+inline constexpr uint64_t kMaxTextFileBytes = 512 * kMiB;
 
-// Reads the whole file. NotFound when it does not exist, IOError naming `path` on other failures,
-// including a file that grows more than kReadFileGrowthLimit bytes while it is read (a device
-// such as /dev/zero, or a pipe).
+// Reads the whole of `path`, which must be a regular file of at most `max_bytes`. The open never
+// blocks (a FIFO without a writer included). NotFound when `path` does not exist; InvalidArgument
+// naming `what` ("config file", "cluster file"), the path and what it is when it is a FIFO, a
+// device, a directory or a socket; InvalidArgument naming `what`, the path, its size and the cap
+// when it is larger (or grows larger while read); IOError naming the path on other failures.
+Result<std::string> read_file(Env& env, const std::string& path, uint64_t max_bytes,
+                              std::string_view what);
+Result<std::string> read_file(const std::string& path, uint64_t max_bytes, std::string_view what);
+// The same with the cap of a text file (kMaxTextFileBytes), called "file" in messages.
 Result<std::string> read_file(Env& env, const std::string& path);
 Result<std::string> read_file(const std::string& path);
 

@@ -2,6 +2,8 @@
 // the one-at-a-time read_ranges, and directory helpers built from the primitive operations.
 #include "io/env.h"
 
+#include <sys/stat.h>
+
 namespace ms::io {
 
 Result<size_t> File::read(std::span<std::byte> dest) {
@@ -14,6 +16,36 @@ Status File::append(std::span<const std::byte> data) {
   MS_RETURN_IF_ERROR(write_at(append_offset_, data));
   append_offset_ += data.size();
   return Status::OK();
+}
+
+FileKind file_kind_of_mode(uint32_t st_mode) {
+  if (S_ISREG(st_mode)) return FileKind::kRegular;
+  if (S_ISDIR(st_mode)) return FileKind::kDirectory;
+  if (S_ISFIFO(st_mode)) return FileKind::kFifo;
+  if (S_ISCHR(st_mode)) return FileKind::kCharDevice;
+  if (S_ISBLK(st_mode)) return FileKind::kBlockDevice;
+  if (S_ISSOCK(st_mode)) return FileKind::kSocket;
+  return FileKind::kOther;
+}
+
+std::string_view file_kind_name(FileKind kind) {
+  switch (kind) {
+    case FileKind::kRegular:
+      return "a regular file";
+    case FileKind::kDirectory:
+      return "a directory";
+    case FileKind::kFifo:
+      return "a FIFO";
+    case FileKind::kCharDevice:
+      return "a character device";
+    case FileKind::kBlockDevice:
+      return "a block device";
+    case FileKind::kSocket:
+      return "a socket";
+    case FileKind::kOther:
+      break;
+  }
+  return "an unknown kind of file";
 }
 
 Status check_range_filled(const File& file, const ReadRange& range, size_t got) {

@@ -31,6 +31,15 @@ enum class OpenMode {
 // logical block size of every disk Linux drives today (512 or 4096).
 constexpr uint64_t kDirectIoAlignment = 4096;
 
+// What an open descriptor refers to (fstat's file type), so a reader that expects a regular file
+// can refuse a FIFO, a device or a directory by name instead of blocking or reading forever.
+enum class FileKind { kRegular, kDirectory, kFifo, kCharDevice, kBlockDevice, kSocket, kOther };
+
+// The kind of a stat's st_mode, for readers that open a descriptor themselves (mmap).
+FileKind file_kind_of_mode(uint32_t st_mode);
+// "a FIFO", "a character device", ...: for messages.
+std::string_view file_kind_name(FileKind kind);
+
 inline std::span<const std::byte> as_bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
@@ -87,6 +96,8 @@ class File {
   // its last block to the alignment and cuts the padding off here.
   Status truncate(uint64_t size) { return do_truncate(size); }
   Result<uint64_t> size() { return do_size(); }
+  // What the file is (fstat). Files that wrap another forward to it; the base answers kRegular.
+  Result<FileKind> kind() { return do_kind(); }
   // Releases the descriptor; later calls fail. Destruction closes silently if still open.
   Status close() { return do_close(); }
 
@@ -105,6 +116,7 @@ class File {
     return FailedPrecondition("cannot truncate '" + path_ + "': not supported by this file");
   }
   virtual Result<uint64_t> do_size() = 0;
+  virtual Result<FileKind> do_kind() { return FileKind::kRegular; }
   virtual Status do_close() = 0;
 
  private:
@@ -124,7 +136,8 @@ class Env {
   virtual ~Env() = default;
 
   // Opens `path`. NotFound when kRead and it is missing; AlreadyExists for kCreateNew when it
-  // exists; IOError naming the path otherwise.
+  // exists; IOError naming the path otherwise. An open never waits for a FIFO's writer (kRead
+  // opens non-blocking; reads from a FIFO or device then block as usual).
   virtual Result<std::unique_ptr<File>> open(const std::string& path, OpenMode mode) = 0;
 
   // Fills every range from `file`; each must lie wholly inside the file, otherwise Corruption

@@ -158,6 +158,7 @@ class FaultInjectingFile final : public File {
   }
   Status do_truncate(uint64_t size) override { return inner_->truncate(size); }
   Result<uint64_t> do_size() override { return inner_->size(); }
+  Result<FileKind> do_kind() override { return inner_->kind(); }
   Status do_close() override { return inner_->close(); }
 
  private:

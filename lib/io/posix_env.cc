@@ -95,6 +95,12 @@ class PosixFile final : public File {
     if (::fstat(fd_, &st) != 0) return ErrnoError("stat", path(), errno);
     return static_cast<uint64_t>(st.st_size);
   }
+  Result<FileKind> do_kind() override {
+    MS_RETURN_IF_ERROR(check_open());
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) return ErrnoError("stat", path(), errno);
+    return file_kind_of_mode(st.st_mode);
+  }
   Status do_close() override {
     MS_RETURN_IF_ERROR(check_open());
     int fd = fd_;
@@ -114,10 +120,13 @@ class PosixFile final : public File {
   std::shared_ptr<UringQueue> uring_;
 };
 
+// A read-only open of a FIFO without O_NONBLOCK waits until some process opens it for writing,
+// possibly forever; with it the open returns at once. Reads keep their blocking behaviour:
+// clear_nonblocking() drops the flag again after the open.
 int open_flags(OpenMode mode) {
   switch (mode) {
     case OpenMode::kRead:
-      return O_RDONLY;
+      return O_RDONLY | O_NONBLOCK;
     case OpenMode::kTruncate:
       return O_RDWR | O_CREAT | O_TRUNC;
     case OpenMode::kCreateNew:
@@ -126,6 +135,14 @@ int open_flags(OpenMode mode) {
       return O_RDWR | O_CREAT;
   }
   return O_RDONLY;
+}
+
+Status clear_nonblocking(int fd, const std::string& path) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0 && ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0) return Status::OK();
+  const int err = errno;
+  ::close(fd);
+  return ErrnoError("fcntl F_SETFL", path, err);
 }
 
 Status open_error(const std::string& path, int err) {
@@ -144,6 +161,7 @@ class PosixEnv final : public Env {
       fd = ::open(path.c_str(), open_flags(mode) | O_CLOEXEC, 0644);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) return open_error(path, errno);
+    if ((open_flags(mode) & O_NONBLOCK) != 0) MS_RETURN_IF_ERROR(clear_nonblocking(fd, path));
     uint64_t append_offset = 0;
     if (mode == OpenMode::kReadWrite) {
       struct stat st {};

@@ -4,13 +4,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
+
+#include "io/atomic_file.h"
 
 namespace ms::plan {
 namespace {
@@ -166,6 +167,66 @@ Status read_gemm(MapReader& device, GemmCurve& gemm, const std::string& file) {
   return Status::OK();
 }
 
+// True when `dims` is exactly `count` unsigned decimal numbers joined by 'x' ("4x128x64"), each
+// positive, or zero where `zero_allowed_last` and it is the last (an attention window of 0: the
+// whole sequence).
+bool is_shape(std::string_view dims, int count, bool zero_allowed_last) {
+  for (int i = 0; i < count; ++i) {
+    const size_t end = i + 1 < count ? dims.find('x') : dims.size();
+    if (end == std::string_view::npos) return false;
+    const std::string_view digits = dims.substr(0, end);
+    int64_t value = 0;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size()) return false;
+    if (value < 0 || (value == 0 && !(zero_allowed_last && i + 1 == count))) return false;
+    dims.remove_prefix(i + 1 < count ? end + 1 : end);
+  }
+  return dims.empty();
+}
+
+// A measured-op key of the form op_costs.h writes: "gemm MxNxK", "attn_fwd BxTxHxKVxHDxW",
+// "attn_bwd ..." or "layer_fwd BxT", "layer_bwd BxT". A key of any other form would never be
+// looked up, so its measurement would be dropped without a word.
+bool is_measured_op_key(std::string_view key) {
+  const size_t space = key.find(' ');
+  if (space == std::string_view::npos) return false;
+  const std::string_view op = key.substr(0, space), dims = key.substr(space + 1);
+  if (op == "gemm") return is_shape(dims, 3, false);
+  if (op == "attn_fwd" || op == "attn_bwd") return is_shape(dims, 6, true);
+  if (op == "layer_fwd" || op == "layer_bwd") return is_shape(dims, 2, false);
+  return false;
+}
+
+// One entry of measured_ops or measured_ops_concurrent: a key of the documented form and a
+// finite, positive number of seconds (docs/plan.md: every value is checked).
+Status read_measured_op(const MapReader& r, const std::string& table_key,
+                        const std::pair<YAML::Node, YAML::Node>& entry, MeasuredOps& table) {
+  std::string op;
+  try {
+    op = entry.first.as<std::string>();
+  } catch (const YAML::Exception&) {
+    return r.error(table_key, "must map op shapes to seconds (a key is not a string)");
+  }
+  const std::string where = table_key + "." + op;
+  if (!is_measured_op_key(op)) {
+    return r.error(where,
+                   "is not an op shape: gemm MxNxK, attn_fwd BxTxHxKVxHDxW, attn_bwd "
+                   "BxTxHxKVxHDxW, layer_fwd BxT or layer_bwd BxT (positive integers)");
+  }
+  double seconds = 0;
+  try {
+    seconds = entry.second.as<double>();
+  } catch (const YAML::Exception&) {
+    return r.error(where, "must be seconds (a number)");
+  }
+  if (!std::isfinite(seconds) || !(seconds > 0)) {
+    return r.error(where, "must be a positive, finite number of seconds (got " +
+                              MapReader::format(seconds) + ")");
+  }
+  table[op] = seconds;
+  return Status::OK();
+}
+
 Status read_device(MapReader& top, Device& d, const std::string& file) {
   if (!top.has("device")) return top.error("device", "is required (the device profile)");
   MapReader r(top.child("device"), "device", file);
@@ -204,11 +265,7 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
     if (!ops) continue;
     if (!ops.IsMap()) return r.error(r.key(key), "must map op shapes to seconds");
     for (const auto& entry : ops) {
-      try {
-        (*table)[entry.first.as<std::string>()] = entry.second.as<double>();
-      } catch (const YAML::Exception&) {
-        return r.error(r.key(key) + "." + entry.first.as<std::string>(), "must be seconds");
-      }
+      MS_RETURN_IF_ERROR(read_measured_op(r, r.key(key), entry, *table));
     }
   }
   r.has("source");
@@ -274,12 +331,12 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
 }
 
 Result<Cluster> load_cluster(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return NotFound("no cluster file at " + path + " (see configs/clusters/)");
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return IOError("reading cluster file " + path);
-  return cluster_from_yaml_text(text.str(), path);
+  Result<std::string> text = io::read_file(path, io::kMaxConfigFileBytes, "cluster file");
+  if (text.status().code() == StatusCode::kNotFound) {
+    return NotFound("no cluster file at " + path + " (see configs/clusters/)");
+  }
+  MS_RETURN_IF_ERROR(text.status());
+  return cluster_from_yaml_text(*text, path);
 }
 
 std::string cluster_to_yaml(const Cluster& c) {
@@ -342,11 +399,14 @@ std::string cluster_to_yaml(const Cluster& c) {
 }
 
 Status apply_diagnose_check(const std::string& path, Cluster& cluster) {
-  std::ifstream in(path);
-  if (!in) return NotFound("no ms-diagnose check JSON at " + path);
+  Result<std::string> text = io::read_file(path, io::kMaxConfigFileBytes, "check JSON");
+  if (text.status().code() == StatusCode::kNotFound) {
+    return NotFound("no ms-diagnose check JSON at " + path);
+  }
+  MS_RETURN_IF_ERROR(text.status());
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(in);
+    doc = nlohmann::json::parse(*text);
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgument(path + ": not JSON (" + e.what() +
                            "); pass `ms-diagnose check --json` output");

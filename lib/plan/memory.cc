@@ -2,6 +2,9 @@
 #include "plan/memory.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
 
 #include "model/transformer.h"
 #include "parallel/pp_placement.h"
@@ -21,6 +24,73 @@ bool is_routed_expert(const std::string& name) {
 }
 
 }  // namespace
+
+namespace {
+
+// The model's size keys and their values, for messages.
+std::string model_keys_text(const config::RunConfig& c) {
+  const config::ModelConfig& m = c.model;
+  std::string text;
+  for (const auto& [key, value] :
+       {std::pair<const char*, int64_t>{"model.vocab_size", m.vocab_size},
+        {"model.d_model", m.d_model},
+        {"model.n_layers", m.n_layers},
+        {"model.n_heads", m.n_heads},
+        {"model.n_kv_heads", m.n_kv_heads},
+        {"model.d_ff", m.d_ff},
+        {"model.moe.num_experts", m.moe.num_experts},
+        {"model.moe.top_k", m.moe.top_k},
+        {"model.moe.shared_expert_d_ff", m.moe.shared_expert_d_ff},
+        {"train.micro_batch", c.train.micro_batch},
+        {"train.seq_len", c.train.seq_len}}) {
+    text += (text.empty() ? "" : ", ") + std::string(key) + " " + std::to_string(value);
+  }
+  return text;
+}
+
+std::string bytes_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3g", bytes);
+  return buf;
+}
+
+}  // namespace
+
+Status check_model_fits_planner(const config::RunConfig& c) {
+  const config::ModelConfig& m = c.model;
+  const double V = static_cast<double>(m.vocab_size), D = static_cast<double>(m.d_model),
+               L = static_cast<double>(m.n_layers), H = static_cast<double>(m.n_heads),
+               KV = static_cast<double>(m.n_kv_heads), F = static_cast<double>(m.d_ff),
+               E = static_cast<double>(m.moe.num_experts), K = static_cast<double>(m.moe.top_k),
+               S = static_cast<double>(m.moe.shared_expert_d_ff);
+  const double tensors = L * (3 * E + 16);
+  if (!(tensors <= kMaxPlannedTensors)) {
+    return InvalidArgument(model_keys_text(c) + ": the model has " + bytes_text(tensors) +
+                           " tensors (model.n_layers x (3 model.moe.num_experts + 16)), more "
+                           "than the planner enumerates (" +
+                           bytes_text(kMaxPlannedTensors) + ")");
+  }
+  const double hd = D / std::max(1.0, H);
+  const double ffn_params = E > 0 ? E * 3 * D * F + D * E + 3 * D * S : 3 * D * F;
+  const double params = L * (D * hd * (2 * H + 2 * KV) + ffn_params + 2 * D) + 2 * V * D + D;
+  // model::activation_bytes_of at tp 1 with every layer kept (no recompute), plus the logits.
+  const double N = static_cast<double>(c.train.micro_batch) * static_cast<double>(c.train.seq_len);
+  const double T = static_cast<double>(c.train.seq_len);
+  const double ffn_acts =
+      E > 0 ? N * (E + K + 2 * K * F + K * D + 2 * S + 4 * K * F + 3 * K * D) : 6 * N * F;
+  const double layer_acts = N * (2 * H + 2 * KV) * hd + N * H * T + ffn_acts + 6 * N * D;
+  const double activations = 4 * (L * layer_acts + N * V + 4 * N * D);
+  // Weights, gradients and two moments in f32 (16 bytes per parameter), and the activations.
+  const double bytes = 16 * params + activations;
+  if (bytes <= kMaxPlannedBytes) return Status::OK();
+  return InvalidArgument(model_keys_text(c) +
+                         ": the model and one micro-batch's activations "
+                         "come to " +
+                         bytes_text(bytes) + " bytes at tp 1, above the " +
+                         bytes_text(kMaxPlannedBytes) +
+                         " the planner sizes; lower the largest "
+                         "of these keys");
+}
 
 Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config, const Layout& l) {
   const config::RunConfig c = apply_layout(config, l);

@@ -27,6 +27,19 @@ struct RankMemory {
   }
 };
 
+// The largest model the planner sizes: its parameters, its tensors and one rank's activations
+// at tp 1 (the most any layout holds) within 2^53 bytes (8 PiB). Far above any cluster's memory,
+// and low enough that every element and byte count the planner forms, in int64 and in double,
+// stays exact: beyond it the figures wrapped (a layout of -6e10 GiB was recommended).
+inline constexpr double kMaxPlannedBytes = 9007199254740992.0;  // 2^53
+// The most tensors (n_layers x (3 num_experts + 16)) the planner enumerates.
+inline constexpr double kMaxPlannedTensors = 16777216.0;  // 2^24
+
+// OK when `config`'s model fits the planner's sizes; InvalidArgument naming the model.* and
+// train.* keys and the bytes (or tensor count) they come to otherwise. Computed in double from
+// the keys alone, before any per-tensor work.
+Status check_model_fits_planner(const config::RunConfig& config);
+
 // The local parameter elements of each pipeline rank (tp rank 0, whose slice is the largest):
 // dense and routed-expert ones apart. Depends only on tp, pp, vpp and ep, so a search computes
 // it once per such combination.

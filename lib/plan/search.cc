@@ -93,6 +93,7 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
 
 Result<Prediction> predict_layout(const Cluster& cluster, const config::RunConfig& config,
                                   const Layout& layout, int world, Scaling scaling) {
+  MS_RETURN_IF_ERROR(check_model_fits_planner(config));
   MS_RETURN_IF_ERROR(check_layout(config, layout, world));
   const CostModel model(cluster, ranks_on_node(cluster, world), scaling);
   MS_ASSIGN_OR_RETURN(const std::vector<RankElements> elements, rank_elements(config, layout));
@@ -101,6 +102,7 @@ Result<Prediction> predict_layout(const Cluster& cluster, const config::RunConfi
 
 Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunConfig& config,
                                     int world, Scaling scaling, size_t keep) {
+  MS_RETURN_IF_ERROR(check_model_fits_planner(config));
   const CostModel model(cluster, ranks_on_node(cluster, world), scaling);
   const double limit_mib = cluster.memory_per_rank_gib * 1024.0;
   SearchResult result;

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/atomic_file.h"
+
 namespace ms::supervise {
 namespace {
 
@@ -38,12 +40,20 @@ Result<std::vector<telemetry::StepRecordRead>> LiveTelemetry::poll() {
       file.records.path = path;
     }
     if (size == file.offset) continue;
+    // At most one text file's cap a poll: a file that claims terabytes (sparse, or not the
+    // job's) must not size the read; the rest comes at the next poll.
+    const uint64_t want = std::min(size - file.offset, io::kMaxTextFileBytes);
     std::ifstream in(path, std::ios::binary);
     in.seekg(static_cast<std::streamoff>(file.offset));
-    std::string text(size - file.offset, '\0');
+    std::string text(want, '\0');
     in.read(text.data(), static_cast<std::streamsize>(text.size()));
     text.resize(static_cast<size_t>(in.gcount()));
     const size_t complete = text.rfind('\n');
+    if (complete == std::string::npos && want == io::kMaxTextFileBytes) {
+      return InvalidArgument("telemetry file '" + path + "' has a line longer than " +
+                             std::to_string(io::kMaxTextFileBytes) + " bytes at byte " +
+                             std::to_string(file.offset) + "; not the job's telemetry?");
+    }
     if (complete == std::string::npos) continue;  // a line still being written
     text.resize(complete + 1);
     const size_t before = file.records.steps.size();

@@ -1,11 +1,23 @@
 #include "supervise/machines.h"
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "io/atomic_file.h"
 #include "train/run_checks.h"
 
 namespace ms::supervise {
+
+Status check_rank_slots(int64_t ranks, unsigned cpus) {
+  const int64_t limit =
+      std::min<int64_t>(kMaxJobRanks, int64_t{kMaxRankSlotsPerCpu} * std::max(1u, cpus));
+  if (ranks <= limit) return Status::OK();
+  return InvalidArgument("--ranks " + std::to_string(ranks) +
+                         " is more rank slots than this machine can run: at most " +
+                         std::to_string(limit) + " (" + std::to_string(kMaxRankSlotsPerCpu) +
+                         " per CPU, " + std::to_string(std::max(1u, cpus)) + " CPUs)");
+}
 
 MachinePool MachinePool::single_host(int ranks) {
   MachinePool pool;
@@ -19,7 +31,8 @@ MachinePool MachinePool::single_host(int ranks) {
 }
 
 Result<MachinePool> MachinePool::from_hostfile(const std::string& path) {
-  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  MS_ASSIGN_OR_RETURN(const std::string text,
+                      io::read_file(path, io::kMaxConfigFileBytes, "machines file"));
   return parse_hostfile(text, path);
 }
 
@@ -29,13 +42,15 @@ Result<MachinePool> MachinePool::parse_hostfile(const std::string& text, const s
   std::istringstream lines(text);
   std::string line;
   int slot = 0;
+  std::set<std::string> hosts;
   for (int line_no = 1; std::getline(lines, line); ++line_no) {
     line = line.substr(0, line.find('#'));
     std::istringstream words(line);
     std::string host, word;
     if (!(words >> host)) continue;
     const std::string at = path + ":" + std::to_string(line_no);
-    if (pool.find(host) >= 0) return InvalidArgument(at + ": host " + host + " listed twice");
+    // A set, not pool.find(): a hostfile of a million lines must not take a million squared.
+    if (!hosts.insert(host).second) return InvalidArgument(at + ": host " + host + " listed twice");
     int slots = 1;
     while (words >> word) {
       if (word.rfind("slots=", 0) == 0) {
@@ -50,6 +65,10 @@ Result<MachinePool> MachinePool::parse_hostfile(const std::string& text, const s
         return InvalidArgument(at + ": unknown hostfile word \"" + word +
                                "\" (expected slots=N)");
       }
+    }
+    if (slots > kMaxJobRanks - slot) {
+      return InvalidArgument(at + ": the hostfile's slots add up to more than " +
+                             std::to_string(kMaxJobRanks) + " ranks");
     }
     Machine m;
     m.name = host;

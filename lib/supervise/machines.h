@@ -24,13 +24,26 @@ struct Machine {
   std::string removed_because;  // the incident that removed it
 };
 
+// The most ranks a supervised job may have, over all its machines: above the largest jobs run
+// today (about 1e5 ranks), and small enough that the per-slot state and the world-size search
+// (choose_world_size) stay cheap.
+inline constexpr int kMaxJobRanks = 1 << 20;
+// Rank slots one machine may offer (--ranks), per CPU: each slot is a process, and more than
+// this many per CPU only thrash.
+inline constexpr int kMaxRankSlotsPerCpu = 64;
+
+// OK when one machine with `cpus` CPUs can run `ranks` rank slots (at most kMaxRankSlotsPerCpu
+// per CPU and kMaxJobRanks); InvalidArgument naming --ranks, the value and the limit otherwise.
+// Checked before anything is sized by the count.
+Status check_rank_slots(int64_t ranks, unsigned cpus);
+
 class MachinePool {
  public:
-  // `ranks` slots on this machine, one "machine" each.
+  // `ranks` slots on this machine, one "machine" each (check_rank_slots first).
   static MachinePool single_host(int ranks);
   // Parses a hostfile: one host a line, optionally "slots=N" (or "max_slots=N", which is
   // ignored); '#' starts a comment. InvalidArgument naming path:line for anything else, a
-  // repeated host or an empty file.
+  // repeated host, slots that add up to more than kMaxJobRanks, or an empty file.
   static Result<MachinePool> from_hostfile(const std::string& path);
   static Result<MachinePool> parse_hostfile(const std::string& text, const std::string& path);
 

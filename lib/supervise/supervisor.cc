@@ -531,6 +531,9 @@ Result<int> supervise(const SuperviseOptions& options) {
     return InvalidArgument("--hostfile is given but no argument of the job command holds "
                            "{hostfile} (e.g. `mpirun --hostfile {hostfile} -np {np} ...`)");
   }
+  if (options.hostfile.empty()) {
+    MS_RETURN_IF_ERROR(check_rank_slots(options.ranks, std::thread::hardware_concurrency()));
+  }
   MachinePool pool = MachinePool::single_host(options.ranks);
   if (!options.hostfile.empty()) {
     MS_ASSIGN_OR_RETURN(pool, MachinePool::from_hostfile(options.hostfile));

@@ -101,7 +101,8 @@ Status for_each_record_in(std::string_view text, const std::string& path, size_t
 
 // for_each_record_in over the whole file at `path`.
 Status for_each_record(const std::string& path, const LineFn& fn) {
-  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  MS_ASSIGN_OR_RETURN(const std::string text,
+                      io::read_file(path, io::kMaxTextFileBytes, "telemetry file"));
   return for_each_record_in(text, path, 1, fn);
 }
 
@@ -324,7 +325,8 @@ Status append_telemetry_lines(std::string_view text, size_t first_line, RankTele
 }
 
 Result<RankTelemetry> read_telemetry_file(const std::string& path) {
-  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  MS_ASSIGN_OR_RETURN(const std::string text,
+                      io::read_file(path, io::kMaxTextFileBytes, "telemetry file"));
   RankTelemetry out;
   out.path = path;
   MS_RETURN_IF_ERROR(append_telemetry_lines(text, 1, out));

@@ -16,7 +16,8 @@ namespace {
 // it. Cut the file back to its last complete line (atomically) before appending.
 Status drop_incomplete_tail(io::Env& env, const std::string& path) {
   if (!env.exists(path)) return Status::OK();
-  MS_ASSIGN_OR_RETURN(std::string text, io::read_file(env, path));
+  MS_ASSIGN_OR_RETURN(std::string text,
+                      io::read_file(env, path, io::kMaxTextFileBytes, "telemetry file"));
   if (text.empty() || text.back() == '\n') return Status::OK();
   const size_t last_newline = text.rfind('\n');
   const size_t keep = last_newline == std::string::npos ? 0 : last_newline + 1;

@@ -23,7 +23,8 @@ Status prepare_run_dir(const config::RunConfig& config, const std::string& token
   MS_RETURN_IF_ERROR(
       io::write_file_atomic(dir + "/config.resolved.yaml", config::dump_yaml(config, true)));
   if (!tokenizer_path.empty()) {
-    Result<std::string> tokenizer = io::read_file(tokenizer_path);
+    Result<std::string> tokenizer =
+        io::read_file(tokenizer_path, io::kMaxTokenizerFileBytes, "tokenizer");
     if (!tokenizer.ok()) {
       return NotFound("cannot copy the dataset's tokenizer into the run directory: " +
                       tokenizer.status().message());

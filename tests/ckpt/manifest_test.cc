@@ -70,6 +70,35 @@ TEST_F(ManifestTest, MissingKeyIsNamed) {
   EXPECT_NE(read.status().message().find("model.w"), std::string::npos);
 }
 
+TEST_F(ManifestTest, AnImpossibleLayoutIsCorruptionNamingTheKey) {
+  const std::string where = step_dir() + "/manifest.json layout: ";
+  const struct {
+    const char* key;
+    int value;
+    std::string message;
+  } cases[] = {
+      {"ep", -3, "\"ep\" is -3; a layout size must be at least 1"},
+      {"world", 0, "\"world\" is 0; a layout size must be at least 1"},
+      {"zero", 2, "\"zero\" is 2; it must be 0 or 1"},
+      {"dp", 3, "\"world\" 2 is not a multiple of pp * dp * tp (1 * 3 * 1)"},
+      {"tp", 2147483647, "\"world\" 2 is not a multiple of pp * dp * tp (1 * 2 * 2147483647)"},
+      {"ep", 4, "\"ep\" 4 does not divide the 2 data-parallel x context-parallel ranks"},
+  };
+  for (const auto& c : cases) {
+    nlohmann::json j = sample().to_json();
+    j["layout"][c.key] = c.value;
+    write_manifest(j.dump());
+    auto read = Manifest::read(step_dir());
+    ASSERT_FALSE(read.ok()) << c.key;
+    EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+    EXPECT_EQ(read.status().message(), where + c.message);
+  }
+  nlohmann::json j = sample().to_json();
+  j["layout"] = {{"world", 8}, {"dp", 2}, {"tp", 2}, {"pp", 1}, {"ep", 4}, {"zero", 0}};
+  write_manifest(j.dump());  // cp = 2: ep 4 divides dp x cp
+  EXPECT_TRUE(Manifest::read(step_dir()).ok());
+}
+
 TEST_F(ManifestTest, ShardOutsideTheTensorIsRefused) {
   Manifest m = sample();
   m.tensors[0].shards[1].global_offsets = {3, 0};

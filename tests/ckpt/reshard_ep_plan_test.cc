@@ -269,5 +269,58 @@ TEST(ReshardEpPlanTest, EpIsParsedAndPrintedBack) {
   }
 }
 
+// A run config recorded in the manifest that contradicts the tensors stored is refused, not
+// followed: 8 experts recorded where 4 are stored, or 4e8 layers where 2 are.
+TEST(ReshardEpPlanTest, ARecordedConfigThatContradictsTheTensorsIsCorruption) {
+  Manifest lie = model_manifest(moe_model(4));
+  config::RunConfig run;
+  run.model = moe_model(8);
+  run.train.seq_len = run.model.max_seq_len;
+  lie.config_yaml = config::dump_yaml(run);
+  Result<std::vector<PlannedShard>> plan = plan_for(lie, target("ep=2,dp=2"));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(plan.status().message(),
+            "config_yaml: model.moe.num_experts is 8 but the tensors hold 4 experts per layer");
+  run.model = moe_model(4);
+  run.model.n_layers = 400000000;
+  lie.config_yaml = config::dump_yaml(run);
+  plan = plan_for(lie, target("pp=2,dp=1"));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "config_yaml: model.n_layers is 400000000 but the tensors hold 2 layers "
+            "(model.layers.0 to model.layers.1)");
+  EXPECT_TRUE(plan_for(lie, target("dp=2")).ok());  // neither count places anything here
+}
+
+TEST(ReshardEpPlanTest, TargetsAreBoundedAndKeysGivenOnce) {
+  EXPECT_EQ(parse_reshard_target("tp=2,tp=4").status().message(),
+            "--to: key 'tp' is given twice in 'tp=2,tp=4'");
+  EXPECT_EQ(parse_reshard_target("dp=2,ep=2,ep=2").status().message(),
+            "--to: key 'ep' is given twice in 'dp=2,ep=2,ep=2'");
+  EXPECT_EQ(parse_reshard_target("dp=1000000000").status().message(),
+            "--to pp * dp * tp (1 * 1000000000 * 1) = 1000000000: a target layout has at most "
+            "1048576 ranks");
+  EXPECT_EQ(parse_reshard_target("dp=65536,tp=65536,pp=65536").status().message(),
+            "--to pp * dp * tp (65536 * 65536 * 65536) = 281474976710656: a target layout has "
+            "at most 1048576 ranks");
+  EXPECT_EQ(parse_reshard_target("pp=2,vpp=2147483647").status().message(),
+            "--to pp * vpp (2 * 2147483647) = 4294967294: a target layout has at most 1048576 "
+            "pipeline stages");
+  EXPECT_EQ(parse_reshard_target("dp=99999999999").status().message(),
+            "--to dp=99999999999: out of range (at most 1048576)");
+  EXPECT_EQ(parse_reshard_target("dp=-3").status().message(),
+            "--to dp=-3: expected a non-negative whole number");
+  EXPECT_EQ(parse_reshard_target("dp=1e9").status().message(),
+            "--to dp=1e9: expected a non-negative whole number");
+  // A tp above every dimension could split nothing: refused before any rank is visited.
+  const Manifest m = model_manifest(moe_model(4));
+  Result<std::vector<PlannedShard>> plan = plan_for(m, target("tp=1048576"));
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "--to tp=1048576: larger than every dimension of the checkpoint's tensors (the "
+            "largest is 16), so no tensor can be split that many ways");
+}
+
 }  // namespace
 }  // namespace ms::ckpt

@@ -125,13 +125,6 @@ INSTANTIATE_TEST_SUITE_P(
         RuleCase{{"parallel.pp=9"}, "parallel.pp (9) must not exceed model.n_layers (8)"},
         RuleCase{{"parallel.cp=3"},
                  "train.seq_len (256) must be divisible by 2 * parallel.cp (6)"},
-        // A product that overflows is said to, with its operands, never as the wrapped number.
-        RuleCase{{"parallel.cp=4611686018427387904"},
-                 "train.seq_len (256) must be divisible by 2 * parallel.cp, which overflows 64 "
-                 "bits (2 * 4611686018427387904)"},
-        RuleCase{{"parallel.dp=4611686018427387904"},
-                 "train.global_batch (64) must be divisible by parallel.dp * train.micro_batch, "
-                 "which overflows 64 bits (4611686018427387904 * 4)"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2"},
                  "parallel.ep (2) needs MoE layers; set model.moe.num_experts or parallel.ep=1"},
         RuleCase{{"parallel.dp=2", "parallel.ep=2", "model.moe.num_experts=3"},
@@ -156,6 +149,29 @@ TEST(RunConfig, DocumentMaskKeys) {
   EXPECT_EQ(on.data.eod_id, 50256);
   EXPECT_EQ(error_of("", {"data.eod_id=-2"}),
             "--set data.eod_id=-2: 'data.eod_id' must be >= -1, got -2");
+}
+
+// Products of parallel sizes are checked, never wrapped: a wrapped product once read as
+// "2 * parallel.cp (-9223372036854775808)" or divided by zero.
+TEST(RunConfig, OverflowingParallelProductsAreNamedNotWrapped) {
+  const auto expect_line = [](const std::vector<std::string>& sets, const std::string& line) {
+    const std::string error = error_of("", sets);
+    EXPECT_NE(error.find("run.yaml: " + line), std::string::npos) << error;
+    EXPECT_EQ(error.find("-9223372036854775808"), std::string::npos) << error;
+    EXPECT_EQ(error.find("(0)"), std::string::npos) << error;
+  };
+  expect_line({"parallel.cp=4611686018427387904"},
+              "2 * parallel.cp (2 * 4611686018427387904) overflows 64 bits");
+  expect_line({"parallel.dp=4611686018427387904"},
+              "parallel.dp * train.micro_batch (4611686018427387904 * 4) overflows 64 bits");
+  expect_line({"parallel.dp=4294967296", "parallel.cp=4294967296"},
+              "parallel.pp * parallel.dp * parallel.cp * parallel.tp (1 * 4294967296 * "
+              "4294967296 * 1) overflows 64 bits");
+  expect_line({"parallel.dp=65536", "parallel.cp=65536"},
+              "parallel.pp * parallel.dp * parallel.cp * parallel.tp (1 * 65536 * 65536 * 1) = "
+              "4294967296 exceeds 2147483647 (the ranks MPI can number)");
+  expect_line({"parallel.vpp=9223372036854775807", "parallel.pp=2"},
+              "parallel.pp * parallel.vpp (2 * 9223372036854775807) overflows 64 bits");
 }
 
 TEST(RunConfig, EveryRuleViolationIsListed) {

@@ -1,12 +1,12 @@
 // Host metrics: parsing crafted /proc text (good and malformed) and a real sample.
 #include "core/host_metrics.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 namespace ms {
 namespace {
@@ -182,6 +182,25 @@ TEST(HostMetricsSampler, SamplesThisMachine) {
   EXPECT_GT(m->mem_total, 0u);
   EXPECT_LE(m->mem_used, m->mem_total);
   EXPECT_GT(m->rss_bytes, 0u);
+}
+
+// A count from a flag or a file is checked in double before it sizes anything: half of the
+// machine's memory at most, and never a NaN or an infinity (which compare false with any
+// limit) or a negative product.
+TEST(MemoryNeed, RefusesWhatHalfThePhysicalMemoryCannotHoldNamingWhat) {
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_TRUE(check_memory_need(4.0 * gib, "--x", 8 * gib).ok());
+  const Status over = check_memory_need(4.5 * gib, "--calibration-samples 100", 8 * gib);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.message(),
+            "--calibration-samples 100 needs 4.832e+09 bytes (4.5 GiB), more than half of this "
+            "machine's 8 GiB of memory");
+  EXPECT_FALSE(check_memory_need(std::nan(""), "--x", 8 * gib).ok());
+  EXPECT_FALSE(check_memory_need(HUGE_VAL, "--x", 8 * gib).ok());
+  EXPECT_FALSE(check_memory_need(-1, "--x", 8 * gib).ok());
+  EXPECT_GT(physical_memory_bytes(), 0u);
+  EXPECT_FALSE(check_memory_need(1e30, "total_samples").ok());
 }
 
 }  // namespace

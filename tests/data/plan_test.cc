@@ -2,16 +2,18 @@
 // share at every prefix (per schedule phase), validation documents never reach training,
 // samples are seq_len + 1 consecutive tokens of a per-epoch shuffled document stream, the file
 // round-trips, and damaged or stale plans are refused with what is wrong.
+#include "data/plan.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "core/philox.h"
-#include "data/plan.h"
 #include "data/plan_builder.h"
 #include "data/plan_samples.h"
 #include "plan_fixtures.h"
@@ -252,6 +254,26 @@ TEST(Plan, SourceWithWeightButNoTokensIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("source 'b'"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("mix.plan")));
+}
+
+// A sample count that would size the plan's tables past the machine is refused naming the key
+// before anything is allocated (it once tried to allocate 2^62 samples' tables).
+TEST(Plan, ASampleCountBeyondTheMachineIsRefusedNamingTheKey) {
+  PlanDir dir;
+  MixtureConfig config = testing::two_source_mixture(dir);
+  config.total_samples = int64_t{1} << 62;
+  config.validation.samples = 0;
+  Result<PlanInfo> r = plan_mixture(config, dir.file("mix.plan"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("total_samples 4611686018427387904: the plan's sample table needs"));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("mix.plan")));
+  config.total_samples = 0;
+  config.total_tokens = std::numeric_limits<int64_t>::max();
+  r = plan_mixture(config, dir.file("mix.plan"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("total_tokens 9223372036854775807: the plan's"));
 }
 
 TEST(Plan, SourcesWithDifferentTokenizersAreRefused) {

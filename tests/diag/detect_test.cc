@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "diag/simulate.h"
 
 namespace ms::diag {
@@ -250,6 +252,42 @@ TEST(DetectTest, ASlowRankOfOneHostIsFoundFromItsStepPhases) {
   const MetricResult& verdict = report->metrics[report->verdict_metric];
   ASSERT_TRUE(verdict.fault.has_value());
   EXPECT_EQ(report->machines[verdict.fault->machine], "rank2");
+}
+
+TEST(DetectOptionsTest, NonFiniteAndOutOfRangeValuesAreRefusedNamingTheFlag) {
+  Result<SimulatedJob> job = simulate_job(small_job(FaultKind::kNone, 1));
+  ASSERT_TRUE(job.ok());
+  Result<AlignedTelemetry> a = align_telemetry(job->ranks, telemetry::GroupBy::kHost);
+  ASSERT_TRUE(a.ok());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const struct {
+    double DetectOptions::*field;
+    double value;
+    const char* message;
+  } cases[] = {
+      {&DetectOptions::threshold, nan, "--threshold must be a finite number above 0 (got nan)"},
+      {&DetectOptions::threshold, -1, "--threshold must be a finite number above 0 (got -1)"},
+      {&DetectOptions::threshold, inf, "--threshold must be a finite number above 0 (got inf)"},
+      {&DetectOptions::spread_floor, -0.5,
+       "--spread-floor must be a finite number at least 0 (got -0.5)"},
+      {&DetectOptions::spread_floor, nan,
+       "--spread-floor must be a finite number at least 0 (got nan)"},
+      {&DetectOptions::period_s, -1, "--period-s must be a finite number at least 0 (got -1)"},
+      {&DetectOptions::window_s, inf, "--window-s must be a finite number above 0 (got inf)"},
+      {&DetectOptions::hop_s, nan, "--hop-s must be a finite number above 0 (got nan)"},
+  };
+  for (const auto& c : cases) {
+    DetectOptions o = quick_options();
+    o.*c.field = c.value;
+    const Result<DetectReport> r = detect_faults(*a, {}, o);
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), c.message);
+  }
+  DetectOptions zero_floor = quick_options();
+  zero_floor.spread_floor = 0;
+  EXPECT_TRUE(check_detect_options(zero_floor).ok());
 }
 
 TEST(DetectOptionsTest, WindowsThatDoNotFitTheDataOrTheDenoiserAreRefused) {

@@ -116,6 +116,21 @@ fi
 grep -q "fewer than one window of 100001 (--calibration-len + 1)" "$work/e.txt" ||
   fail "calibration refusal: $(cat "$work/e.txt")"
 
+# The calibration keeps every window position's full GPT-2 distribution twice: all of Tiny
+# Shakespeare at 64 tokens a window needs about 120 GB, refused from the count before any
+# forward (it once ran until the machine ran out of memory). Skipped on machines where half the
+# memory would hold it.
+if [ "$(awk '/MemTotal/ {print $2}' /proc/meminfo)" -lt 200000000 ]; then
+  if timeout 60 "$BIN/ms-infer" quantize --model "$work/model" -o "$work/huge" --memory-budget 1GB \
+    --calibration "$SRC/data/corpus/tinyshakespeare.txt" --calibration-samples 100000 \
+    --calibration-len 64 > /dev/null 2> "$work/e.txt"; then
+    fail "a calibration beyond the machine's memory was accepted"
+  fi
+  grep -Eq -- "--calibration-samples \([0-9]+ windows of 64 tokens over a [0-9]+-token vocabulary.* needs [0-9.e+]+ bytes" \
+    "$work/e.txt" || fail "calibration refusal: $(cat "$work/e.txt")"
+  [ ! -e "$work/huge" ] || fail "a refused quantize left its output"
+fi
+
 # Perplexity: the quantized directory evaluates exactly as --weights on the original.
 "$BIN/ms-data" build -i "$work/calib.txt" -t "$SRC/data/tokenizers/gpt2/tokenizer.json" \
   -o "$work/heldout" > /dev/null 2>&1 || fail "ms-data build"

@@ -3,6 +3,7 @@
 #include "io/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
@@ -50,11 +51,48 @@ TEST_F(AtomicFileTest, WriteThenReadRoundTrips) {
 }
 
 TEST_F(AtomicFileTest, ReadFileOfAnEndlessDeviceIsRefusedNamingIt) {
-  const Result<std::string> endless = read_file("/dev/zero");
+  const Result<std::string> endless = read_file("/dev/zero", kMaxConfigFileBytes, "config file");
   ASSERT_FALSE(endless.ok());
-  EXPECT_EQ(endless.status().code(), StatusCode::kIOError);
-  EXPECT_NE(endless.status().message().find("'/dev/zero' grew past"), std::string::npos)
-      << endless.status().message();
+  EXPECT_EQ(endless.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(endless.status().message(),
+            "config file '/dev/zero' is a character device, not a regular file");
+}
+
+TEST_F(AtomicFileTest, ReadFileOfAFifoWithoutWriterIsRefusedWithoutBlocking) {
+  // Without a non-blocking open this test never returns: nobody opens the FIFO for writing.
+  const std::string fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Result<std::string> read = read_file(fifo, kMaxConfigFileBytes, "cluster file");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(), "cluster file '" + fifo + "' is a FIFO, not a regular file");
+}
+
+TEST_F(AtomicFileTest, ReadFileOfADirectoryIsRefusedNamingIt) {
+  const Result<std::string> read = read_file(dir_.path(), kMaxConfigFileBytes, "config file");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().message(),
+            "config file '" + dir_.path() + "' is a directory, not a regular file");
+}
+
+TEST_F(AtomicFileTest, ReadFileAboveItsCapIsRefusedBeforeReadingNamingSizeAndCap) {
+  // Sparse: a size far above any cap costs no disk, and the refusal must come from the size
+  // alone (reading it would take minutes and gigabytes).
+  const std::string path = dir_.file("huge.yaml");
+  ASSERT_TRUE(write_file_atomic(path, "x").ok());
+  ASSERT_EQ(::truncate(path.c_str(), off_t{1} << 40), 0);
+  const Result<std::string> read = read_file(path, kMaxConfigFileBytes, "config file");
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(read.status().message(), "config file '" + path +
+                                         "' is 1099511627776 bytes, above the limit of "
+                                         "16777216 bytes (16 MiB) for a config file");
+}
+
+TEST_F(AtomicFileTest, ReadFileAtItsCapReadsItAll) {
+  const std::string path = dir_.file("exact");
+  ASSERT_TRUE(write_file_atomic(path, std::string(4097, 'a')).ok());
+  EXPECT_EQ(read_file(path, 4097, "file")->size(), 4097u);
+  EXPECT_FALSE(read_file(path, 4096, "file").ok());
 }
 
 TEST_F(AtomicFileTest, ReadFileOfMissingFileIsNotFound) {

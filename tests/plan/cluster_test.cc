@@ -108,6 +108,42 @@ TEST(Cluster, UnknownKeysAreRefused) {
                "links.intra_node.lat is not a cluster-file key");
 }
 
+TEST(Cluster, MeasuredOpsAreCheckedEachNamingItsKey) {
+  const auto with_op = [](const std::string& entry) {
+    return replace(kValid,
+                   "  gemm_efficiency:", "  measured_ops: {" + entry + "}\n  gemm_efficiency:");
+  };
+  ASSERT_TRUE(
+      cluster_from_yaml_text(with_op("\"gemm 8x8x8\": 1e-6, \"attn_fwd 1x8x2x2x4x0\": 2e-6, "
+                                     "\"layer_bwd 4x128\": 0.5"),
+                             "c.yaml")
+          .ok());
+  expect_error(with_op("\"gemm 8x8x8\": .nan"),
+               "device.measured_ops.gemm 8x8x8 must be a positive, finite number of seconds "
+               "(got nan)");
+  expect_error(with_op("\"gemm 8x8x8\": -1"), "device.measured_ops.gemm 8x8x8 must be a positive");
+  expect_error(with_op("\"gemm 8x8x8\": 0"), "device.measured_ops.gemm 8x8x8 must be a positive");
+  expect_error(with_op("\"gemm 8x8x8\": .inf"), "must be a positive, finite number of seconds");
+  expect_error(with_op("\"gemm 8x8x8\": fast"), "device.measured_ops.gemm 8x8x8 must be seconds");
+  for (const char* key : {"gemm 8x8", "gemm 8x8x8x8", "gemm -8x8x8", "gemm 0x8x8", "gemm 8x8x8 ",
+                          "gemm 8xx8", "gemm  8x8x8", "gem 8x8x8", "attn_fwd 1x8x2x2x4",
+                          "layer_fwd 4", "layer_fwd 4x0", "gemm 99999999999999999999x1x1", "x"}) {
+    expect_error(with_op("\"" + std::string(key) + "\": 1e-6"),
+                 "device.measured_ops." + std::string(key) + " is not an op shape");
+  }
+  const std::string concurrent = replace(kValid, "  gemm_efficiency:",
+                                         "  measured_ops_concurrent: {\"gemm 8x8x8\": -2}\n"
+                                         "  gemm_efficiency:");
+  expect_error(concurrent, "device.measured_ops_concurrent.gemm 8x8x8 must be a positive");
+}
+
+TEST(Cluster, NonRegularFilesAreRefusedNamingThePath) {
+  Result<Cluster> c = load_cluster("/dev/zero");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "cluster file '/dev/zero' is a character device, not a regular file");
+}
+
 TEST(Cluster, MissingFileIsNotFound) {
   Result<Cluster> c = load_cluster("/nonexistent/cluster.yaml");
   ASSERT_FALSE(c.ok());

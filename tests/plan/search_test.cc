@@ -13,6 +13,35 @@ namespace {
 using fixtures::small_model;
 using fixtures::test_cluster;
 
+// Sizes the planner's int64 arithmetic cannot hold are refused naming the keys; they once
+// wrapped into a recommended layout of -6e10 GiB.
+TEST(Search, AModelTooLargeToPlanIsRefusedNamingItsKeys) {
+  config::RunConfig huge = small_model();
+  huge.model.d_model = int64_t{1} << 40;
+  huge.model.n_heads = 4;
+  huge.model.n_kv_heads = 4;
+  huge.model.d_ff = int64_t{1} << 42;
+  for (const bool search : {true, false}) {
+    Result<SearchResult> r = search_layouts(test_cluster(4, 1e6), huge, 4);
+    Result<Prediction> p = predict_layout(test_cluster(4, 1e6), huge, Layout{}, 4, Scaling{});
+    const Status status = search ? r.status() : p.status();
+    ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("model.d_model 1099511627776"), std::string::npos)
+        << status.message();
+    EXPECT_NE(status.message().find("above the 9.01e+15 the planner sizes"), std::string::npos)
+        << status.message();
+  }
+  config::RunConfig many = small_model();
+  many.model.n_layers = 400000000;
+  Result<SearchResult> r = search_layouts(test_cluster(4, 1e6), many, 4);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("model.n_layers 400000000"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("tensors"), std::string::npos) << r.status().message();
+  EXPECT_TRUE(check_model_fits_planner(small_model()).ok());
+}
+
 TEST(Search, OffersOnlyLayoutsTheTrainerAccepts) {
   const config::RunConfig c = small_model();
   const std::vector<Layout> layouts = candidate_layouts(c, 4);

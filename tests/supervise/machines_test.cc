@@ -44,6 +44,30 @@ TEST(MachinesTest, HostfileRefusals) {
             std::string::npos);
 }
 
+TEST(MachinesTest, HostfileSlotsAreBoundedAndManyHostsParseQuickly) {
+  // 2000 hosts of 999999 slots: the running total passes kMaxJobRanks on host 2.
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "h" + std::to_string(i) + " slots=999999\n";
+  EXPECT_EQ(MachinePool::parse_hostfile(text, "h").status().message(),
+            "h:2: the hostfile's slots add up to more than 1048576 ranks");
+  // A large hostfile of distinct hosts parses (the duplicate check is not quadratic).
+  text.clear();
+  for (int i = 0; i < 200000; ++i) text += "h" + std::to_string(i) + "\n";
+  Result<MachinePool> pool = MachinePool::parse_hostfile(text, "h");
+  ASSERT_TRUE(pool.ok()) << pool.status().to_string();
+  EXPECT_EQ(pool->slots_in_use(), 200000);
+}
+
+TEST(MachinesTest, RankSlotsOfOneMachineAreBoundedByItsCpus) {
+  EXPECT_TRUE(check_rank_slots(128, 2).ok());
+  EXPECT_EQ(check_rank_slots(129, 2).message(),
+            "--ranks 129 is more rank slots than this machine can run: at most 128 (64 per CPU, "
+            "2 CPUs)");
+  EXPECT_EQ(check_rank_slots(2000000000, 1 << 20).message(),
+            "--ranks 2000000000 is more rank slots than this machine can run: at most 1048576 "
+            "(64 per CPU, 1048576 CPUs)");
+}
+
 TEST(MachinesTest, WorldSizeKeepsTheGlobalBatch) {
   config::RunConfig config;
   config.train.global_batch = 12;
