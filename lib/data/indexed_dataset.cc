@@ -19,6 +19,7 @@
 
 #include "core/crc32c.h"
 #include "core/version.h"
+#include "io/env.h"
 #include "io/mapping_guard.h"
 
 namespace ms::data {
@@ -76,7 +77,9 @@ struct IndexedDataset::Mapping {
   }
 
   static Result<std::unique_ptr<Mapping>> map(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // Non-blocking, so that a FIFO in the file's place is refused below instead of waiting for
+    // a writer; the flag changes nothing for the regular file that is mapped.
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
       if (errno == ENOENT) return NotFound("dataset file '" + path + "' does not exist");
       return ErrnoError("cannot open", path, errno);
@@ -86,6 +89,10 @@ struct IndexedDataset::Mapping {
     Status status;
     if (fstat(fd, &st) != 0) {
       status = ErrnoError("cannot stat", path, errno);
+    } else if (const io::FileKind kind = io::file_kind_of_mode(st.st_mode);
+               kind != io::FileKind::kRegular) {
+      status = InvalidArgument("dataset file '" + path + "' is " +
+                               std::string(io::file_kind_name(kind)) + ", not a regular file");
     } else if (st.st_size > 0) {
       mapping->size = static_cast<uint64_t>(st.st_size);
       void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);

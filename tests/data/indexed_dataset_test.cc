@@ -4,6 +4,7 @@
 #include "data/indexed_dataset.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dataset_test_util.h"
@@ -250,6 +251,16 @@ TEST_F(IndexedDatasetOpen, MissingFilesAreNotFound) {
   auto r = IndexedDataset::open(prefix());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
   EXPECT_NE(r.status().message().find(".bin"), std::string::npos);
+}
+
+// A FIFO (or a device) where the .bin belongs is refused naming it, without waiting for a writer.
+TEST_F(IndexedDatasetOpen, AFifoInPlaceOfTheBinIsRefusedWithoutBlocking) {
+  write_text(prefix() + ".idx", kThreeDocIdx);
+  ASSERT_EQ(::mkfifo((prefix() + ".bin").c_str(), 0600), 0);
+  auto r = IndexedDataset::open(prefix());
+  ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("d.bin' is a FIFO, not a regular file"), std::string::npos)
+      << r.status().message();
 }
 
 TEST_F(IndexedDatasetOpen, RefusesTruncatedIndex) {
