@@ -67,7 +67,8 @@ const char* first_word(const CLI::App& app, int argc, char** argv) {
     if (arg.find('=') != std::string::npos) continue;
     const CLI::Option* option = app.get_option_no_throw(arg);
     if (option == nullptr) return nullptr;  // an unknown option: CLI11 names it
-    if (option->get_type_size_max() > 0) ++i;  // its value
+    // A flag (expected 0 times a value) takes none, whatever its type's size says.
+    if (option->get_expected_max() > 0 && option->get_type_size_max() > 0) ++i;  // its value
   }
   return nullptr;
 }

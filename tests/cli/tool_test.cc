@@ -43,6 +43,15 @@ TEST(Tool, AnOptionsValueIsNotASubcommand) {
   EXPECT_NE(err.find("unknown subcommand 'grow'"), std::string::npos) << err;
 }
 
+// A flag takes no value: the word after it is the next argument, not the flag's value (the
+// Tool's --log-all-ranks flag here; `ms-train --dry-run --ranks 4` in e2e.train_plan).
+TEST(Tool, AFlagTakesNoValue) {
+  EXPECT_EQ(run_tool({"--log-all-ranks", "prune"}).first, 0);
+  const auto [code, err] = run_tool({"--log-all-ranks", "grow"});
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(err.find("unknown subcommand 'grow'"), std::string::npos) << err;
+}
+
 TEST(Tool, AnUnknownOptionIsLeftToCli11) {
   const auto [code, err] = run_tool({"--bogus", "5", "prune"});
   EXPECT_EQ(code, 2);

@@ -42,6 +42,8 @@ class BuildDataset : public ::testing::Test {
     options_.output_prefix = dir_.file("out");
     options_.corpus.text_split = TextSplit::kBlankLine;
     options_.show_progress = false;
+    // Most cases rebuild into the same prefix; the refusal without it has its own case.
+    options_.replace = true;
   }
   Result<BuildResult> build(const Tokenizer& tok) {
     return build_dataset(io::default_env(), tok, options_, nullptr);
@@ -100,6 +102,25 @@ TEST_F(BuildDataset, ThreadCountAndBatchingDoNotChangeTheBytes) {
   ASSERT_TRUE(build(tokenizer_).ok());
   EXPECT_EQ(read_text(options_.output_prefix + ".idx"), idx1);
   EXPECT_EQ(read_text(options_.output_prefix + ".bin"), bin1);
+}
+
+// An existing dataset is replaced only when asked, and an output that is an input (here the
+// tokenizer's path) is refused before anything is written.
+TEST_F(BuildDataset, AnExistingOrInputOutputIsRefused) {
+  ASSERT_TRUE(build(tokenizer_).ok());
+  const std::string bin = read_text(options_.output_prefix + ".bin");
+  options_.replace = false;
+  Result<BuildResult> again = build(tokenizer_);
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists) << again.status().to_string();
+  EXPECT_NE(again.status().message().find("out.bin already exists"), std::string::npos)
+      << again.status().message();
+  options_.replace = true;
+  options_.tokenizer_path = options_.output_prefix + ".meta.json";
+  Result<BuildResult> onto = build(tokenizer_);
+  EXPECT_EQ(onto.status().code(), StatusCode::kInvalidArgument) << onto.status().to_string();
+  EXPECT_NE(onto.status().message().find("is the input " + options_.tokenizer_path),
+            std::string::npos) << onto.status().message();
+  EXPECT_EQ(read_text(options_.output_prefix + ".bin"), bin);
 }
 
 TEST_F(BuildDataset, EndOfDocumentCanBeLeftOut) {
