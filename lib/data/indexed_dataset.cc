@@ -3,15 +3,9 @@
 // The .idx arrays start at byte 34 and are therefore unaligned: every field is read with memcpy.
 #include "data/indexed_dataset.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cassert>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -62,52 +56,6 @@ int64_t max_token_for(uint8_t code) {
 }
 
 }  // namespace
-
-// A read-only mapping of a whole file; empty files are not mapped (data stays null). Reads
-// go straight to the mapping (no system call on the loader's path); a file truncated under it
-// ends the process with an error naming the file instead of a bare SIGBUS (io/mapping_guard.h).
-struct IndexedDataset::Mapping {
-  const uint8_t* data = nullptr;
-  uint64_t size = 0;
-  int watch = -1;
-
-  ~Mapping() {
-    io::unwatch_mapping(watch);
-    if (data != nullptr) munmap(const_cast<uint8_t*>(data), size);
-  }
-
-  static Result<std::unique_ptr<Mapping>> map(const std::string& path) {
-    // Non-blocking, so that a FIFO in the file's place is refused below instead of waiting for
-    // a writer; the flag changes nothing for the regular file that is mapped.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      if (errno == ENOENT) return NotFound("dataset file '" + path + "' does not exist");
-      return ErrnoError("cannot open", path, errno);
-    }
-    auto mapping = std::make_unique<Mapping>();
-    struct stat st {};
-    Status status;
-    if (fstat(fd, &st) != 0) {
-      status = ErrnoError("cannot stat", path, errno);
-    } else if (const io::FileKind kind = io::file_kind_of_mode(st.st_mode);
-               kind != io::FileKind::kRegular) {
-      status = InvalidArgument("dataset file '" + path + "' is " +
-                               std::string(io::file_kind_name(kind)) + ", not a regular file");
-    } else if (st.st_size > 0) {
-      mapping->size = static_cast<uint64_t>(st.st_size);
-      void* p = mmap(nullptr, mapping->size, PROT_READ, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) {
-        status = ErrnoError("cannot mmap", path, errno);
-      } else {
-        mapping->data = static_cast<const uint8_t*>(p);
-        mapping->watch = io::watch_mapping(p, mapping->size, path);
-      }
-    }
-    ::close(fd);
-    if (!status.ok()) return status;
-    return mapping;
-  }
-};
 
 std::string dtype_code_name(uint8_t code) {
   switch (static_cast<TokenDType>(code)) {
@@ -178,13 +126,13 @@ IndexedDataset::~IndexedDataset() = default;
 Result<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
   IndexedDataset ds;
   ds.prefix_ = prefix;
-  MS_ASSIGN_OR_RETURN(ds.idx_, Mapping::map(prefix + ".idx"));
-  MS_ASSIGN_OR_RETURN(ds.bin_, Mapping::map(prefix + ".bin"));
-  ds.idx_size_ = ds.idx_->size;
-  ds.bin_size_ = ds.bin_->size;
+  MS_ASSIGN_OR_RETURN(ds.idx_, io::MappedFile::open(prefix + ".idx", "dataset file"));
+  MS_ASSIGN_OR_RETURN(ds.bin_, io::MappedFile::open(prefix + ".bin", "dataset file"));
+  ds.idx_size_ = ds.idx_->size();
+  ds.bin_size_ = ds.bin_->size();
   MS_RETURN_IF_ERROR(ds.validate_index());
   MS_RETURN_IF_ERROR(ds.check_i64_ids());
-  const uint32_t crc = crc32c(ds.idx_->data, ds.idx_size_);
+  const uint32_t crc = crc32c(ds.idx_->data(), ds.idx_size_);
   ds.content_hash_ = hex(crc, 8) + hex(ds.bin_size_, 16);
   MS_RETURN_IF_ERROR(ds.load_meta());
   return ds;
@@ -193,7 +141,7 @@ Result<IndexedDataset> IndexedDataset::open(const std::string& prefix) {
 Status IndexedDataset::validate_index() {
   const std::string idx_path = prefix_ + ".idx";
   const std::string bin_path = prefix_ + ".bin";
-  const uint8_t* p = idx_->data;
+  const uint8_t* p = idx_->data();
   auto bad = [&](uint64_t offset, const std::string& what) {
     return Corruption(idx_path + ": " + what + " (at byte offset " + std::to_string(offset) + ")");
   };
@@ -275,7 +223,7 @@ Status IndexedDataset::check_i64_ids() const {
     const int32_t length = sequence_length(seq);
     for (int32_t i = 0; i < length; ++i) {
       const uint64_t at = static_cast<uint64_t>(pointer) + 8 * static_cast<uint64_t>(i);
-      const int64_t id = load<int64_t>(bin_->data, at);
+      const int64_t id = load<int64_t>(bin_->data(), at);
       if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
         auto doc = std::upper_bound(document_index_.begin(), document_index_.end(), static_cast<int64_t>(seq));
         return Corruption(prefix_ + ".bin: sequence " + std::to_string(seq) + " (document " +
@@ -307,18 +255,18 @@ Status IndexedDataset::load_meta() {
 
 int32_t IndexedDataset::sequence_length(size_t seq) const {
   assert(seq < num_sequences_);
-  return load<int32_t>(idx_->data, kIndexHeaderBytes + 4 * seq);
+  return load<int32_t>(idx_->data(), kIndexHeaderBytes + 4 * seq);
 }
 
 int64_t IndexedDataset::sequence_pointer(size_t seq) const {
   assert(seq < num_sequences_);
-  return load<int64_t>(idx_->data, kIndexHeaderBytes + 4 * num_sequences_ + 8 * seq);
+  return load<int64_t>(idx_->data(), kIndexHeaderBytes + 4 * num_sequences_ + 8 * seq);
 }
 
 void IndexedDataset::read_tokens(size_t seq, size_t offset, size_t count, int32_t* out) const {
   assert(offset + count <= static_cast<size_t>(sequence_length(seq)));
   if (count == 0) return;
-  const uint8_t* src = bin_->data + sequence_pointer(seq) + offset * itemsize_;
+  const uint8_t* src = bin_->data() + sequence_pointer(seq) + offset * itemsize_;
   switch (static_cast<TokenDType>(dtype_code_)) {
     case TokenDType::kI32:
       std::memcpy(out, src, count * 4);

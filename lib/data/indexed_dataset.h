@@ -26,6 +26,7 @@
 #include "data/dataset_meta.h"
 #include "io/atomic_file.h"
 #include "io/env.h"
+#include "io/mapping_guard.h"
 
 namespace ms::data {
 
@@ -92,15 +93,14 @@ class IndexedDataset {
   const std::optional<DatasetMeta>& meta() const { return meta_; }
 
  private:
-  struct Mapping;
   IndexedDataset() = default;
   Status validate_index();
   Status check_i64_ids() const;
   Status load_meta();
 
   std::string prefix_;
-  std::unique_ptr<Mapping> idx_;
-  std::unique_ptr<Mapping> bin_;
+  std::unique_ptr<io::MappedFile> idx_;  // read through the mapping (io/mapping_guard.h)
+  std::unique_ptr<io::MappedFile> bin_;
   uint8_t dtype_code_ = 0;
   size_t itemsize_ = 0;
   size_t num_sequences_ = 0;

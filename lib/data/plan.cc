@@ -1,14 +1,8 @@
 // Plan file writing and validated reading. See plan.h and docs/formats/plan.md for the layout.
 #include "data/plan.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -347,39 +341,15 @@ Status check_info(const PlanInfo& info, const std::string& name) {
 Plan::~Plan() = default;
 
 Result<std::shared_ptr<const Plan>> Plan::open(const std::string& path) {
-  // Non-blocking, so that a FIFO in the plan's place is refused below instead of waiting for
-  // a writer; the flag changes nothing for the regular file that is mapped.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return NotFound("plan '" + path + "' does not exist; create it with 'ms-data plan'");
-    return ErrnoError("open plan", path, errno);
+  // Watched, so a plan rewritten in place while mapped is an error naming it, not SIGBUS.
+  Result<std::unique_ptr<io::MappedFile>> file = io::MappedFile::open(path, "plan");
+  if (file.status().code() == StatusCode::kNotFound) {
+    return NotFound("plan '" + path + "' does not exist; create it with 'ms-data plan'");
   }
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoError("stat plan", path, err);
-  }
-  if (const io::FileKind kind = io::file_kind_of_mode(st.st_mode); kind != io::FileKind::kRegular) {
-    ::close(fd);
-    return InvalidArgument("plan '" + path + "' is " + std::string(io::file_kind_name(kind)) +
-                           ", not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  void* base = size == 0 ? nullptr : mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (base == MAP_FAILED) return ErrnoError("map plan", path, map_err);
+  MS_RETURN_IF_ERROR(file.status());
   std::shared_ptr<Plan> plan(new Plan());
-  if (base != nullptr) {
-    // A plan rewritten in place while mapped: an error naming it, not SIGBUS (io/mapping_guard.h).
-    const int watch = io::watch_mapping(base, size, path);
-    plan->storage_ = std::shared_ptr<const void>(base, [size, watch](const void* p) {
-      io::unwatch_mapping(watch);
-      munmap(const_cast<void*>(p), size);
-    });
-  }
-  plan->bytes_ = {static_cast<const uint8_t*>(base), size};
+  plan->bytes_ = {(*file)->data(), static_cast<size_t>((*file)->size())};
+  plan->storage_ = std::shared_ptr<const io::MappedFile>(std::move(*file));
   plan->path_ = path;
   MS_RETURN_IF_ERROR(plan->parse(path));
   return std::shared_ptr<const Plan>(std::move(plan));

@@ -3,8 +3,11 @@
 #include "io/mapping_guard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+
+#include "io/env.h"
 
 namespace ms::io {
 namespace {
@@ -113,6 +118,45 @@ void unwatch_mapping(int id) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_slots[id].begin.store(0, std::memory_order_release);
   g_used[id] = false;
+}
+
+Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path,
+                                                    std::string_view what) {
+  const std::string name = std::string(what) + " '" + path + "'";
+  // Non-blocking, so that a FIFO in the file's place is refused below instead of waiting for a
+  // writer; the flag changes nothing for the regular file that is mapped.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(name + " does not exist");
+    return ErrnoError("cannot open " + std::string(what), path, errno);
+  }
+  std::unique_ptr<MappedFile> file(new MappedFile());
+  struct stat st {};
+  Status status;
+  if (::fstat(fd, &st) != 0) {
+    status = ErrnoError("cannot stat " + std::string(what), path, errno);
+  } else if (const FileKind kind = file_kind_of_mode(st.st_mode); kind != FileKind::kRegular) {
+    status = InvalidArgument(name + " is " + std::string(file_kind_name(kind)) +
+                             ", not a regular file");
+  } else if (st.st_size > 0) {
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      status = ErrnoError("cannot map " + std::string(what), path, errno);
+    } else {
+      file->data_ = static_cast<const uint8_t*>(p);
+      file->size_ = size;
+      file->watch_ = watch_mapping(p, size, path);
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  unwatch_mapping(watch_);
+  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace ms::io

@@ -10,7 +10,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
+
+#include "core/status.h"
 
 namespace ms::io {
 
@@ -22,5 +27,28 @@ int watch_mapping(const void* data, size_t size, std::string_view path);
 
 // Forgets registration `id` (-1 is ignored). Call before unmapping.
 void unwatch_mapping(int id);
+
+// A whole regular file mapped read-only and watched as above, for the readers that map their
+// input (datasets, plans). The open is non-blocking and the file's type is checked, so a FIFO or
+// a device in the file's place is refused naming it instead of blocking or being mapped. An
+// empty file maps to nothing (data() is null). `what` names the file in errors ("plan").
+class MappedFile {
+ public:
+  // NotFound "<what> '<path>' does not exist"; InvalidArgument for a file that is not regular.
+  static Result<std::unique_ptr<MappedFile>> open(const std::string& path, std::string_view what);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  MappedFile() = default;
+
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  int watch_ = -1;
+};
 
 }  // namespace ms::io
