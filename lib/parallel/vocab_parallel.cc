@@ -11,11 +11,20 @@
 #include <vector>
 
 #include "ops/parallel.h"
-#include "parallel/tp_linear.h"
 
 namespace ms::parallel {
 
 namespace {
+
+// The (rows, width) rows of the whole sequence block from this rank's (rows / tp, width) rows
+// under sequence parallelism (tp divides rows: check_vocab_embedding checked it).
+Result<std::vector<float>> gather_sequence(comm::Communicator& tp, const float* x, int64_t rows,
+                                           int64_t width) {
+  std::vector<float> full(static_cast<size_t>(rows * width));
+  const size_t block = full.size() / static_cast<size_t>(tp.size());
+  MS_RETURN_IF_ERROR(tp.allgather(x, full.data(), block, DType::kF32));
+  return full;
+}
 
 void assert_matches(const VocabShard& shard, const comm::Communicator& tp) {
   assert(shard.tp == tp.size() && shard.rank == tp.rank());

@@ -13,7 +13,7 @@
 // those (n)-sized vectors cross tp: one all-reduce MAX, then one all-reduce SUM of the
 // (sum of exponentials, target logit) pairs. Its backward is local.
 //
-// Collective over `tp` like tp_linear.h: every rank calls with the same shapes; shapes are
+// Collective over `tp`: every rank calls with the same shapes; shapes are
 // checked before communicating. `shard` must be vocab_shard(vocab, tp.size(), tp.rank())
 // (asserted). The caller validates ids and targets to lie in [0, vocab).
 #pragma once

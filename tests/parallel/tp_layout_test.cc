@@ -1,13 +1,9 @@
 // The pure tensor-parallel layout rules: even slices, refusals naming the rule, vocabulary
-// padding, the model layout rule (heads, key/value heads, d_ff by config key) and the shape
-// checks every parallel op and block runs before communicating.
+// padding and the model layout rule (heads, key/value heads, d_ff by config key).
 #include <gtest/gtest.h>
 
 #include "comm/shard_spec.h"
-#include "ops/rope.h"
-#include "parallel/tp_block.h"
 #include "parallel/tp_layout.h"
-#include "parallel/tp_linear.h"
 #include "parallel/vocab_parallel.h"
 
 namespace ms::parallel {
@@ -89,40 +85,6 @@ TEST(VocabPadding, RefusesEmptyVocabularyAndBadRank) {
   EXPECT_EQ(vocab_shard(8, 2, 2).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(TpLinearChecks, ColumnSplitsOutputFeatures) {
-  EXPECT_TRUE(check_column_parallel({6, 7, 20, false}, 4).ok());
-  const Status refused = check_column_parallel({8, 20, 10, false}, 4);
-  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("must divide out_features"), std::string::npos)
-      << refused.message();
-}
-
-TEST(TpLinearChecks, RowSplitsInputFeatures) {
-  EXPECT_TRUE(check_row_parallel({6, 20, 7, false}, 4).ok());
-  const Status refused = check_row_parallel({8, 10, 20, false}, 4);
-  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.message().find("must divide in_features"), std::string::npos)
-      << refused.message();
-}
-
-TEST(TpLinearChecks, SequenceParallelismSplitsTheRows) {
-  EXPECT_TRUE(check_column_parallel({6, 8, 8, false}, 4).ok());
-  for (const Status& s : {check_column_parallel({6, 8, 8, true}, 4),
-                          check_row_parallel({6, 8, 8, true}, 4),
-                          check_vocab_embedding({6, 8, true}, 4)}) {
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(s.message().find("sequence parallelism"), std::string::npos) << s.message();
-  }
-  EXPECT_TRUE(check_vocab_embedding({6, 8, false}, 4).ok());
-  EXPECT_TRUE(check_vocab_embedding({8, 8, true}, 4).ok());
-}
-
-TEST(TpLinearChecks, RefusesEmptyFeatures) {
-  EXPECT_EQ(check_column_parallel({4, 0, 8, false}, 2).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(check_row_parallel({-1, 8, 8, false}, 2).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(check_vocab_embedding({4, 0, false}, 2).code(), StatusCode::kInvalidArgument);
-}
-
 // The message a user gets for a model tp cannot split: the key, both sizes and the rule.
 void expect_refused(const Status& s, const std::string& text) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
@@ -168,29 +130,6 @@ TEST(TpModelRule, RefusesMalformedModelsAndTp) {
   expect_refused(check_tp_model({8, 4, 0, 0}, 1), "model.d_ff must be >= 1");
   expect_refused(check_tp_model({8, 4, 64, -1}, 1), "model.moe.shared_expert_d_ff");
   expect_refused(check_tp_model({8, 4, 64, 0}, 0), "tp >= 1");
-}
-
-TEST(TpBlockChecks, MlpNamesTheKeyAndSplitsTheRowsUnderSequenceParallelism) {
-  EXPECT_TRUE(check_tp_mlp({6, 5, 8, false}, 4).ok());
-  expect_refused(check_tp_mlp({8, 5, 6, false}, 4), "must divide model.d_ff (6)");
-  expect_refused(check_tp_mlp({6, 5, 8, true}, 4), "sequence parallelism");
-  expect_refused(check_tp_mlp({6, 0, 8, false}, 1), "d_model >= 1");
-}
-
-TEST(TpBlockChecks, AttentionChecksHeadsRopeAndRows) {
-  const ops::RopeTable rope = ops::make_rope_table(8, 4, 10000.0);
-  EXPECT_TRUE(check_tp_attention({2, 8, 12, 8, 4, 4, 0, true}, rope, 4).ok());
-  EXPECT_TRUE(check_tp_attention({1, 6, 12, 8, 4, 4, 3, false}, rope, 4).ok());
-  expect_refused(check_tp_attention({1, 8, 12, 8, 2, 4, 0, false}, rope, 4),
-                 "must divide model.n_kv_heads (2)");
-  expect_refused(check_tp_attention({1, 8, 12, 6, 6, 4, 0, false}, rope, 4),
-                 "must divide model.n_heads (6)");
-  expect_refused(check_tp_attention({1, 6, 12, 8, 4, 4, 0, true}, rope, 4),
-                 "sequence parallelism");
-  expect_refused(check_tp_attention({1, 9, 12, 8, 4, 4, 0, false}, rope, 1), "rotary table");
-  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 6, 0, false}, rope, 1), "rotary table");
-  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 3, 0, false}, rope, 1), "even head_dim");
-  expect_refused(check_tp_attention({1, 8, 12, 8, 4, 4, -1, false}, rope, 1), "window >= 0");
 }
 
 }  // namespace

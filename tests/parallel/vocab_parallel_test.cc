@@ -11,7 +11,6 @@
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
-#include "parallel/tp_linear.h"
 #include "parallel/vocab_parallel.h"
 #include "tests/parallel/tp_harness.h"
 
@@ -239,18 +238,30 @@ TEST_F(VocabParallel, OutputLayerOverThePaddedVocabularyEqualsTheUnpaddedOne) {
     const TpSlice seq = *tp_slice(n, tp_size, tp->rank(), "rows");
     for (bool sp : {false, true}) {
       const std::string what = "tp " + std::to_string(tp_size) + (sp ? " sp" : "");
-      const TpLinearShape shape{n, d, shard.padded, sp};
       const std::vector<float> h_local = sp ? rows_of(h, d, seq) : h;
       std::vector<float> out(n * shard.length), losses(n), dh(h_local.size(), 0.0f),
           dw(w_local.size(), 0.0f);
-      ASSERT_TRUE(column_parallel_forward(*tp, shape, h_local.data(), w_local.data(), out.data())
-                      .ok());
+      // The output layer is column-parallel over the padded vocabulary: the whole (n, d)
+      // input (gathered under SP) times this rank's rows of the weight.
+      const std::vector<float> h_full = sp ? gather(*tp, h_local) : h_local;
+      ops::linear_forward(h_full.data(), w_local.data(), out.data(), n, d, shard.length);
       ASSERT_TRUE(vocab_parallel_cross_entropy(*tp, shard, out.data(), targets.data(),
                                                losses.data(), n, 1.0f / n, true)
                       .ok());
-      ASSERT_TRUE(column_parallel_backward(*tp, shape, h_local.data(), w_local.data(), out.data(),
-                                           dh.data(), dw.data())
-                      .ok());
+      // Its backward: the weight gradient is local; the partial input gradients are summed
+      // over tp (reduce-scattered back to the rank's rows under SP).
+      std::vector<float> dh_partial(n * d, 0.0f);
+      ops::linear_backward(h_full.data(), w_local.data(), out.data(), dh_partial.data(),
+                           dw.data(), n, d, shard.length);
+      if (sp) {
+        ASSERT_TRUE(tp->reduce_scatter(dh_partial.data(), dh.data(), dh.size(), DType::kF32,
+                                       comm::ReduceOp::kSum)
+                        .ok());
+      } else {
+        ASSERT_TRUE(tp->allreduce(dh_partial.data(), dh.data(), dh.size(), DType::kF32,
+                                  comm::ReduceOp::kSum)
+                        .ok());
+      }
       expect_close(losses, losses_ref, what + " losses");
       expect_close(sp ? gather(*tp, dh) : dh, dh_ref, what + " dh");
       const std::vector<float> all = gather(*tp, dw);
