@@ -61,23 +61,44 @@ Result<Buffer> Buffer::allocate(size_t bytes, size_t alignment, Pages pages) {
   return Buffer(data, bytes, alignment, huge);
 }
 
+Buffer Buffer::adopt(void* data, size_t size, Device device, Release release,
+                     size_t alignment) {
+  assert((data != nullptr || size == 0) && release.fn != nullptr);
+  Buffer buffer(data, size, alignment, false);
+  buffer.device_ = device;
+  buffer.release_ = release;
+  return buffer;
+}
+
 Buffer::Buffer(Buffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       alignment_(other.alignment_),
-      huge_(other.huge_) {}
+      huge_(other.huge_),
+      device_(std::exchange(other.device_, Device::host())),
+      release_(std::exchange(other.release_, Release{})) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    free_aligned(data_, size_, huge_);
+    free_storage();
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     alignment_ = other.alignment_;
     huge_ = other.huge_;
+    device_ = std::exchange(other.device_, Device::host());
+    release_ = std::exchange(other.release_, Release{});
   }
   return *this;
 }
 
-Buffer::~Buffer() { free_aligned(data_, size_, huge_); }
+void Buffer::free_storage() {
+  if (release_.fn != nullptr) {
+    if (data_ != nullptr) release_.fn(release_.context, data_, size_);
+    return;
+  }
+  free_aligned(data_, size_, huge_);
+}
+
+Buffer::~Buffer() { free_storage(); }
 
 }  // namespace ms

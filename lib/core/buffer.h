@@ -3,12 +3,16 @@
 // want aligned storage; move-only so ownership of large allocations is always explicit.
 // Pages::kHuge is for reused buffers that direct I/O reads into or writes from: the kernel pins
 // a direct transfer's pages, 8 per 16 MiB instead of 4096.
+// A buffer may also hold memory another allocator handed out (device memory from a CUDA arena,
+// core/device_runtime.h): adopt() takes it with the device it lives on and the function that
+// gives it back, so Tensor keeps one storage type for every device.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
+#include "core/device.h"
 #include "core/status.h"
 
 namespace ms {
@@ -34,6 +38,17 @@ class Buffer {
   static Result<Buffer> allocate(size_t bytes, size_t alignment = kDefaultAlignment,
                                  Pages pages = Pages::kDefault);
 
+  // How adopted memory is given back: fn(context, data, size), called once when the buffer is
+  // destroyed or assigned over.
+  struct Release {
+    void (*fn)(void* context, void* data, size_t size) = nullptr;
+    void* context = nullptr;
+  };
+  // Takes ownership of `size` bytes at `data` on `device` (not necessarily host-addressable),
+  // which `release` frees. data may be null only when size is 0.
+  static Buffer adopt(void* data, size_t size, Device device, Release release,
+                      size_t alignment = kDefaultAlignment);
+
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
@@ -41,6 +56,8 @@ class Buffer {
   ~Buffer();
 
   size_t size() const { return size_; }
+  // Where the bytes live; bytes() and data() of a device buffer are device addresses.
+  Device device() const { return device_; }
   size_t alignment() const { return alignment_; }
   bool empty() const { return size_ == 0; }
   void* data() { return data_; }
@@ -56,6 +73,9 @@ class Buffer {
   size_t size_ = 0;
   size_t alignment_ = kDefaultAlignment;
   bool huge_ = false;  // a mapping of its own (free_streamed), not aligned_alloc's
+  Device device_;
+  Release release_;    // set for adopted memory, which is given back through it
+  void free_storage();
 };
 
 }  // namespace ms

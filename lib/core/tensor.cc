@@ -28,7 +28,7 @@ int64_t shape_numel(std::span<const int64_t> shape) {
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   Buffer buffer(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
   void* data = buffer.data();
-  return Tensor(dtype, std::move(shape), std::move(buffer), data, true);
+  return Tensor(dtype, std::move(shape), std::move(buffer), data, Device::host(), true);
 }
 
 Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
@@ -40,15 +40,17 @@ Tensor Tensor::zeros(DType dtype, std::vector<int64_t> shape) {
 Tensor Tensor::from_buffer(DType dtype, std::vector<int64_t> shape, Buffer buffer) {
   assert(buffer.size() == static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
   void* data = buffer.data();
-  return Tensor(dtype, std::move(shape), std::move(buffer), data, true);
+  const Device device = buffer.device();
+  return Tensor(dtype, std::move(shape), std::move(buffer), data, device, true);
 }
 
-Tensor Tensor::view_of(DType dtype, std::vector<int64_t> shape, void* data) {
+Tensor Tensor::view_of(DType dtype, std::vector<int64_t> shape, void* data, Device device) {
   assert((data != nullptr || shape_numel(shape) == 0) && "a view needs memory to look at");
-  return Tensor(dtype, std::move(shape), Buffer(), data, false);
+  return Tensor(dtype, std::move(shape), Buffer(), data, device, false);
 }
 
 Tensor Tensor::clone() const {
+  assert(is_host() && "Tensor::clone copies host memory; use the device's runtime");
   Tensor t = empty(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
@@ -134,6 +136,11 @@ Status convert_elements(const Src* in, Dst* out, int64_t n) {
 }  // namespace
 
 Result<Tensor> convert(const Tensor& input, DType to) {
+  if (!input.is_host()) {
+    return FailedPrecondition("convert " + input.describe() + " to " + std::string(dtype_name(to)) +
+                              ": the tensor is on " + device_name(input.device()) +
+                              ", and convert reads host memory");
+  }
   if (input.dtype() == to) return input.clone();
   Tensor output = Tensor::empty(to, input.shape());
   Status status = visit_dtype(input.dtype(), [&](auto src_tag) {

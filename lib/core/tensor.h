@@ -3,6 +3,10 @@
 // memory-mapped file). Move-only like its Buffer; clone() makes an owning deep copy.
 // Element access is typed: data<T>() asserts that T is the tensor's dtype, where bf16 and f16
 // elements are the ms::bf16 / ms::f16 bit containers from core/half.h.
+// A tensor knows its device (core/device.h): its storage came from that device's allocator
+// (core/device_runtime.h), or a view says where the memory it looks at lives. data<T>() of a
+// device tensor is a device address, for the kernels of that device; the element-wise helpers
+// here (fill, clone, convert) read and write memory, so they take host tensors only.
 #pragma once
 
 #include <cassert>
@@ -14,6 +18,7 @@
 #include <vector>
 
 #include "core/buffer.h"
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "core/status.h"
@@ -76,8 +81,10 @@ class Tensor {
   // Owning tensor that takes `buffer` as its storage; the buffer must hold exactly the tensor's
   // bytes (asserted).
   static Tensor from_buffer(DType dtype, std::vector<int64_t> shape, Buffer buffer);
-  // Non-owning view of `data`, which must hold numel * dtype_size bytes and outlive the view.
-  static Tensor view_of(DType dtype, std::vector<int64_t> shape, void* data);
+  // Non-owning view of `data`, which must hold numel * dtype_size bytes on `device` and outlive
+  // the view.
+  static Tensor view_of(DType dtype, std::vector<int64_t> shape, void* data,
+                        Device device = Device::host());
 
   // A moved-from tensor is empty (shape [0], no data).
   Tensor(Tensor&& other) noexcept
@@ -85,6 +92,7 @@ class Tensor {
         shape_(std::exchange(other.shape_, {0})),
         buffer_(std::move(other.buffer_)),
         data_(std::exchange(other.data_, nullptr)),
+        device_(std::exchange(other.device_, Device::host())),
         owned_(std::exchange(other.owned_, true)) {}
   Tensor& operator=(Tensor&& other) noexcept {
     if (this != &other) {
@@ -92,6 +100,7 @@ class Tensor {
       shape_ = std::exchange(other.shape_, {0});
       buffer_ = std::move(other.buffer_);
       data_ = std::exchange(other.data_, nullptr);
+      device_ = std::exchange(other.device_, Device::host());
       owned_ = std::exchange(other.owned_, true);
     }
     return *this;
@@ -109,6 +118,8 @@ class Tensor {
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool owns_data() const { return owned_; }
+  Device device() const { return device_; }
+  bool is_host() const { return device_.is_host(); }
 
   void* raw_data() { return data_; }
   const void* raw_data() const { return data_; }
@@ -132,28 +143,32 @@ class Tensor {
     return {data<T>(), static_cast<size_t>(numel())};
   }
 
-  // Sets every element to `value`; T must be the tensor's dtype (asserted).
+  // Sets every element to `value`; T must be the tensor's dtype and the tensor on the host
+  // (asserted).
   template <typename T>
   void fill(T value) {
+    assert(is_host() && "Tensor::fill writes host memory");
     for (T& x : span<T>()) x = value;
   }
 
-  // Non-owning view of this tensor's whole storage, with the same dtype and shape.
-  Tensor view() { return view_of(dtype_, shape_, data_); }
-  // Owning deep copy.
+  // Non-owning view of this tensor's whole storage, with the same dtype, shape and device.
+  Tensor view() { return view_of(dtype_, shape_, data_, device_); }
+  // Owning deep copy of a host tensor (asserted); a device's copies go through its runtime.
   Tensor clone() const;
   // "bf16[2, 3]"
   std::string describe() const;
 
  private:
-  Tensor(DType dtype, std::vector<int64_t> shape, Buffer buffer, void* data, bool owned)
+  Tensor(DType dtype, std::vector<int64_t> shape, Buffer buffer, void* data, Device device,
+         bool owned)
       : dtype_(dtype), shape_(std::move(shape)), buffer_(std::move(buffer)), data_(data),
-        owned_(owned) {}
+        device_(device), owned_(owned) {}
 
   DType dtype_ = DType::kF32;
   std::vector<int64_t> shape_;
   Buffer buffer_;
   void* data_ = nullptr;  // into buffer_, or external memory for a view
+  Device device_;         // buffer_'s device, or the viewed memory's
   bool owned_ = true;
 };
 
@@ -164,7 +179,8 @@ class Tensor {
 //  - float -> int: the value must be a finite whole number within the target's range, otherwise
 //    an OutOfRange error (a fractional value is a lossy conversion the caller must do itself);
 //  - int -> float: rounded to nearest; a value beyond the target's finite range is OutOfRange.
-// Errors name the element index, its value and the two dtypes.
+// Errors name the element index, its value and the two dtypes. FailedPrecondition for a tensor
+// that is not on the host.
 Result<Tensor> convert(const Tensor& input, DType to);
 
 }  // namespace ms
