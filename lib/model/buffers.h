@@ -20,9 +20,4 @@ inline float* zeroed(std::vector<float>& v, int64_t n) {
   return v.data();
 }
 
-// y[i] += x[i] for i < n.
-inline void add_into(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
 }  // namespace ms::model

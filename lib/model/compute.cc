@@ -1,7 +1,8 @@
-// The Transformer's building blocks over a whole micro-batch: the SwiGLU MLP (dense layers of
-// serving, the shared expert) and the MoE FFN (routing, grouped expert GEMMs, combine), each
-// one sgemm per projection over all rows (one per expert). Under tensor parallelism they run
-// on this rank's d_ff slice (TpState). The layers and the stack are in model/layers.cc.
+// The MoE FFN over a whole micro-batch (routing, expert GEMMs, combine, the load-balancing
+// loss), forward and backward, for training and serving alike: one sgemm per projection per
+// expert over all of its rows. Under tensor parallelism it runs on this rank's d_ff slice
+// (TpState). The SwiGLU MLP it runs for the shared expert is model/blocks/mlp.cc; the layers and
+// the stack are in model/layers.cc.
 #include <algorithm>
 #include <cmath>
 
@@ -27,44 +28,6 @@ ops::AttentionShape Transformer::Impl::attention_shape(const Dims& d) const {
   s.head_dim = head_dim();
   s.window = cfg.sliding_window;
   return s;
-}
-
-// x: (rows, D) -> out: (rows, D) = down(silu(gate(x)) * up(x)), added to out when accumulate.
-void Transformer::Impl::mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts,
-                                    const float* x, float* out, int64_t rows, bool accumulate) {
-  const int64_t D = cfg.d_model;
-  float* gate = sized(acts.gate, rows * d_ff);
-  float* up = sized(acts.up, rows * d_ff);
-  ops::linear_forward(x, w(m.gate), gate, rows, D, d_ff);
-  ops::linear_forward(x, w(m.up), up, rows, D, d_ff);
-  float* act = sized(scratch.act, rows * d_ff);
-  ops::swiglu_forward(gate, up, act, rows * d_ff);
-  if (!accumulate) {
-    ops::linear_forward(act, w(m.down), out, rows, d_ff, D);
-    return;
-  }
-  float* proj = sized(scratch.proj, rows * D);
-  ops::linear_forward(act, w(m.down), proj, rows, d_ff, D);
-  add_into(out, proj, rows * D);
-}
-
-// Accumulates dx: (rows, D) and the three weight gradients from dout: (rows, D).
-void Transformer::Impl::mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts,
-                                     const float* x, const float* dout, float* dx, int64_t rows) {
-  const int64_t D = cfg.d_model;
-  Scratch& s = scratch;
-  float* act = sized(s.act, rows * d_ff);
-  ops::swiglu_forward(acts.gate.data(), acts.up.data(), act, rows * d_ff);
-  float* dact = zeroed(s.dact, rows * d_ff);
-  ops::linear_backward(act, w(m.down), dout, dact, nullptr, rows, d_ff, D);
-  weight_grad(m.down, act, dout, rows, d_ff, D);
-  float* dgate = zeroed(s.dgate, rows * d_ff);
-  float* dup = zeroed(s.dup, rows * d_ff);
-  ops::swiglu_backward(acts.gate.data(), acts.up.data(), dact, dgate, dup, rows * d_ff);
-  ops::linear_backward(x, w(m.gate), dgate, dx, nullptr, rows, D, d_ff);
-  ops::linear_backward(x, w(m.up), dup, dx, nullptr, rows, D, d_ff);
-  weight_grad(m.gate, x, dgate, rows, D, d_ff);
-  weight_grad(m.up, x, dup, rows, D, d_ff);
 }
 
 }  // namespace ms::model
@@ -120,7 +83,7 @@ void Transformer::Impl::commit_expert_grads(const LayerIndex& li, std::vector<fl
   for (const MlpIndex& x : li.experts) {
     for (size_t p : {x.gate, x.up, x.down}) {
       const int64_t n = params[p].grad.numel();
-      add_into(g(p), at, n);
+      be->add_into(g(p), at, n);
       at += n;
     }
   }
@@ -181,8 +144,8 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
                                      std::vector<float>& xp, int64_t n, bool capacity) {
   const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k;
   float* logits = sized(scratch.router_logits, n * E);
-  ops::linear_forward(x, w(li.router), logits, n, D, E);
-  ops::softmax_forward(logits, sized(m.probs, n * E), n, E);
+  be->linear_forward(x, w(li.router), logits, n, D, E);
+  be->softmax_forward(logits, sized(m.probs, n * E), n, E);
   if (cfg.moe.z_loss_coef > 0) {
     // logsumexp from the probabilities' normalizer: lse = max + log(sum exp(l - max)).
     float* lse = sized(m.lse, n);
@@ -198,36 +161,45 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
     if (capacity && !recomputing) pass.z_sum += z / static_cast<double>(n);
   }
   const float* bias = li.expert_bias == kNoParam ? nullptr : w(li.expert_bias);
-  m.routing = ops::moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k, bias);
+  m.routing = be->moe_route(m.probs.data(), sized(m.weights, n * k), n, E, k, bias);
   if (capacity) {
-    ops::moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
+    be->moe_apply_capacity(m.routing, ops::moe_capacity(cfg.moe.capacity_factor, n, E, k));
   }
-  ops::moe_permute_forward(x, m.routing, sized(xp, n * k * D), D);
+  be->moe_permute_forward(x, m.routing, sized(xp, n * k * D), D);
 }
 
 // xp: (rows, D) grouped by expert (expert e's rows are [offsets[e], offsets[e + 1]), rows =
-// offsets[E]) -> yp: (rows, D), one SwiGLU matmul chain per expert. Experts with no rows are
-// skipped, so a rank holding only some experts' weights may call this with zero rows for the
-// others. acts keeps the gate/up projections for the backward.
+// offsets[E]) -> yp: (rows, D), one SwiGLU matmul chain per expert, each GEMM through
+// linear()/linears() (the f32 weights, or the serving hook for quantized ones). Experts with no
+// rows are skipped and read no weights, so a rank holding only some experts' weights may call
+// this with zero rows for the others. acts keeps the gate/up projections for the backward.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
                                         const int64_t* offsets, float* yp) {
   const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
   const int64_t rows = offsets[E];
-  const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(acts.gate, rows * F);
   float* up = sized(acts.up, rows * F);
-  ops::grouped_linear_forward(xp, ew.gate.data(), offsets, E, gate, D, F);
-  ops::grouped_linear_forward(xp, ew.up.data(), offsets, E, up, D, F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
+    if (n == 0) continue;
+    const MlpIndex& m = li.experts[static_cast<size_t>(e)];
+    const SameInputLinear gate_up[] = {{m.gate, gate + r0 * F, F}, {m.up, up + r0 * F, F}};
+    linears(gate_up, xp + r0 * D, n, D);
+  }
   float* act = sized(scratch.act, rows * F);
-  ops::swiglu_forward(gate, up, act, rows * F);
-  ops::grouped_linear_forward(act, ew.down.data(), offsets, E, yp, F, D);
+  be->swiglu_forward(gate, up, act, rows * F);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
+    if (n == 0) continue;
+    linear(li.experts[static_cast<size_t>(e)].down, act + r0 * F, yp + r0 * D, n, F, D);
+  }
 }
 
 // yp: (n * k, D) expert outputs in dispatch order -> out: (n, D) = the routing-weighted sum of
 // each token's experts, plus the shared expert over x: (n, D) when configured.
 void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, const float* x,
                                     const float* yp, float* out, MlpActs& shared, int64_t n) {
-  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
+  be->moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
   if (cfg.moe.shared_expert_d_ff > 0) mlp_forward(li.shared, tp.shared_d_ff, shared, x, out, n, true);
 }
 
@@ -274,8 +246,8 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   }
   ep_round_trip(m, scratch.permuted.data(), at, y, yp, D, before,
                 [&](int c) { ep_experts_forward(li, m, c, y); });
-  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
-  if (shared) add_into(out, shared_out, n * D);
+  be->moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
+  if (shared) be->add_into(out, shared_out, n * D);
   return moe_aux_loss(m);
 }
 
@@ -284,7 +256,7 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
 // sums are summed over it first (the loss is not a mean of per-rank losses), and the share of
 // each expert kept for the backward (m.aux_share); every cp rank returns the same loss.
 double Transformer::Impl::moe_aux_loss(MoeActs& m) {
-  if (!cp.active()) return ops::moe_aux_loss(m.probs.data(), m.routing);
+  if (!cp.active()) return be->moe_aux_loss(m.probs.data(), m.routing);
   const ops::MoeRouting& r = m.routing;
   const size_t E = static_cast<size_t>(r.experts);
   std::vector<double> sums(2 * E + 1, 0.0);  // [assignments][probability sums][tokens]
@@ -330,10 +302,10 @@ void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int
     const int64_t r = m.ep_rows[static_cast<size_t>(c * El + e + 1)] - r0;
     if (r == 0) continue;
     const float* xp = m.ep_input.data() + r0 * D;
-    ops::linear_forward(xp, ew.gate[static_cast<size_t>(e)], gate + r0 * F, r, D, F);
-    ops::linear_forward(xp, ew.up[static_cast<size_t>(e)], up + r0 * F, r, D, F);
-    ops::swiglu_forward(gate + r0 * F, up + r0 * F, act + r0 * F, r * F);
-    ops::linear_forward(act + r0 * F, ew.down[static_cast<size_t>(e)], y + r0 * D, r, F, D);
+    be->linear_forward(xp, ew.gate[static_cast<size_t>(e)], gate + r0 * F, r, D, F);
+    be->linear_forward(xp, ew.up[static_cast<size_t>(e)], up + r0 * F, r, D, F);
+    be->swiglu_forward(gate + r0 * F, up + r0 * F, act + r0 * F, r * F);
+    be->linear_forward(act + r0 * F, ew.down[static_cast<size_t>(e)], y + r0 * D, r, F, D);
     (void)ep_poll();  // a failure is kept in ep.error and ends the step
   }
 }
@@ -364,15 +336,15 @@ void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, in
     float* dg = dgate + r0 * F;
     float* du = dup + r0 * F;
     float* dx = dxp + r0 * D;
-    ops::swiglu_forward(gate, up, a, r * F);
+    be->swiglu_forward(gate, up, a, r * F);
     std::fill(da, da + r * F, 0.0f);
-    ops::linear_backward(a, ew.down[ei], dy + r0 * D, da, ew.ddown[ei], r, F, D);
+    be->linear_backward(a, ew.down[ei], dy + r0 * D, da, ew.ddown[ei], r, F, D);
     std::fill(dg, dg + r * F, 0.0f);
     std::fill(du, du + r * F, 0.0f);
-    ops::swiglu_backward(gate, up, da, dg, du, r * F);
+    be->swiglu_backward(gate, up, da, dg, du, r * F);
     std::fill(dx, dx + r * D, 0.0f);
-    ops::linear_backward(xp, ew.gate[ei], dg, dx, ew.dgate[ei], r, D, F);
-    ops::linear_backward(xp, ew.up[ei], du, dx, ew.dup[ei], r, D, F);
+    be->linear_backward(xp, ew.gate[ei], dg, dx, ew.dgate[ei], r, D, F);
+    be->linear_backward(xp, ew.up[ei], du, dx, ew.dup[ei], r, D, F);
     (void)ep_poll();
   }
 }
@@ -392,7 +364,7 @@ void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m,
   const int64_t rows = offsets[El];
   float* xp = sized(s.permuted, n * k * D);
   if (!split) {
-    ops::moe_permute_forward(x, m.routing, xp, D);
+    be->moe_permute_forward(x, m.routing, xp, D);
   } else {
     // This rank's rows only, each its token's input.
     for (size_t i = 0; i < m.slice_rows.size(); ++i) {
@@ -405,22 +377,22 @@ void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m,
     redirect_expert_grads(*this, li, ew, s.expert_grads, true);
   }
   float* act = sized(s.act, rows * F);
-  ops::swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
+  be->swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
   float* dact = zeroed(s.dact, rows * F);
-  ops::grouped_linear_backward(act, ew.down.data(), offsets, El, dyp, dact, ew.ddown.data(), F, D);
+  be->grouped_linear_backward(act, ew.down.data(), offsets, El, dyp, dact, ew.ddown.data(), F, D);
   float* dgate = zeroed(s.dgate, rows * F);
   float* dup = zeroed(s.dup, rows * F);
-  ops::swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
+  be->swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
   float* dxp = zeroed(s.dpermuted, rows * D);
-  ops::grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
-  ops::grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
+  be->grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
+  be->grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
   if (split) {
     float* all = zeroed(s.ep_back, m.routing.rows() * D);
     place_rows(dxp, m.slice_rows, all, D);
     dxp = all;
     commit_expert_grads(li, s.expert_grads);
   }
-  ops::moe_permute_backward(dxp, m.routing, dx, D);
+  be->moe_permute_backward(dxp, m.routing, dx, D);
 }
 
 // Accumulates dx: (n, D) and every expert, router and shared-expert gradient from dout: (n, D);
@@ -433,7 +405,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   if (shared && !ep.active()) mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n);
   float* dyp = zeroed(s.dexpert_out, n * k * D);
   float* dweights = zeroed(s.dweights, n * k);
-  ops::moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
+  be->moe_unpermute_backward(m.expert_out.data(), m.weights.data(), m.routing, dout, dyp,
                               dweights, D);
   // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
   // routing weights' gradients: summed here, the router's backward is the same on every rank.
@@ -458,12 +430,12 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
     ep_round_trip(m, dyp, dy, dxp, back, D, before,
                   [&](int c) { ep_experts_backward(li, m, c, dy, dxp); });
     if (split) commit_expert_grads(li, s.expert_grads);
-    ops::moe_permute_backward(back, m.routing, dx, D);
+    be->moe_permute_backward(back, m.routing, dx, D);
   }
   float* dprobs = zeroed(s.dprobs, n * E);
-  ops::moe_route_backward(m.probs.data(), m.weights.data(), m.routing, dweights, dprobs);
+  be->moe_route_backward(m.probs.data(), m.weights.data(), m.routing, dweights, dprobs);
   if (!cp.active()) {
-    ops::moe_aux_loss_backward(m.routing, aux_grad, dprobs);
+    be->moe_aux_loss_backward(m.routing, aux_grad, dprobs);
   } else {
     // d aux / d p_ie = E f_e / n over the whole micro-batch; the optimizer averages the cp
     // ranks' gradients, so each rank applies cp times its share: E f_e / (local tokens).
@@ -476,7 +448,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
     }
   }
   float* dlogits = zeroed(s.router_logits, n * E);
-  ops::softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
+  be->softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
   if (cfg.moe.z_loss_coef > 0) {
     // d/dl_ij of mean_i lse_i^2 = (2 / n) lse_i softmax_ij.
     const float scale = 2.0f * pass.z_grad / static_cast<float>(n);
@@ -487,7 +459,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   }
   // The router is replicated and every tp rank computed the same router input gradient; one
   // of them adds it to the partial sums the caller reduces over tp.
-  ops::linear_backward(x, w(li.router), dlogits, tp.rank == 0 ? dx : nullptr, g(li.router), n, D,
+  be->linear_backward(x, w(li.router), dlogits, tp.rank == 0 ? dx : nullptr, g(li.router), n, D,
                        E);
 }
 

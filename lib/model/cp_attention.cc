@@ -188,7 +188,7 @@ void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
       const int64_t q = p.b * d.T + p.t0;
       float* piece_out = sized(scratch.cp_piece[0], p.len * qd);
       float* piece_lse = sized(scratch.cp_piece[1], H * p.len);
-      ops::attention_block_forward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
+      be->attention_block_forward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
                                    a.q.data() + q * qd, cur + p.b * d.T * kvd,
                                    cur + kvn + p.b * d.T * kvd, piece_out, piece_lse);
       std::memcpy(to_out + q * qd, piece_out, static_cast<size_t>(p.len * qd) * sizeof(float));
@@ -198,7 +198,7 @@ void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
       }
       cp_poll(hop);
     }
-    if (s > 0) ops::attention_merge(shape, block_out, block_lse, out, lse);
+    if (s > 0) be->attention_merge(shape, block_out, block_lse, out, lse);
     cp_finish_hop(hop);
     std::swap(cur, next);
   }
@@ -229,7 +229,7 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
         std::memcpy(piece_lse + h * p.len, a.lse.data() + (p.b * H + h) * d.T + p.t0,
                     static_cast<size_t>(p.len) * sizeof(float));
       }
-      ops::attention_block_backward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
+      be->attention_block_backward(piece_shape(shape, p, d.T), piece_mask(mask, p, d.T),
                                     a.q.data() + q * qd, cur + k, cur + kvn + k,
                                     a.attn.data() + q * qd, piece_lse, dout + q * qd,
                                     dq + q * qd, grad + k, grad + kvn + k);
@@ -242,8 +242,8 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
     std::swap(cur, next);
     std::swap(grad, grad_next);
   }
-  add_into(dk, grad, kvn);
-  add_into(dv, grad + kvn, kvn);
+  be->add_into(dk, grad, kvn);
+  be->add_into(dv, grad + kvn, kvn);
 }
 
 }  // namespace ms::model

@@ -1,14 +1,14 @@
 // Transformer::forward_cached: the decode/prefill path over a paged key/value cache. It shares
 // the training model's parameters, RMSNorm, linear (one sgemm over every token of every chunk),
-// SwiGLU and MoE code (model/compute.cc); only what depends on a token's absolute position
+// SwiGLU and MoE code (model/blocks/mlp.cc, model/compute.cc); only what depends on a token's absolute position
 // differs from training: rotary embeddings at each token's own position, and attention that
 // reads keys and values from the sequence's cache blocks instead of from the same batch.
 // Under document masking a token attends from its document's start on (TokenSlot::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
 // Every linear layer of the pass (attention, dense FFN, routed and shared experts, lm_head)
-// goes through cached_linear, so serving may hold those weights in another format behind the
-// CachedLinear hook; the training forward never calls it.
+// goes through Impl::linear (model/blocks/mlp.cc), so serving may hold those weights in
+// another format behind the CachedLinear hook; training passes never ask the hook.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -198,12 +198,13 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
     if (!c.all_logits) p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
   }
   const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model;
-  ops::embedding_forward(p.ids.data(), w(embed), sized(p.x, N * D), N, D);
+  be->embedding_forward(p.ids.data(), w(embed), sized(p.x, N * D), N, D);
 }
 
 // Runs layers from p.layer: attention (writing the cache), the residual and, for a dense
 // layer, the whole FFN; stops at the first MoE layer once its tokens are grouped by expert.
 void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<void()>& poll) {
+  const ServingScope serving_linears(*this);
   const PagedKvCache& cache = *p.cache;
   const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model, hd = head_dim();
   const int64_t qd = cfg.n_heads * hd, kvd = cfg.n_kv_heads * hd;
@@ -215,12 +216,12 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     const LayerIndex& li = layers[l];
     LayerActs& a = pass.acts[l];
     float* normed = sized(p.normed, N * D);
-    ops::rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
+    be->rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
     float* q = sized(a.attn.q, N * qd);
     float* k = sized(a.attn.k, N * kvd);
     float* v = sized(a.attn.v, N * kvd);
     const SameInputLinear qkv[] = {{li.q, q, qd}, {li.k, k, kvd}, {li.v, v, kvd}};
-    cached_linears(qkv, normed, N, D);
+    linears(qkv, normed, N, D);
     for (int64_t t = 0; t < N; ++t) {
       rope_at(q + t * qd, rope, slots[t].rope_pos, cfg.n_heads);
       rope_at(k + t * kvd, rope, slots[t].rope_pos, cfg.n_kv_heads);
@@ -236,17 +237,17 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
     if (poll) poll();
     float* h = sized(p.h, N * D);
-    cached_linear(li.o, attn, h, N, qd, D);
-    add_into(h, p.x.data(), N * D);
+    linear(li.o, attn, h, N, qd, D);
+    be->add_into(h, p.x.data(), N * D);
     if (!cfg.parallel_block) {
-      ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
+      be->rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
     }
     if (is_moe()) {
       moe_dispatch(p.moe, li, normed, p.dispatch, N, false);
       p.awaiting_experts = true;
       return;
     }
-    cached_mlp(li.mlp, tp.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
+    mlp_forward(li.mlp, tp.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
     finish_layer(p);
   }
 }
@@ -256,106 +257,30 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
 void Transformer::Impl::finish_layer(CachedPassState& p) {
   const int64_t n = static_cast<int64_t>(p.x.size());
   float* out = p.ffn_out.data();
-  add_into(out, p.h.data(), n);
+  be->add_into(out, p.h.data(), n);
   p.x.swap(p.ffn_out);
 }
 
 void Transformer::Impl::pass_apply_experts(CachedPassState& p, const float* expert_out) {
+  const ServingScope serving_linears(*this);
   const int64_t N = static_cast<int64_t>(p.ids.size());
-  cached_combine(p.moe, layers[p.layer], p.normed.data(), expert_out,
-                 sized(p.ffn_out, N * cfg.d_model), p.shared, N);
+  moe_combine(p.moe, layers[p.layer], p.normed.data(), expert_out,
+              sized(p.ffn_out, N * cfg.d_model), p.shared, N);
   finish_layer(p);
   p.awaiting_experts = false;
   ++p.layer;
 }
 
 void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
+  const ServingScope serving_linears(*this);
   const int64_t D = cfg.d_model, C = static_cast<int64_t>(p.last_rows.size());
   const float eps = static_cast<float>(cfg.norm_eps);
   std::vector<float> last(C * D), last_normed(C * D), rstd(C);
   for (int64_t c = 0; c < C; ++c) {
     std::copy_n(p.x.data() + p.last_rows[c] * D, D, last.data() + c * D);
   }
-  ops::rmsnorm_forward(last.data(), w(final_norm), last_normed.data(), rstd.data(), C, D, eps);
-  cached_linear(lm_head, last_normed.data(), logits, C, D, cfg.vocab_size);
-}
-
-void Transformer::Impl::cached_linear(size_t param, const float* x, float* y, int64_t n,
-                                      int64_t in, int64_t out) {
-  const CachedLinearOut hooked{param, y};
-  if (cached_linear_hook && cached_linear_hook({&hooked, 1}, x, n)) return;
-  ops::linear_forward(x, w(param), y, n, in, out);
-}
-
-void Transformer::Impl::cached_linears(std::span<const SameInputLinear> layers, const float* x,
-                                       int64_t n, int64_t in) {
-  constexpr size_t kMaxLayers = 4;
-  std::array<CachedLinearOut, kMaxLayers> outs;
-  bool all_answered = cached_linear_hook && layers.size() <= kMaxLayers;
-  for (size_t i = 0; all_answered && i < layers.size(); ++i) {
-    all_answered = cached_linear_answers[layers[i].param];
-    outs[i] = {layers[i].param, layers[i].y};
-  }
-  if (all_answered && cached_linear_hook({outs.data(), layers.size()}, x, n)) return;
-  for (const SameInputLinear& l : layers) cached_linear(l.param, x, l.y, n, in, l.out);
-}
-
-// mlp_forward over a d_ff-wide SwiGLU (the dense FFN, the shared expert) with every GEMM
-// through cached_linear; the same arithmetic as mlp_forward when no hook answers.
-void Transformer::Impl::cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& acts,
-                                   const float* x, float* out, int64_t rows, bool accumulate) {
-  const int64_t D = cfg.d_model, F = d_ff;
-  float* gate = sized(acts.gate, rows * F);
-  float* up = sized(acts.up, rows * F);
-  const SameInputLinear gate_up[] = {{m.gate, gate, F}, {m.up, up, F}};
-  cached_linears(gate_up, x, rows, D);
-  float* act = sized(scratch.act, rows * F);
-  ops::swiglu_forward(gate, up, act, rows * F);
-  if (!accumulate) {
-    cached_linear(m.down, act, out, rows, F, D);
-    return;
-  }
-  float* proj = sized(scratch.proj, rows * D);
-  cached_linear(m.down, act, proj, rows, F, D);
-  add_into(out, proj, rows * D);
-}
-
-// experts_forward with each expert's three GEMMs through cached_linear, so quantized expert
-// weights serve (ops::grouped_linear_forward is one linear_forward per expert, so without a hook
-// this is the training arithmetic). Experts with no rows are skipped and read no weights.
-void Transformer::Impl::cached_experts(const LayerIndex& li, MlpActs& acts, const float* xp,
-                                       const int64_t* offsets, float* yp) {
-  if (!cached_linear_hook) {
-    experts_forward(li, acts, xp, offsets, yp);
-    return;
-  }
-  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
-  const int64_t rows = offsets[E];
-  float* gate = sized(acts.gate, rows * F);
-  float* up = sized(acts.up, rows * F);
-  float* act = sized(scratch.act, rows * F);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
-    if (n == 0) continue;
-    const MlpIndex& m = li.experts[static_cast<size_t>(e)];
-    const SameInputLinear gate_up[] = {{m.gate, gate + r0 * F, F}, {m.up, up + r0 * F, F}};
-    cached_linears(gate_up, xp + r0 * D, n, D);
-  }
-  ops::swiglu_forward(gate, up, act, rows * F);
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
-    if (n == 0) continue;
-    cached_linear(li.experts[static_cast<size_t>(e)].down, act + r0 * F, yp + r0 * D, n, F, D);
-  }
-}
-
-// moe_combine with the shared expert through cached_linear.
-void Transformer::Impl::cached_combine(const MoeActs& m, const LayerIndex& li, const float* x,
-                                       const float* yp, float* out, MlpActs& shared, int64_t n) {
-  ops::moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
-  if (cfg.moe.shared_expert_d_ff > 0) {
-    cached_mlp(li.shared, tp.shared_d_ff, shared, x, out, n, /*accumulate=*/true);
-  }
+  be->rmsnorm_forward(last.data(), w(final_norm), last_normed.data(), rstd.data(), C, D, eps);
+  linear(lm_head, last_normed.data(), logits, C, D, cfg.vocab_size);
 }
 
 namespace {
@@ -481,7 +406,8 @@ Status Transformer::run_experts(size_t layer, std::span<const int64_t> offsets, 
                              std::to_string(layer) + ", whose weights this rank does not hold");
     }
   }
-  impl_->cached_experts(impl_->layers[layer], impl_->scratch_experts, x, offsets.data(), y);
+  const Impl::ServingScope serving_linears(*impl_);
+  impl_->experts_forward(impl_->layers[layer], impl_->scratch_experts, x, offsets.data(), y);
   return Status::OK();
 }
 

@@ -110,10 +110,18 @@ void Transformer::Impl::rotate(float* x, int64_t heads, const Dims& d, bool inve
                                  ? cp_layout.index[static_cast<size_t>(cp.rank)].data()
                                  : nullptr;
   if (positions != nullptr) {
-    (inverse ? ops::rope_backward_at : ops::rope_forward_at)(x, rope, positions, d.N, heads);
+    if (inverse) {
+      be->rope_backward_at(x, rope, positions, d.N, heads);
+    } else {
+      be->rope_forward_at(x, rope, positions, d.N, heads);
+    }
     return;
   }
-  (inverse ? ops::rope_backward : ops::rope_forward)(x, rope, d.B, d.T, heads);
+  if (inverse) {
+    be->rope_backward(x, rope, d.B, d.T, heads);
+  } else {
+    be->rope_forward(x, rope, d.B, d.T, heads);
+  }
 }
 
 void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
@@ -123,7 +131,7 @@ void Transformer::Impl::attention_core(AttnActs& a, const Dims& d) {
   if (cp.active()) {
     cp_attention_forward(a, d);
   } else {
-    ops::attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
+    be->attention_block_forward(attention_shape(d), attention_mask(), a.q.data(), a.k.data(),
                                  a.v.data(), sized(a.attn, d.N * tp.heads * head_dim()),
                                  sized(a.lse, d.B * tp.heads * d.T));
   }
@@ -142,7 +150,7 @@ double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_ou
   const LayerIndex& li = layers[l];
   const bool moe = is_moe();
   float* normed = sized(scratch.normed, nd);
-  ops::rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.Nr), d.Nr, D, eps);
+  be->rmsnorm_forward(x_in, w(li.attn_norm), normed, sized(a.rstd1, d.Nr), d.Nr, D, eps);
   if (cfg.parallel_block) {
     const float* input =
         moe ? gather_rows(normed, D, d, scratch.gathered, {q_gemm(li, at, d), k_gemm(li, at, d),
@@ -159,11 +167,11 @@ double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_ou
       reduce_rows({o}, scratch.ffn_out.data(), x_out, D, d, false);
     } else {
       float* act = sized(scratch.act, d.N * F);
-      ops::swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
+      be->swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
       reduce_rows({o, forward_gemm(act, w(li.mlp.down), F, D, nullptr)}, nullptr, x_out, D, d,
                   false);
     }
-    add_into(x_out, x_in, nd);
+    be->add_into(x_out, x_in, nd);
     return aux;
   }
   gather_rows(normed, D, d, scratch.gathered,
@@ -171,8 +179,8 @@ double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_ou
   attention_core(at, d);
   float* h = sized(a.h, nd);
   reduce_rows({forward_gemm(at.attn.data(), w(li.o), qd, D, nullptr)}, nullptr, h, D, d, false);
-  add_into(h, x_in, nd);
-  ops::rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.Nr), d.Nr, D, eps);
+  be->add_into(h, x_in, nd);
+  be->rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, d.Nr), d.Nr, D, eps);
   double aux = 0;
   if (moe) {
     const float* input = gather_rows(normed, D, d, scratch.gathered);
@@ -183,10 +191,10 @@ double Transformer::Impl::layer_forward(size_t l, const float* x_in, float* x_ou
                 {forward_gemm(nullptr, w(li.mlp.gate), D, F, sized(a.mlp.gate, d.N * F)),
                  forward_gemm(nullptr, w(li.mlp.up), D, F, sized(a.mlp.up, d.N * F))});
     float* act = sized(scratch.act, d.N * F);
-    ops::swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
+    be->swiglu_forward(a.mlp.gate.data(), a.mlp.up.data(), act, d.N * F);
     reduce_rows({forward_gemm(act, w(li.mlp.down), F, D, nullptr)}, nullptr, x_out, D, d, false);
   }
-  add_into(x_out, h, nd);
+  be->add_into(x_out, h, nd);
   return aux;
 }
 
@@ -206,7 +214,7 @@ void Transformer::Impl::attention_backward(AttnActs& at, const LayerIndex& li,
   if (cp.active()) {
     cp_attention_backward(at, s.dattn.data(), dq, dk, dv, d);
   } else {
-    ops::attention_block_backward(attention_shape(d), attention_mask(), at.q.data(),
+    be->attention_block_backward(attention_shape(d), attention_mask(), at.q.data(),
                                   at.k.data(), at.v.data(), at.attn.data(), at.lse.data(),
                                   s.dattn.data(), dq, dk, dv);
   }
@@ -226,11 +234,11 @@ void Transformer::Impl::dense_ffn_backward(MlpActs& acts, const LayerIndex& li,
   const int64_t D = cfg.d_model, F = tp.d_ff;
   Scratch& s = scratch;
   float* act = sized(s.act, d.N * F);
-  ops::swiglu_forward(acts.gate.data(), acts.up.data(), act, d.N * F);
+  be->swiglu_forward(acts.gate.data(), acts.up.data(), act, d.N * F);
   weight_grad(li.mlp.down, act, dout, d.N, F, D);
   float* dgate = zeroed(s.dgate, d.N * F);
   float* dup = zeroed(s.dup, d.N * F);
-  ops::swiglu_backward(acts.gate.data(), acts.up.data(), s.dact.data(), dgate, dup, d.N * F);
+  be->swiglu_backward(acts.gate.data(), acts.up.data(), s.dact.data(), dgate, dup, d.N * F);
   weight_grad(li.mlp.gate, input, dgate, d.N, D, F);
   weight_grad(li.mlp.up, input, dup, d.N, D, F);
 }
@@ -256,7 +264,7 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
   float* normed = sized(s.normed, nd);
   float* dnormed = sized(s.dnormed, nd);
   if (!cfg.parallel_block) {
-    ops::rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.Nr, D, eps);
+    be->rmsnorm_forward(a.h.data(), w(li.ffn_norm), normed, a.rstd2.data(), d.Nr, D, eps);
     const float* input = gather_rows(normed, D, d, s.gathered);
     if (moe) {
       const float* dout = gather_rows(dres, D, d, s.dgathered);
@@ -272,11 +280,11 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
                    input_grad_gemm(s.dup.data(), w(li.mlp.up), D, F, nullptr)},
                   nullptr, dnormed, D, d, false);
     }
-    ops::rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dnormed, dres,
+    be->rmsnorm_backward(a.h.data(), w(li.ffn_norm), a.rstd2.data(), dnormed, dres,
                           norm_grad_buffer(li.ffn_norm), d.Nr, D);
     reduce_norm_grad(li.ffn_norm, s.norm_grad);
   }
-  ops::rmsnorm_forward(pass.acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D,
+  be->rmsnorm_forward(pass.acts[l].x.data(), w(li.attn_norm), normed, a.rstd1.data(), d.Nr, D,
                        eps);
   const bool selective = recompute == config::Recompute::kSelective;
   const float* input =
@@ -312,7 +320,7 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
   } else {
     reduce_rows({dq_x, dk_x, dv_x}, ffn_dinput, dnormed, D, d, false);
   }
-  ops::rmsnorm_backward(pass.acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
+  be->rmsnorm_backward(pass.acts[l].x.data(), w(li.attn_norm), a.rstd1.data(), dnormed, dres,
                         norm_grad_buffer(li.attn_norm), d.Nr, D);
   reduce_norm_grad(li.attn_norm, s.norm_grad);
 }
@@ -320,7 +328,7 @@ void Transformer::Impl::layer_backward(size_t l, float* dres, float aux_grad, co
 void Transformer::Impl::weight_grad(size_t param, const float* x, const float* dy, int64_t n,
                                     int64_t in, int64_t out) {
   if (defer_into == nullptr) {
-    ops::linear_backward(x, nullptr, dy, nullptr, g(param), n, in, out);
+    be->linear_backward(x, nullptr, dy, nullptr, g(param), n, in, out);
     return;
   }
   DeferredGemm& gemm = defer_into->emplace_back();
@@ -351,7 +359,7 @@ double Transformer::Impl::forward(const int32_t* inputs, const float* x_in, cons
   }
   if (!chunk.last) return aux;
   PassActs& p = pass;
-  ops::rmsnorm_forward(p.final_x.data(), w(final_norm), sized(p.final_normed, nd),
+  be->rmsnorm_forward(p.final_x.data(), w(final_norm), sized(p.final_normed, nd),
                        sized(p.final_rstd, d.Nr), d.Nr, D, static_cast<float>(cfg.norm_eps));
   float* out = sized(p.logits, d.N * tp.vocab_rows);
   if (tp.vocab_rows > 0) {
@@ -387,7 +395,7 @@ void Transformer::Impl::backward(const float* dout, float* din, const Dims& d,
     } else {
       reduce_rows({}, nullptr, dnormed, D, d, false);
     }
-    ops::rmsnorm_backward(p.final_x.data(), w(final_norm), p.final_rstd.data(), dnormed, dres,
+    be->rmsnorm_backward(p.final_x.data(), w(final_norm), p.final_rstd.data(), dnormed, dres,
                           norm_grad_buffer(final_norm), d.Nr, D);
     reduce_norm_grad(final_norm, scratch.norm_grad);
     if (notify && lm_head != embed) hooks->on_grad_ready(lm_head);

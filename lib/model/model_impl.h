@@ -27,6 +27,7 @@
 #include "model/inference.h"
 #include "model/transformer.h"
 #include "ops/attention.h"
+#include "ops/backend.h"
 #include "ops/moe.h"
 #include "ops/rope.h"
 #include "parallel/tp_layout.h"
@@ -270,6 +271,8 @@ struct CachedPassState {
 };
 
 struct Transformer::Impl {
+  // The device's op set (ops/backend.h) every block and layer calls; the host's for now.
+  ops::Backend* be = &ops::cpu_backend();
   config::ModelConfig cfg;
   std::vector<Parameter> params;
   size_t embed = kNoParam, final_norm = kNoParam, lm_head = kNoParam;  // lm_head == embed if tied
@@ -418,30 +421,36 @@ struct Transformer::Impl {
   void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
                               float* dx, int64_t n);
 
-  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
-                   int64_t rows, bool accumulate);
-  // The cached forward's linear layers (model/inference.cc): through cached_linear_hook when
-  // it answers for `param`, else the f32 weight; and the SwiGLU FFNs built on them (the dense
-  // FFN and shared expert, the routed experts, the MoE combine with the shared expert). The
-  // training path never calls these.
-  void cached_linear(size_t param, const float* x, float* y, int64_t n, int64_t in,
-                     int64_t out);
+  // The linear layers of the whole-rows paths (model/blocks/mlp.cc): inside a serving pass
+  // (ServingScope) through cached_linear_hook when it answers for `param` (serving's quantized
+  // weights), else the f32 weight. Training passes of the same model never ask the hook.
+  void linear(size_t param, const float* x, float* y, int64_t n, int64_t in, int64_t out);
   // Linear layers that read the same x (n, in): one call of the hook when it answers for
-  // every one of them, else cached_linear each.
+  // every one of them, else linear() each.
   struct SameInputLinear {
     size_t param;
     float* y;
     int64_t out;
   };
-  void cached_linears(std::span<const SameInputLinear> layers, const float* x, int64_t n,
-                      int64_t in);
-  void cached_mlp(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
-                  int64_t rows, bool accumulate);
-  void cached_experts(const LayerIndex& li, MlpActs& acts, const float* xp,
-                      const int64_t* offsets, float* yp);
-  void cached_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
-                      float* out, MlpActs& shared, int64_t n);
+  void linears(std::span<const SameInputLinear> layers, const float* x, int64_t n, int64_t in);
+  // The SwiGLU MLP over whole rows (model/blocks/mlp.cc): the dense FFN of cached passes and
+  // the shared expert. Forward through linear(); backward accumulates dx and the weights'
+  // gradients (weight_grad).
+  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
+                   int64_t rows, bool accumulate);
+  void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
+                    const float* dout, float* dx, int64_t rows);
   CachedLinear cached_linear_hook;
+  bool serving = false;  // inside a cached pass: linear() may answer through the hook
+  // Marks the cached pass's stages (model/inference.cc) for their duration.
+  struct ServingScope {
+    explicit ServingScope(Impl& impl) : impl(impl), was(impl.serving) { impl.serving = true; }
+    ~ServingScope() { impl.serving = was; }
+    ServingScope(const ServingScope&) = delete;
+    ServingScope& operator=(const ServingScope&) = delete;
+    Impl& impl;
+    bool was;
+  };
   // Indexed by parameter: whether the hook answers for it (its f32 value may be released).
   std::vector<bool> cached_linear_answers;
 
@@ -460,8 +469,6 @@ struct Transformer::Impl {
                           const float* dout, const Dims& d);
   void dense_ffn_backward(MlpActs& acts, const LayerIndex& li, const float* input,
                           const float* dout, const Dims& d);
-  void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
-                    const float* dout, float* dx, int64_t rows);
   double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);
   void moe_backward(MoeActs& m, const LayerIndex& li, const float* x, const float* dout,
                     float* dx, float aux_grad, int64_t n);

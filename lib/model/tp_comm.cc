@@ -21,35 +21,35 @@ namespace {
 
 // gemm applied to `rows` rows whose input starts at x (row stride: its input width), writing
 // or accumulating into y (row stride: its output width).
-void apply_gemm(const RowGemm& g, const float* x, float* y, int64_t rows, bool accumulate,
-                std::vector<float>& tmp) {
+void apply_gemm(ops::Backend& be, const RowGemm& g, const float* x, float* y, int64_t rows,
+                bool accumulate, std::vector<float>& tmp) {
   if (g.input_grad) {
     if (!accumulate) std::memset(y, 0, sizeof(float) * static_cast<size_t>(rows * g.in));
-    ops::linear_backward(nullptr, g.w, x, y, nullptr, rows, g.in, g.out);
+    be.linear_backward(nullptr, g.w, x, y, nullptr, rows, g.in, g.out);
     return;
   }
   if (!accumulate) {
-    ops::linear_forward(x, g.w, y, rows, g.in, g.out);
+    be.linear_forward(x, g.w, y, rows, g.in, g.out);
     return;
   }
   float* t = sized(tmp, rows * g.out);
-  ops::linear_forward(x, g.w, t, rows, g.in, g.out);
-  add_into(y, t, rows * g.out);
+  be.linear_forward(x, g.w, t, rows, g.in, g.out);
+  be.add_into(y, t, rows * g.out);
 }
 
 int64_t input_width(const RowGemm& g) { return g.input_grad ? g.out : g.in; }
 int64_t output_width(const RowGemm& g) { return g.input_grad ? g.in : g.out; }
 
 // dst (rows, width) = addend rows + the sum of every gemm over rows [r0, r0 + rows).
-void produce(std::initializer_list<RowGemm> gemms, const float* addend, int64_t width,
-             int64_t r0, int64_t rows, float* dst, std::vector<float>& tmp) {
+void produce(ops::Backend& be, std::initializer_list<RowGemm> gemms, const float* addend,
+             int64_t width, int64_t r0, int64_t rows, float* dst, std::vector<float>& tmp) {
   bool written = false;
   if (addend != nullptr) {
     std::memmove(dst, addend + r0 * width, sizeof(float) * static_cast<size_t>(rows * width));
     written = true;
   }
   for (const RowGemm& g : gemms) {
-    apply_gemm(g, g.x + r0 * input_width(g), dst, rows, written, tmp);
+    apply_gemm(be, g, g.x + r0 * input_width(g), dst, rows, written, tmp);
     written = true;
   }
   if (!written) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(rows * width));
@@ -74,7 +74,7 @@ const float* Transformer::Impl::gather_rows(const float* local, int64_t width, c
                                             std::initializer_list<RowGemm> gemms) {
   const auto run = [&](const float* rows, int64_t r0, int64_t m) {
     for (const RowGemm& g : gemms) {
-      apply_gemm(g, rows, g.y + r0 * output_width(g), m, g.input_grad, scratch.tp_tmp);
+      apply_gemm(*be, g, rows, g.y + r0 * output_width(g), m, g.input_grad, scratch.tp_tmp);
     }
   };
   if (!tp.sequence_parallel) {
@@ -106,12 +106,12 @@ void Transformer::Impl::reduce_rows(std::initializer_list<RowGemm> gemms, const 
   const bool direct = !accumulate && addend != out;
   float* result = direct ? out : sized(scratch.tp_recv, n);
   if (!tp.active()) {
-    produce(gemms, addend, width, 0, d.N, result, scratch.tp_tmp);
+    produce(*be, gemms, addend, width, 0, d.N, result, scratch.tp_tmp);
   } else if (tp.error.ok() && !tp.sequence_parallel) {
     tp.error = parallel::chunked_allreduce(
         *tp.comm, tp.overlap, d.N, width,
         [&](float* rows, int64_t m, int64_t row0) {
-          produce(gemms, addend, width, row0, m, rows, scratch.tp_tmp);
+          produce(*be, gemms, addend, width, row0, m, rows, scratch.tp_tmp);
         },
         result);
   } else if (tp.error.ok()) {
@@ -120,14 +120,15 @@ void Transformer::Impl::reduce_rows(std::initializer_list<RowGemm> gemms, const 
         *tp.comm, tp.overlap, nr, width,
         [&](float* rows, int64_t m, int64_t row0) {
           for (int r = 0; r < tp.size; ++r) {
-            produce(gemms, addend, width, r * nr + row0, m, rows + r * m * width, scratch.tp_tmp);
+            produce(*be, gemms, addend, width, r * nr + row0, m, rows + r * m * width,
+                    scratch.tp_tmp);
           }
         },
         result);
   }
   if (direct) return;
   if (accumulate) {
-    add_into(out, result, n);
+    be->add_into(out, result, n);
   } else {
     std::memcpy(out, result, sizeof(float) * static_cast<size_t>(n));
   }
@@ -142,7 +143,7 @@ float* Transformer::Impl::norm_grad_buffer(size_t param) {
 void Transformer::Impl::reduce_norm_grad(size_t param, std::vector<float>& grad) {
   if (!tp.sequence_parallel) return;
   allreduce_tp(grad.data(), cfg.d_model);
-  add_into(g(param), grad.data(), cfg.d_model);
+  be->add_into(g(param), grad.data(), cfg.d_model);
 }
 
 void Transformer::Impl::allreduce_tp(float* data, int64_t count) {
@@ -157,7 +158,7 @@ void Transformer::Impl::embed_forward(const int32_t* inputs, const Dims& d) {
   const int64_t D = cfg.d_model;
   float* x = sized(pass.acts[0].x, d.Nr * D);
   if (!tp.active()) {
-    ops::embedding_forward(inputs, w(embed), x, d.N, D);
+    be->embedding_forward(inputs, w(embed), x, d.N, D);
     return;
   }
   if (!tp.error.ok()) return;
@@ -171,7 +172,7 @@ void Transformer::Impl::embed_forward(const int32_t* inputs, const Dims& d) {
 void Transformer::Impl::embed_backward(const int32_t* inputs, const float* dres, const Dims& d) {
   const int64_t D = cfg.d_model;
   if (!tp.active()) {
-    ops::embedding_backward(inputs, dres, g(embed), d.N, D);
+    be->embedding_backward(inputs, dres, g(embed), d.N, D);
     return;
   }
   if (!tp.error.ok()) return;

@@ -461,7 +461,7 @@ Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad
   token_loss.resize(static_cast<size_t>(d.N));
   const float scale = grad_scale / static_cast<float>(d.N);
   if (!tp.active()) {
-    ops::softmax_cross_entropy(logits.data(), targets, token_loss.data(), d.N, cfg.vocab_size,
+    be->softmax_cross_entropy(logits.data(), targets, token_loss.data(), d.N, cfg.vocab_size,
                                scale, write_grad);
     return Status::OK();
   }
@@ -641,8 +641,8 @@ Status Transformer::stage_backward_weight(int mb) {
                               ", whose weight gradients were not deferred on this stage");
   }
   for (const DeferredGemm& gemm : it->second) {
-    ops::linear_backward(gemm.x.data(), nullptr, gemm.dy.data(), nullptr, m.g(gemm.param),
-                         gemm.n, gemm.in, gemm.out);
+    m.be->linear_backward(gemm.x.data(), nullptr, gemm.dy.data(), nullptr, m.g(gemm.param),
+                          gemm.n, gemm.in, gemm.out);
   }
   m.pending_weight.erase(it);
   return Status::OK();
@@ -670,7 +670,8 @@ void Transformer::update_expert_bias(const std::vector<std::vector<int64_t>>& ch
     if (li.expert_bias == kNoParam || layer >= chosen.size()) continue;
     const std::vector<int64_t>& counts = chosen[layer];
     if (static_cast<int64_t>(counts.size()) != m.cfg.moe.num_experts) continue;
-    ops::moe_update_expert_bias(counts.data(), m.w(li.expert_bias), m.cfg.moe.num_experts, rate);
+    m.be->moe_update_expert_bias(counts.data(), m.w(li.expert_bias), m.cfg.moe.num_experts,
+                                 rate);
   }
 }
 

@@ -1,0 +1,116 @@
+// The backend seam: the op set the model calls, issued on one device's memory. Code above the
+// seam (lib/model's blocks and layers) calls these and never an operator or a BLAS routine
+// directly, so a second device is a second Backend, not a second model. The CPU backend
+// (cpu_backend()) is lib/ops itself: each op below forwards to the lib/ops function of the same
+// name, whose header documents its shapes and semantics; a CUDA backend implements the same
+// ops with kernels/ on device pointers, each kernel checked against its CPU twin by the
+// table-driven test (tests/ops/backend_test.cc).
+//
+// Pointers are addresses on the backend's device. Ops are issued on stream(): on the host they
+// are done when the call returns; on a CUDA device they are enqueued, and a result read on
+// another stream or by the host needs the runtime's record/wait or synchronize first
+// (core/device_runtime.h). Routing (moe_route and its capacity) produces a host-side
+// MoeRouting the caller keeps; its counts decide buffer sizes, so a device backend copies them
+// back.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device.h"
+#include "core/device_runtime.h"
+#include "ops/attention.h"
+#include "ops/moe.h"
+#include "ops/rope.h"
+
+namespace ms::ops {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // The device's allocator, streams and events.
+  virtual DeviceRuntime& runtime() = 0;
+  Device device() { return runtime().device(); }
+  // The stream the ops below are issued on.
+  virtual Stream stream() const = 0;
+
+  // ---- Linear layers, y = x W^T with W (out, in): ops/linear.h ----
+  virtual void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
+                              int64_t out) = 0;
+  virtual void linear_backward(const float* x, const float* w, const float* dy, float* dx,
+                               float* dw, int64_t n, int64_t in, int64_t out) = 0;
+  virtual void grouped_linear_backward(const float* x, const float* const* w,
+                                       const int64_t* offsets, int64_t groups, const float* dy,
+                                       float* dx, float* const* dw, int64_t in, int64_t out) = 0;
+
+  // ---- Activations: ops/activation.h ----
+  virtual void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) = 0;
+  virtual void swiglu_backward(const float* gate, const float* up, const float* dout,
+                               float* dgate, float* dup, int64_t n) = 0;
+  virtual void softmax_forward(const float* x, float* p, int64_t n, int64_t e) = 0;
+  virtual void softmax_backward(const float* p, const float* dp, float* dx, int64_t n,
+                                int64_t e) = 0;
+
+  // ---- Normalization and rotary embeddings: ops/rmsnorm.h, ops/rope.h ----
+  virtual void rmsnorm_forward(const float* x, const float* weight, float* out, float* rstd,
+                               int64_t n, int64_t d, float eps) = 0;
+  virtual void rmsnorm_backward(const float* x, const float* weight, const float* rstd,
+                                const float* dout, float* dx, float* dweight, int64_t n,
+                                int64_t d) = 0;
+  virtual void rope_forward(float* x, const RopeTable& table, int64_t b, int64_t t,
+                            int64_t heads) = 0;
+  virtual void rope_backward(float* dx, const RopeTable& table, int64_t b, int64_t t,
+                             int64_t heads) = 0;
+  virtual void rope_forward_at(float* x, const RopeTable& table, const int64_t* positions,
+                               int64_t n, int64_t heads) = 0;
+  virtual void rope_backward_at(float* dx, const RopeTable& table, const int64_t* positions,
+                                int64_t n, int64_t heads) = 0;
+
+  // ---- Attention by key blocks, with the log-sum-exp ring merges need: ops/attention.h ----
+  virtual void attention_block_forward(const AttentionShape& s, const AttentionMask& mask,
+                                       const float* q, const float* k, const float* v,
+                                       float* out, float* lse) = 0;
+  virtual void attention_merge(const AttentionShape& s, const float* out_b, const float* lse_b,
+                               float* out, float* lse) = 0;
+  virtual void attention_block_backward(const AttentionShape& s, const AttentionMask& mask,
+                                        const float* q, const float* k, const float* v,
+                                        const float* out, const float* lse, const float* dout,
+                                        float* dq, float* dk, float* dv) = 0;
+
+  // ---- Embedding and loss: ops/embedding.h, ops/cross_entropy.h ----
+  virtual void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
+                                 int64_t d) = 0;
+  virtual void embedding_backward(const int32_t* ids, const float* dout, float* dtable,
+                                  int64_t n, int64_t d) = 0;
+  virtual void softmax_cross_entropy(float* logits, const int32_t* targets, float* losses,
+                                     int64_t n, int64_t vocab, float grad_scale,
+                                     bool write_grad) = 0;
+
+  // ---- Mixture of experts: ops/moe.h ----
+  virtual MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e,
+                               int64_t k, const float* bias) = 0;
+  virtual void moe_apply_capacity(MoeRouting& r, int64_t capacity) = 0;
+  virtual void moe_update_expert_bias(const int64_t* counts, float* bias, int64_t e,
+                                      double rate) = 0;
+  virtual void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
+                                  const float* dweights, float* dprobs) = 0;
+  virtual void moe_permute_forward(const float* x, const MoeRouting& r, float* xp,
+                                   int64_t d) = 0;
+  virtual void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx,
+                                    int64_t d) = 0;
+  virtual void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouting& r,
+                                     float* y, int64_t d) = 0;
+  virtual void moe_unpermute_backward(const float* yp, const float* weights,
+                                      const MoeRouting& r, const float* dy, float* dyp,
+                                      float* dweights, int64_t d) = 0;
+  virtual double moe_aux_loss(const float* probs, const MoeRouting& r) = 0;
+  virtual void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) = 0;
+
+  // ---- Element-wise: ops/elementwise.h ----
+  // y[i] += x[i] for i < n.
+  virtual void add_into(float* y, const float* x, int64_t n) = 0;
+};
+
+// lib/ops on the host: every op forwards to the lib/ops function of the same name.
+Backend& cpu_backend();
+
+}  // namespace ms::ops

@@ -1,0 +1,154 @@
+// The CPU backend: lib/ops behind the seam of ops/backend.h, op for op.
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/backend.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+
+namespace ms::ops {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  DeviceRuntime& runtime() override { return host_runtime(); }
+  Stream stream() const override { return Stream{}; }
+
+  void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
+                      int64_t out) override {
+    ops::linear_forward(x, w, y, n, in, out);
+  }
+  void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
+                       int64_t n, int64_t in, int64_t out) override {
+    ops::linear_backward(x, w, dy, dx, dw, n, in, out);
+  }
+  void grouped_linear_backward(const float* x, const float* const* w, const int64_t* offsets,
+                               int64_t groups, const float* dy, float* dx, float* const* dw,
+                               int64_t in, int64_t out) override {
+    ops::grouped_linear_backward(x, w, offsets, groups, dy, dx, dw, in, out);
+  }
+
+  void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
+    ops::swiglu_forward(gate, up, out, n);
+  }
+  void swiglu_backward(const float* gate, const float* up, const float* dout, float* dgate,
+                       float* dup, int64_t n) override {
+    ops::swiglu_backward(gate, up, dout, dgate, dup, n);
+  }
+  void softmax_forward(const float* x, float* p, int64_t n, int64_t e) override {
+    ops::softmax_forward(x, p, n, e);
+  }
+  void softmax_backward(const float* p, const float* dp, float* dx, int64_t n,
+                        int64_t e) override {
+    ops::softmax_backward(p, dp, dx, n, e);
+  }
+
+  void rmsnorm_forward(const float* x, const float* weight, float* out, float* rstd, int64_t n,
+                       int64_t d, float eps) override {
+    ops::rmsnorm_forward(x, weight, out, rstd, n, d, eps);
+  }
+  void rmsnorm_backward(const float* x, const float* weight, const float* rstd,
+                        const float* dout, float* dx, float* dweight, int64_t n,
+                        int64_t d) override {
+    ops::rmsnorm_backward(x, weight, rstd, dout, dx, dweight, n, d);
+  }
+  void rope_forward(float* x, const RopeTable& table, int64_t b, int64_t t,
+                    int64_t heads) override {
+    ops::rope_forward(x, table, b, t, heads);
+  }
+  void rope_backward(float* dx, const RopeTable& table, int64_t b, int64_t t,
+                     int64_t heads) override {
+    ops::rope_backward(dx, table, b, t, heads);
+  }
+  void rope_forward_at(float* x, const RopeTable& table, const int64_t* positions, int64_t n,
+                       int64_t heads) override {
+    ops::rope_forward_at(x, table, positions, n, heads);
+  }
+  void rope_backward_at(float* dx, const RopeTable& table, const int64_t* positions, int64_t n,
+                        int64_t heads) override {
+    ops::rope_backward_at(dx, table, positions, n, heads);
+  }
+
+  void attention_block_forward(const AttentionShape& s, const AttentionMask& mask,
+                               const float* q, const float* k, const float* v, float* out,
+                               float* lse) override {
+    ops::attention_block_forward(s, mask, q, k, v, out, lse);
+  }
+  void attention_merge(const AttentionShape& s, const float* out_b, const float* lse_b,
+                       float* out, float* lse) override {
+    ops::attention_merge(s, out_b, lse_b, out, lse);
+  }
+  void attention_block_backward(const AttentionShape& s, const AttentionMask& mask,
+                                const float* q, const float* k, const float* v,
+                                const float* out, const float* lse, const float* dout,
+                                float* dq, float* dk, float* dv) override {
+    ops::attention_block_backward(s, mask, q, k, v, out, lse, dout, dq, dk, dv);
+  }
+
+  void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
+                         int64_t d) override {
+    ops::embedding_forward(ids, table, out, n, d);
+  }
+  void embedding_backward(const int32_t* ids, const float* dout, float* dtable, int64_t n,
+                          int64_t d) override {
+    ops::embedding_backward(ids, dout, dtable, n, d);
+  }
+  void softmax_cross_entropy(float* logits, const int32_t* targets, float* losses, int64_t n,
+                             int64_t vocab, float grad_scale, bool write_grad) override {
+    ops::softmax_cross_entropy(logits, targets, losses, n, vocab, grad_scale, write_grad);
+  }
+
+  MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k,
+                       const float* bias) override {
+    return ops::moe_route(probs, weights, n, e, k, bias);
+  }
+  void moe_apply_capacity(MoeRouting& r, int64_t capacity) override {
+    ops::moe_apply_capacity(r, capacity);
+  }
+  void moe_update_expert_bias(const int64_t* counts, float* bias, int64_t e,
+                              double rate) override {
+    ops::moe_update_expert_bias(counts, bias, e, rate);
+  }
+  void moe_route_backward(const float* probs, const float* weights, const MoeRouting& r,
+                          const float* dweights, float* dprobs) override {
+    ops::moe_route_backward(probs, weights, r, dweights, dprobs);
+  }
+  void moe_permute_forward(const float* x, const MoeRouting& r, float* xp, int64_t d) override {
+    ops::moe_permute_forward(x, r, xp, d);
+  }
+  void moe_permute_backward(const float* dxp, const MoeRouting& r, float* dx,
+                            int64_t d) override {
+    ops::moe_permute_backward(dxp, r, dx, d);
+  }
+  void moe_unpermute_forward(const float* yp, const float* weights, const MoeRouting& r,
+                             float* y, int64_t d) override {
+    ops::moe_unpermute_forward(yp, weights, r, y, d);
+  }
+  void moe_unpermute_backward(const float* yp, const float* weights, const MoeRouting& r,
+                              const float* dy, float* dyp, float* dweights, int64_t d) override {
+    ops::moe_unpermute_backward(yp, weights, r, dy, dyp, dweights, d);
+  }
+  double moe_aux_loss(const float* probs, const MoeRouting& r) override {
+    return ops::moe_aux_loss(probs, r);
+  }
+  void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) override {
+    ops::moe_aux_loss_backward(r, daux, dprobs);
+  }
+
+  void add_into(float* y, const float* x, int64_t n) override {
+    ops::add(y, x, y, static_cast<size_t>(n));
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace ms::ops

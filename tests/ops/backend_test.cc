@@ -1,0 +1,295 @@
+// The backend seam's table: every op of ops/backend.h, run through each backend this build
+// has, against the lib/ops reference on the same seeded inputs. The CPU backend must match
+// bitwise (it is lib/ops); a device backend joins the table with its tolerance. A case fails
+// when the backend passes an argument to the wrong place (dx for dw, gate for up, a missing
+// accumulation), so the table pins what the model relies on when it calls through the seam.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/philox.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/backend.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/moe.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+
+namespace ms::ops {
+namespace {
+
+using Floats = std::vector<float>;
+
+Floats random(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Floats v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const float u = uniform(seed, 0, i);
+    v[i] = lo + (hi - lo) * u;
+  }
+  return v;
+}
+
+std::vector<int32_t> ids(size_t n, int32_t vocab, uint64_t seed) {
+  std::vector<int32_t> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = static_cast<int32_t>(uniform(seed, 1, i) * static_cast<float>(vocab)) % vocab;
+  }
+  return v;
+}
+
+// One op case: runs the op either through `backend` or, when backend is null, through the
+// lib/ops reference, and returns every buffer it wrote, concatenated.
+struct OpCase {
+  const char* name;
+  std::function<Floats(Backend*)> run;
+};
+
+// The host is the only backend of a build without a GPU; a CUDA backend adds itself here.
+std::vector<Backend*> backends() { return {&cpu_backend()}; }
+
+std::vector<OpCase> cases() {
+  std::vector<OpCase> out;
+  const int64_t n = 5, in = 7, o = 6;
+  const Floats x = random(n * in, 1), w = random(o * in, 2), dy = random(n * o, 3);
+  out.push_back({"linear_forward", [=](Backend* be) {
+                   Floats y(n * o);
+                   if (be) be->linear_forward(x.data(), w.data(), y.data(), n, in, o);
+                   else linear_forward(x.data(), w.data(), y.data(), n, in, o);
+                   return y;
+                 }});
+  out.push_back({"linear_backward", [=](Backend* be) {
+                   Floats dx = random(n * in, 4), dw = random(o * in, 5);  // accumulated into
+                   if (be) be->linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), n, in, o);
+                   else linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), n, in, o);
+                   dx.insert(dx.end(), dw.begin(), dw.end());
+                   return dx;
+                 }});
+  out.push_back({"grouped_linear_backward", [=](Backend* be) {
+                   const Floats w2 = random(o * in, 6);
+                   const float* ws[] = {w.data(), w2.data()};
+                   Floats dx(n * in, 0.0f), dw0(o * in, 0.0f), dw1(o * in, 0.0f);
+                   float* dws[] = {dw0.data(), dw1.data()};
+                   const int64_t offsets[] = {0, 2, n};
+                   if (be) be->grouped_linear_backward(x.data(), ws, offsets, 2, dy.data(), dx.data(), dws, in, o);
+                   else grouped_linear_backward(x.data(), ws, offsets, 2, dy.data(), dx.data(), dws, in, o);
+                   dx.insert(dx.end(), dw0.begin(), dw0.end());
+                   dx.insert(dx.end(), dw1.begin(), dw1.end());
+                   return dx;
+                 }});
+  const Floats gate = random(40, 7, -3, 3), up = random(40, 8), dout = random(40, 9);
+  out.push_back({"swiglu_forward", [=](Backend* be) {
+                   Floats y(40);
+                   if (be) be->swiglu_forward(gate.data(), up.data(), y.data(), 40);
+                   else swiglu_forward(gate.data(), up.data(), y.data(), 40);
+                   return y;
+                 }});
+  out.push_back({"swiglu_backward", [=](Backend* be) {
+                   Floats dg(40, 0.5f), du(40, -0.5f);
+                   if (be) be->swiglu_backward(gate.data(), up.data(), dout.data(), dg.data(), du.data(), 40);
+                   else swiglu_backward(gate.data(), up.data(), dout.data(), dg.data(), du.data(), 40);
+                   dg.insert(dg.end(), du.begin(), du.end());
+                   return dg;
+                 }});
+  out.push_back({"softmax_forward_backward", [=](Backend* be) {
+                   Floats p(40), dx(40);
+                   if (be) {
+                     be->softmax_forward(gate.data(), p.data(), 5, 8);
+                     be->softmax_backward(p.data(), dout.data(), dx.data(), 5, 8);
+                   } else {
+                     softmax_forward(gate.data(), p.data(), 5, 8);
+                     softmax_backward(p.data(), dout.data(), dx.data(), 5, 8);
+                   }
+                   p.insert(p.end(), dx.begin(), dx.end());
+                   return p;
+                 }});
+  const Floats nw = random(8, 10, 0.5f, 1.5f);
+  out.push_back({"rmsnorm_forward_backward", [=](Backend* be) {
+                   Floats y(40), rstd(5), dx(40, 0.25f), dnw(8, 1.0f);
+                   if (be) {
+                     be->rmsnorm_forward(gate.data(), nw.data(), y.data(), rstd.data(), 5, 8, 1e-5f);
+                     be->rmsnorm_backward(gate.data(), nw.data(), rstd.data(), dout.data(), dx.data(), dnw.data(), 5, 8);
+                   } else {
+                     rmsnorm_forward(gate.data(), nw.data(), y.data(), rstd.data(), 5, 8, 1e-5f);
+                     rmsnorm_backward(gate.data(), nw.data(), rstd.data(), dout.data(), dx.data(), dnw.data(), 5, 8);
+                   }
+                   for (const Floats* f : {&rstd, &dx, &dnw}) y.insert(y.end(), f->begin(), f->end());
+                   return y;
+                 }});
+  const RopeTable rope = make_rope_table(8, 4, 10000.0);
+  out.push_back({"rope", [=](Backend* be) {
+                   // (b 2, t 4, heads 2, head_dim 4) = 64 values; then positions per token.
+                   Floats a = random(64, 11), b = random(64, 12), c = random(64, 13), d = random(64, 14);
+                   const int64_t pos[] = {3, 0, 7, 1, 2, 2, 5, 6};
+                   if (be) {
+                     be->rope_forward(a.data(), rope, 2, 4, 2);
+                     be->rope_backward(b.data(), rope, 2, 4, 2);
+                     be->rope_forward_at(c.data(), rope, pos, 8, 2);
+                     be->rope_backward_at(d.data(), rope, pos, 8, 2);
+                   } else {
+                     rope_forward(a.data(), rope, 2, 4, 2);
+                     rope_backward(b.data(), rope, 2, 4, 2);
+                     rope_forward_at(c.data(), rope, pos, 8, 2);
+                     rope_backward_at(d.data(), rope, pos, 8, 2);
+                   }
+                   for (const Floats* f : {&b, &c, &d}) a.insert(a.end(), f->begin(), f->end());
+                   return a;
+                 }});
+  AttentionShape s;
+  s.batch = 2;
+  s.seq = 6;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 4;
+  s.block = 4;
+  const size_t qn = 2 * 6 * 4 * 4, kn = 2 * 6 * 2 * 4, ln = 2 * 4 * 6;
+  const Floats q = random(qn, 15), k = random(kn, 16), v = random(kn, 17), da = random(qn, 18);
+  out.push_back({"attention_blocks", [=](Backend* be) {
+                   // Two halves of the keys as blocks, merged, then the backward of each.
+                   AttentionShape half = s;
+                   half.kv_seq = 3;
+                   std::vector<int64_t> qi(12), k0(6), k1(6);
+                   for (int64_t i = 0; i < 12; ++i) qi[i] = i % 6;
+                   for (int64_t i = 0; i < 6; ++i) {
+                     k0[i] = i % 3;
+                     k1[i] = 3 + i % 3;
+                   }
+                   const AttentionMask m0{qi.data(), k0.data(), {}, {}};
+                   const AttentionMask m1{qi.data(), k1.data(), {}, {}};
+                   Floats k_0(kn / 2), k_1(kn / 2), v_0(kn / 2), v_1(kn / 2);
+                   const size_t row = 2 * 4;  // kv_heads * head_dim
+                   for (size_t b = 0; b < 2; ++b) {
+                     for (size_t t = 0; t < 6; ++t) {
+                       Floats& kd = t < 3 ? k_0 : k_1;
+                       Floats& vd = t < 3 ? v_0 : v_1;
+                       const size_t src = (b * 6 + t) * row, dst = (b * 3 + t % 3) * row;
+                       std::copy_n(k.begin() + src, row, kd.begin() + dst);
+                       std::copy_n(v.begin() + src, row, vd.begin() + dst);
+                     }
+                   }
+                   Floats o(qn), lse(ln), o1(qn), lse1(ln), dq(qn, 0.0f), dk0(kn / 2, 0.0f),
+                       dv0(kn / 2, 0.0f), dk1(kn / 2, 0.0f), dv1(kn / 2, 0.0f);
+                   if (be) {
+                     be->attention_block_forward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data());
+                     be->attention_block_forward(half, m1, q.data(), k_1.data(), v_1.data(), o1.data(), lse1.data());
+                     be->attention_merge(half, o1.data(), lse1.data(), o.data(), lse.data());
+                     be->attention_block_backward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data(), da.data(), dq.data(), dk0.data(), dv0.data());
+                     be->attention_block_backward(half, m1, q.data(), k_1.data(), v_1.data(), o.data(), lse.data(), da.data(), dq.data(), dk1.data(), dv1.data());
+                   } else {
+                     attention_block_forward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data());
+                     attention_block_forward(half, m1, q.data(), k_1.data(), v_1.data(), o1.data(), lse1.data());
+                     attention_merge(half, o1.data(), lse1.data(), o.data(), lse.data());
+                     attention_block_backward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data(), da.data(), dq.data(), dk0.data(), dv0.data());
+                     attention_block_backward(half, m1, q.data(), k_1.data(), v_1.data(), o.data(), lse.data(), da.data(), dq.data(), dk1.data(), dv1.data());
+                   }
+                   for (const Floats* f : {&lse, &dq, &dk0, &dv0, &dk1, &dv1}) o.insert(o.end(), f->begin(), f->end());
+                   return o;
+                 }});
+  const std::vector<int32_t> tok = ids(9, 11, 19);
+  const Floats table = random(11 * 4, 20), demb = random(9 * 4, 21);
+  out.push_back({"embedding", [=](Backend* be) {
+                   Floats e(9 * 4), dt(11 * 4, 0.125f);
+                   if (be) {
+                     be->embedding_forward(tok.data(), table.data(), e.data(), 9, 4);
+                     be->embedding_backward(tok.data(), demb.data(), dt.data(), 9, 4);
+                   } else {
+                     embedding_forward(tok.data(), table.data(), e.data(), 9, 4);
+                     embedding_backward(tok.data(), demb.data(), dt.data(), 9, 4);
+                   }
+                   e.insert(e.end(), dt.begin(), dt.end());
+                   return e;
+                 }});
+  out.push_back({"softmax_cross_entropy", [=](Backend* be) {
+                   Floats logits = random(9 * 11, 22, -4, 4), losses(9);
+                   if (be) be->softmax_cross_entropy(logits.data(), tok.data(), losses.data(), 9, 11, 0.5f, true);
+                   else softmax_cross_entropy(logits.data(), tok.data(), losses.data(), 9, 11, 0.5f, true);
+                   logits.insert(logits.end(), losses.begin(), losses.end());
+                   return logits;
+                 }});
+  out.push_back({"moe", [=](Backend* be) {
+                   // 6 tokens, 4 experts, top 2, a capacity of 3, with a routing bias.
+                   const int64_t T = 6, E = 4, K = 2, d = 3;
+                   Floats probs(T * E);
+                   softmax_forward(random(T * E, 23, -2, 2).data(), probs.data(), T, E);
+                   const Floats bias = random(E, 24, -0.1f, 0.1f), xs = random(T * d, 25),
+                                dyk = random(T * d, 26);
+                   Floats weights(T * K);
+                   MoeRouting r = be ? be->moe_route(probs.data(), weights.data(), T, E, K, bias.data())
+                                     : moe_route(probs.data(), weights.data(), T, E, K, bias.data());
+                   if (be) be->moe_apply_capacity(r, 3);
+                   else moe_apply_capacity(r, 3);
+                   const int64_t rows = r.rows();
+                   Floats xp(rows * d), back(T * d, 0.0f), y(T * d), dyp(rows * d, 0.0f),
+                       dw(T * K, 0.0f), dprobs(T * E, 0.0f), eb = bias;
+                   const Floats yp = random(rows * d, 27);
+                   const int64_t counts[] = {5, 1, 3, 3};
+                   double aux = 0;
+                   if (be) {
+                     be->moe_permute_forward(xs.data(), r, xp.data(), d);
+                     be->moe_permute_backward(xp.data(), r, back.data(), d);
+                     be->moe_unpermute_forward(yp.data(), weights.data(), r, y.data(), d);
+                     be->moe_unpermute_backward(yp.data(), weights.data(), r, dyk.data(), dyp.data(), dw.data(), d);
+                     be->moe_route_backward(probs.data(), weights.data(), r, dw.data(), dprobs.data());
+                     aux = be->moe_aux_loss(probs.data(), r);
+                     be->moe_aux_loss_backward(r, 0.3f, dprobs.data());
+                     be->moe_update_expert_bias(counts, eb.data(), E, 0.01);
+                   } else {
+                     moe_permute_forward(xs.data(), r, xp.data(), d);
+                     moe_permute_backward(xp.data(), r, back.data(), d);
+                     moe_unpermute_forward(yp.data(), weights.data(), r, y.data(), d);
+                     moe_unpermute_backward(yp.data(), weights.data(), r, dyk.data(), dyp.data(), dw.data(), d);
+                     moe_route_backward(probs.data(), weights.data(), r, dw.data(), dprobs.data());
+                     aux = moe_aux_loss(probs.data(), r);
+                     moe_aux_loss_backward(r, 0.3f, dprobs.data());
+                     moe_update_expert_bias(counts, eb.data(), E, 0.01);
+                   }
+                   Floats all = weights;
+                   for (const int64_t row : r.row_of) all.push_back(static_cast<float>(row));
+                   for (const Floats* f : {&xp, &back, &y, &dyp, &dw, &dprobs, &eb}) all.insert(all.end(), f->begin(), f->end());
+                   all.push_back(static_cast<float>(aux));
+                   return all;
+                 }});
+  out.push_back({"add_into", [=](Backend* be) {
+                   Floats y = random(40, 28);
+                   if (be) be->add_into(y.data(), gate.data(), 40);
+                   else add(y.data(), gate.data(), y.data(), 40);
+                   return y;
+                 }});
+  return out;
+}
+
+TEST(Backend, EveryOpMatchesTheCpuReference) {
+  for (Backend* be : backends()) {
+    const std::string device = device_name(be->device());
+    for (const OpCase& c : cases()) {
+      const Floats want = c.run(nullptr);
+      const Floats got = c.run(be);
+      ASSERT_EQ(got.size(), want.size()) << device << " " << c.name;
+      for (size_t i = 0; i < want.size(); ++i) {
+        // The host backend is lib/ops: bitwise. (A device backend states its tolerance here.)
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << device << " " << c.name << " element " << i << ": " << got[i] << " vs "
+            << want[i];
+      }
+    }
+  }
+}
+
+TEST(Backend, CpuBackendIsTheHostAndIssuesOnItsStream) {
+  Backend& be = cpu_backend();
+  EXPECT_EQ(be.device(), Device::host());
+  EXPECT_EQ(be.stream().device, Device::host());
+  EXPECT_TRUE(be.runtime().synchronize(be.stream()).ok());
+}
+
+}  // namespace
+}  // namespace ms::ops
