@@ -17,6 +17,7 @@
 
 #include "comm/clock_offset.h"
 #include "comm/mpi_communicator.h"
+#include "comm/variable_length.h"
 #include "core/host_metrics.h"
 #include "core/logging.h"
 #include "core/version.h"
@@ -81,24 +82,13 @@ Result<ordered_json> describe_rank(comm::Communicator& world) {
   return r;
 }
 
-// Gathers every rank's JSON text on every rank (allgatherv of bytes) and parses it.
+// Gathers every rank's JSON text on every rank and parses it.
 Result<std::vector<ordered_json>> gather_ranks(comm::Communicator& world,
                                                const ordered_json& mine) {
-  const std::string text = mine.dump();
-  int64_t my_len = static_cast<int64_t>(text.size());
-  std::vector<int64_t> lengths(world.size());
-  MS_RETURN_IF_ERROR(world.allgather(&my_len, lengths.data(), 1, DType::kI64));
-  std::vector<size_t> counts(lengths.begin(), lengths.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::string all(total, '\0');
-  MS_RETURN_IF_ERROR(world.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
+  MS_ASSIGN_OR_RETURN(const std::vector<std::string> texts,
+                      comm::all_gather_variable(world, mine.dump()));
   std::vector<ordered_json> ranks;
-  size_t offset = 0;
-  for (size_t c : counts) {
-    ranks.push_back(ordered_json::parse(all.substr(offset, c)));
-    offset += c;
-  }
+  for (const std::string& text : texts) ranks.push_back(ordered_json::parse(text));
   return ranks;
 }
 

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "comm/agree.h"
+#include "comm/variable_length.h"
 #include "core/logging.h"
 #include "core/timer.h"
 
@@ -177,20 +178,6 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
   return share;
 }
 
-Status send_text(comm::Communicator& comm, const std::string& text, int dest) {
-  const int64_t size = static_cast<int64_t>(text.size());
-  MS_RETURN_IF_ERROR(comm.send(&size, 1, DType::kI64, dest, kCollectTag));
-  return comm.send(text.data(), text.size(), DType::kU8, dest, kCollectTag);
-}
-
-Result<std::string> recv_text(comm::Communicator& comm, int source) {
-  int64_t size = 0;
-  MS_RETURN_IF_ERROR(comm.recv(&size, 1, DType::kI64, source, kCollectTag));
-  std::string text(static_cast<size_t>(size), '\0');
-  MS_RETURN_IF_ERROR(comm.recv(text.data(), text.size(), DType::kU8, source, kCollectTag));
-  return text;
-}
-
 // Every rank's report and completions, in a form rank 0 merges.
 json rank_json(const RankReport& report, const Share& share) {
   json completions = json::array();
@@ -311,14 +298,14 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
   result.seconds = clock.elapsed_s();
   const json mine = rank_json(report, share);
   if (rank != 0) {
-    MS_RETURN_IF_ERROR(send_text(comm, mine.dump(), 0));
+    MS_RETURN_IF_ERROR(comm::send_sized(comm, mine.dump(), 0, kCollectTag));
     return result;
   }
   result.completions.resize(requests.size());
   result.ranks.resize(static_cast<size_t>(comm.size()));
   MS_RETURN_IF_ERROR(merge(mine, 0, result));
   for (int r = 1; r < comm.size(); ++r) {
-    MS_ASSIGN_OR_RETURN(std::string text, recv_text(comm, r));
+    MS_ASSIGN_OR_RETURN(std::string text, comm::recv_sized(comm, r, kCollectTag));
     const json part = json::parse(text, nullptr, false);
     if (part.is_discarded()) return Internal("rank " + std::to_string(r) + " sent invalid JSON");
     MS_RETURN_IF_ERROR(merge(part, r, result));
