@@ -13,6 +13,7 @@
 #include "comm/variable_length.h"
 #include "core/logging.h"
 #include "core/timer.h"
+#include "infer/request_json.h"
 
 namespace ms::infer {
 namespace {
@@ -26,35 +27,6 @@ bool disaggregated(const ServeOptions& o) { return o.attention_ranks > 0; }
 std::string role_of(const ServeOptions& o, int rank) {
   if (!disaggregated(o)) return "colocated";
   return rank < o.attention_ranks ? "attention" : "experts";
-}
-
-json completion_json(const Completion& c, size_t index) {
-  return json{{"index", index},
-              {"id", c.id},
-              {"tokens", c.tokens},
-              // bytes: a completion cut inside a UTF-8 sequence is not valid JSON text
-              {"text", std::vector<uint8_t>(c.text.begin(), c.text.end())},
-              {"finish_reason", c.finish_reason},
-              {"error", c.error},
-              {"prompt_tokens", c.prompt_tokens},
-              {"ttft_ms", c.ttft_ms},
-              {"latency_ms", c.latency_ms},
-              {"logits", c.logits}};
-}
-
-Completion completion_from(const json& j) {
-  Completion c;
-  c.id = j.at("id").get<std::string>();  // ids come from JSON input, so they are valid UTF-8
-  c.tokens = j.at("tokens").get<std::vector<int32_t>>();
-  const std::vector<uint8_t> text = j.at("text").get<std::vector<uint8_t>>();
-  c.text.assign(text.begin(), text.end());
-  c.finish_reason = j.at("finish_reason").get<std::string>();
-  c.error = j.at("error").get<std::string>();
-  c.prompt_tokens = j.at("prompt_tokens").get<int64_t>();
-  c.ttft_ms = j.at("ttft_ms").get<double>();
-  c.latency_ms = j.at("latency_ms").get<double>();
-  c.logits = j.at("logits").get<std::vector<std::vector<float>>>();
-  return c;
 }
 
 json report_json(const RankReport& r) {
@@ -182,7 +154,9 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
 json rank_json(const RankReport& report, const Share& share) {
   json completions = json::array();
   for (size_t k = 0; k < share.completions.size(); ++k) {
-    completions.push_back(completion_json(share.completions[k], share.index[k]));
+    // A json object (keys sorted) like the rest of the message.
+    json c = completion_json(share.completions[k], CompletionForm::kBetweenRanks, share.index[k]);
+    completions.push_back(std::move(c));
   }
   return json{{"report", report_json(report)}, {"completions", completions}};
 }
