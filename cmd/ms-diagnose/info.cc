@@ -1,106 +1,25 @@
 // `ms-diagnose info`: which ranks, hosts, devices and I/O backends a job got, and how far each
-// rank's clock is from rank 0's. Run under mpirun to see the whole job; rank 0 prints.
+// rank's clock is from rank 0's. Run under mpirun to see the whole job; rank 0 prints. Each
+// rank describes itself and the descriptions are gathered in lib/diag (diag/rank_info.h).
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 
 #include <mpi.h>
-#include <sched.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
-#include "comm/clock_offset.h"
 #include "comm/mpi_communicator.h"
-#include "core/host_metrics.h"
-#include "core/logging.h"
 #include "core/version.h"
-#include "io/env.h"
-#ifdef MS_HAVE_CUDA
-#include "kernels/device.h"
-#endif
+#include "diag/rank_info.h"
 
 namespace ms::diagnose_cmd {
 namespace {
 
 using nlohmann::ordered_json;
-
-int usable_cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
-
-ordered_json describe_gpus() {
-  ordered_json gpus = ordered_json::object();
-#ifdef MS_HAVE_CUDA
-  Result<int> count = kernels::device_count();
-  if (!count.ok()) {
-    gpus["count"] = 0;
-    gpus["note"] = count.status().message();
-    return gpus;
-  }
-  gpus["count"] = *count;
-  ordered_json names = ordered_json::array();
-  for (int d = 0; d < *count; ++d) {
-    Result<std::string> name = kernels::device_name(d);
-    names.push_back(name.ok() ? *name : name.status().message());
-  }
-  gpus["names"] = names;
-#else
-  gpus["count"] = 0;
-  gpus["note"] = "built without CUDA";
-#endif
-  return gpus;
-}
-
-// One rank's facts. CPU utilization is sampled over a short interval so it means "now".
-Result<ordered_json> describe_rank(comm::Communicator& world) {
-  HostMetricsSampler sampler;
-  MS_RETURN_IF_ERROR(sampler.sample().status());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  MS_ASSIGN_OR_RETURN(HostMetrics metrics, sampler.sample());
-  MS_ASSIGN_OR_RETURN(comm::ClockOffset clock, comm::measure_clock_offset(world));
-  ordered_json r;
-  r["rank"] = world.rank();
-  r["host"] = log::host();
-  r["pid"] = static_cast<int64_t>(getpid());
-  r["cpus"] = usable_cpus();
-  r["cpu_util"] = metrics.cpu_util;
-  r["mem_total"] = metrics.mem_total;
-  r["mem_used"] = metrics.mem_used;
-  r["io_backend"] = std::string(io::default_env().backend_name());
-  r["gpus"] = describe_gpus();
-  r["clock_offset_s"] = clock.offset_s;
-  r["clock_rtt_s"] = clock.rtt_s;
-  return r;
-}
-
-// Gathers every rank's JSON text on every rank (allgatherv of bytes) and parses it.
-Result<std::vector<ordered_json>> gather_ranks(comm::Communicator& world,
-                                               const ordered_json& mine) {
-  const std::string text = mine.dump();
-  int64_t my_len = static_cast<int64_t>(text.size());
-  std::vector<int64_t> lengths(world.size());
-  MS_RETURN_IF_ERROR(world.allgather(&my_len, lengths.data(), 1, DType::kI64));
-  std::vector<size_t> counts(lengths.begin(), lengths.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::string all(total, '\0');
-  MS_RETURN_IF_ERROR(world.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
-  std::vector<ordered_json> ranks;
-  size_t offset = 0;
-  for (size_t c : counts) {
-    ranks.push_back(ordered_json::parse(all.substr(offset, c)));
-    offset += c;
-  }
-  return ranks;
-}
 
 std::string mpi_library() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
@@ -161,8 +80,8 @@ void print_table(const std::vector<ordered_json>& ranks) {
 
 Result<int> run_info(bool json) {
   return cli::run_in_world([&](comm::MpiCommunicator& world) -> Result<int> {
-    MS_ASSIGN_OR_RETURN(ordered_json mine, describe_rank(world));
-    MS_ASSIGN_OR_RETURN(std::vector<ordered_json> ranks, gather_ranks(world, mine));
+    MS_ASSIGN_OR_RETURN(ordered_json mine, diag::describe_rank(world));
+    MS_ASSIGN_OR_RETURN(std::vector<ordered_json> ranks, diag::gather_rank_descriptions(world, mine));
     if (world.rank() != 0) return 0;
     if (json) {
       ordered_json doc;

@@ -11,7 +11,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
+#include "infer/request_json.h"
 #include "infer/serving.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
@@ -28,7 +28,6 @@
 namespace ms::infer_cmd {
 namespace {
 
-using nlohmann::json;
 using nlohmann::ordered_json;
 
 struct GenerateArgs {
@@ -38,82 +37,16 @@ struct GenerateArgs {
   bool progress = true;
 };
 
-// One prompts-file line -> a request; InvalidArgument naming `where` (file:line) and the key.
-Result<infer::Request> parse_request(const std::string& line, const std::string& where,
-                                     const data::Tokenizer& tok, const infer::Request& defaults) {
-  const json j = json::parse(line, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return InvalidArgument(where + ": not a JSON object");
-  if (!j.contains("prompt") || !j["prompt"].is_string()) {
-    return InvalidArgument(where + ": missing string key \"prompt\"");
-  }
-  infer::Request r = defaults;
-  try {
-    r.id = j.contains("id") ? (j["id"].is_string() ? j["id"].get<std::string>() : j["id"].dump())
-                            : r.id;
-    r.prompt = tok.encode(j["prompt"].get<std::string>());
-    r.max_tokens = j.value("max_tokens", r.max_tokens);
-    r.sampling.temperature = j.value("temperature", r.sampling.temperature);
-    r.sampling.top_p = j.value("top_p", r.sampling.top_p);
-    r.sampling.top_k = j.value("top_k", r.sampling.top_k);
-    r.sampling.seed = j.value("seed", r.sampling.seed);
-    if (j.contains("stop")) {
-      r.stop = j["stop"].is_string() ? std::vector<std::string>{j["stop"].get<std::string>()}
-                                     : j["stop"].get<std::vector<std::string>>();
-    }
-  } catch (const json::exception& e) {
-    return InvalidArgument(where + ": a key has the wrong type (" + e.what() + ")");
-  }
-  return r;
-}
-
-ordered_json completion_json(const infer::Completion& c) {
-  ordered_json j;
-  j["id"] = c.id;
-  j["text"] = c.text;
-  j["tokens"] = c.tokens;
-  j["finish_reason"] = c.finish_reason;
-  j["prompt_tokens"] = c.prompt_tokens;
-  j["completion_tokens"] = c.tokens.size();
-  j["ttft_ms"] = c.ttft_ms;
-  j["latency_ms"] = c.latency_ms;
-  if (!c.error.empty()) j["error"] = c.error;
-  return j;
-}
-
-struct ParsedPrompts {
-  std::vector<infer::Request> requests;
-  std::vector<infer::Completion> refused;  // malformed lines, in input order
-  std::vector<int64_t> slot;               // per input line: index into requests, or -1 - refused
-};
-
 // Every rank parses the file; `report` (rank 0) says which lines are skipped.
-Result<ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok,
-                                   bool report) {
+Result<infer::ParsedPrompts> read_prompts(const GenerateArgs& a, const data::Tokenizer& tok,
+                                          bool report) {
   MS_ASSIGN_OR_RETURN(std::string text,
                       io::read_file(a.prompts, io::kMaxTextFileBytes, "prompts file"));
-  ParsedPrompts p;
-  std::istringstream in(text);
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    infer::Request defaults = a.defaults;
-    defaults.id = "line-" + std::to_string(n);
-    Result<infer::Request> r =
-        parse_request(line, a.prompts + ":" + std::to_string(n), tok, defaults);
-    if (r.ok()) {
-      p.slot.push_back(static_cast<int64_t>(p.requests.size()));
-      p.requests.push_back(std::move(*r));
-      continue;
+  infer::ParsedPrompts p = infer::parse_prompts(text, a.prompts, tok, a.defaults);
+  if (report) {
+    for (const infer::Completion& c : p.refused) {
+      std::fprintf(stderr, "ms-infer generate: %s (skipped)\n", c.error.c_str());
     }
-    if (report) {
-      std::fprintf(stderr, "ms-infer generate: %s (skipped)\n", r.status().message().c_str());
-    }
-    p.slot.push_back(-1 - static_cast<int64_t>(p.refused.size()));
-    infer::Completion c;
-    c.id = defaults.id;
-    c.finish_reason = "error";
-    c.error = r.status().message();
-    p.refused.push_back(std::move(c));
   }
   return p;
 }
@@ -159,13 +92,14 @@ Result<infer::ServeResult> serve_all(const GenerateArgs& a, infer::LoadedModel& 
 
 Result<int> run_file(const GenerateArgs& a, infer::LoadedModel& m, infer::LoadedModel* draft,
                      comm::Communicator& world) {
-  MS_ASSIGN_OR_RETURN(ParsedPrompts p, read_prompts(a, *m.tokenizer, world.rank() == 0));
+  MS_ASSIGN_OR_RETURN(infer::ParsedPrompts p, read_prompts(a, *m.tokenizer, world.rank() == 0));
   MS_ASSIGN_OR_RETURN(infer::ServeResult result, serve_all(a, m, draft, p.requests, world));
   if (world.rank() != 0) return 0;
   std::string lines;
   for (int64_t s : p.slot) {
     const infer::Completion& c = s >= 0 ? result.completions[s] : p.refused[-1 - s];
-    lines += completion_json(c).dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+    lines += infer::completion_json(c, infer::CompletionForm::kOutputLine)
+                 .dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
   }
   MS_RETURN_IF_ERROR(io::write_file_atomic(a.output, lines));
   return 0;

@@ -4,8 +4,8 @@
 // --memory-budget and --calibration, a format per weight chosen after LLM-PQ: each weight's
 // sensitivity to each format is measured on calibration text, and the least-error assignment
 // within the budget is found by dynamic programming (infer/bit_allocation.h). The table of the
-// assignment is printed beside each uniform format. The work is in lib/infer; this file parses
-// options and prints.
+// assignment is printed beside each uniform format. The work is in lib/infer
+// (infer/budget_allocation.h); this file parses options and prints.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -16,6 +16,7 @@
 #include "cmd/common/registry.h"
 #include "core/timer.h"
 #include "infer/bit_allocation.h"
+#include "infer/budget_allocation.h"
 #include "infer/model_loader.h"
 #include "infer/quant_sensitivity.h"
 #include "infer/quantized_model.h"
@@ -41,27 +42,6 @@ Result<std::string> tokenizer_path(const QuantizeArgs& a) {
   return step_dir + "/tokenizer.json";
 }
 
-// Bytes of the weights no assignment changes (embedding, norms, routers; f32).
-int64_t fixed_bytes(const model::Transformer& m) {
-  const std::vector<size_t> linear = m.cached_linear_parameters();
-  int64_t bytes = 0;
-  for (size_t i = 0; i < m.parameters().size(); ++i) {
-    if (std::find(linear.begin(), linear.end(), i) == linear.end()) {
-      bytes += static_cast<int64_t>(m.parameters()[i].value.nbytes());
-    }
-  }
-  return bytes;
-}
-
-infer::FormatAssignment assignment_of(const std::vector<infer::AllocationItem>& items,
-                                      const infer::Allocation& a) {
-  infer::FormatAssignment formats;
-  for (size_t k = 0; k < items.size(); ++k) {
-    formats[items[k].name] = items[k].choices[a.choice[k]].format;
-  }
-  return formats;
-}
-
 void print_table(const std::vector<infer::AllocationItem>& items, const infer::Allocation& a) {
   std::printf("# %-48s %-9s %12s %12s\n", "tensor", "format", "bytes", "KL");
   for (size_t k = 0; k < items.size(); ++k) {
@@ -73,18 +53,15 @@ void print_table(const std::vector<infer::AllocationItem>& items, const infer::A
 
 // One summary row: the assignment's weight bytes (all weights), the sum of its per-weight KLs
 // and the KL measured with all of it applied at once.
-Status print_summary_row(const std::string& name, const Result<infer::Allocation>& a,
-                         const std::vector<infer::AllocationItem>& items, int64_t fixed,
-                         const infer::KlReference& ref, model::Transformer& m) {
-  if (!a.ok()) {
-    std::printf("  %-22s %s\n", name.c_str(), a.status().message().c_str());
-    return Status::OK();
+void print_summary_row(const infer::AssignmentComparison& row, int64_t fixed) {
+  if (!row.allocation.ok()) {
+    std::printf("  %-22s %s\n", row.name.c_str(), row.allocation.status().message().c_str());
+    return;
   }
-  MS_ASSIGN_OR_RETURN(const double measured, ref.kl(m, assignment_of(items, *a)));
-  std::printf("  %-22s %16s %16lld %12.4e %12.4e\n", name.c_str(),
-              infer::format_bytes(fixed + a->bytes).c_str(),
-              static_cast<long long>(fixed + a->bytes), a->error, measured);
-  return Status::OK();
+  const infer::Allocation& a = *row.allocation;
+  std::printf("  %-22s %16s %16lld %12.4e %12.4e\n", row.name.c_str(),
+              infer::format_bytes(fixed + a.bytes).c_str(),
+              static_cast<long long>(fixed + a.bytes), a.error, row.measured_kl);
 }
 
 Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, infer::LoadedModel& m) {
@@ -96,21 +73,9 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
                       infer::read_token_windows(a.calibration, *m.tokenizer, len,
                                                 a.calibration_samples, model.config().vocab_size,
                                                 "--calibration-len"));
-  const int64_t fixed = fixed_bytes(model);
   // Refused before the measurements: the smallest sizes do not depend on them.
-  std::vector<infer::AllocationItem> sizes;
-  for (size_t i : model.cached_linear_parameters()) {
-    const model::Parameter& p = model.parameters()[i];
-    sizes.push_back({p.name, infer::candidate_formats(p.global_shape[0], p.global_shape[1])});
-  }
-  const int64_t minimum = fixed + infer::minimum_bytes(sizes);
-  if (budget < minimum) {
-    return InvalidArgument("--memory-budget " + a.budget + " (" + std::to_string(budget) +
-                           " bytes) is below the smallest assignment, " +
-                           infer::format_bytes(minimum) + " (" + std::to_string(minimum) +
-                           " bytes: every linear weight in its smallest format and " +
-                           std::to_string(fixed) + " bytes of other weights in f32)");
-  }
+  MS_RETURN_IF_ERROR(infer::check_budget_fits(model, budget, "--memory-budget " + a.budget));
+  const int64_t fixed = infer::fixed_weight_bytes(model);
   MS_ASSIGN_OR_RETURN(const infer::KlReference ref, infer::KlReference::create(model, windows));
   std::fprintf(stderr, "quantize: measuring sensitivities on %lld windows of %lld tokens\n",
                static_cast<long long>(windows.count()), static_cast<long long>(len));
@@ -126,23 +91,15 @@ Result<infer::FormatAssignment> allocate_under_budget(const QuantizeArgs& a, inf
   std::fprintf(stderr, "quantize: %zu measurements (weight x format) in %.1f s\n", measured,
                clock.elapsed_s());
   MS_ASSIGN_OR_RETURN(const infer::Allocation alloc, infer::allocate_bits(items, budget - fixed));
+  MS_ASSIGN_OR_RETURN(const std::vector<infer::AssignmentComparison> rows,
+                      infer::compare_assignments(model, ref, items, alloc, "budget " + a.budget));
   print_table(items, alloc);
   std::printf("# %-22s %16s %16s %12s %12s\n", "assignment", "weights", "bytes", "sum of KL",
               "measured KL");
-  MS_RETURN_IF_ERROR(print_summary_row("budget " + a.budget, alloc, items, fixed, ref, model));
-  const infer::WeightOptions uniform[] = {{ops::WeightFormat::kBF16, 0},
-                                          {ops::WeightFormat::kInt8, 0},
-                                          {ops::WeightFormat::kInt4, 128},
-                                          {ops::WeightFormat::kInt4, 64},
-                                          {ops::WeightFormat::kInt4, 32}};
-  for (const infer::WeightOptions& f : uniform) {
-    MS_RETURN_IF_ERROR(print_summary_row("uniform " + infer::format_label(f),
-                                         infer::uniform_allocation(items, f), items, fixed, ref,
-                                         model));
-  }
+  for (const infer::AssignmentComparison& row : rows) print_summary_row(row, fixed);
   std::printf("# the dynamic programme counted in units of %lld bytes (%s)\n",
               static_cast<long long>(alloc.unit), alloc.exact ? "exact" : "sizes rounded up");
-  return assignment_of(items, alloc);
+  return infer::assignment_of(items, alloc);
 }
 
 // What quantize reads, so the output can be kept apart from all of it.

@@ -4,7 +4,6 @@
 // parallel layout (--ranks N plans for N ranks);
 // --config-help prints the config reference. The loop itself is ms::train::Trainer.
 #include <charconv>
-#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
@@ -16,6 +15,7 @@
 #include "config/run_config.h"
 #include "core/logging.h"
 #include "train/layout_report.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace {
@@ -52,21 +52,6 @@ ms::Result<LauncherSize> launcher_size() {
     return LauncherSize{ranks, name};
   }
   return LauncherSize{};
-}
-
-// SIGUSR1 and SIGUSR2 stop training like SIGTERM (the trainer saves a checkpoint and exits 0).
-// They are what batch systems send ahead of a time limit or preemption when asked (Slurm's
-// `--signal=USR1@120`), and what mpirun forwards to its ranks unchanged, whereas mpirun turns
-// its own SIGTERM into a kill of the job. The handler re-raises SIGTERM, whose handler the
-// trainer installs; before that a SIGUSR ends the process as SIGTERM would.
-extern "C" void stop_on_user_signal(int) { std::raise(SIGTERM); }
-
-void treat_user_signals_as_term() {
-  struct sigaction action = {};
-  action.sa_handler = stop_on_user_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGUSR1, &action, nullptr);
-  sigaction(SIGUSR2, &action, nullptr);
 }
 
 // A config error, found identically on every rank before MPI starts. Alone, it is returned
@@ -155,7 +140,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--config-help", opts.config_help,
                "List every config key with its type, default and meaning, then exit");
-  treat_user_signals_as_term();
+  ms::train::treat_user_signals_as_term();
   tool.set_default_action([&opts] { return train(opts); });
   ms::cli::add_registered_commands(tool);
   return tool.run(argc, argv);

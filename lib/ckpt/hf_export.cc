@@ -4,6 +4,7 @@
 #include "ckpt/hf_export.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -83,12 +84,12 @@ Status write_side_files(const std::string& dir, const config::ModelConfig& confi
                         const HfExportOptions& options, io::Env& env) {
   nlohmann::ordered_json cfg = hf_config_json(config);
   cfg["ms_toolkit_version"] = version_string();
-  MS_RETURN_IF_ERROR(io::write_file_atomic(env, dir + "/config.json", cfg.dump(2) + "\n"));
-  if (options.tokenizer_json.empty()) return Status::OK();
-  MS_ASSIGN_OR_RETURN(
-      std::string tokenizer,
-      io::read_file(env, options.tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
-  return io::write_file_atomic(env, dir + "/tokenizer.json", tokenizer);
+  std::optional<std::string> tokenizer;
+  if (!options.tokenizer_json.empty()) {
+    MS_ASSIGN_OR_RETURN(tokenizer, io::read_file(env, options.tokenizer_json,
+                                                 io::kMaxTokenizerFileBytes, "tokenizer"));
+  }
+  return write_hf_side_files(dir, cfg, tokenizer, env);
 }
 
 Status export_into(const std::string& tmp, const config::ModelConfig& config,
@@ -113,6 +114,28 @@ Status export_into(const std::string& tmp, const config::ModelConfig& config,
 }
 
 }  // namespace
+
+Status write_hf_side_files(const std::string& dir, const nlohmann::ordered_json& config,
+                           const std::optional<std::string>& tokenizer, io::Env& env) {
+  MS_RETURN_IF_ERROR(io::write_file_atomic(env, dir + "/config.json", config.dump(2) + "\n"));
+  if (!tokenizer) return Status::OK();
+  return io::write_file_atomic(env, dir + "/tokenizer.json", *tokenizer);
+}
+
+Status write_hf_model_dir(const std::string& dir, std::span<const NamedTensor> tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const nlohmann::ordered_json& config, const std::string& tokenizer_json) {
+  io::Env& env = io::default_env();
+  MS_ASSIGN_OR_RETURN(std::string tokenizer,
+                      io::read_file(env, tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
+  std::map<std::string, std::string> all_metadata = metadata;
+  all_metadata["format"] = "pt";
+  MS_RETURN_IF_ERROR(write_safetensors(dir + "/model.safetensors", tensors, all_metadata, env));
+  return write_hf_side_files(dir, config, tokenizer, env);
+}
 
 Result<config::ModelConfig> checkpoint_model_config(const std::string& config_yaml,
                                                     const std::string& where) {

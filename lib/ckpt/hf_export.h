@@ -8,10 +8,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "ckpt/hf_names.h"
+#include "ckpt/safetensors.h"
 #include "config/run_config.h"
 #include "core/status.h"
 #include "io/env.h"
@@ -33,6 +38,20 @@ struct HfExportSummary {
   uint64_t tensor_bytes = 0;
   size_t tensors = 0;
 };
+
+// Writes config.json (`config`, indented by two spaces, then a newline) and, when `tokenizer`
+// holds a tokenizer.json's text, tokenizer.json into `dir`, each atomically.
+Status write_hf_side_files(const std::string& dir, const nlohmann::ordered_json& config,
+                           const std::optional<std::string>& tokenizer, io::Env& env);
+
+// A Hugging Face model directory with one weights file, as the serving tools save models:
+// creates `dir` if needed, then writes model.safetensors (`tensors`, its metadata {"format":
+// "pt"} plus `metadata`) and the side files, config.json from `config` and a copy of the file
+// `tokenizer_json`. The tokenizer is read before anything is written, so a missing one leaves
+// no half-written directory.
+Status write_hf_model_dir(const std::string& dir, std::span<const NamedTensor> tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const nlohmann::ordered_json& config, const std::string& tokenizer_json);
 
 // The model section of a checkpoint's resolved config (manifest config_yaml); `where` (the
 // step directory) prefixes errors.

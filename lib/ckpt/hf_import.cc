@@ -171,16 +171,21 @@ Result<TensorCatalog> open_safetensors_catalog(const std::string& path) {
   return open_safetensors_catalog(path, io::default_env());
 }
 
-Result<HfModel> open_hf_model(const std::string& dir, io::Env& env, bool allow_sliding_window) {
+Result<config::ModelConfig> read_hf_config(const std::string& dir, io::Env& env,
+                                           bool allow_sliding_window) {
   const std::string config_path = dir + "/config.json";
   MS_ASSIGN_OR_RETURN(std::string text,
                       io::read_file(env, config_path, io::kMaxConfigFileBytes, "config.json"));
-  json doc = json::parse(text, nullptr, false);
+  const json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded()) return InvalidArgument(config_path + ": not valid JSON");
+  return model_config_from_hf_json(doc, config_path, allow_sliding_window);
+}
+
+Result<HfModel> open_hf_model(const std::string& dir, io::Env& env, bool allow_sliding_window) {
+  const std::string config_path = dir + "/config.json";
   HfModel model;
   model.dir = dir;
-  MS_ASSIGN_OR_RETURN(model.config,
-                      model_config_from_hf_json(doc, config_path, allow_sliding_window));
+  MS_ASSIGN_OR_RETURN(model.config, read_hf_config(dir, env, allow_sliding_window));
   MS_ASSIGN_OR_RETURN(TensorCatalog all, open_safetensors_catalog(dir, env));
   // The config's sizes meet the weights' shapes before anything is built from them.
   MS_RETURN_IF_ERROR(check_hf_weights_fit(model.config, config_path, all.tensors.size(),

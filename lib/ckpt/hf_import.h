@@ -37,6 +37,12 @@ struct HfModel {
   TensorCatalog parameters;     // exactly hf_parameter_specs(config), read as f32
 };
 
+// The model config of dir/config.json (Hugging Face keys, and the toolkit's own for what Hugging
+// Face has no equivalent of); errors name the file and the key. `allow_sliding_window` as for
+// open_hf_model.
+Result<config::ModelConfig> read_hf_config(const std::string& dir, io::Env& env,
+                                           bool allow_sliding_window = false);
+
 // Opens a Hugging Face model directory and checks that its tensors are exactly the ones the
 // config implies, with the right shapes (rotary inv_freq buffers some exporters add are
 // ignored), before any tensor data is read or allocated: config.json's sizes are checked

@@ -13,6 +13,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/commit.h"
 #include "comm/agree.h"
+#include "comm/variable_length.h"
 #include "core/buffer.h"
 #include "core/crc32c.h"
 #include "core/version.h"
@@ -85,25 +86,6 @@ Result<json> write_my_files(const std::string& step_dir, const Manifest& m,
     MS_RETURN_IF_ERROR(f.file->close());
   }
   return records;
-}
-
-// Every rank's text on rank 0 (other ranks get an empty list).
-Result<std::vector<std::string>> gather_text(comm::Communicator& comm, const std::string& mine) {
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(comm.size());
-  MS_RETURN_IF_ERROR(comm.allgather(&len, lengths.data(), 1, DType::kI64));
-  std::vector<size_t> counts(lengths.begin(), lengths.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::string all(total, '\0');
-  MS_RETURN_IF_ERROR(comm.allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kU8));
-  std::vector<std::string> out;
-  size_t offset = 0;
-  for (size_t c : counts) {
-    out.push_back(all.substr(offset, c));
-    offset += c;
-  }
-  return out;
 }
 
 Manifest resharded_manifest(const Manifest& source, const ReshardTarget& target,
@@ -207,7 +189,7 @@ Result<std::string> reshard_checkpoint(const std::string& step_dir, const Reshar
   const Status written = comm::agree(comm, mine.status(), "writing the resharded shards");
   Status st = written;
   Result<std::vector<std::string>> texts =
-      st.ok() ? gather_text(comm, mine->dump()) : Result<std::vector<std::string>>(st);
+      st.ok() ? comm::all_gather_variable(comm, mine->dump()) : Result<std::vector<std::string>>(st);
   if (texts.ok() && comm.rank() == 0) {
     st = commit_output(step_dir, resharded_manifest(source, options.target, *texts), *staged,
                        options, env);

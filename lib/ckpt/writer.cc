@@ -19,6 +19,7 @@
 #include "ckpt/commit.h"
 #include "ckpt/regions.h"
 #include "ckpt/write_pacer.h"
+#include "comm/variable_length.h"
 #include "core/crc32c.h"
 #include "core/logging.h"
 #include "core/stream_copy.h"
@@ -515,22 +516,15 @@ struct WriteOutcomes {
 
 Result<WriteOutcomes> gather_outcomes(comm::Communicator& comm, bool failed,
                                       const std::string& text) {
-  const size_t ranks = static_cast<size_t>(comm.size());
-  const int64_t mine[2] = {failed ? 1 : 0, static_cast<int64_t>(text.size())};
-  std::vector<int64_t> all(2 * ranks);
-  MS_RETURN_IF_ERROR(comm.allgather(mine, all.data(), 2, DType::kI64));
+  // The failed flag rides as the first byte of the rank's text, so the whole exchange stays one
+  // variable-length gather.
+  MS_ASSIGN_OR_RETURN(std::vector<std::string> texts,
+                      comm::all_gather_variable(comm, (failed ? "1" : "0") + text));
   WriteOutcomes out;
-  std::vector<size_t> counts;
-  for (size_t r = 0; r < ranks; ++r) {
-    out.failed.push_back(all[2 * r]);
-    counts.push_back(static_cast<size_t>(all[2 * r + 1]));
-  }
-  std::string joined(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
-  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), joined.data(), counts, DType::kU8));
-  size_t at = 0;
-  for (size_t c : counts) {
-    out.texts.push_back(joined.substr(at, c));
-    at += c;
+  for (std::string& t : texts) {
+    if (t.empty()) return Internal("a rank's write outcome is empty");
+    out.failed.push_back(t[0] == '1' ? 1 : 0);
+    out.texts.push_back(t.substr(1));
   }
   return out;
 }

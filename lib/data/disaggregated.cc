@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "comm/variable_length.h"
 #include "core/logging.h"
 
 namespace ms::data {
@@ -24,25 +25,6 @@ constexpr int kReplyTag = 7102;
 // code, message bytes, step, micro_index, rows, seq_len, stop (the loader rank got a stop signal)
 constexpr size_t kReplyHeaderWords = 7;
 constexpr size_t kStopWord = 6;
-
-Status send_bytes(comm::Communicator& world, int peer, int tag, const std::string& bytes) {
-  const int64_t length = static_cast<int64_t>(bytes.size());
-  MS_RETURN_IF_ERROR(world.send(&length, 1, DType::kI64, peer, tag));
-  if (length == 0) return Status::OK();
-  return world.send(bytes.data(), bytes.size(), DType::kU8, peer, tag);
-}
-
-Result<std::string> recv_body(comm::Communicator& world, int peer, int tag, int64_t length) {
-  std::string bytes(static_cast<size_t>(length), '\0');
-  if (length > 0) MS_RETURN_IF_ERROR(world.recv(bytes.data(), bytes.size(), DType::kU8, peer, tag));
-  return bytes;
-}
-
-Result<std::string> recv_bytes(comm::Communicator& world, int peer, int tag) {
-  int64_t length = 0;
-  MS_RETURN_IF_ERROR(world.recv(&length, 1, DType::kI64, peer, tag));
-  return recv_body(world, peer, tag, length);
-}
 
 // A reply: a status (with its message or, when OK, `text`) and optionally a micro-batch.
 std::string encode_reply(const Status& status, const std::string& text, const MicroBatch* batch) {
@@ -106,8 +88,8 @@ Result<Reply> decode_reply(const std::string& bytes, int server) {
 
 // Sends `request` to `server` and waits for its reply; a remote error becomes this Status.
 Result<Reply> call(comm::Communicator& world, int server, const json& request) {
-  MS_RETURN_IF_ERROR(send_bytes(world, server, kRequestTag, request.dump()));
-  MS_ASSIGN_OR_RETURN(std::string bytes, recv_bytes(world, server, kReplyTag));
+  MS_RETURN_IF_ERROR(comm::send_sized(world, request.dump(), server, kRequestTag));
+  MS_ASSIGN_OR_RETURN(std::string bytes, comm::recv_sized(world, server, kReplyTag));
   MS_ASSIGN_OR_RETURN(Reply reply, decode_reply(bytes, server));
   if (!reply.status.ok()) return reply.status;
   return reply;
@@ -325,11 +307,11 @@ Status run_loader_server(comm::Communicator& world, int loaders,
       MS_ASSIGN_OR_RETURN(bool arrived, pending[i].test());
       if (!arrived) continue;
       served = true;
-      MS_ASSIGN_OR_RETURN(std::string request, recv_body(world, trainers[i], kRequestTag, lengths[i]));
+      MS_ASSIGN_OR_RETURN(std::string request, comm::recv_sized_payload(world, trainers[i], kRequestTag, lengths[i]));
       bool finished = false;
       std::string reply = server.handle(trainers[i], request, finished);
       mark_stop(reply, stop_requested && stop_requested());
-      MS_RETURN_IF_ERROR(send_bytes(world, trainers[i], kReplyTag, reply));
+      MS_RETURN_IF_ERROR(comm::send_sized(world, reply, trainers[i], kReplyTag));
       if (finished) {
         active[i] = false;
         --remaining;

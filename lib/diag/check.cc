@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "comm/variable_length.h"
 #include "core/memory_bandwidth.h"
 #include "core/timer.h"
 #include "diag/gpu_check.h"
@@ -445,19 +446,10 @@ Result<std::vector<RankMeasurement>> gather_measurements(comm::Communicator& com
                                                          const RankMeasurement& mine) {
   const std::string text =
       nlohmann::json{{"rank", mine.rank}, {"host", mine.host}, {"metrics", mine.metrics}}.dump();
-  int64_t length = static_cast<int64_t>(text.size());
-  std::vector<int64_t> lengths(comm.size());
-  MS_RETURN_IF_ERROR(comm.allgather(&length, lengths.data(), 1, DType::kI64));
-  std::vector<size_t> counts(lengths.begin(), lengths.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::string all(total, '\0');
-  MS_RETURN_IF_ERROR(comm.allgatherv(text.data(), text.size(), all.data(), counts, DType::kU8));
+  MS_ASSIGN_OR_RETURN(const std::vector<std::string> texts, comm::all_gather_variable(comm, text));
   std::vector<RankMeasurement> ranks;
-  size_t offset = 0;
-  for (size_t c : counts) {
-    const nlohmann::json j = nlohmann::json::parse(all.substr(offset, c));
-    offset += c;
+  for (const std::string& t : texts) {
+    const nlohmann::json j = nlohmann::json::parse(t);
     ranks.push_back({j["rank"].get<int>(), j["host"].get<std::string>(),
                      j["metrics"].get<std::map<std::string, double>>()});
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/hf_export.h"
 #include "ckpt/hf_import.h"
 #include "ckpt/hf_names.h"
 #include "ckpt/manifest.h"
@@ -22,29 +23,6 @@
 
 namespace ms::infer {
 namespace {
-
-// ckpt's config.json with the toolkit's extension keys for what Hugging Face has no
-// equivalent of, which ckpt::model_config_from_hf_json reads back (a served model need not be
-// exportable).
-std::string hf_config_json(const config::ModelConfig& c) {
-  return ckpt::hf_config_json(c, /*toolkit_keys=*/true).dump(2) + "\n";
-}
-
-// The Transformer for `cfg`, whose sizes the caller has checked against the weights; out of
-// memory (the library throws) becomes an error naming `source`.
-Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConfig& cfg,
-                                                         const std::string& source) {
-  Result<std::unique_ptr<model::Transformer>> created = [&] {
-    try {
-      return model::Transformer::create(cfg, 0, {}, model::ParameterValues::kToLoad);
-    } catch (const std::bad_alloc&) {
-      return Result<std::unique_ptr<model::Transformer>>(
-          Unavailable("out of memory allocating the model"));
-    }
-  }();
-  if (!created.ok()) return created.status().with_context(source);
-  return created;
-}
 
 // Copies the catalog's tensor (already f32) into the parameter's value.
 Status fill_parameter(model::Parameter& p, const ckpt::TensorCatalog& weights,
@@ -71,6 +49,20 @@ std::vector<size_t> kept_parameters(model::Transformer& model, const ParameterFi
 }
 
 }  // namespace
+
+Result<std::unique_ptr<model::Transformer>> create_model_to_load(const config::ModelConfig& cfg,
+                                                                 const std::string& source) {
+  Result<std::unique_ptr<model::Transformer>> created = [&] {
+    try {
+      return model::Transformer::create(cfg, 0, {}, model::ParameterValues::kToLoad);
+    } catch (const std::bad_alloc&) {
+      return Result<std::unique_ptr<model::Transformer>>(
+          Unavailable("out of memory allocating the model"));
+    }
+  }();
+  if (!created.ok()) return created.status().with_context(source);
+  return created;
+}
 
 Result<std::unique_ptr<data::Tokenizer>> load_dir_tokenizer(const std::string& dir,
                                                             int64_t vocab_size) {
@@ -104,7 +96,7 @@ Result<LoadedModel> load_hf_model(const std::string& dir, const ParameterFilter&
                       ckpt::open_hf_model(dir, io::default_env(), /*allow_sliding_window=*/true));
   const config::ModelConfig& cfg = hf.config;
   LoadedModel loaded;
-  MS_ASSIGN_OR_RETURN(loaded.model, create_model(cfg, dir + "/config.json"));
+  MS_ASSIGN_OR_RETURN(loaded.model, create_model_to_load(cfg, dir + "/config.json"));
   LoadConverter converter(*loaded.model, convert);
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(fill_parameter(loaded.model->parameters()[i], hf.parameters, dir));
@@ -203,7 +195,7 @@ Result<LoadedModel> load_checkpoint_model(const std::string& path, const Paramet
       config::run_config_from_yaml_text(m.config_yaml, step_dir + "/manifest.json config_yaml"));
   MS_RETURN_IF_ERROR(check_weights_before_allocating(run.model, m, step_dir));
   LoadedModel loaded;
-  MS_ASSIGN_OR_RETURN(loaded.model, create_model(run.model, step_dir));
+  MS_ASSIGN_OR_RETURN(loaded.model, create_model_to_load(run.model, step_dir));
   LoadConverter converter(*loaded.model, convert);
   for (size_t i : kept_parameters(*loaded.model, keep)) {
     MS_RETURN_IF_ERROR(read_checkpoint_parameter(loaded.model->parameters()[i], m, step_dir));
@@ -229,17 +221,13 @@ Result<LoadedModel> load_model(const std::string& model_dir, const std::string& 
 
 Status save_hf_model(const model::Transformer& model, const std::string& tokenizer_json,
                      const std::string& dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
-  MS_ASSIGN_OR_RETURN(std::string tokenizer,
-                      io::read_file(tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
   std::vector<ckpt::NamedTensor> tensors;
   for (const model::Parameter& p : model.parameters()) tensors.push_back({p.name, &p.value});
-  MS_RETURN_IF_ERROR(
-      ckpt::write_safetensors(dir + "/model.safetensors", tensors, {{"format", "pt"}}));
-  MS_RETURN_IF_ERROR(io::write_file_atomic(dir + "/config.json", hf_config_json(model.config())));
-  return io::write_file_atomic(dir + "/tokenizer.json", tokenizer);
+  // The toolkit's extension keys for what Hugging Face has no equivalent of, which
+  // ckpt::model_config_from_hf_json reads back (a served model need not be exportable).
+  return ckpt::write_hf_model_dir(dir, tensors, {},
+                                  ckpt::hf_config_json(model.config(), /*toolkit_keys=*/true),
+                                  tokenizer_json);
 }
 
 }  // namespace ms::infer

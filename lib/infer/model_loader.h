@@ -67,6 +67,12 @@ Result<LoadedModel> load_model(const std::string& model_dir, const std::string& 
                                const ParameterFilter& keep = {},
                                const WeightOptions& convert = {});
 
+// The Transformer for `cfg` with its parameter values left to be read in
+// (ParameterValues::kToLoad), for a loader that has checked cfg's sizes against the weights;
+// errors, out of memory (which the library throws) included, are prefixed with `source`.
+Result<std::unique_ptr<model::Transformer>> create_model_to_load(const config::ModelConfig& cfg,
+                                                                 const std::string& source);
+
 // Writes dir/config.json, dir/model.safetensors (f32, tied lm_head omitted) and a copy of
 // tokenizer_json as dir/tokenizer.json, each atomically. Creates dir if needed.
 Status save_hf_model(const model::Transformer& model, const std::string& tokenizer_json,

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "ckpt/hf_export.h"
+#include "ckpt/hf_import.h"
 #include "ckpt/hf_names.h"
 #include "ckpt/safetensors.h"
 #include "io/atomic_file.h"
@@ -106,11 +108,6 @@ Status dequantize_in_place(model::Transformer& model, const FormatAssignment& fo
 Status save_quantized_model(const model::Transformer& model, const FormatAssignment& formats,
                             const std::string& tokenizer_json, const std::string& dir) {
   MS_ASSIGN_OR_RETURN(std::vector<ConvertedWeight> weights, quantize_assignment(model, formats));
-  MS_ASSIGN_OR_RETURN(const std::string tokenizer,
-                      io::read_file(tokenizer_json, io::kMaxTokenizerFileBytes, "tokenizer"));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return IOError(dir + ": cannot create the model directory: " + ec.message());
   // Views over the matrices' bytes, which outlive the write; reserved so they do not move.
   std::vector<Tensor> views;
   views.reserve(2 * weights.size());
@@ -131,13 +128,9 @@ Status save_quantized_model(const model::Transformer& model, const FormatAssignm
     views.push_back(Tensor::view_of(DType::kF32, scales, m.scales.data()));
     tensors.push_back({scales_name(p.name), &views.back()});
   }
-  MS_RETURN_IF_ERROR(ckpt::write_safetensors(
-      model_file(dir), tensors,
-      {{"format", "pt"}, {kQuantizationMetadataKey, metadata_json(weights, model)}}));
-  MS_RETURN_IF_ERROR(io::write_file_atomic(
-      dir + "/config.json", ckpt::hf_config_json(model.config(), /*toolkit_keys=*/true).dump(2) +
-                                "\n"));
-  return io::write_file_atomic(dir + "/tokenizer.json", tokenizer);
+  return ckpt::write_hf_model_dir(
+      dir, tensors, {{kQuantizationMetadataKey, metadata_json(weights, model)}},
+      ckpt::hf_config_json(model.config(), /*toolkit_keys=*/true), tokenizer_json);
 }
 
 Result<bool> is_quantized_model(const std::string& dir) {
@@ -330,27 +323,6 @@ Result<ops::QuantizedMatrix> read_matrix(const ckpt::SafetensorsFile& file,
   return m;
 }
 
-Result<config::ModelConfig> read_config(const std::string& dir) {
-  const std::string path = dir + "/config.json";
-  MS_ASSIGN_OR_RETURN(const std::string text,
-                      io::read_file(path, io::kMaxConfigFileBytes, "config.json"));
-  const json doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return InvalidArgument(path + ": not valid JSON");
-  return ckpt::model_config_from_hf_json(doc, path, /*allow_sliding_window=*/true);
-}
-
-Result<std::unique_ptr<model::Transformer>> create_model(const config::ModelConfig& cfg,
-                                                         const std::string& source) {
-  try {
-    Result<std::unique_ptr<model::Transformer>> m =
-        model::Transformer::create(cfg, 0, {}, model::ParameterValues::kToLoad);
-    if (!m.ok()) return m.status().with_context(source);
-    return m;
-  } catch (const std::bad_alloc&) {
-    return Unavailable(source + ": out of memory allocating the model");
-  }
-}
-
 }  // namespace
 
 Result<FormatAssignment> quantized_model_formats(const std::string& dir) {
@@ -384,7 +356,8 @@ Result<std::string> describe_quantized_model(const std::string& dir) {
 Result<LoadedModel> load_quantized_model(const std::string& dir, const ParameterFilter& keep,
                                          QuantizedValues values,
                                          ops::ActivationFormat activations) {
-  MS_ASSIGN_OR_RETURN(const config::ModelConfig cfg, read_config(dir));
+  MS_ASSIGN_OR_RETURN(const config::ModelConfig cfg,
+                      ckpt::read_hf_config(dir, io::default_env(), /*allow_sliding_window=*/true));
   MS_ASSIGN_OR_RETURN(const ckpt::SafetensorsFile file,
                       ckpt::SafetensorsFile::open(model_file(dir)));
   const auto meta = file.metadata().find(kQuantizationMetadataKey);
@@ -398,7 +371,7 @@ Result<LoadedModel> load_quantized_model(const std::string& dir, const Parameter
   MS_RETURN_IF_ERROR(check_file_against_config(file, ckpt::hf_parameter_specs(cfg), formats));
 
   LoadedModel loaded;
-  MS_ASSIGN_OR_RETURN(loaded.model, create_model(cfg, dir + "/config.json"));
+  MS_ASSIGN_OR_RETURN(loaded.model, create_model_to_load(cfg, dir + "/config.json"));
   model::Transformer& model = *loaded.model;
   std::set<std::string> linear;
   for (size_t i : model.cached_linear_parameters()) linear.insert(model.parameters()[i].name);

@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "comm/agree.h"
+#include "comm/variable_length.h"
 #include "core/logging.h"
 #include "core/timer.h"
+#include "infer/request_json.h"
 
 namespace ms::infer {
 namespace {
@@ -25,35 +27,6 @@ bool disaggregated(const ServeOptions& o) { return o.attention_ranks > 0; }
 std::string role_of(const ServeOptions& o, int rank) {
   if (!disaggregated(o)) return "colocated";
   return rank < o.attention_ranks ? "attention" : "experts";
-}
-
-json completion_json(const Completion& c, size_t index) {
-  return json{{"index", index},
-              {"id", c.id},
-              {"tokens", c.tokens},
-              // bytes: a completion cut inside a UTF-8 sequence is not valid JSON text
-              {"text", std::vector<uint8_t>(c.text.begin(), c.text.end())},
-              {"finish_reason", c.finish_reason},
-              {"error", c.error},
-              {"prompt_tokens", c.prompt_tokens},
-              {"ttft_ms", c.ttft_ms},
-              {"latency_ms", c.latency_ms},
-              {"logits", c.logits}};
-}
-
-Completion completion_from(const json& j) {
-  Completion c;
-  c.id = j.at("id").get<std::string>();  // ids come from JSON input, so they are valid UTF-8
-  c.tokens = j.at("tokens").get<std::vector<int32_t>>();
-  const std::vector<uint8_t> text = j.at("text").get<std::vector<uint8_t>>();
-  c.text.assign(text.begin(), text.end());
-  c.finish_reason = j.at("finish_reason").get<std::string>();
-  c.error = j.at("error").get<std::string>();
-  c.prompt_tokens = j.at("prompt_tokens").get<int64_t>();
-  c.ttft_ms = j.at("ttft_ms").get<double>();
-  c.latency_ms = j.at("latency_ms").get<double>();
-  c.logits = j.at("logits").get<std::vector<std::vector<float>>>();
-  return c;
 }
 
 json report_json(const RankReport& r) {
@@ -177,25 +150,13 @@ Result<Share> serve_share(LoadedModel& loaded, const std::vector<Request>& reque
   return share;
 }
 
-Status send_text(comm::Communicator& comm, const std::string& text, int dest) {
-  const int64_t size = static_cast<int64_t>(text.size());
-  MS_RETURN_IF_ERROR(comm.send(&size, 1, DType::kI64, dest, kCollectTag));
-  return comm.send(text.data(), text.size(), DType::kU8, dest, kCollectTag);
-}
-
-Result<std::string> recv_text(comm::Communicator& comm, int source) {
-  int64_t size = 0;
-  MS_RETURN_IF_ERROR(comm.recv(&size, 1, DType::kI64, source, kCollectTag));
-  std::string text(static_cast<size_t>(size), '\0');
-  MS_RETURN_IF_ERROR(comm.recv(text.data(), text.size(), DType::kU8, source, kCollectTag));
-  return text;
-}
-
 // Every rank's report and completions, in a form rank 0 merges.
 json rank_json(const RankReport& report, const Share& share) {
   json completions = json::array();
   for (size_t k = 0; k < share.completions.size(); ++k) {
-    completions.push_back(completion_json(share.completions[k], share.index[k]));
+    // A json object (keys sorted) like the rest of the message.
+    json c = completion_json(share.completions[k], CompletionForm::kBetweenRanks, share.index[k]);
+    completions.push_back(std::move(c));
   }
   return json{{"report", report_json(report)}, {"completions", completions}};
 }
@@ -311,14 +272,14 @@ Result<ServeResult> serve(LoadedModel& loaded, const std::vector<Request>& reque
   result.seconds = clock.elapsed_s();
   const json mine = rank_json(report, share);
   if (rank != 0) {
-    MS_RETURN_IF_ERROR(send_text(comm, mine.dump(), 0));
+    MS_RETURN_IF_ERROR(comm::send_sized(comm, mine.dump(), 0, kCollectTag));
     return result;
   }
   result.completions.resize(requests.size());
   result.ranks.resize(static_cast<size_t>(comm.size()));
   MS_RETURN_IF_ERROR(merge(mine, 0, result));
   for (int r = 1; r < comm.size(); ++r) {
-    MS_ASSIGN_OR_RETURN(std::string text, recv_text(comm, r));
+    MS_ASSIGN_OR_RETURN(std::string text, comm::recv_sized(comm, r, kCollectTag));
     const json part = json::parse(text, nullptr, false);
     if (part.is_discarded()) return Internal("rank " + std::to_string(r) + " sent invalid JSON");
     MS_RETURN_IF_ERROR(merge(part, r, result));

@@ -10,6 +10,8 @@ volatile std::sig_atomic_t g_signal = 0;
 
 extern "C" void on_stop_signal(int signal) { g_signal = signal; }
 
+extern "C" void stop_on_user_signal(int) { std::raise(SIGTERM); }
+
 }  // namespace
 
 void install_stop_handlers() {
@@ -18,6 +20,14 @@ void install_stop_handlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+}
+
+void treat_user_signals_as_term() {
+  struct sigaction action = {};
+  action.sa_handler = stop_on_user_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR1, &action, nullptr);
+  sigaction(SIGUSR2, &action, nullptr);
 }
 
 bool stop_requested() { return g_signal != 0; }
