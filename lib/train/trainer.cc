@@ -836,7 +836,7 @@ Status Trainer::log_data_wait(const TrainSummary& summary) {
 // Closes the writers and logs the run's summary, including how much of the gradient
 // reduction the overlap hid.
 Status Trainer::finish(TrainSummary& summary) {
-  const CommStats& c = summary.comm;
+  const parallel::CommStats& c = summary.comm;
   if (s_->dp > 1 && summary.steps_done > 0) {
     char line[300];
     std::snprintf(line, sizeof(line),
@@ -849,7 +849,7 @@ Status Trainer::finish(TrainSummary& summary) {
   }
   // "Up to": a chunk's completion is only seen when the model polls between GEMMs, so the
   // time in flight includes compute the transfer may not have used.
-  const parallel::TpCommStats& t = summary.tp_comm;
+  const parallel::CommStats& t = summary.tp_comm;
   if (s_->model->tp_size() > 1 && summary.steps_done > 0 && t.collectives > 0) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
     const std::string mode =
@@ -868,13 +868,13 @@ Status Trainer::finish(TrainSummary& summary) {
   }
   if (config_.parallel.ep > 1 && summary.steps_done > s_->start_step) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
-    const model::Transformer::EpCommStats& e = s_->ep_stats;
+    const parallel::CommStats& e = s_->ep_stats;
     char line[400];
     std::snprintf(line, sizeof(line),
                   "expert-parallel all-to-all: %.0f all-to-alls, %.1f MiB sent to other ranks "
                   "per step; up to %.0f%% hidden behind compute (waited %.3fs of %.3fs in "
                   "flight; ep %lld, parallel.ep_overlap_chunks %lld; rank 0)",
-                  static_cast<double>(e.exchanges) / steps,
+                  static_cast<double>(e.collectives) / steps,
                   static_cast<double>(e.bytes) / steps / (1024.0 * 1024.0),
                   e.hidden_fraction() * 100.0, e.exposed_s, e.active_s,
                   static_cast<long long>(config_.parallel.ep),
@@ -899,13 +899,13 @@ Status Trainer::finish(TrainSummary& summary) {
   }
   if (config_.parallel.cp > 1 && summary.steps_done > s_->start_step) {
     const double steps = static_cast<double>(summary.steps_done - s_->start_step);
-    const model::Transformer::EpCommStats& c = s_->cp_stats;
+    const parallel::CommStats& c = s_->cp_stats;
     char line[400];
     std::snprintf(line, sizeof(line),
                   "context-parallel ring attention: %.0f transfers, %.1f MiB sent per step; up "
                   "to %.0f%% hidden behind attention (waited %.3fs of %.3fs in flight; cp %lld; "
                   "rank 0)",
-                  static_cast<double>(c.exchanges) / steps,
+                  static_cast<double>(c.collectives) / steps,
                   static_cast<double>(c.bytes) / steps / (1024.0 * 1024.0),
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s,
                   static_cast<long long>(config_.parallel.cp));

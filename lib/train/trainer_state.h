@@ -46,8 +46,8 @@ struct Trainer::State {
   PipelineLayout pipeline;
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
-  model::Transformer::EpCommStats ep_stats;     // summed over the run's steps
-  model::Transformer::EpCommStats cp_stats;     // the cp ring's, in the same terms
+  parallel::CommStats ep_stats;                 // summed over the run's steps
+  parallel::CommStats cp_stats;                 // the cp ring's, in the same terms
   double attention_s = 0;                       // in the attention, summed over the steps
   std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;
