@@ -1,5 +1,6 @@
-// The state a Trainer holds between its steps, shared by the training loop (trainer.cc) and the
-// checkpoint plumbing (trainer_checkpoint.cc). Private to lib/train.
+// The state a Trainer holds between its steps, shared by the training loop (trainer.cc), its
+// start-up wiring (trainer_setup.cc), evaluation (trainer_eval.cc), end-of-run reports
+// (trainer_report.cc) and the checkpoint plumbing (trainer_checkpoint.cc). Private to lib/train.
 #pragma once
 
 #include <cstdint>
