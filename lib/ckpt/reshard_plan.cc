@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "ckpt/zero_ownership.h"
 #include "config/run_config.h"
 
 namespace ms::ckpt {
@@ -341,24 +342,23 @@ Result<std::vector<int>> dp_holders(const TensorRecord& t, const ReshardTarget& 
   return out;
 }
 
-// Optimizer state under ZeRO: the j-th of the k holding dp ranks owns the flat range
-// [j*N/k, (j+1)*N/k) of the box, decomposed into regular boxes; its tp replicas (when the box
-// is shared over tp) and its peers on the other holding pipeline ranks (a tied embedding)
-// share it.
+// Optimizer state under ZeRO: the j-th of the k holding dp ranks owns the flat range of the box
+// that the ZeRO ownership rule (ckpt/zero_ownership.h, the trainer's too) gives rank j of k,
+// decomposed into regular boxes; its tp replicas (when the box is shared over tp) and its peers
+// on the other holding pipeline ranks (a tied embedding) share it.
 void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
                       const std::vector<int>& pp_holders, const std::vector<int>& dp_ranks,
                       const ReshardTarget& target, uint64_t max_bytes, WriterLoad& load,
                       std::vector<PlannedShard>& out) {
   const comm::ShardSpec spec =
       comm::ShardSpec::box(t.global_shape, g.box.offsets, g.box.lengths).value();
-  const int64_t n = g.box.numel();
-  const int64_t k = static_cast<int64_t>(dp_ranks.size());
-  for (int64_t j = 0; j < k; ++j) {
-    const int64_t begin = n * j / k, end = n * (j + 1) / k;
-    if (begin == end) continue;
+  const int k = static_cast<int>(dp_ranks.size());
+  for (int j = 0; j < k; ++j) {
+    const ZeroRange owned = zero_owned_range(g.box.numel(), k, j);
+    if (owned.length() == 0) continue;
     const std::vector<int> holders =
         holders_of(pp_holders, {dp_ranks[static_cast<size_t>(j)]}, g.tp_ranks, target);
-    for (const LocalBox& lb : spec_boxes(spec.with_flat_range(begin, end).value())) {
+    for (const LocalBox& lb : spec_boxes(spec.with_flat_range(owned.begin, owned.end).value())) {
       load.place(index, lb.box, holders, t.dtype, max_bytes, out);
     }
   }

@@ -94,8 +94,8 @@ struct PlannedShard {
 // d % ep == e (its expert-data-parallel group). A box held by several target ranks is written
 // once, by the holder with the fewest bytes so far (so writes are balanced). Optimizer state
 // under zero=1 is, per tp box, split over the k holding dp ranks: the j-th of them owns the
-// flat range [j*N/k, (j+1)*N/k) of that box decomposed into regular boxes, on each holding
-// pipeline rank; a box with fewer elements than k is written once instead. Empty boxes (a tp
+// flat range [j*N/k, (j+1)*N/k) of that box (the ZeRO ownership rule, ckpt/zero_ownership.h)
+// decomposed into regular boxes, on each holding pipeline rank; a box with fewer elements than k is written once instead. Empty boxes (a tp
 // rank holding only vocabulary padding) are skipped. Boxes are split to at most
 // max_shard_bytes where a row allows. Deterministic. InvalidArgument naming the tensor when a
 // placement refuses it, when target.tp > 1, target.pipelined() or target.ep > 1 and the rule

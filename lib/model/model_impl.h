@@ -159,7 +159,7 @@ struct TpState {
   Status error;
   // Chunking of the overlapped collectives and where their time is counted and traced.
   parallel::TpOverlap overlap;
-  parallel::TpCommStats stats;
+  parallel::CommStats stats;
   // Runs a blocking tp collective (or an op made of them), counted as fully exposed.
   Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };

@@ -675,9 +675,9 @@ void Transformer::update_expert_bias(const std::vector<std::vector<int64_t>>& ch
   }
 }
 
-Transformer::EpCommStats Transformer::take_ep_comm_stats() {
+parallel::CommStats Transformer::take_ep_comm_stats() {
   EpState& ep = impl_->ep;
-  const EpCommStats stats{ep.exchanges, ep.bytes, ep.active_s, ep.exposed_s};
+  const parallel::CommStats stats{ep.exchanges, ep.bytes, ep.active_s, ep.exposed_s};
   ep.exchanges = 0;
   ep.bytes = 0;
   ep.active_s = 0;
@@ -685,9 +685,9 @@ Transformer::EpCommStats Transformer::take_ep_comm_stats() {
   return stats;
 }
 
-Transformer::EpCommStats Transformer::take_cp_comm_stats() {
+parallel::CommStats Transformer::take_cp_comm_stats() {
   CpState& cp = impl_->cp;
-  const EpCommStats stats{cp.transfers, cp.bytes, cp.active_s, cp.exposed_s};
+  const parallel::CommStats stats{cp.transfers, cp.bytes, cp.active_s, cp.exposed_s};
   cp.transfers = 0;
   cp.bytes = 0;
   cp.active_s = 0;
@@ -701,20 +701,8 @@ double Transformer::take_attention_seconds() {
   return s;
 }
 
-double Transformer::EpCommStats::hidden_fraction() const {
-  if (active_s <= 0) return 0;
-  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
-}
-
-void Transformer::EpCommStats::add(const EpCommStats& other) {
-  exchanges += other.exchanges;
-  bytes += other.bytes;
-  active_s += other.active_s;
-  exposed_s += other.exposed_s;
-}
-
-parallel::TpCommStats Transformer::take_tp_comm_stats() {
-  const parallel::TpCommStats stats = impl_->tp.stats;
+parallel::CommStats Transformer::take_tp_comm_stats() {
+  const parallel::CommStats stats = impl_->tp.stats;
   impl_->tp.stats = {};
   return stats;
 }

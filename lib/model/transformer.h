@@ -30,6 +30,7 @@
 #include "core/tensor.h"
 #include "model/documents.h"
 #include "model/inference.h"
+#include "parallel/comm_stats.h"
 #include "parallel/tp_overlap.h"
 
 namespace ms::model {
@@ -212,22 +213,14 @@ class Transformer {
   int tp_size() const;
   int tp_rank() const;
   // The expert-parallel all-to-alls since the last call, then reset to zero: all-to-alls
-  // (the per-layer count exchanges not included), bytes sent to other ranks, their time in
-  // flight (issue to observed completion, summed over all-to-alls, count exchanges included)
-  // and the time spent inside their calls instead of computing.
-  struct EpCommStats {
-    int64_t exchanges = 0;
-    uint64_t bytes = 0;
-    double active_s = 0, exposed_s = 0;
-    // 1 - exposed_s / active_s clamped to [0, 1]: the share of the all-to-all time hidden
-    // behind compute (an upper bound: completions are seen only between experts).
-    double hidden_fraction() const;
-    void add(const EpCommStats& other);
-  };
-  EpCommStats take_ep_comm_stats();
-  // The context-parallel ring's transfers since the last call, in the same terms (exchanges:
+  // (collectives; the per-layer count exchanges not included), bytes sent to other ranks, their
+  // time in flight (issue to observed completion, summed over all-to-alls, count exchanges
+  // included) and the time spent inside their calls instead of computing. Its hidden fraction
+  // is an upper bound: completions are seen only between experts.
+  parallel::CommStats take_ep_comm_stats();
+  // The context-parallel ring's transfers since the last call, in the same terms (collectives:
   // ring hops), then reset to zero.
-  EpCommStats take_cp_comm_stats();
+  parallel::CommStats take_cp_comm_stats();
   // Seconds spent in the attention itself (scores, softmax and values, forward and backward;
   // with cp its ring transfers included) since the last call, then reset to zero.
   double take_attention_seconds();
@@ -248,7 +241,7 @@ class Transformer {
   void update_expert_bias(const std::vector<std::vector<int64_t>>& chosen, double rate);
   // The tp communication since the last call (collectives, bytes, time in flight and time
   // exposed), then reset to zero.
-  parallel::TpCommStats take_tp_comm_stats();
+  parallel::CommStats take_tp_comm_stats();
   // Expected peak bytes of activations and working buffers this rank holds during a
   // forward_backward of a (B, T) micro-batch, from the shapes (parallel.recompute and tp
   // included): what ms-train prints at start.

@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <tuple>
+#include <utility>
 
 namespace ms::parallel {
 namespace {
@@ -208,10 +209,31 @@ Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
                                  const std::vector<std::vector<PpAction>>& ranks,
                                  const PpCosts& costs) {
   MS_RETURN_IF_ERROR(check_pp_schedule(shape));
+  const std::vector<std::vector<PpCosts>> chunk_costs(
+      static_cast<size_t>(shape.pp), std::vector<PpCosts>(static_cast<size_t>(shape.vpp), costs));
+  return simulate_pp(shape, ranks, chunk_costs, 0);
+}
+
+Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
+                                 const std::vector<std::vector<PpAction>>& ranks,
+                                 const std::vector<std::vector<PpCosts>>& chunk_costs,
+                                 double p2p_seconds) {
+  MS_RETURN_IF_ERROR(check_pp_schedule(shape));
   const int pp = shape.pp, S = pp * shape.vpp;
   if (static_cast<int>(ranks.size()) != pp) {
     return InvalidArgument("simulate_pp needs one action list per pipeline rank");
   }
+  if (static_cast<int>(chunk_costs.size()) != pp) {
+    return InvalidArgument("simulate_pp: costs for " + std::to_string(chunk_costs.size()) +
+                           " ranks, pipeline has " + std::to_string(pp));
+  }
+  for (int r = 0; r < pp; ++r) {
+    if (static_cast<int>(chunk_costs[static_cast<size_t>(r)].size()) < shape.vpp) {
+      return InvalidArgument("simulate_pp: no costs for rank " + std::to_string(r) + " chunk " +
+                             std::to_string(chunk_costs[static_cast<size_t>(r)].size()));
+    }
+  }
+  std::vector<double> last_backward(static_cast<size_t>(pp), 0);
   // A message: (kind 0 activation / 1 gradient, micro-batch, destination virtual stage).
   using Key = std::tuple<int, int, int>;
   std::map<Key, double> in_transit;
@@ -259,8 +281,9 @@ Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
           const int to = grad ? s - 1 : s + 1;
           if (to < 0 || to >= S || a.peer != to % pp) return fail(r, a, "to a stage that is not next");
           MS_RETURN_IF_ERROR(need(grad ? 8 : 2, grad ? "its backward" : "its forward"));
-          in_transit[Key{grad ? 1 : 0, a.micro_batch, to}] = clock[r];
+          in_transit[Key{grad ? 1 : 0, a.micro_batch, to}] = clock[r] + p2p_seconds;
         } else {
+          const PpCosts& costs = chunk_costs[static_cast<size_t>(r)][static_cast<size_t>(a.chunk)];
           double cost = 0;
           if (a.op == PpOp::kForward) {
             if (s > 0) MS_RETURN_IF_ERROR(need(1, "its input arrived"));
@@ -282,6 +305,7 @@ Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
           }
           clock[r] += cost;
           busy[r] += cost;
+          if (a.op != PpOp::kForward) last_backward[static_cast<size_t>(r)] = cost;
         }
         ++pc[r];
         progress = true;
@@ -309,8 +333,10 @@ Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
   }
   PpSimulation sim;
   sim.makespan = *std::max_element(clock.begin(), clock.end());
-  for (int r = 0; r < pp; ++r) sim.bubble += 1.0 - busy[r] / sim.makespan;
+  for (int r = 0; r < pp; ++r) sim.bubble += sim.makespan > 0 ? 1.0 - busy[r] / sim.makespan : 0;
   sim.bubble /= pp;
+  sim.busy = std::move(busy);
+  sim.last_backward = std::move(last_backward);
   return sim;
 }
 

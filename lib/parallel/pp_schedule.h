@@ -84,20 +84,32 @@ Result<std::vector<PpAction>> pp_schedule(const PpScheduleShape& shape, int rank
 // costs (its construction's own cost model).
 Result<double> pp_theoretical_bubble(const PpScheduleShape& shape);
 
-// Runs every rank's list against the others: sends are buffered (posted and forgotten, as a
-// nonblocking send), a receive waits for the matching send, compute waits for nothing else.
-// Each action takes `cost` time units (forward f, backward b = bi + bw, sends and receives 0).
-// OK with the step's makespan and the mean bubble fraction over ranks (1 - busy / makespan);
-// FailedPrecondition when the lists deadlock (naming the ranks and what each waits for) or
-// break a dependency (a backward before its forward, a send of something not computed, a
-// micro-batch skipped or repeated).
+// Runs every rank's list against the others: the one replay of pipeline action lists, behind
+// the schedules' theoretical bubble and `ms-train plan`'s pipeline replay (plan/pipeline_replay.h,
+// with each rank's measured costs and the wire time). Sends are buffered (posted and forgotten,
+// as a nonblocking send), a receive waits for the matching send and completes no earlier than
+// `p2p_seconds` after it, compute waits for nothing else. Each action takes its cost: forward
+// f, backward b = bi + bw, Bi bi, W bw, sends and receives 0. OK with the step's makespan, the
+// mean bubble fraction over ranks (1 - busy / makespan; 0 for a rank when the makespan is 0),
+// each rank's busy time and the cost of each rank's last backward pass (B, Bi or W: what the
+// data-parallel reduction may hide behind). FailedPrecondition when the lists deadlock (naming
+// the ranks and what each waits for) or break a dependency (a backward before its forward, a
+// send of something not computed, a micro-batch skipped or repeated).
 struct PpCosts {
   double forward = 1, backward_input = 1, backward_weight = 1;
 };
 struct PpSimulation {
   double makespan = 0;
   double bubble = 0;
+  std::vector<double> busy;           // by pipeline rank
+  std::vector<double> last_backward;  // by pipeline rank
 };
+// `chunk_costs[r][c]`: rank r's chunk c. InvalidArgument when a rank or chunk has no costs.
+Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
+                                 const std::vector<std::vector<PpAction>>& ranks,
+                                 const std::vector<std::vector<PpCosts>>& chunk_costs,
+                                 double p2p_seconds);
+// The same costs for every chunk of every rank, and no wire time.
 Result<PpSimulation> simulate_pp(const PpScheduleShape& shape,
                                  const std::vector<std::vector<PpAction>>& ranks,
                                  const PpCosts& costs = {});

@@ -13,18 +13,6 @@
 
 namespace ms::parallel {
 
-double TpCommStats::hidden_fraction() const {
-  if (active_s <= 0) return 0;
-  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
-}
-
-void TpCommStats::add(const TpCommStats& other) {
-  collectives += other.collectives;
-  bytes += other.bytes;
-  active_s += other.active_s;
-  exposed_s += other.exposed_s;
-}
-
 int tp_chunk_count(int chunks, int64_t rows) {
   if (rows <= 0) return 0;
   return static_cast<int>(std::clamp<int64_t>(chunks, 1, rows));
@@ -110,7 +98,7 @@ class CallClock {
 
   const TpOverlap& overlap_;
   const char* op_;
-  TpCommStats stats_;
+  CommStats stats_;
   double first_issue_ = 0;
   double last_done_ = 0;
 };

@@ -27,29 +27,17 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "parallel/comm_stats.h"
 
 namespace ms::parallel {
-
-// Communication time of chunked collectives, summed over calls.
-struct TpCommStats {
-  int64_t collectives = 0;  // collectives issued
-  uint64_t bytes = 0;       // nccl-tests' "size": the gathered buffer (all-gather), the
-                            // partial-sum buffer (reduce-scatter), the reduced rows (all-reduce)
-  double active_s = 0;      // per call, first issue to last observed completion
-  double exposed_s = 0;     // time the caller spent inside communication calls (issue, test,
-                            // wait) instead of computing: the part of active_s not hidden
-  // 1 - exposed_s / active_s, clamped to [0, 1]; 0 when nothing was active.
-  double hidden_fraction() const;
-  void add(const TpCommStats& other);
-};
 
 // How a primitive splits its collective. chunks = 1 is one collective, waited for before (or
 // right after) the compute: no overlap, the reference the chunked runs are compared with.
 struct TpOverlap {
   int chunks = 1;                  // at least 1 (less is refused); clamped to the rows
-  TpCommStats* stats = nullptr;    // added to after each call when set
+  CommStats* stats = nullptr;      // added to after each call when set
   // Called once per collective when its completion is observed: op is "allgather",
-  // "reduce_scatter" or "allreduce", bytes as in TpCommStats, t0 its issue and t1 its observed
+  // "reduce_scatter" or "allreduce", bytes as in CommStats, t0 its issue and t1 its observed
   // completion in seconds since the Unix epoch (the trace clock).
   std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
 };

@@ -1,7 +1,8 @@
 // Replays the pipeline schedule the trainer runs (parallel::pp_schedule's action lists, the
 // same lists the executor follows) with each rank's own op costs: what a closed-form bubble
 // formula cannot see, such as the first stage's embedding, the last stage's output layer and
-// loss, uneven layer splits and the time an activation spends on the wire.
+// loss, uneven layer splits and the time an activation spends on the wire. The replay itself is
+// parallel::simulate_pp, the one home of pipeline replay; this supplies the plan's cost tables.
 #pragma once
 
 #include <vector>

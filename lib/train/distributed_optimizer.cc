@@ -17,18 +17,6 @@ struct DistributedOptimizer::InFlight {
   CommEvent event;
 };
 
-double CommStats::hidden_fraction() const {
-  if (active_s <= 0) return 0;
-  return std::clamp(1.0 - exposed_s / active_s, 0.0, 1.0);
-}
-
-void CommStats::add(const CommStats& other) {
-  collectives += other.collectives;
-  bytes += other.bytes;
-  exposed_s += other.exposed_s;
-  active_s += other.active_s;
-}
-
 Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
     comm::Communicator& dp, std::vector<TrainableParam> params, const config::OptimConfig& optim,
     DistributedOptimizerOptions options) {
@@ -117,7 +105,7 @@ void DistributedOptimizer::begin_step() {
   next_bucket_ = 0;
   armed_ = false;
   deferred_ = Status::OK();
-  stats_ = CommStats{};
+  stats_ = parallel::CommStats{};
   first_issue_t_ = last_done_t_ = 0;
 }
 

@@ -12,9 +12,9 @@
 // Overlap: OpenMPI progresses nonblocking collectives only inside MPI calls, so the model calls
 // poll() between compute chunks of backward, which tests the in-flight requests. Buckets are
 // issued strictly in bucket order, so every rank issues the same collectives in the same order
-// whatever order gradients finish in. CommStats measures how much of the reduction the overlap
-// hid: 1 - (time blocked in the final wait) / (time from the first issue to the last
-// completion).
+// whatever order gradients finish in. The step's parallel::CommStats measures how much of the
+// reduction the overlap hid: 1 - (time blocked in the final wait) / (time from the first issue
+// to the last completion).
 //
 // Threading: every method runs on the thread that initialized MPI.
 #pragma once
@@ -30,6 +30,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "parallel/comm_stats.h"
 #include "train/flat_layout.h"
 #include "train/optimizer.h"
 
@@ -59,16 +60,6 @@ struct CommEvent {
   uint64_t bytes = 0;
   double t0 = 0;  // wall seconds when issued
   double t1 = 0;  // wall seconds when completion was observed
-};
-
-struct CommStats {
-  int64_t collectives = 0;
-  uint64_t bytes = 0;
-  double exposed_s = 0;  // blocked waiting for gradient reductions after backward
-  double active_s = 0;   // first gradient-reduction issue to last completion
-  // Fraction of the reduction time hidden behind backward (0 when nothing was reduced).
-  double hidden_fraction() const;
-  void add(const CommStats& other);
 };
 
 struct DistributedOptimizerOptions {
@@ -132,7 +123,7 @@ class DistributedOptimizer {
   // This rank's ZeRO segments (every parameter whole without ZeRO), aligned with the
   // optimizer's state buffers.
   const std::vector<ShardSegment>& owned_segments() const { return owned_; }
-  const CommStats& step_stats() const { return stats_; }
+  const parallel::CommStats& step_stats() const { return stats_; }
   std::span<const float> flat_values() const { return values_; }
   std::span<const float> flat_grads() const { return grads_; }
 
@@ -173,7 +164,7 @@ class DistributedOptimizer {
   Status deferred_;
   double first_issue_t_ = 0;
   double last_done_t_ = 0;
-  CommStats stats_;
+  parallel::CommStats stats_;
 };
 
 }  // namespace ms::train

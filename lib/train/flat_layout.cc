@@ -1,8 +1,11 @@
-// Bucket assignment and ZeRO ownership arithmetic; see flat_layout.h.
+// Bucket assignment, and each rank's ZeRO segments by the one ownership rule
+// (ckpt/zero_ownership.h) applied per bucket; see flat_layout.h.
 #include "train/flat_layout.h"
 
 #include <algorithm>
 #include <string>
+
+#include "ckpt/zero_ownership.h"
 
 namespace ms::train {
 
@@ -51,16 +54,15 @@ void FlatLayout::close_bucket(GradBucket& bucket, int64_t& offset) {
 
 std::vector<ShardSegment> FlatLayout::shard_segments(int rank) const {
   std::vector<ShardSegment> segments;
+  std::vector<int64_t> member_numels;
   for (const GradBucket& bucket : buckets_) {
-    const int64_t part = bucket.numel / dp_;
-    const int64_t own_begin = bucket.offset + rank * part;
-    const int64_t own_end = own_begin + part;
-    for (const size_t p : bucket.params) {
-      const int64_t begin = std::max(own_begin, param_offsets_[p]);
-      const int64_t end = std::min(own_end, param_offsets_[p] + param_numels_[p]);
-      if (begin >= end) continue;
-      segments.push_back({p, begin - param_offsets_[p], end - param_offsets_[p], begin,
-                          bucket.shard_offset + (begin - own_begin)});
+    member_numels.clear();
+    for (const size_t p : bucket.params) member_numels.push_back(param_numels_[p]);
+    for (const ckpt::ZeroPiece& piece :
+         ckpt::zero_owned_pieces(member_numels, bucket.numel, dp_, rank)) {
+      segments.push_back({bucket.params[piece.member], piece.member_begin, piece.member_end,
+                          bucket.offset + piece.unit_offset,
+                          bucket.shard_offset + piece.owned_offset});
     }
   }
   return segments;

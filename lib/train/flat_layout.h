@@ -6,7 +6,8 @@
 // consecutive parameters are grouped into buckets of about `bucket_bytes`; a parameter never
 // straddles two buckets. Each bucket is padded with zeros to a multiple of dp elements so that
 // a reduce-scatter splits it evenly: under ZeRO-1 rank r owns elements
-// [offset + r * S, offset + (r + 1) * S) of every bucket, S = bucket numel / dp. A rank's shard
+// [offset + r * S, offset + (r + 1) * S) of every bucket, S = bucket numel / dp (the ZeRO
+// ownership rule of ckpt/zero_ownership.h, which `ms-ckpt reshard` applies per tensor). A rank's shard
 // buffer is those ranges back to back, bucket by bucket. Because a parameter sits in one bucket,
 // a rank holds at most one contiguous range of each parameter: a ShardSpec flat range
 // (ShardSegment below), which is what checkpoints record.

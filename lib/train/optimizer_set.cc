@@ -76,8 +76,8 @@ Status OptimizerSet::apply(double lr, double clip_coefficient) {
   return Status::OK();
 }
 
-CommStats OptimizerSet::step_stats() const {
-  CommStats total;
+parallel::CommStats OptimizerSet::step_stats() const {
+  parallel::CommStats total;
   for (const Part& p : parts_) total.add(p.optimizer->step_stats());
   return total;
 }

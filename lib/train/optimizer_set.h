@@ -48,7 +48,7 @@ class OptimizerSet {
   Result<double> grad_norm();
   Status apply(double lr, double clip_coefficient);
   // The step's dp (and edp) reduction statistics added up.
-  CommStats step_stats() const;
+  parallel::CommStats step_stats() const;
 
   std::vector<Part>& parts() { return parts_; }
   // The dense optimizer (the only one without ep): its update count is the run's.

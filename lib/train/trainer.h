@@ -49,7 +49,7 @@
 #include "core/status.h"
 #include "data/loader.h"
 #include "model/transformer.h"
-#include "parallel/tp_overlap.h"
+#include "parallel/comm_stats.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::ckpt {
@@ -65,8 +65,8 @@ struct TrainSummary {
   std::vector<double> losses;       // the global mean training loss of every step, in order
   std::vector<double> eval_losses;  // every validation loss, in order
   int64_t skipped_updates = 0;      // updates the spike guard skipped
-  CommStats comm;                   // gradient reductions summed over all steps
-  parallel::TpCommStats tp_comm;    // tensor-parallel collectives summed over all steps
+  parallel::CommStats comm;         // gradient reductions summed over all steps
+  parallel::CommStats tp_comm;      // tensor-parallel collectives summed over all steps
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)

@@ -1,5 +1,6 @@
-// The state a Trainer holds between its steps, shared by the training loop (trainer.cc) and the
-// checkpoint plumbing (trainer_checkpoint.cc). Private to lib/train.
+// The state a Trainer holds between its steps, shared by the training loop (trainer.cc), its
+// start-up wiring (trainer_setup.cc), evaluation (trainer_eval.cc), end-of-run reports
+// (trainer_report.cc) and the checkpoint plumbing (trainer_checkpoint.cc). Private to lib/train.
 #pragma once
 
 #include <cstdint>
@@ -46,8 +47,8 @@ struct Trainer::State {
   PipelineLayout pipeline;
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
-  model::Transformer::EpCommStats ep_stats;     // summed over the run's steps
-  model::Transformer::EpCommStats cp_stats;     // the cp ring's, in the same terms
+  parallel::CommStats ep_stats;                 // summed over the run's steps
+  parallel::CommStats cp_stats;                 // the cp ring's, in the same terms
   double attention_s = 0;                       // in the attention, summed over the steps
   std::unique_ptr<OptimizerSet> dist;
   std::unique_ptr<SpikeGuard> guard;

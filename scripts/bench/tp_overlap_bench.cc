@@ -38,7 +38,7 @@
 namespace {
 
 using namespace ms;
-using parallel::TpCommStats;
+using parallel::CommStats;
 using parallel::TpOverlap;
 
 struct Args {
@@ -175,7 +175,7 @@ Status run_op(Bench& b, const Args& a, const std::string& op) {
   comm::Communicator& tp = b.tp;
   const size_t variants = 2 + a.chunks.size();
   std::vector<std::vector<double>> times(variants);
-  std::vector<TpCommStats> stats(a.chunks.size());
+  std::vector<CommStats> stats(a.chunks.size());
   std::vector<std::vector<float>> outputs(a.chunks.size());
   const auto run_variant = [&](size_t v, bool timed) -> Status {
     Result<double> t = 0.0;

@@ -296,7 +296,7 @@ TEST_F(TransformerTp, ChunkedOverlapIsCountedTracedAndChangesNothing) {
       auto loss = (*m)->forward_backward(b.inputs.data(), b.targets.data(), kB, kT, 1.0f);
       ASSERT_TRUE(loss.ok());
       losses[run] = loss->loss;
-      const parallel::TpCommStats stats = (*m)->take_tp_comm_stats();
+      const parallel::CommStats stats = (*m)->take_tp_comm_stats();
       EXPECT_EQ(stats.collectives, events[run]);
       EXPECT_GT(stats.bytes, 0u);
       EXPECT_EQ((*m)->take_tp_comm_stats().collectives, 0) << "taking the stats resets them";

@@ -75,7 +75,7 @@ TEST(TpChunkTest, SizesDifferByAtMostOneLargerFirstAndCoverTheRows) {
 // both assembled from the chunks.
 struct GatherRun {
   std::vector<float> x_full, y;
-  TpCommStats stats;
+  CommStats stats;
   int calls = 0;
 };
 
@@ -133,7 +133,7 @@ TEST_F(TpOverlapTest, AllgatherFeedsAColumnParallelGemmLikeTheUnchunkedCall) {
 std::vector<float> run_reduce_scatter(comm::Communicator& tp, int chunks,
                                       const std::vector<float>& x_cols, int64_t n_local,
                                       int64_t in_local, const std::vector<float>& w_cols,
-                                      int64_t out, TpCommStats* stats = nullptr) {
+                                      int64_t out, CommStats* stats = nullptr) {
   std::vector<float> y_local(n_local * out, -7.0f);
   TpOverlap overlap = with_chunks(chunks);
   overlap.stats = stats;
@@ -297,7 +297,7 @@ TEST_F(TpOverlapTest, PollingInsideTheCallbacksChangesNothing) {
     for (int chunks : kChunkCounts) {
       const std::string what = "tp " + std::to_string(tp_size) + ", chunks " +
                                std::to_string(chunks);
-      TpCommStats stats;
+      CommStats stats;
       TpOverlap overlap = with_chunks(chunks);
       overlap.stats = &stats;
       std::vector<float> gathered(n * width);
@@ -345,7 +345,7 @@ TEST_F(TpOverlapTest, ZeroRowsCommunicateNothing) {
   for (int tp_size : tp_sizes()) {
     auto tp = tp_group(tp_size);
     ASSERT_NE(tp, nullptr);
-    TpCommStats stats;
+    CommStats stats;
     int comm_events = 0, callbacks = 0;
     TpOverlap overlap{3, &stats, [&](const char*, uint64_t, double, double) { ++comm_events; }};
     const uint64_t seq = tp->next_seq();
@@ -369,7 +369,7 @@ TEST_F(TpOverlapTest, StatsAndTraceSinkCountEveryCollective) {
     ASSERT_NE(tp, nullptr);
     const int64_t n_local = 7, width = 5, n = n_local * tp_size;
     const uint64_t full = static_cast<uint64_t>(n * width * sizeof(float));
-    TpCommStats stats;
+    CommStats stats;
     std::vector<std::string> ops_seen;
     uint64_t traced_bytes = 0;
     TpOverlap overlap{3, &stats, [&](const char* op, uint64_t bytes, double t0, double t1) {
@@ -405,7 +405,7 @@ TEST_F(TpOverlapTest, StatsAndTraceSinkCountEveryCollective) {
     EXPECT_GE(stats.exposed_s, 0.0);
     EXPECT_GE(stats.hidden_fraction(), 0.0);
     EXPECT_LE(stats.hidden_fraction(), 1.0);
-    TpCommStats twice = stats;
+    CommStats twice = stats;
     twice.add(stats);
     EXPECT_EQ(twice.collectives, 2 * stats.collectives);
     EXPECT_EQ(twice.bytes, 2 * stats.bytes);
