@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -479,5 +480,15 @@ struct Transformer::Impl {
   void layer_backward(size_t l, float* dres, float aux_grad, const Dims& d);
   void notify_layer(size_t l, const BackwardHooks* hooks) const;
 };
+
+// "model.d_ff (96)": a config key and its value, as the refusals name them
+// (model/config_rules.cc).
+std::string key_value(const char* key, int64_t value);
+
+// Builds m's parameter table for its config and shard (model/parameter_table.cc): allocates and
+// initializes the values (kRandom) or only allocates them (kToLoad); with `specs`, lists the
+// table into it instead, allocating nothing.
+Status build_parameters(Transformer::Impl& m, uint64_t seed, ParameterValues values,
+                        std::vector<ParameterSpec>* specs = nullptr);
 
 }  // namespace ms::model
