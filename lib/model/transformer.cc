@@ -19,6 +19,7 @@
 #include "model/model_impl.h"
 #include "ops/cross_entropy.h"
 #include "ops/linear.h"
+#include "parallel/ep_placement.h"
 #include "parallel/tp_shards.h"
 #include "parallel/vocab_parallel.h"
 
@@ -90,7 +91,7 @@ Result<EpState> ep_state(const ModelConfig& c, comm::Communicator* group) {
   EpState ep;
   ep.local_experts = c.moe.num_experts;
   if (group == nullptr || group->size() == 1) return ep;
-  if (c.moe.num_experts == 0 || c.moe.num_experts % group->size() != 0) {
+  if (!parallel::ep_divides_experts(c.moe.num_experts, group->size())) {
     return InvalidArgument(key_value("model.moe.num_experts", c.moe.num_experts) +
                            " must be a positive multiple of parallel.ep (" +
                            std::to_string(group->size()) + ")");
@@ -98,8 +99,10 @@ Result<EpState> ep_state(const ModelConfig& c, comm::Communicator* group) {
   ep.comm = group;
   ep.size = group->size();
   ep.rank = group->rank();
-  ep.local_experts = c.moe.num_experts / ep.size;
-  ep.first_expert = ep.rank * ep.local_experts;
+  const parallel::ExpertRange mine =
+      parallel::ep_local_experts(c.moe.num_experts, ep.size, ep.rank);
+  ep.local_experts = mine.count;
+  ep.first_expert = mine.first;
   return ep;
 }
 

@@ -1,6 +1,7 @@
 // The expert-parallel placement rule by tensor name (ep_placement.h).
 #include "parallel/ep_placement.h"
 
+#include <cassert>
 #include <charconv>
 #include <string>
 
@@ -42,8 +43,18 @@ int64_t expert_index(std::string_view param, size_t experts_at) {
 
 }  // namespace
 
+bool ep_divides_experts(int64_t num_experts, int ep) {
+  return ep >= 1 && num_experts >= 1 && num_experts % ep == 0;
+}
+
+ExpertRange ep_local_experts(int64_t num_experts, int ep, int rank) {
+  assert(ep_divides_experts(num_experts, ep) && rank >= 0 && rank < ep);
+  const int64_t count = num_experts / ep;
+  return {rank * count, count};
+}
+
 Result<std::optional<int>> ep_rank_holding(std::string_view name, int64_t num_experts, int ep) {
-  if (ep < 1 || num_experts < 1 || num_experts % ep != 0) {
+  if (!ep_divides_experts(num_experts, ep)) {
     return InvalidArgument("model.moe.num_experts " + std::to_string(num_experts) +
                            " is not a positive multiple of ep " + std::to_string(ep) +
                            ", so experts cannot be divided among the ep ranks");
@@ -61,7 +72,8 @@ Result<std::optional<int>> ep_rank_holding(std::string_view name, int64_t num_ex
                            std::to_string(expert) + " is out of range for model.moe.num_experts " +
                            std::to_string(num_experts));
   }
-  return std::optional<int>(static_cast<int>(expert / (num_experts / ep)));
+  // The rank whose range ep_local_experts gives contains `expert`.
+  return std::optional<int>(static_cast<int>(expert / ep_local_experts(num_experts, ep, 0).count));
 }
 
 }  // namespace ms::parallel

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "parallel/ep_placement.h"
 #include "parallel/tp_layout.h"
 
 namespace ms::plan {
@@ -61,7 +62,7 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
         const int64_t dp = world / (tp * pp * cp);
         if (config.train.global_batch % dp != 0) continue;
         for (int64_t ep : divisors(dp * cp)) {
-          if (ep > 1 && (m.moe.num_experts == 0 || m.moe.num_experts % ep != 0)) continue;
+          if (ep > 1 && !parallel::ep_divides_experts(m.moe.num_experts, ep)) continue;
           for (const auto& [schedule, vpp] : schedules(static_cast<int>(pp), m.n_layers)) {
             for (int64_t mb : divisors(config.train.global_batch / dp)) {
               for (bool zero : {true, false}) {

@@ -87,5 +87,31 @@ TEST(EpPlacementTest, ExpertCountsEpDoesNotDivideAreRefused) {
   }
 }
 
+// The share a model builds (ep_local_experts) and the rank a checkpoint tensor goes to
+// (ep_rank_holding) are one rule: the ranks' ranges tile the experts in order, and each
+// expert's tensors go to the rank whose range holds it.
+TEST(EpPlacementTest, LocalExpertRangesTileTheExpertsAndAgreeWithTheTensorRule) {
+  for (const auto& [experts, ep] : {std::pair<int64_t, int>{8, 4}, {8, 1}, {6, 3}, {4, 4}}) {
+    ASSERT_TRUE(ep_divides_experts(experts, ep));
+    int64_t next = 0;
+    for (int r = 0; r < ep; ++r) {
+      const ExpertRange range = ep_local_experts(experts, ep, r);
+      EXPECT_EQ(range.first, next) << experts << " experts, ep " << ep << ", rank " << r;
+      EXPECT_EQ(range.count, experts / ep);
+      for (int64_t x = range.first; x < range.first + range.count; ++x) {
+        const Result<std::optional<int>> holder =
+            ep_rank_holding(expert(1, static_cast<int>(x), "w2"), experts, ep);
+        ASSERT_TRUE(holder.ok() && holder->has_value());
+        EXPECT_EQ(**holder, r) << "expert " << x;
+      }
+      next = range.first + range.count;
+    }
+    EXPECT_EQ(next, experts);
+  }
+  for (const auto& [experts, ep] : {std::pair<int64_t, int>{6, 4}, {0, 2}, {4, 0}, {3, 2}}) {
+    EXPECT_FALSE(ep_divides_experts(experts, ep)) << experts << " experts, ep " << ep;
+  }
+}
+
 }  // namespace
 }  // namespace ms::parallel
