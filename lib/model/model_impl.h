@@ -155,7 +155,8 @@ struct TpState {
   // Chunking of the overlapped collectives and where their time is counted and traced.
   parallel::TpOverlap overlap;
   parallel::TpCommStats stats;
-  // Runs a blocking tp collective (or an op made of them), counted as fully exposed.
+  // Runs a blocking tp collective (or an op made of them), counted as fully exposed
+  // (parallel::tp_blocking into overlap.stats, which is &stats).
   Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
