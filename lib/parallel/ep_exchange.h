@@ -52,7 +52,8 @@ struct ExpertExchange {
   int64_t local_experts = 0;  // experts each rank holds
   bool active() const { return size > 1; }
   bool bf16 = false;          // rows travel rounded to bf16 (parallel.ep_comm_dtype)
-  int chunks = 1;             // parallel.ep_overlap_chunks: token chunks of a round trip
+  int chunks = 1;             // parallel.ep_overlap_chunks: the token chunks the caller cuts a
+                              // round trip's plan into (at most; EpPlan::chunks is the count)
   Status error;               // the first failed exchange; later ones are skipped
   // Since the caller last reset them: all-to-alls, bytes sent to other ranks, their time in
   // flight (issue to observed completion, summed) and the time spent inside their calls.
