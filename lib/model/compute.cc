@@ -235,7 +235,7 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   // The rows go to the ranks holding their experts and their outputs come back, chunk by
   // chunk; the shared expert computes while the first chunk is on its way.
   ep_plan(m);
-  const int64_t rows = m.ep_rows.back();
+  const int64_t rows = m.ep.rows.back();
   float* at = sized(m.ep_input, rows * D);
   float* y = sized(scratch.ep_out, rows * D);
   const bool shared = cfg.moe.shared_expert_d_ff > 0;
@@ -244,7 +244,7 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   if (shared) {
     before = [&] { mlp_forward(li.shared, tp.shared_d_ff, m.shared, x, shared_out, n, false); };
   }
-  ep_round_trip(m, scratch.permuted.data(), at, y, yp, D, before,
+  ep.round_trip(m.ep, scratch.permuted.data(), at, y, yp, D, before,
                 [&](int c) { ep_experts_forward(li, m, c, y); });
   be->moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
   if (shared) be->add_into(out, shared_out, n * D);
@@ -267,9 +267,7 @@ double Transformer::Impl::moe_aux_loss(MoeActs& m) {
   sums[2 * E] = static_cast<double>(r.tokens);
   // Gathered as 8-byte words and summed in rank order, so every rank holds the same bits.
   std::vector<double> all(sums.size() * static_cast<size_t>(cp.size), 0.0);
-  if (cp.error.ok()) {
-    cp.error = cp.comm->allgather(sums.data(), all.data(), sums.size(), DType::kI64);
-  }
+  cp.allgather(sums.data(), all.data(), sums.size(), DType::kI64);
   for (size_t j = 0; j < sums.size(); ++j) {
     double total = 0;
     for (size_t rank = 0; rank < static_cast<size_t>(cp.size); ++rank) {
@@ -287,35 +285,35 @@ double Transformer::Impl::moe_aux_loss(MoeActs& m) {
   return static_cast<double>(E) * loss;
 }
 
-// Chunk c of the rows this rank's experts received (m.ep_input, m.ep_rows) -> its rows of
+// Chunk c of the rows this rank's experts received (m.ep_input, m.ep.rows) -> its rows of
 // y, one SwiGLU chain per local expert, letting the exchanges in flight progress between
 // experts. Keeps the gate/up projections in m.experts for the backward.
 void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y) {
   const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
-  const int64_t total = m.ep_rows.back();
+  const int64_t total = m.ep.rows.back();
   const ExpertWeights ew = expert_weights(*this, li);
   float* gate = sized(m.experts.gate, total * F);
   float* up = sized(m.experts.up, total * F);
   float* act = sized(scratch.act, total * F);
   for (int64_t e = 0; e < El; ++e) {
-    const int64_t r0 = m.ep_rows[static_cast<size_t>(c * El + e)];
-    const int64_t r = m.ep_rows[static_cast<size_t>(c * El + e + 1)] - r0;
+    const int64_t r0 = m.ep.rows[static_cast<size_t>(c * El + e)];
+    const int64_t r = m.ep.rows[static_cast<size_t>(c * El + e + 1)] - r0;
     if (r == 0) continue;
     const float* xp = m.ep_input.data() + r0 * D;
     be->linear_forward(xp, ew.gate[static_cast<size_t>(e)], gate + r0 * F, r, D, F);
     be->linear_forward(xp, ew.up[static_cast<size_t>(e)], up + r0 * F, r, D, F);
     be->swiglu_forward(gate + r0 * F, up + r0 * F, act + r0 * F, r * F);
     be->linear_forward(act + r0 * F, ew.down[static_cast<size_t>(e)], y + r0 * D, r, F, D);
-    (void)ep_poll();  // a failure is kept in ep.error and ends the step
+    (void)ep.poll();  // a failure is kept in ep.error and ends the step
   }
 }
 
-// Chunk c's backward at the experts: dy (their output gradients, m.ep_rows' layout) -> chunk
+// Chunk c's backward at the experts: dy (their output gradients, m.ep.rows' layout) -> chunk
 // c's rows of dxp and the local experts' weight gradients.
 void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, int c,
                                             const float* dy, float* dxp) {
   const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
-  const int64_t total = m.ep_rows.back();
+  const int64_t total = m.ep.rows.back();
   ExpertWeights ew = expert_weights(*this, li);
   if (tp.expert_tokens_split) redirect_expert_grads(*this, li, ew, scratch.expert_grads, false);
   Scratch& s = scratch;
@@ -325,8 +323,8 @@ void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, in
   float* dup = sized(s.dup, total * F);
   for (int64_t e = 0; e < El; ++e) {
     const size_t ei = static_cast<size_t>(e);
-    const int64_t r0 = m.ep_rows[static_cast<size_t>(c * El + e)];
-    const int64_t r = m.ep_rows[static_cast<size_t>(c * El + e + 1)] - r0;
+    const int64_t r0 = m.ep.rows[static_cast<size_t>(c * El + e)];
+    const int64_t r = m.ep.rows[static_cast<size_t>(c * El + e + 1)] - r0;
     if (r == 0) continue;
     const float* gate = m.experts.gate.data() + r0 * F;
     const float* up = m.experts.up.data() + r0 * F;
@@ -345,7 +343,7 @@ void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, in
     std::fill(dx, dx + r * D, 0.0f);
     be->linear_backward(xp, ew.gate[ei], dg, dx, ew.dgate[ei], r, D, F);
     be->linear_backward(xp, ew.up[ei], du, dx, ew.dup[ei], r, D, F);
-    (void)ep_poll();
+    (void)ep.poll();
   }
 }
 
@@ -415,7 +413,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   } else {
     // The output gradients travel the forward's way to the experts and the input gradients
     // come back, chunk by chunk; the shared expert's backward runs while the first is away.
-    const int64_t rows = m.ep_rows.back();
+    const int64_t rows = m.ep.rows.back();
     float* dy = sized(s.ep_grad, rows * D);
     float* dxp = sized(s.dpermuted, rows * D);
     // Whole experts under tp: rows of other tp ranks' tokens come back as nothing.
@@ -427,7 +425,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
     }
     std::function<void()> before;
     if (shared) before = [&] { mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n); };
-    ep_round_trip(m, dyp, dy, dxp, back, D, before,
+    ep.round_trip(m.ep, dyp, dy, dxp, back, D, before,
                   [&](int c) { ep_experts_backward(li, m, c, dy, dxp); });
     if (split) commit_expert_grads(li, s.expert_grads);
     be->moe_permute_backward(back, m.routing, dx, D);

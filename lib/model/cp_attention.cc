@@ -5,7 +5,8 @@
 // rank r - s, computes its queries against it (ops::attention_block_forward, the causal,
 // sliding-window and document masks judged from global indices) and folds the result into its
 // accumulator (ops::attention_merge), while the block it will need next is already on its way
-// (a nonblocking send to r + 1 and receive from r - 1, polled around the compute).
+// (a nonblocking send to r + 1 and receive from r - 1, polled around the compute; the transfers
+// are parallel::CpRing's, parallel/cp_ring.h).
 //
 // The backward runs the matching ring. A key block travels with the accumulator of its dK, dV:
 // at step s rank r adds its queries' share of block r - s's gradients to the accumulator it
@@ -18,29 +19,17 @@
 #include <utility>
 #include <vector>
 
-#include "core/timer.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/attention.h"
 #include "parallel/cp_layout.h"
+#include "parallel/cp_ring.h"
 
 namespace ms::model {
 namespace {
 
 constexpr int kKvTag = 7101;    // a key/value block moving to the next rank
 constexpr int kGradTag = 7102;  // a dK/dV accumulator moving to the next rank
-
-}  // namespace
-
-// The transfers of one ring step: a send to the next rank and a receive from the previous.
-struct Transformer::Impl::CpHop {
-  comm::Request send, recv;
-  double issued = 0;
-  bool active = false;
-  bool sent = false, received = false;  // seen complete by cp_poll
-};
-
-namespace {
 
 // The pieces a ring step's attention is computed in, so that the transfers in flight can be
 // polled between them (MPI moves a nonblocking transfer only inside MPI calls): one per
@@ -84,60 +73,6 @@ ops::AttentionShape piece_shape(ops::AttentionShape s, const QueryPiece& p, int6
 
 }  // namespace
 
-void Transformer::Impl::cp_poll(CpHop& hop) {
-  if (!hop.active || !cp.error.ok()) return;
-  const double t0 = wall_time_s();
-  for (auto [request, done] : {std::pair{&hop.recv, &hop.received}, {&hop.send, &hop.sent}}) {
-    if (*done) continue;
-    Result<bool> r = request->test();
-    if (!r.ok()) {
-      cp.error = r.status();
-      break;
-    }
-    *done = *r;
-  }
-  const double t1 = wall_time_s();
-  if (hop.sent && hop.received) {
-    hop.active = false;
-    cp.active_s += t1 - hop.issued;
-  }
-  cp.exposed_s += t1 - t0;
-}
-
-void Transformer::Impl::cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n,
-                                     int tag) {
-  if (!cp.error.ok()) return;
-  const double t0 = wall_time_s();
-  const int next = (cp.rank + 1) % cp.size, prev = (cp.rank + cp.size - 1) % cp.size;
-  Result<comm::Request> r = cp.comm->irecv(recv, static_cast<size_t>(n), DType::kF32, prev, tag);
-  Result<comm::Request> s = r.ok() ? cp.comm->isend(send, static_cast<size_t>(n), DType::kF32,
-                                                    next, tag)
-                                   : Result<comm::Request>(r.status());
-  if (!r.ok() || !s.ok()) {
-    cp.error = r.ok() ? s.status() : r.status();
-  } else {
-    hop.recv = std::move(*r);
-    hop.send = std::move(*s);
-    hop.issued = t0;
-    hop.active = true;
-    cp.bytes += static_cast<uint64_t>(n) * sizeof(float);
-    ++cp.transfers;
-  }
-  cp.exposed_s += wall_time_s() - t0;
-}
-
-void Transformer::Impl::cp_finish_hop(CpHop& hop) {
-  if (!hop.active) return;
-  const double t0 = wall_time_s();
-  Status st = hop.received ? Status::OK() : hop.recv.wait();
-  if (st.ok() && !hop.sent) st = hop.send.wait();
-  const double t1 = wall_time_s();
-  hop.active = false;
-  cp.active_s += t1 - hop.issued;
-  cp.exposed_s += t1 - t0;
-  if (!st.ok() && cp.error.ok()) cp.error = st;
-}
-
 void Transformer::Impl::set_cp_layout(const Dims& d) {
   if (!cp.active() || (cp_layout.B == d.B && cp_layout.T == d.T)) return;
   cp_layout.B = d.B;
@@ -178,8 +113,8 @@ void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
   std::memcpy(cur + kvn, a.v.data(), static_cast<size_t>(kvn) * sizeof(float));
   for (int s = 0; s < P; ++s) {
     const int source = (cp.rank + P - s) % P;
-    CpHop hop;
-    if (s + 1 < P) cp_start_hop(hop, cur, next, 2 * kvn, kKvTag);
+    parallel::RingHop hop;
+    if (s + 1 < P) cp.start_hop(hop, cur, next, 2 * kvn, kKvTag);
     const ops::AttentionMask mask = cp_mask(source);
     // The first block goes straight into the accumulator, later ones are merged into it.
     float* to_out = s == 0 ? out : block_out;
@@ -196,10 +131,10 @@ void Transformer::Impl::cp_attention_forward(AttnActs& a, const Dims& d) {
         std::memcpy(to_lse + (p.b * H + h) * d.T + p.t0, piece_lse + h * p.len,
                     static_cast<size_t>(p.len) * sizeof(float));
       }
-      cp_poll(hop);
+      cp.poll(hop);
     }
     if (s > 0) be->attention_merge(shape, block_out, block_lse, out, lse);
-    cp_finish_hop(hop);
+    cp.finish_hop(hop);
     std::swap(cur, next);
   }
 }
@@ -219,8 +154,8 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
   std::memcpy(cur + kvn, a.v.data(), static_cast<size_t>(kvn) * sizeof(float));
   for (int s = 0; s < P; ++s) {
     const int source = (cp.rank + P - s) % P;
-    CpHop kv_hop, grad_hop;
-    if (s + 1 < P) cp_start_hop(kv_hop, cur, next, 2 * kvn, kKvTag);
+    parallel::RingHop kv_hop, grad_hop;
+    if (s + 1 < P) cp.start_hop(kv_hop, cur, next, 2 * kvn, kKvTag);
     const ops::AttentionMask mask = cp_mask(source);
     for (const QueryPiece& p : pieces) {
       const int64_t q = p.b * d.T + p.t0, k = p.b * d.T * kvd;
@@ -233,12 +168,12 @@ void Transformer::Impl::cp_attention_backward(const AttnActs& a, const float* do
                                     a.q.data() + q * qd, cur + k, cur + kvn + k,
                                     a.attn.data() + q * qd, piece_lse, dout + q * qd,
                                     dq + q * qd, grad + k, grad + kvn + k);
-      cp_poll(kv_hop);
+      cp.poll(kv_hop);
     }
     // The accumulator goes on with its block; the last hop takes it home.
-    cp_start_hop(grad_hop, grad, grad_next, 2 * kvn, kGradTag);
-    cp_finish_hop(kv_hop);
-    cp_finish_hop(grad_hop);
+    cp.start_hop(grad_hop, grad, grad_next, 2 * kvn, kGradTag);
+    cp.finish_hop(kv_hop);
+    cp.finish_hop(grad_hop);
     std::swap(cur, next);
     std::swap(grad, grad_next);
   }

@@ -73,9 +73,7 @@ void Transformer::Impl::set_documents(const int32_t* inputs, const Dims& d) {
   const int P = cp.size;
   const int64_t T = d.T * P;
   std::vector<int32_t> gathered(static_cast<size_t>(d.N * P)), whole(gathered.size());
-  if (cp.error.ok()) {
-    cp.error = cp.comm->allgather(inputs, gathered.data(), static_cast<size_t>(d.N), DType::kI32);
-  }
+  cp.allgather(inputs, gathered.data(), static_cast<size_t>(d.N), DType::kI32);
   for (int r = 0; r < P; ++r) {
     const std::vector<int64_t>& at = cp_layout.index[static_cast<size_t>(r)];
     for (int64_t n = 0; n < d.N; ++n) {

@@ -31,6 +31,8 @@
 #include "ops/backend.h"
 #include "ops/moe.h"
 #include "ops/rope.h"
+#include "parallel/cp_ring.h"
+#include "parallel/ep_exchange.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_overlap.h"
 
@@ -68,13 +70,9 @@ struct MoeActs {
   std::vector<float> expert_out;  // (N*k, D) in dispatch order
   MlpActs shared;              // (N, shared_d_ff)
   // Expert parallelism: how this micro-batch's rows were exchanged over the ep group
-  // (model/ep_comm.cc), kept for the backward's exchanges. Counts are [peer][chunk][local
-  // expert] rows; ep_rows[c * El + e] is the first row of chunk c, local expert e at the experts.
-  int64_t ep_chunks = 1;
-  std::vector<int64_t> ep_send_counts, ep_recv_counts;
-  std::vector<int64_t> ep_dispatch_rows;  // like ep_send_counts: first dispatch row of each
-  std::vector<int64_t> ep_rows;           // chunks * local experts + 1
-  std::vector<float> ep_input;            // (received rows, D) in ep_rows' layout
+  // (model/ep_comm.cc, parallel/ep_exchange.h), kept for the backward's exchanges.
+  parallel::EpPlan ep;
+  std::vector<float> ep_input;  // (received rows, D) in ep.rows' layout
   // Under cp: each expert's share f_e of the assignments over the whole micro-batch (the cp
   // group's tokens), which the load-balancing loss's backward reads.
   std::vector<double> aux_share;
@@ -116,16 +114,13 @@ struct Scratch {
   std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
   std::vector<float> expert_out;  // serving: expert outputs of a dispatch
   // Expert parallelism: the experts' outputs and gradients, the shared expert's output while
-  // the routed rows are away, and the wire buffers of a round trip (dispatch send and receive,
-  // combine send and receive) in f32 or, under parallel.ep_comm_dtype bf16, as bf16 bits.
+  // the routed rows are away (the wire buffers are the exchange's, parallel/ep_exchange.h).
   std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
   std::vector<float> expert_grads;  // parallel.expert_tp false: a layer's expert gradients
-  std::vector<float> ep_f32_wire[4];
   // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
   // output and lse before the merge, a dK/dV accumulator held and arriving.
   std::vector<float> cp_kv[2], cp_out, cp_lse, cp_grad[2];
   std::vector<float> cp_piece[2];  // one query piece's attention output and lse
-  std::vector<uint16_t> ep_wire[4];
 };
 
 // One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
@@ -161,7 +156,8 @@ struct TpState {
   // Chunking of the overlapped collectives and where their time is counted and traced.
   parallel::TpOverlap overlap;
   parallel::CommStats stats;
-  // Runs a blocking tp collective (or an op made of them), counted as fully exposed.
+  // Runs a blocking tp collective (or an op made of them), counted as fully exposed
+  // (parallel::tp_blocking into overlap.stats, which is &stats).
   Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
@@ -194,44 +190,19 @@ struct PassActs {
   double z_sum = 0;             // the forward's router z-losses, summed over its layers
 };
 
-// Expert parallelism: this rank's experts of every MoE layer and the ep group the routed rows
-// are exchanged over (model/ep_comm.cc). ep = 1: every expert, no communication.
-struct EpState {
-  comm::Communicator* comm = nullptr;  // null when ep = 1
-  int size = 1, rank = 0;
-  int64_t local_experts = 0;  // E / ep
-  int64_t first_expert = 0;   // rank * E / ep
-  bool active() const { return size > 1; }
-  bool bf16 = false;          // rows travel rounded to bf16 (parallel.ep_comm_dtype)
-  int chunks = 1;             // parallel.ep_overlap_chunks: token chunks of a round trip
-  Status error;               // the first failed exchange; later ones are skipped
-  // The all-to-alls of the round trip running now (ep_poll tests them).
-  struct Flight {
-    comm::Request request;
-    double issued = 0;
-    bool done = true;
-  };
-  std::vector<Flight> flights;
-  // Since the last take_ep_comm_stats: all-to-alls, bytes sent to other ranks, their time in
-  // flight (issue to observed completion, summed) and the time spent inside their calls.
-  int64_t exchanges = 0;
-  uint64_t bytes = 0;
-  double active_s = 0, exposed_s = 0;
+// Expert parallelism: this rank's experts of every MoE layer and its end of the ep group's
+// exchange of the routed rows (parallel/ep_exchange.h: the group, the options, the flights, the
+// wire buffers, the first error and the statistics that take_ep_comm_stats reads). The model
+// plans which rows travel in which chunk (model/ep_comm.cc). ep = 1: every expert, no
+// communication.
+struct EpState : parallel::ExpertExchange {
+  int64_t first_expert = 0;  // rank * E / ep
 };
 
-// Context parallelism: the cp group this rank's attention rings over (model/cp_attention.cc).
-// Each rank holds T / cp tokens of every sequence (parallel/cp_layout.h). cp = 1: none.
-struct CpState {
-  comm::Communicator* comm = nullptr;  // null when cp = 1
-  int size = 1, rank = 0;
-  bool active() const { return size > 1; }
-  Status error;  // the first failed transfer; later ones are skipped
-  // Since the last take_cp_comm_stats: ring transfers (one per hop), bytes sent, their time
-  // in flight and the time spent waiting for them.
-  int64_t transfers = 0;
-  uint64_t bytes = 0;
-  double active_s = 0, exposed_s = 0;
-};
+// Context parallelism: the cp group this rank's attention rings over (model/cp_attention.cc;
+// the ring's transfers, first error and statistics are parallel/cp_ring.h's). Each rank holds
+// T / cp tokens of every sequence (parallel/cp_layout.h). cp = 1: none.
+using CpState = parallel::CpRing;
 
 // The global index of every local token for each cp rank, for (B, T) local micro-batches:
 // index[r] is (B, T), rank r's tokens' positions in the whole sequence, row after row.
@@ -334,10 +305,6 @@ struct Transformer::Impl {
   void cp_attention_backward(const AttnActs& a, const float* dout, float* dq, float* dk,
                              float* dv, const Dims& d);
   ops::AttentionMask cp_mask(int source) const;
-  struct CpHop;
-  void cp_start_hop(CpHop& hop, const float* send, float* recv, int64_t n, int tag);
-  void cp_finish_hop(CpHop& hop);
-  void cp_poll(CpHop& hop);  // tests the hop's transfers; records its completion when seen
 
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.
@@ -400,18 +367,10 @@ struct Transformer::Impl {
                        const int64_t* offsets, float* yp);
   void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
                    float* out, MlpActs& shared, int64_t n);
-  // Expert parallelism (model/ep_comm.cc). ep_plan cuts m.routing's tokens into chunks and
-  // exchanges the per-(chunk, expert) row counts over the ep group. ep_round_trip sends `rows`
-  // (dispatch order, width floats each) to the ranks holding their experts into `at`
-  // (m.ep_rows' layout), calls compute(c) once chunk c has arrived, which must fill chunk c's
-  // rows of `results`, and sends those back into `back` in dispatch order; `before` (may be
-  // empty) runs while the first chunk is in flight. ep_poll lets the all-to-alls in flight
-  // progress; compute calls it between experts.
+  // Expert parallelism (model/ep_comm.cc): cuts m.routing's tokens into chunks, counts the
+  // rows of each (peer, chunk, local expert) into m.ep and exchanges the counts over the ep
+  // group (ep.plan). The round trips themselves are ep.round_trip (parallel/ep_exchange.h).
   void ep_plan(MoeActs& m);
-  void ep_round_trip(const MoeActs& m, const float* rows, float* at, const float* results,
-                     float* back, int64_t width, const std::function<void()>& before,
-                     const std::function<void(int)>& compute);
-  Status ep_poll();
   // One chunk's experts, forward and backward, under expert parallelism (model/compute.cc).
   void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
   void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);

@@ -9,11 +9,11 @@
 // failure agreement of the tools (cmd/common/mpi_world.cc) makes every rank stop.
 #include <cstring>
 
-#include "core/timer.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/embedding.h"
 #include "ops/linear.h"
+#include "parallel/tp_overlap.h"
 #include "parallel/vocab_parallel.h"
 
 namespace ms::model {
@@ -58,15 +58,7 @@ void produce(ops::Backend& be, std::initializer_list<RowGemm> gemms, const float
 }  // namespace
 
 Status TpState::blocking(const char* op, uint64_t bytes, const std::function<Status()>& run) {
-  const double t0 = wall_time_s();
-  Status status = run();
-  const double t1 = wall_time_s();
-  ++stats.collectives;
-  stats.bytes += bytes;
-  stats.active_s += t1 - t0;
-  stats.exposed_s += t1 - t0;
-  if (overlap.on_comm) overlap.on_comm(op, bytes, t0, t1);
-  return status;
+  return parallel::tp_blocking(overlap, op, bytes, run);
 }
 
 const float* Transformer::Impl::gather_rows(const float* local, int64_t width, const Dims& d,
@@ -148,10 +140,7 @@ void Transformer::Impl::reduce_norm_grad(size_t param, std::vector<float>& grad)
 
 void Transformer::Impl::allreduce_tp(float* data, int64_t count) {
   if (!tp.active() || !tp.error.ok()) return;
-  tp.error = tp.blocking("allreduce", static_cast<uint64_t>(count) * sizeof(float), [&] {
-    return tp.comm->allreduce(data, data, static_cast<size_t>(count), DType::kF32,
-                              comm::ReduceOp::kSum);
-  });
+  tp.error = parallel::tp_allreduce(*tp.comm, tp.overlap, data, count);
 }
 
 void Transformer::Impl::embed_forward(const int32_t* inputs, const Dims& d) {

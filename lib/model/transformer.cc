@@ -447,21 +447,15 @@ void Transformer::update_expert_bias(const std::vector<std::vector<int64_t>>& ch
 
 parallel::CommStats Transformer::take_ep_comm_stats() {
   EpState& ep = impl_->ep;
-  const parallel::CommStats stats{ep.exchanges, ep.bytes, ep.active_s, ep.exposed_s};
-  ep.exchanges = 0;
-  ep.bytes = 0;
-  ep.active_s = 0;
-  ep.exposed_s = 0;
+  const parallel::CommStats stats = ep.stats;
+  ep.stats = {};
   return stats;
 }
 
 parallel::CommStats Transformer::take_cp_comm_stats() {
   CpState& cp = impl_->cp;
-  const parallel::CommStats stats{cp.transfers, cp.bytes, cp.active_s, cp.exposed_s};
-  cp.transfers = 0;
-  cp.bytes = 0;
-  cp.active_s = 0;
-  cp.exposed_s = 0;
+  const parallel::CommStats stats = cp.stats;
+  cp.stats = {};
   return stats;
 }
 

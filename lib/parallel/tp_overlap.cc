@@ -265,4 +265,27 @@ Status chunked_allreduce(comm::Communicator& tp, const TpOverlap& overlap, int64
   return Status::OK();
 }
 
+Status tp_blocking(const TpOverlap& overlap, const char* op, uint64_t bytes,
+                   const std::function<Status()>& run) {
+  const double t0 = wall_time_s();
+  Status status = run();
+  const double t1 = wall_time_s();
+  if (overlap.stats != nullptr) {
+    ++overlap.stats->collectives;
+    overlap.stats->bytes += bytes;
+    overlap.stats->active_s += t1 - t0;
+    overlap.stats->exposed_s += t1 - t0;
+  }
+  if (overlap.on_comm) overlap.on_comm(op, bytes, t0, t1);
+  return status;
+}
+
+Status tp_allreduce(comm::Communicator& tp, const TpOverlap& overlap, float* data,
+                    int64_t count) {
+  return tp_blocking(overlap, "allreduce", static_cast<uint64_t>(count) * sizeof(float), [&] {
+    return tp.allreduce(data, data, static_cast<size_t>(count), DType::kF32,
+                        comm::ReduceOp::kSum);
+  });
+}
+
 }  // namespace ms::parallel

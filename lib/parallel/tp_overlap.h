@@ -70,6 +70,18 @@ Status chunked_reduce_scatter(comm::Communicator& tp, const TpOverlap& overlap, 
 Status chunked_allreduce(comm::Communicator& tp, const TpOverlap& overlap, int64_t n,
                          int64_t width, const TpChunkProducer& produce, float* y);
 
+// A blocking tp collective, or an op made of them (a vocabulary-parallel operator), run by
+// `run` and counted like one collective of `op` ("allgather", "reduce_scatter", "allreduce")
+// and `bytes`: added to overlap.stats as fully exposed (active_s = exposed_s = its time) and
+// reported to overlap.on_comm. Returns run's status.
+Status tp_blocking(const TpOverlap& overlap, const char* op, uint64_t bytes,
+                   const std::function<Status()>& run);
+
+// data: `count` floats, replaced by their sum over tp (a blocking all-reduce, counted as
+// tp_blocking counts an "allreduce" of count floats).
+Status tp_allreduce(comm::Communicator& tp, const TpOverlap& overlap, float* data,
+                    int64_t count);
+
 // Lets the collectives in flight in the chunked call running on this thread progress (a
 // Request::test() on each); meant to be called from inside a consume or produce callback,
 // between slices of its GEMM. Outside a callback it does nothing and returns OK. A failure is

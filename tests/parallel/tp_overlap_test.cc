@@ -5,8 +5,8 @@
 // the unchunked call (chunks = 1) bitwise and ops::linear_forward on the global tensors within
 // 1e-5 relative; sums of integer-valued partials (exact in any order) match the direct sum
 // bitwise; callbacks that poll (tp_overlap_poll) change nothing; zero rows communicate nothing;
-// the statistics and the trace sink count every collective; bad arguments are refused on every
-// rank before communicating.
+// the statistics and the trace sink count every collective, the blocking all-reduce as fully
+// exposed; bad arguments are refused on every rank before communicating.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -411,6 +411,39 @@ TEST_F(TpOverlapTest, StatsAndTraceSinkCountEveryCollective) {
     EXPECT_EQ(twice.bytes, 2 * stats.bytes);
     EXPECT_DOUBLE_EQ(twice.active_s, 2 * stats.active_s);
     EXPECT_DOUBLE_EQ(twice.exposed_s, 2 * stats.exposed_s);
+  }
+}
+
+TEST_F(TpOverlapTest, BlockingCollectivesAreCountedAsFullyExposed) {
+  for (int tp_size : tp_sizes()) {
+    auto tp = tp_group(tp_size);
+    ASSERT_NE(tp, nullptr);
+    TpCommStats stats;
+    std::vector<std::string> ops_seen;
+    uint64_t traced_bytes = 0;
+    TpOverlap overlap{1, &stats, [&](const char* op, uint64_t bytes, double t0, double t1) {
+                        ops_seen.push_back(op);
+                        traced_bytes += bytes;
+                        EXPECT_LE(t0, t1);
+                      }};
+    // Integer values: the sum is exact in any order, so it is the direct sum bitwise.
+    const int64_t count = 11;
+    std::vector<float> data(count), expected(count, 0.0f);
+    for (int64_t i = 0; i < count; ++i) {
+      data[static_cast<size_t>(i)] = static_cast<float>(tp->rank() * 100 + i);
+      for (int r = 0; r < tp_size; ++r) {
+        expected[static_cast<size_t>(i)] += static_cast<float>(r * 100 + i);
+      }
+    }
+    ASSERT_TRUE(tp_allreduce(*tp, overlap, data.data(), count).ok());
+    EXPECT_TRUE(bitwise_equal(data, expected));
+    const Status failed = tp_blocking(overlap, "allgather", 5, [] { return Unavailable("x"); });
+    EXPECT_EQ(failed.message(), "x");
+    EXPECT_EQ(stats.collectives, 2);
+    EXPECT_EQ(stats.bytes, count * sizeof(float) + 5);
+    EXPECT_EQ(traced_bytes, stats.bytes);
+    EXPECT_EQ(ops_seen, (std::vector<std::string>{"allreduce", "allgather"}));
+    EXPECT_DOUBLE_EQ(stats.active_s, stats.exposed_s);
   }
 }
 
