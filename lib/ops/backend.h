@@ -20,6 +20,7 @@
 #include "core/device_runtime.h"
 #include "ops/attention.h"
 #include "ops/moe.h"
+#include "ops/paged_attention.h"
 #include "ops/rope.h"
 
 namespace ms::ops {
@@ -75,6 +76,14 @@ class Backend {
                                         const float* q, const float* k, const float* v,
                                         const float* out, const float* lse, const float* dout,
                                         float* dq, float* dk, float* dv) = 0;
+
+  // ---- Attention over a paged key/value cache (cached passes): ops/paged_attention.h ----
+  virtual void paged_kv_store(const PagedAttentionShape& s, const PagedQuery* queries,
+                              const float* k, const float* v, float* k_cache,
+                              float* v_cache) = 0;
+  virtual void paged_attention(const PagedAttentionShape& s, const PagedQuery* queries,
+                               const float* q, const float* k_cache, const float* v_cache,
+                               float* out) = 0;
 
   // ---- Embedding and loss: ops/embedding.h, ops/cross_entropy.h ----
   virtual void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,

@@ -7,6 +7,7 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/paged_attention.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -87,6 +88,15 @@ class CpuBackend final : public Backend {
                                 const float* out, const float* lse, const float* dout,
                                 float* dq, float* dk, float* dv) override {
     ops::attention_block_backward(s, mask, q, k, v, out, lse, dout, dq, dk, dv);
+  }
+
+  void paged_kv_store(const PagedAttentionShape& s, const PagedQuery* queries, const float* k,
+                      const float* v, float* k_cache, float* v_cache) override {
+    ops::paged_kv_store(s, queries, k, v, k_cache, v_cache);
+  }
+  void paged_attention(const PagedAttentionShape& s, const PagedQuery* queries, const float* q,
+                       const float* k_cache, const float* v_cache, float* out) override {
+    ops::paged_attention(s, queries, q, k_cache, v_cache, out);
   }
 
   void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,

@@ -22,6 +22,7 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/paged_attention.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -193,6 +194,32 @@ std::vector<OpCase> cases() {
                    }
                    for (const Floats* f : {&lse, &dq, &dk0, &dv0, &dk1, &dv1}) o.insert(o.end(), f->begin(), f->end());
                    return o;
+                 }});
+  out.push_back({"paged_attention", [=](Backend* be) {
+                   // Two sequences in a cache of 6 blocks of 2 positions, with scrambled block
+                   // tables, one query starting its document at position 2, a window of 4.
+                   PagedAttentionShape ps;
+                   ps.tokens = 7;
+                   ps.heads = 4;
+                   ps.kv_heads = 2;
+                   ps.head_dim = 4;
+                   ps.block_size = 2;
+                   ps.window = 4;
+                   const int32_t seq_a[] = {4, 1, 5}, seq_b[] = {0, 3};
+                   const PagedQuery qs[] = {{0, seq_a, 0}, {1, seq_a, 0}, {2, seq_a, 2},
+                                            {3, seq_a, 2}, {4, seq_a, 2}, {0, seq_b, 0},
+                                            {1, seq_b, 0}};
+                   const Floats pk = random(7 * 8, 29), pv = random(7 * 8, 30);
+                   Floats kc(6 * 2 * 2 * 4, 0.0f), vc(kc.size(), 0.0f), po(7 * 16);
+                   if (be) {
+                     be->paged_kv_store(ps, qs, pk.data(), pv.data(), kc.data(), vc.data());
+                     be->paged_attention(ps, qs, q.data(), kc.data(), vc.data(), po.data());
+                   } else {
+                     paged_kv_store(ps, qs, pk.data(), pv.data(), kc.data(), vc.data());
+                     paged_attention(ps, qs, q.data(), kc.data(), vc.data(), po.data());
+                   }
+                   for (const Floats* f : {&kc, &vc}) po.insert(po.end(), f->begin(), f->end());
+                   return po;
                  }});
   const std::vector<int32_t> tok = ids(9, 11, 19);
   const Floats table = random(11 * 4, 20), demb = random(9 * 4, 21);
