@@ -7,7 +7,9 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/optimizer.h"
 #include "ops/paged_attention.h"
+#include "ops/reduce.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -151,6 +153,22 @@ class CpuBackend final : public Backend {
 
   void add_into(float* y, const float* x, int64_t n) override {
     ops::add(y, x, y, static_cast<size_t>(n));
+  }
+
+  void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w, const float* g,
+                    float* m, float* v, int64_t n) override {
+    ops::adamw_update(c, weight_decay, w, g, m, v, n);
+  }
+  void lamb_direction(const AdamCoefficients& c, bool weight_decay, const float* w,
+                      const float* g, float* m, float* v, float* d, double* norms,
+                      int64_t n) override {
+    ops::lamb_direction(c, weight_decay, w, g, m, v, d, norms, n);
+  }
+  void lamb_update(float step, const float* d, float* w, int64_t n) override {
+    ops::lamb_update(step, d, w, n);
+  }
+  double sum_of_squares_f64(const float* x, int64_t n) override {
+    return ops::sum_of_squares_f64(x, static_cast<size_t>(n));
   }
 };
 
