@@ -141,7 +141,9 @@ INSTANTIATE_TEST_SUITE_P(
         // A sliding window shorter than a block and crossing block boundaries.
         Case{"window", 4, 4, 8, 4, 3, {3, 1, 6}, {0, 8, 2, 4}, 12, 13, 0, 0},
         // Document starts inside a block, with a window longer than some documents.
-        Case{"documents", 4, 2, 16, 5, 7, {6, 4}, {2, 0, 7}, 9, 14, 4, 11}),
+        Case{"documents", 4, 2, 16, 5, 7, {6, 4}, {2, 0, 7}, 9, 14, 4, 11},
+        // Document starts without a window.
+        Case{"documents_no_window", 2, 1, 8, 4, 0, {7, 3, 5}, {1, 0, 8}, 12, 10, 6, 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.name); });
 
 }  // namespace
