@@ -119,6 +119,9 @@ class Backend {
   // ---- Element-wise: ops/elementwise.h ----
   // y[i] += x[i] for i < n.
   virtual void add_into(float* y, const float* x, int64_t n) = 0;
+  // out[i] = a[i] + b[i] for i < n; out may be a or b (an order two ranks agree on, so both
+  // get the same bits).
+  virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;
 
   // ---- Optimizer updates and the gradient norm: ops/optimizer.h, ops/reduce.h ----
   virtual void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w,

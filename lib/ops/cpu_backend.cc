@@ -154,6 +154,9 @@ class CpuBackend final : public Backend {
   void add_into(float* y, const float* x, int64_t n) override {
     ops::add(y, x, y, static_cast<size_t>(n));
   }
+  void add(const float* a, const float* b, float* out, int64_t n) override {
+    ops::add(a, b, out, static_cast<size_t>(n));
+  }
 
   void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w, const float* g,
                     float* m, float* v, int64_t n) override {

@@ -293,6 +293,18 @@ std::vector<OpCase> cases() {
                    else add(y.data(), gate.data(), y.data(), 40);
                    return y;
                  }});
+  out.push_back({"add", [=](Backend* be) {
+                   Floats y = random(40, 37), z = random(40, 38);
+                   if (be) {
+                     be->add(gate.data(), y.data(), y.data(), 40);
+                     be->add(y.data(), up.data(), z.data(), 40);
+                   } else {
+                     add(gate.data(), y.data(), y.data(), 40);
+                     add(y.data(), up.data(), z.data(), 40);
+                   }
+                   y.insert(y.end(), z.begin(), z.end());
+                   return y;
+                 }});
   AdamCoefficients ac;
   ac.lr = 1e-2f;
   ac.grad_scale = 0.5f;
