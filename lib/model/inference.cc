@@ -1,184 +1,23 @@
 // Transformer::forward_cached: the decode/prefill path over a paged key/value cache. It shares
 // the training model's parameters, RMSNorm, linear (one sgemm over every token of every chunk),
-// SwiGLU and MoE code (model/blocks/mlp.cc, model/compute.cc); only what depends on a token's absolute position
-// differs from training: rotary embeddings at each token's own position, and attention that
-// reads keys and values from the sequence's cache blocks instead of from the same batch.
-// Under document masking a token attends from its document's start on (TokenSlot::first).
+// SwiGLU and MoE code (model/blocks/mlp.cc, model/compute.cc); only what depends on a token's
+// absolute position differs from training: rotary embeddings at each token's own position, and
+// attention that reads keys and values from the sequence's cache blocks instead of from the
+// same batch (the backend's paged_attention, ops/paged_attention.h). Under document masking a
+// token attends from its document's start on (ops::PagedQuery::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
 // Every linear layer of the pass (attention, dense FFN, routed and shared experts, lm_head)
 // goes through Impl::linear (model/blocks/mlp.cc), so serving may hold those weights in
 // another format behind the CachedLinear hook; training passes never ask the hook.
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <string>
 
-#include "core/cpu_dispatch.h"
 #include "model/buffers.h"
 #include "model/model_impl.h"
-#include "ops/activation.h"
-#include "ops/embedding.h"
-#include "ops/linear.h"
-#include "ops/moe.h"
-#include "ops/parallel.h"
-#include "ops/rmsnorm.h"
+#include "ops/paged_attention.h"
 
 namespace ms::model {
-namespace {
-
-// x: (heads, hd) of one token rotated in place by position pos (ops/rope.h's convention).
-void rope_at(float* x, const ops::RopeTable& table, int64_t pos, int64_t heads) {
-  const int64_t half = table.half;
-  const float* c = table.cos.data() + pos * half;
-  const float* s = table.sin.data() + pos * half;
-  for (int64_t h = 0; h < heads; ++h) {
-    float* row = x + h * 2 * half;
-    for (int64_t i = 0; i < half; ++i) {
-      const float a = row[i], b = row[i + half];
-      row[i] = a * c[i] - b * s[i];
-      row[i + half] = b * c[i] + a * s[i];
-    }
-  }
-}
-
-// Offset of (position, kv head 0) in a layer's cache: (num_blocks, kv_heads, block_size, hd);
-// kv head h of that position is h * kv_head_stride(cache) further on.
-int64_t cache_offset(const PagedKvCache& cache, const TokenSlot& t, int64_t pos) {
-  const int64_t block = t.blocks[pos / cache.block_size];
-  return (block * cache.kv_heads * cache.block_size + pos % cache.block_size) * cache.head_dim;
-}
-
-int64_t kv_head_stride(const PagedKvCache& cache) { return cache.block_size * cache.head_dim; }
-
-struct AttentionDims {
-  int64_t heads, kv_heads, hd, window;
-};
-
-// a . b over one head's n values in kLanes interleaved partial sums, added in a fixed order at
-// the end. One running sum made every score wait on the latency of n dependent adds (the
-// compiler may not reorder float sums), and `perf` showed attention as a large share of a
-// decode step at a few hundred cached positions; independent lanes let it vectorize. The
-// result depends only on n, not on the batch or the thread, so decode stays bitwise equal to
-// prefill. Always inlined, so that it vectorizes for the caller's clone (MS_CLONES_AVX2).
-[[gnu::always_inline]] inline float head_dot(const float* a, const float* b, int64_t n) {
-  constexpr int64_t kLanes = 8;
-  float part[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) part[j] += a[i + j] * b[i + j];
-  }
-  for (; i < n; ++i) part[i % kLanes] += a[i] * b[i];
-  return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
-}
-
-// Offsets (of kv head 0) of positions first .. last of t's sequence in a layer's cache, walked
-// block by block (no division per position).
-void cached_offsets(const PagedKvCache& cache, const TokenSlot& t, int64_t first, int64_t last,
-                    std::vector<int64_t>& offsets) {
-  const int64_t hd = cache.head_dim;
-  offsets.clear();
-  for (int64_t j = first; j <= last;) {
-    const int64_t in_block = j % cache.block_size;
-    const int64_t n = std::min(cache.block_size - in_block, last - j + 1);
-    const int64_t start = cache_offset(cache, t, j);
-    for (int64_t i = 0; i < n; ++i) offsets.push_back(start + i * hd);
-    j += n;
-  }
-}
-
-// Asks for one head's row of keys or values (hd floats) ahead of its use. Within a block a kv
-// head's positions are contiguous, which the hardware prefetchers follow; this covers the jump
-// to the next block, which can lie anywhere in the arena.
-void prefetch_head_row(const float* row, int64_t hd) {
-  constexpr int64_t kLineFloats = 64 / sizeof(float);
-  for (int64_t d = 0; d < hd; d += kLineFloats) __builtin_prefetch(row + d);
-}
-
-// Positions ahead that the passes below prefetch: enough to cover a memory latency with the
-// work of a few positions of a GQA group.
-constexpr int64_t kPrefetchAhead = 8;
-
-// Scratch one thread of paged_attention reuses across its tasks.
-struct AttendScratch {
-  std::vector<int64_t> offsets;
-  std::vector<float> values;
-};
-
-// `group` query heads that share kv head kvh (all of them, or a run of them), of one token,
-// over its sequence's cached keys/values: q and out (group, hd), contiguous since head h reads
-// kv head h / (heads / kv_heads). One pass
-// over the keys scores every head of the group and one pass over the values sums them, so a
-// decode step reads the cache once per kv head, not once per query head. Each head's sums run
-// in the same order as for a lone head. Cloned for AVX2 where the compiler can (the loops
-// vectorize; FP contraction is off, so both clones give the same bits).
-MS_CLONES_AVX2
-void attend_group(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
-                  const TokenSlot& t, int64_t kvh, int64_t group, const AttentionDims& a,
-                  float* out, AttendScratch& scratch) {
-  const int64_t first = a.window > 0 ? std::max(t.first, t.pos - a.window + 1) : t.first;
-  const int64_t len = t.pos - first + 1, hd = a.hd;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  cached_offsets(cache, t, first, t.pos, scratch.offsets);
-  const int64_t* offsets = scratch.offsets.data();
-  // The group's scores (group, len), then each head's max and sum.
-  scratch.values.resize(static_cast<size_t>(group * (len + 2)));
-  float* scores = scratch.values.data();
-  float* max_score = scores + group * len;
-  float* sum = max_score + group;
-  const float* k_head = kc + kvh * kv_head_stride(cache);
-  const float* v_head = vc + kvh * kv_head_stride(cache);
-  std::fill(max_score, max_score + group, -INFINITY);
-  for (int64_t i = 0; i < len; ++i) {
-    if (i + kPrefetchAhead < len) prefetch_head_row(k_head + offsets[i + kPrefetchAhead], hd);
-    const float* k = k_head + offsets[i];
-    for (int64_t g = 0; g < group; ++g) {
-      const float score = head_dot(q + g * hd, k, hd) * scale;
-      scores[g * len + i] = score;
-      max_score[g] = std::max(max_score[g], score);
-    }
-  }
-  std::fill(out, out + group * hd, 0.0f);
-  std::fill(sum, sum + group, 0.0f);
-  for (int64_t i = 0; i < len; ++i) {
-    if (i + kPrefetchAhead < len) prefetch_head_row(v_head + offsets[i + kPrefetchAhead], hd);
-    const float* v = v_head + offsets[i];
-    for (int64_t g = 0; g < group; ++g) {
-      const float p = std::exp(scores[g * len + i] - max_score[g]);
-      sum[g] += p;
-      float* o = out + g * hd;
-      for (int64_t d = 0; d < hd; ++d) o[d] += p * v[d];
-    }
-  }
-  for (int64_t g = 0; g < group; ++g) {
-    for (int64_t d = 0; d < hd; ++d) out[g * hd + d] /= sum[g];
-  }
-}
-
-// q: (N, heads*hd) -> out: (N, heads*hd), every token over its own cached positions <= pos.
-// A task is a token's kv head with its group of query heads, or a part of that group when there
-// are fewer (token, kv head) pairs than threads (one decode token of a model with few kv heads).
-void paged_attention(const float* q, const float* kc, const float* vc, const PagedKvCache& cache,
-                     const std::vector<TokenSlot>& slots, const AttentionDims& a, float* out) {
-  const int64_t pairs = static_cast<int64_t>(slots.size()) * a.kv_heads;
-  const int64_t group = a.heads / a.kv_heads;
-  const int64_t parts =
-      std::clamp<int64_t>(ops::num_threads() / std::max<int64_t>(pairs, 1), 1, group);
-  const int64_t per_part = (group + parts - 1) / parts;
-  ops::parallel_for(pairs * parts, [&](int64_t begin, int64_t end) {
-    AttendScratch scratch;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t pair = task / parts, g0 = (task % parts) * per_part;
-      const int64_t heads = std::min(group, g0 + per_part) - g0;
-      if (heads <= 0) continue;
-      const int64_t token = pair / a.kv_heads, kvh = pair % a.kv_heads;
-      const int64_t row = (token * a.heads + kvh * group + g0) * a.hd;
-      attend_group(q + row, kc, vc, cache, slots[token], kvh, heads, a, out + row, scratch);
-    }
-  });
-}
-
-}  // namespace
 
 void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
                                    const PagedKvCache& cache) {
@@ -189,8 +28,8 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
     for (size_t i = 0; i < c.tokens.size(); ++i) {
       const int64_t pos = c.start + static_cast<int64_t>(i);
       p.ids.push_back(c.tokens[i]);
-      p.slots.push_back(
-          TokenSlot{pos, c.blocks.data(), doc_start, documents.positions ? pos - doc_start : pos});
+      p.slots.push_back(ops::PagedQuery{pos, c.blocks.data(), doc_start});
+      p.rope_pos.push_back(documents.positions ? pos - doc_start : pos);
       // The end-of-document token belongs to the document it ends.
       if (documents.enabled && c.tokens[i] == documents.eod_id) doc_start = pos + 1;
       if (c.all_logits) p.last_rows.push_back(static_cast<int64_t>(p.ids.size()) - 1);
@@ -209,8 +48,13 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
   const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model, hd = head_dim();
   const int64_t qd = cfg.n_heads * hd, kvd = cfg.n_kv_heads * hd;
   const float eps = static_cast<float>(cfg.norm_eps);
-  const AttentionDims ad{cfg.n_heads, cfg.n_kv_heads, hd, cfg.sliding_window};
-  const std::vector<TokenSlot>& slots = p.slots;
+  ops::PagedAttentionShape paged;
+  paged.tokens = N;
+  paged.heads = cfg.n_heads;
+  paged.kv_heads = cfg.n_kv_heads;
+  paged.head_dim = hd;
+  paged.block_size = cache.block_size;
+  paged.window = cfg.sliding_window;
   for (; p.layer < layers.size(); ++p.layer) {
     const size_t l = p.layer;
     const LayerIndex& li = layers[l];
@@ -222,19 +66,12 @@ void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<
     float* v = sized(a.attn.v, N * kvd);
     const SameInputLinear qkv[] = {{li.q, q, qd}, {li.k, k, kvd}, {li.v, v, kvd}};
     linears(qkv, normed, N, D);
-    for (int64_t t = 0; t < N; ++t) {
-      rope_at(q + t * qd, rope, slots[t].rope_pos, cfg.n_heads);
-      rope_at(k + t * kvd, rope, slots[t].rope_pos, cfg.n_kv_heads);
-      const int64_t at = cache_offset(cache, slots[t], slots[t].pos);
-      for (int64_t h = 0; h < cache.kv_heads; ++h) {
-        const int64_t from = t * kvd + h * hd, to = at + h * kv_head_stride(cache);
-        std::copy(k + from, k + from + hd, cache.k[l] + to);
-        std::copy(v + from, v + from + hd, cache.v[l] + to);
-      }
-    }
+    be->rope_forward_at(q, rope, p.rope_pos.data(), N, cfg.n_heads);
+    be->rope_forward_at(k, rope, p.rope_pos.data(), N, cfg.n_kv_heads);
+    be->paged_kv_store(paged, p.slots.data(), k, v, cache.k[l], cache.v[l]);
     if (poll) poll();
     float* attn = sized(a.attn.attn, N * qd);
-    paged_attention(q, cache.k[l], cache.v[l], cache, slots, ad, attn);
+    be->paged_attention(paged, p.slots.data(), q, cache.k[l], cache.v[l], attn);
     if (poll) poll();
     float* h = sized(p.h, N * D);
     linear(li.o, attn, h, N, qd, D);

@@ -30,6 +30,7 @@
 #include "ops/attention.h"
 #include "ops/backend.h"
 #include "ops/moe.h"
+#include "ops/paged_attention.h"
 #include "ops/rope.h"
 #include "parallel/cp_ring.h"
 #include "parallel/ep_exchange.h"
@@ -211,16 +212,6 @@ struct CpLayout {
   std::vector<std::vector<int64_t>> index;
 };
 
-// One token of a cached pass: its absolute position, its sequence's block table, and the
-// first position it attends to and its rotary position (pos and 0 / pos without document
-// masking; its document's start and, with per-document positions, pos - that start).
-struct TokenSlot {
-  int64_t pos = 0;
-  const int32_t* blocks = nullptr;
-  int64_t first = 0;
-  int64_t rope_pos = 0;
-};
-
 // The state of one forward_cached pass between its stages (model/inference.cc): what must
 // survive while a MoE layer's tokens are away at the experts, so several passes (micro-batches)
 // can be in flight at once. Scratch buffers are not part of it: a stage uses them only until it
@@ -228,7 +219,12 @@ struct TokenSlot {
 struct CachedPassState {
   const PagedKvCache* cache = nullptr;
   std::vector<int32_t> ids;
-  std::vector<TokenSlot> slots;
+  // Per token: its absolute position, its sequence's block table and the first position it
+  // attends to (0 without document masking, else its document's start), as paged attention
+  // takes them; and its rotary position (pos, or with per-document positions pos - its
+  // document's start).
+  std::vector<ops::PagedQuery> slots;
+  std::vector<int64_t> rope_pos;
   std::vector<int64_t> last_rows;  // rows given logits: each chunk's last (all_logits: every)
   size_t layer = 0;                // the next layer to run, or the one awaiting its experts
   size_t layers_total = 0;

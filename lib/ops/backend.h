@@ -1,6 +1,7 @@
-// The backend seam: the op set the model calls, issued on one device's memory. Code above the
-// seam (lib/model's blocks and layers) calls these and never an operator or a BLAS routine
-// directly, so a second device is a second Backend, not a second model. The CPU backend
+// The backend seam: the op set the model and the optimizer call, issued on one device's
+// memory. Code above the seam (lib/model's blocks and layers, cached decode's paged attention,
+// lib/train's optimizer updates and gradient norm) calls these and never an operator or a BLAS
+// routine directly, so a second device is a second Backend, not a second model. The CPU backend
 // (cpu_backend()) is lib/ops itself: each op below forwards to the lib/ops function of the same
 // name, whose header documents its shapes and semantics; a CUDA backend implements the same
 // ops with kernels/ on device pointers, each kernel checked against its CPU twin by the
@@ -20,6 +21,8 @@
 #include "core/device_runtime.h"
 #include "ops/attention.h"
 #include "ops/moe.h"
+#include "ops/optimizer.h"
+#include "ops/paged_attention.h"
 #include "ops/rope.h"
 
 namespace ms::ops {
@@ -76,6 +79,14 @@ class Backend {
                                         const float* out, const float* lse, const float* dout,
                                         float* dq, float* dk, float* dv) = 0;
 
+  // ---- Attention over a paged key/value cache (cached passes): ops/paged_attention.h ----
+  virtual void paged_kv_store(const PagedAttentionShape& s, const PagedQuery* queries,
+                              const float* k, const float* v, float* k_cache,
+                              float* v_cache) = 0;
+  virtual void paged_attention(const PagedAttentionShape& s, const PagedQuery* queries,
+                               const float* q, const float* k_cache, const float* v_cache,
+                               float* out) = 0;
+
   // ---- Embedding and loss: ops/embedding.h, ops/cross_entropy.h ----
   virtual void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
                                  int64_t d) = 0;
@@ -108,6 +119,18 @@ class Backend {
   // ---- Element-wise: ops/elementwise.h ----
   // y[i] += x[i] for i < n.
   virtual void add_into(float* y, const float* x, int64_t n) = 0;
+  // out[i] = a[i] + b[i] for i < n; out may be a or b (an order two ranks agree on, so both
+  // get the same bits).
+  virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;
+
+  // ---- Optimizer updates and the gradient norm: ops/optimizer.h, ops/reduce.h ----
+  virtual void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w,
+                            const float* g, float* m, float* v, int64_t n) = 0;
+  virtual void lamb_direction(const AdamCoefficients& c, bool weight_decay, const float* w,
+                              const float* g, float* m, float* v, float* d, double* norms,
+                              int64_t n) = 0;
+  virtual void lamb_update(float step, const float* d, float* w, int64_t n) = 0;
+  virtual double sum_of_squares_f64(const float* x, int64_t n) = 0;
 };
 
 // lib/ops on the host: every op forwards to the lib/ops function of the same name.

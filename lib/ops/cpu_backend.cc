@@ -7,6 +7,9 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/optimizer.h"
+#include "ops/paged_attention.h"
+#include "ops/reduce.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -89,6 +92,15 @@ class CpuBackend final : public Backend {
     ops::attention_block_backward(s, mask, q, k, v, out, lse, dout, dq, dk, dv);
   }
 
+  void paged_kv_store(const PagedAttentionShape& s, const PagedQuery* queries, const float* k,
+                      const float* v, float* k_cache, float* v_cache) override {
+    ops::paged_kv_store(s, queries, k, v, k_cache, v_cache);
+  }
+  void paged_attention(const PagedAttentionShape& s, const PagedQuery* queries, const float* q,
+                       const float* k_cache, const float* v_cache, float* out) override {
+    ops::paged_attention(s, queries, q, k_cache, v_cache, out);
+  }
+
   void embedding_forward(const int32_t* ids, const float* table, float* out, int64_t n,
                          int64_t d) override {
     ops::embedding_forward(ids, table, out, n, d);
@@ -141,6 +153,25 @@ class CpuBackend final : public Backend {
 
   void add_into(float* y, const float* x, int64_t n) override {
     ops::add(y, x, y, static_cast<size_t>(n));
+  }
+  void add(const float* a, const float* b, float* out, int64_t n) override {
+    ops::add(a, b, out, static_cast<size_t>(n));
+  }
+
+  void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w, const float* g,
+                    float* m, float* v, int64_t n) override {
+    ops::adamw_update(c, weight_decay, w, g, m, v, n);
+  }
+  void lamb_direction(const AdamCoefficients& c, bool weight_decay, const float* w,
+                      const float* g, float* m, float* v, float* d, double* norms,
+                      int64_t n) override {
+    ops::lamb_direction(c, weight_decay, w, g, m, v, d, norms, n);
+  }
+  void lamb_update(float step, const float* d, float* w, int64_t n) override {
+    ops::lamb_update(step, d, w, n);
+  }
+  double sum_of_squares_f64(const float* x, int64_t n) override {
+    return ops::sum_of_squares_f64(x, static_cast<size_t>(n));
   }
 };
 

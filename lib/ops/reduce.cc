@@ -64,6 +64,11 @@ float sum(const float* x, size_t n) { return pairwise_sum(x, n, Identity{}); }
 float sum(const bf16* x, size_t n) { return pairwise_sum(x, n, Identity{}); }
 float sum_of_squares(const float* x, size_t n) { return pairwise_sum(x, n, Square{}); }
 float sum_of_squares(const bf16* x, size_t n) { return pairwise_sum(x, n, Square{}); }
+double sum_of_squares_f64(const float* x, size_t n) {
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  return total;
+}
 float max(const float* x, size_t n) { return max_scan(x, n, kNegativeInfinity, Identity{}); }
 float max(const bf16* x, size_t n) { return max_scan(x, n, kNegativeInfinity, Identity{}); }
 float absmax(const float* x, size_t n) { return max_scan(x, n, 0.0f, Absolute{}); }

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "core/timer.h"
-#include "train/grad_clip.h"
 #include "train/rank_sum.h"
 
 namespace ms::train {
@@ -34,7 +33,8 @@ Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
   }
   const int64_t state_numel =
       self->options_.zero ? self->layout_.shard_numel() : self->layout_.total_numel();
-  MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size()));
+  MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size(),
+                                                          self->options_.backend));
   return self;
 }
 
@@ -201,14 +201,12 @@ Status DistributedOptimizer::sum_over_tp(std::span<double> sums) const {
 // segment order, so the same on every run.
 double DistributedOptimizer::partial_grad_sum_of_squares() const {
   const bool skip_replicated = options_.tp != nullptr && options_.tp->rank() != 0;
-  const std::span<const float> grads = options_.zero ? std::span<const float>(grad_shard_)
-                                                     : std::span<const float>(grads_);
+  const float* grads = options_.zero ? grad_shard_.data() : grads_.data();
   double sum = 0;
   for (const OptimSegment& seg : segments_) {
     if (skip_replicated && tp_replicated_[seg.param]) continue;
     if (!norm_counted_[seg.param]) continue;
-    sum += sum_of_squares(grads.subspan(static_cast<size_t>(seg.offset),
-                                        static_cast<size_t>(seg.length)));
+    sum += options_.backend->sum_of_squares_f64(grads + seg.offset, seg.length);
   }
   return sum;
 }
@@ -217,8 +215,10 @@ Result<double> DistributedOptimizer::grad_sum_of_squares() {
   const bool tp = options_.tp != nullptr && options_.tp->size() > 1;
   const bool pp = options_.pp != nullptr && options_.pp->size() > 1;
   const bool ep = options_.ep != nullptr && options_.ep->size() > 1;
+  const std::vector<float>& grads = options_.zero ? grad_shard_ : grads_;
   double sum_sq = tp || pp ? partial_grad_sum_of_squares()
-                  : options_.zero ? sum_of_squares(grad_shard_) : sum_of_squares(grads_);
+                           : options_.backend->sum_of_squares_f64(
+                                 grads.data(), static_cast<int64_t>(grads.size()));
   if (options_.zero) MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, std::span<double>(&sum_sq, 1)));
   if (tp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.tp, std::span<double>(&sum_sq, 1)));
   if (pp) MS_RETURN_IF_ERROR(sum_in_rank_order(*options_.pp, std::span<double>(&sum_sq, 1)));

@@ -30,6 +30,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "ops/backend.h"
 #include "parallel/comm_stats.h"
 #include "train/flat_layout.h"
 #include "train/optimizer.h"
@@ -80,6 +81,9 @@ struct DistributedOptimizerOptions {
   // gradients are averaged over (every dp rank's tokens reach the experts). 0: dp's size.
   comm::Communicator* ep = nullptr;
   int average_over = 0;
+  // The device the gradient norm and the updates run on (ops/backend.h); must outlive the
+  // optimizer.
+  ops::Backend* backend = &ops::cpu_backend();
 };
 
 class DistributedOptimizer {

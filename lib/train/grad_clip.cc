@@ -1,15 +1,9 @@
-// Sum of squares and clip coefficient; see grad_clip.h.
+// The clip coefficient; see grad_clip.h.
 #include "train/grad_clip.h"
 
 #include <algorithm>
 
 namespace ms::train {
-
-double sum_of_squares(std::span<const float> x) {
-  double total = 0;
-  for (const float v : x) total += static_cast<double>(v) * v;
-  return total;
-}
 
 double clip_coefficient(double grad_norm, double max_norm) {
   if (max_norm <= 0) return 1.0;

@@ -10,7 +10,8 @@
 // Learning: Training BERT in 76 minutes": the bias-corrected Adam direction plus weight decay,
 // scaled per parameter by the trust ratio ||w|| / ||update|| (1 when either norm is zero, and 1
 // for parameters excluded from weight decay, as the paper's BERT recipe excludes norms and
-// biases from layer adaptation).
+// biases from layer adaptation). The element loops are the backend's (ops/optimizer.h); this
+// class keeps the moments, the segments and the per-step scalars.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,7 @@
 
 #include "config/run_config.h"
 #include "core/status.h"
+#include "ops/backend.h"
 
 namespace ms::train {
 
@@ -46,9 +48,11 @@ class Optimizer {
  public:
   // An optimizer for buffers of `numel` elements covering parts of `num_params` parameters;
   // the moments start at zero. Hyper-parameters come from `optim` (name, betas, eps,
-  // weight_decay). InvalidArgument when betas does not hold exactly two values.
+  // weight_decay). The updates run on `backend` (the host's by default), which must outlive
+  // the optimizer. InvalidArgument when betas does not hold exactly two values.
   static Result<std::unique_ptr<Optimizer>> create(const config::OptimConfig& optim, int64_t numel,
-                                                   size_t num_params);
+                                                   size_t num_params,
+                                                   ops::Backend* backend = &ops::cpu_backend());
 
   // One update of `values` from `grads` (both `numel` elements) over `segments` (elements no
   // segment covers are left alone). LAMB calls `reduce` once, with 2 * num_params partial sums,
@@ -67,19 +71,15 @@ class Optimizer {
   config::OptimizerKind kind() const { return kind_; }
 
  private:
-  Optimizer(const config::OptimConfig& optim, int64_t numel, size_t num_params);
+  Optimizer(const config::OptimConfig& optim, int64_t numel, size_t num_params,
+            ops::Backend* backend);
 
-  struct Coefficients;
-  Coefficients coefficients(const OptimStep& hyper) const;
-  // Moments of one segment, and the AdamW update written straight into values.
-  void adamw_segment(const Coefficients& c, const OptimSegment& seg, float* w, const float* g);
-  // Moments of one segment and its LAMB direction into direction_; adds the segment's
-  // ||w||^2 and ||direction||^2 to sums[2 * param] and sums[2 * param + 1].
-  void lamb_direction(const Coefficients& c, const OptimSegment& seg, const float* w,
-                      const float* g, std::span<double> sums);
-  Status lamb_step(const Coefficients& c, std::span<float> values, std::span<const float> grads,
-                   std::span<const OptimSegment> segments, const PartialSumReducer& reduce);
+  ops::AdamCoefficients coefficients(const OptimStep& hyper) const;
+  Status lamb_step(const ops::AdamCoefficients& c, std::span<float> values,
+                   std::span<const float> grads, std::span<const OptimSegment> segments,
+                   const PartialSumReducer& reduce);
 
+  ops::Backend* be_;
   config::OptimizerKind kind_;
   double beta1_, beta2_, eps_, weight_decay_;
   size_t num_params_;

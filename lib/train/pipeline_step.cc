@@ -183,8 +183,11 @@ Status PipelineStep::sum_tied_embedding() {
   MS_RETURN_IF_ERROR(recv.wait());
   MS_RETURN_IF_ERROR(send.wait());
   float* g = grad.data<float>();
-  for (size_t i = 0; i < n; ++i) {
-    g[i] = holds_first ? g[i] + tied_peer_[i] : tied_peer_[i] + g[i];
+  const int64_t count = static_cast<int64_t>(n);
+  if (holds_first) {
+    be_->add(g, tied_peer_.data(), g, count);
+  } else {
+    be_->add(tied_peer_.data(), g, g, count);
   }
   return Status::OK();
 }

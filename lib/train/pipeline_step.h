@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "data/loader.h"
 #include "model/transformer.h"
+#include "ops/backend.h"
 #include "parallel/pp_executor.h"
 #include "parallel/pp_schedule.h"
 #include "telemetry/writer.h"
@@ -72,6 +73,7 @@ class PipelineStep {
   std::string trace_group_;  // the name the pipeline group's transfers carry in the trace
   std::vector<parallel::PpAction> actions_;
   std::vector<float> tied_peer_;  // the other copy's gradient, received
+  ops::Backend* be_ = &ops::cpu_backend();  // where the gradients live (the host for now)
   double forward_delay_s_ = 0;
 };
 

@@ -22,6 +22,9 @@
 #include "ops/embedding.h"
 #include "ops/linear.h"
 #include "ops/moe.h"
+#include "ops/optimizer.h"
+#include "ops/paged_attention.h"
+#include "ops/reduce.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 
@@ -194,6 +197,32 @@ std::vector<OpCase> cases() {
                    for (const Floats* f : {&lse, &dq, &dk0, &dv0, &dk1, &dv1}) o.insert(o.end(), f->begin(), f->end());
                    return o;
                  }});
+  out.push_back({"paged_attention", [=](Backend* be) {
+                   // Two sequences in a cache of 6 blocks of 2 positions, with scrambled block
+                   // tables, one query starting its document at position 2, a window of 4.
+                   PagedAttentionShape ps;
+                   ps.tokens = 7;
+                   ps.heads = 4;
+                   ps.kv_heads = 2;
+                   ps.head_dim = 4;
+                   ps.block_size = 2;
+                   ps.window = 4;
+                   const int32_t seq_a[] = {4, 1, 5}, seq_b[] = {0, 3};
+                   const PagedQuery qs[] = {{0, seq_a, 0}, {1, seq_a, 0}, {2, seq_a, 2},
+                                            {3, seq_a, 2}, {4, seq_a, 2}, {0, seq_b, 0},
+                                            {1, seq_b, 0}};
+                   const Floats pk = random(7 * 8, 29), pv = random(7 * 8, 30);
+                   Floats kc(6 * 2 * 2 * 4, 0.0f), vc(kc.size(), 0.0f), po(7 * 16);
+                   if (be) {
+                     be->paged_kv_store(ps, qs, pk.data(), pv.data(), kc.data(), vc.data());
+                     be->paged_attention(ps, qs, q.data(), kc.data(), vc.data(), po.data());
+                   } else {
+                     paged_kv_store(ps, qs, pk.data(), pv.data(), kc.data(), vc.data());
+                     paged_attention(ps, qs, q.data(), kc.data(), vc.data(), po.data());
+                   }
+                   for (const Floats* f : {&kc, &vc}) po.insert(po.end(), f->begin(), f->end());
+                   return po;
+                 }});
   const std::vector<int32_t> tok = ids(9, 11, 19);
   const Floats table = random(11 * 4, 20), demb = random(9 * 4, 21);
   out.push_back({"embedding", [=](Backend* be) {
@@ -263,6 +292,67 @@ std::vector<OpCase> cases() {
                    if (be) be->add_into(y.data(), gate.data(), 40);
                    else add(y.data(), gate.data(), y.data(), 40);
                    return y;
+                 }});
+  out.push_back({"add", [=](Backend* be) {
+                   Floats y = random(40, 37), z = random(40, 38);
+                   if (be) {
+                     be->add(gate.data(), y.data(), y.data(), 40);
+                     be->add(y.data(), up.data(), z.data(), 40);
+                   } else {
+                     add(gate.data(), y.data(), y.data(), 40);
+                     add(y.data(), up.data(), z.data(), 40);
+                   }
+                   y.insert(y.end(), z.begin(), z.end());
+                   return y;
+                 }});
+  AdamCoefficients ac;
+  ac.lr = 1e-2f;
+  ac.grad_scale = 0.5f;
+  ac.beta1 = 0.9f;
+  ac.one_minus_beta1 = 0.1f;
+  ac.beta2 = 0.95f;
+  ac.one_minus_beta2 = 0.05f;
+  ac.inv_bias1 = 1.0f / 0.19f;
+  ac.inv_sqrt_bias2 = 1.0f / std::sqrt(0.0975f);
+  ac.eps = 1e-8f;
+  ac.weight_decay = 0.1f;
+  out.push_back({"adamw_update", [=](Backend* be) {
+                   // With and without weight decay, from nonzero moments.
+                   Floats w = random(40, 31), m = random(40, 32), v = random(40, 33, 0, 1);
+                   for (const bool decay : {true, false}) {
+                     if (be) be->adamw_update(ac, decay, w.data(), gate.data(), m.data(), v.data(), 40);
+                     else adamw_update(ac, decay, w.data(), gate.data(), m.data(), v.data(), 40);
+                   }
+                   for (const Floats* f : {&m, &v}) w.insert(w.end(), f->begin(), f->end());
+                   return w;
+                 }});
+  out.push_back({"lamb", [=](Backend* be) {
+                   Floats w = random(40, 34), m = random(40, 35), v = random(40, 36, 0, 1),
+                          d(40), d2(40);
+                   double norms[4] = {};
+                   if (be) {
+                     be->lamb_direction(ac, true, w.data(), gate.data(), m.data(), v.data(), d.data(), norms, 40);
+                     be->lamb_direction(ac, false, w.data(), up.data(), m.data(), v.data(), d2.data(), norms + 2, 40);
+                     be->lamb_update(0.0125f, d.data(), w.data(), 40);
+                   } else {
+                     lamb_direction(ac, true, w.data(), gate.data(), m.data(), v.data(), d.data(), norms, 40);
+                     lamb_direction(ac, false, w.data(), up.data(), m.data(), v.data(), d2.data(), norms + 2, 40);
+                     lamb_update(0.0125f, d.data(), w.data(), 40);
+                   }
+                   for (const Floats* f : {&m, &v, &d, &d2}) w.insert(w.end(), f->begin(), f->end());
+                   for (const double n2 : norms) {  // both halves of each double
+                     float halves[2];
+                     std::memcpy(halves, &n2, sizeof(n2));
+                     w.insert(w.end(), halves, halves + 2);
+                   }
+                   return w;
+                 }});
+  out.push_back({"sum_of_squares_f64", [=](Backend* be) {
+                   const double sum = be ? be->sum_of_squares_f64(gate.data(), 40)
+                                         : sum_of_squares_f64(gate.data(), 40);
+                   float halves[2];
+                   std::memcpy(halves, &sum, sizeof(sum));
+                   return Floats(halves, halves + 2);
                  }});
   return out;
 }

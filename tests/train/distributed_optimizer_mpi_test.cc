@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/mpi_communicator.h"
+#include "ops/reduce.h"
 #include "train/grad_clip.h"
 
 namespace ms::train {
@@ -87,7 +88,7 @@ struct Reference {
         grads[s.offset + e] = static_cast<float>(sum / dp_);
       }
     }
-    last_norm = std::sqrt(sum_of_squares(grads));
+    last_norm = std::sqrt(ops::sum_of_squares_f64(grads.data(), grads.size()));
     const OptimStep hyper{lr, clip_coefficient(last_norm, max_norm)};
     ASSERT_TRUE(optimizer->step(values, grads, segments, hyper,
                                 [](std::span<double>) { return Status::OK(); }).ok());
