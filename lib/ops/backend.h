@@ -117,11 +117,11 @@ class Backend {
   virtual void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) = 0;
 
   // ---- Element-wise: ops/elementwise.h ----
-  // y[i] += x[i] for i < n.
-  virtual void add_into(float* y, const float* x, int64_t n) = 0;
   // out[i] = a[i] + b[i] for i < n; out may be a or b (an order two ranks agree on, so both
   // get the same bits).
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;
+  // y[i] += x[i] for i < n: add(y, x, y).
+  void add_into(float* y, const float* x, int64_t n) { add(y, x, y, n); }
 
   // ---- Optimizer updates and the gradient norm: ops/optimizer.h, ops/reduce.h ----
   virtual void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w,

@@ -151,9 +151,6 @@ class CpuBackend final : public Backend {
     ops::moe_aux_loss_backward(r, daux, dprobs);
   }
 
-  void add_into(float* y, const float* x, int64_t n) override {
-    ops::add(y, x, y, static_cast<size_t>(n));
-  }
   void add(const float* a, const float* b, float* out, int64_t n) override {
     ops::add(a, b, out, static_cast<size_t>(n));
   }

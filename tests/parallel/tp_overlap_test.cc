@@ -418,7 +418,7 @@ TEST_F(TpOverlapTest, BlockingCollectivesAreCountedAsFullyExposed) {
   for (int tp_size : tp_sizes()) {
     auto tp = tp_group(tp_size);
     ASSERT_NE(tp, nullptr);
-    TpCommStats stats;
+    CommStats stats;
     std::vector<std::string> ops_seen;
     uint64_t traced_bytes = 0;
     TpOverlap overlap{1, &stats, [&](const char* op, uint64_t bytes, double t0, double t1) {
