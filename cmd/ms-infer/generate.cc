@@ -17,6 +17,7 @@
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
 #include "cmd/ms-infer/serving_flags.h"
+#include "comm/variable_length.h"
 #include "core/timer.h"
 #include "infer/engine.h"
 #include "infer/model_loader.h"
@@ -113,10 +114,7 @@ Result<std::string> one_prompt(const GenerateArgs& a, comm::Communicator& world)
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
     if (!text.empty() && text.back() == '\n') text.pop_back();  // the newline echo adds
   }
-  int64_t size = static_cast<int64_t>(text.size());
-  MS_RETURN_IF_ERROR(world.broadcast(&size, 1, DType::kI64, 0));
-  text.resize(static_cast<size_t>(size));
-  MS_RETURN_IF_ERROR(world.broadcast(text.data(), text.size(), DType::kU8, 0));
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(world, text, 0));
   return text;
 }
 

@@ -144,10 +144,7 @@ Result<std::string> shared_staging(const std::string& step_dir, const std::strin
     }
   }
   MS_RETURN_IF_ERROR(comm::agree(comm, made, "creating the output step directory"));
-  int64_t length = static_cast<int64_t>(name.size());
-  MS_RETURN_IF_ERROR(comm.broadcast(&length, 1, DType::kI64, 0));
-  name.resize(static_cast<size_t>(length));
-  MS_RETURN_IF_ERROR(comm.broadcast(name.data(), name.size(), DType::kU8, 0));
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(comm, name, 0));
   return name;
 }
 

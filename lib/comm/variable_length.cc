@@ -34,6 +34,18 @@ Result<std::string> recv_sized(Communicator& comm, int source, int tag) {
   return recv_sized_payload(comm, source, tag, length);
 }
 
+Status broadcast_variable(Communicator& comm, std::string& bytes, int root) {
+  int64_t length = static_cast<int64_t>(bytes.size());
+  MS_RETURN_IF_ERROR(comm.broadcast(&length, 1, DType::kI64, root));
+  if (length < 0) {
+    return Internal("rank " + std::to_string(root) + " announced a broadcast of " +
+                    std::to_string(length) + " bytes on group " + comm.name());
+  }
+  bytes.resize(static_cast<size_t>(length));
+  if (length == 0) return Status::OK();
+  return comm.broadcast(bytes.data(), bytes.size(), DType::kU8, root);
+}
+
 Result<std::string> recv_sized_payload(Communicator& comm, int source, int tag, int64_t length) {
   if (length < 0) {
     return Internal("rank " + std::to_string(source) + " announced a message of " +

@@ -1,6 +1,6 @@
 // Byte strings of a length only the sender knows, over a Communicator: gathered from every rank
-// (the length first, so each receiver can size its buffer, then the bytes) or sent point to
-// point with a length prefix. Callers exchange JSON or packed records this way; the one framing
+// (the length first, so each receiver can size its buffer, then the bytes), broadcast from one
+// rank the same way, or sent point to point with a length prefix. Callers exchange JSON or packed records this way; the one framing
 // lives here so every sender and receiver agrees on it.
 #pragma once
 
@@ -17,6 +17,10 @@ namespace ms::comm {
 // Every rank's `mine`, on every rank, in rank order. Collective over `comm`: one allgather of the
 // lengths, then one allgatherv of the bytes.
 Result<std::vector<std::string>> all_gather_variable(Communicator& comm, std::string_view mine);
+
+// `bytes` as rank `root` holds it, on every rank (the others' `bytes` are replaced). Collective
+// over `comm`: one broadcast of the length, then, when not empty, one of the bytes.
+Status broadcast_variable(Communicator& comm, std::string& bytes, int root);
 
 // Sends `bytes` to `dest` as its length (one int64) and then, when not empty, the bytes, both
 // with `tag`. The receiver calls recv_sized, or receives the length itself and calls

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "ops/backend.h"
 #include "ops/quant_gemm.h"
 
 namespace ms::infer {
@@ -118,8 +119,8 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
     return held(params[i]) && !std::binary_search(converted.begin(), converted.end(), i);
   });
   model.set_cached_linear(
-      [table, activations](std::span<const model::CachedLinearOut> outs, const float* x,
-                           int64_t n) {
+      [table, activations](ops::Backend& be, std::span<const model::CachedLinearOut> outs,
+                           const float* x, int64_t n) {
         constexpr size_t kMaxOuts = 4;  // q, k and v at most
         std::array<ops::QuantLinearOut, kMaxOuts> quantized;
         if (outs.size() > kMaxOuts) return false;
@@ -128,7 +129,7 @@ Result<ServingWeightStats> install_quantized_weights(model::Transformer& model,
           if (q.values.empty()) return false;
           quantized[i] = {q.view(), outs[i].y};
         }
-        ops::quantized_linears(x, {quantized.data(), outs.size()}, n, activations);
+        be.quantized_linears(x, {quantized.data(), outs.size()}, n, activations);
         return true;
       },
       converted);

@@ -1,19 +1,18 @@
-// Transformer::forward_cached: the decode/prefill path over a paged key/value cache. It shares
-// the training model's parameters, RMSNorm, linear (one sgemm over every token of every chunk),
-// SwiGLU and MoE code (model/blocks/mlp.cc, model/compute.cc); only what depends on a token's
-// absolute position differs from training: rotary embeddings at each token's own position, and
-// attention that reads keys and values from the sequence's cache blocks instead of from the
-// same batch (the backend's paged_attention, ops/paged_attention.h). Under document masking a
-// token attends from its document's start on (ops::PagedQuery::first).
+// Transformer::forward_cached: the decode/prefill path over a paged key/value cache. It runs
+// the training model's blocks (model/blocks/: norm, attention, the SwiGLU MLP, MoE, the
+// embedding and output layer) over every token of every chunk at once; only what depends on a
+// token's absolute position differs from training, and the attention block takes it as
+// PagedKeys: rotary embeddings at each token's own position, and keys and values read from the
+// sequence's cache blocks after the pass appends its own. Under document masking a token
+// attends from its document's start on (ops::PagedQuery::first).
 // The pass runs in stages that stop where a MoE layer's tokens go to their experts, so the
 // experts may run on other ranks (infer/disaggregated.h); forward_cached runs them here.
 // Every linear layer of the pass (attention, dense FFN, routed and shared experts, lm_head)
-// goes through Impl::linear (model/blocks/mlp.cc), so serving may hold those weights in
+// goes through Impl::linear (model/blocks/linear.cc), so serving may hold those weights in
 // another format behind the CachedLinear hook; training passes never ask the hook.
 #include <algorithm>
 #include <string>
 
-#include "model/buffers.h"
 #include "model/model_impl.h"
 #include "ops/paged_attention.h"
 
@@ -45,46 +44,37 @@ void Transformer::Impl::begin_pass(CachedPassState& p, std::span<const CachedChu
 void Transformer::Impl::pass_to_experts(CachedPassState& p, const std::function<void()>& poll) {
   const ServingScope serving_linears(*this);
   const PagedKvCache& cache = *p.cache;
-  const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model, hd = head_dim();
-  const int64_t qd = cfg.n_heads * hd, kvd = cfg.n_kv_heads * hd;
-  const float eps = static_cast<float>(cfg.norm_eps);
-  ops::PagedAttentionShape paged;
-  paged.tokens = N;
-  paged.heads = cfg.n_heads;
-  paged.kv_heads = cfg.n_kv_heads;
-  paged.head_dim = hd;
-  paged.block_size = cache.block_size;
-  paged.window = cfg.sliding_window;
+  const int64_t N = static_cast<int64_t>(p.ids.size()), D = cfg.d_model;
+  const Dims d = Dims::rows(N);
+  PagedKeys keys;
+  keys.shape.tokens = N;
+  keys.shape.heads = cfg.n_heads;
+  keys.shape.kv_heads = cfg.n_kv_heads;
+  keys.shape.head_dim = head_dim();
+  keys.shape.block_size = cache.block_size;
+  keys.shape.window = cfg.sliding_window;
+  keys.slots = p.slots.data();
+  keys.positions = p.rope_pos.data();
+  keys.poll = &poll;
   for (; p.layer < layers.size(); ++p.layer) {
     const size_t l = p.layer;
     const LayerIndex& li = layers[l];
     LayerActs& a = pass.acts[l];
     float* normed = sized(p.normed, N * D);
-    be->rmsnorm_forward(p.x.data(), w(li.attn_norm), normed, sized(a.rstd1, N), N, D, eps);
-    float* q = sized(a.attn.q, N * qd);
-    float* k = sized(a.attn.k, N * kvd);
-    float* v = sized(a.attn.v, N * kvd);
-    const SameInputLinear qkv[] = {{li.q, q, qd}, {li.k, k, kvd}, {li.v, v, kvd}};
-    linears(qkv, normed, N, D);
-    be->rope_forward_at(q, rope, p.rope_pos.data(), N, cfg.n_heads);
-    be->rope_forward_at(k, rope, p.rope_pos.data(), N, cfg.n_kv_heads);
-    be->paged_kv_store(paged, p.slots.data(), k, v, cache.k[l], cache.v[l]);
-    if (poll) poll();
-    float* attn = sized(a.attn.attn, N * qd);
-    be->paged_attention(paged, p.slots.data(), q, cache.k[l], cache.v[l], attn);
-    if (poll) poll();
+    norm_forward(li.attn_norm, p.x.data(), normed, a.rstd1, N);
+    keys.k_cache = cache.k[l];
+    keys.v_cache = cache.v[l];
+    attention_forward(li, a.attn, normed, d, {}, &keys);
     float* h = sized(p.h, N * D);
-    linear(li.o, attn, h, N, qd, D);
+    attention_output(li, a.attn, nullptr, h, d);
     be->add_into(h, p.x.data(), N * D);
-    if (!cfg.parallel_block) {
-      be->rmsnorm_forward(h, w(li.ffn_norm), normed, sized(a.rstd2, N), N, D, eps);
-    }
+    if (!cfg.parallel_block) norm_forward(li.ffn_norm, h, normed, a.rstd2, N);
     if (is_moe()) {
       moe_dispatch(p.moe, li, normed, p.dispatch, N, false);
       p.awaiting_experts = true;
       return;
     }
-    mlp_forward(li.mlp, tp.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), N, false);
+    mlp_forward(li.mlp, tp.d_ff, a.mlp, normed, sized(p.ffn_out, N * D), d, MlpRows::kExchanged);
     finish_layer(p);
   }
 }
@@ -111,13 +101,9 @@ void Transformer::Impl::pass_apply_experts(CachedPassState& p, const float* expe
 void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
   const ServingScope serving_linears(*this);
   const int64_t D = cfg.d_model, C = static_cast<int64_t>(p.last_rows.size());
-  const float eps = static_cast<float>(cfg.norm_eps);
-  std::vector<float> last(C * D), last_normed(C * D), rstd(C);
-  for (int64_t c = 0; c < C; ++c) {
-    std::copy_n(p.x.data() + p.last_rows[c] * D, D, last.data() + c * D);
-  }
-  be->rmsnorm_forward(last.data(), w(final_norm), last_normed.data(), rstd.data(), C, D, eps);
-  linear(lm_head, last_normed.data(), logits, C, D, cfg.vocab_size);
+  float* last = sized(p.last, C * D);
+  be->gather_rows(p.x.data(), p.last_rows.data(), C, D, last);
+  output_forward(last, Dims::rows(C), p.last_normed, p.last_rstd, p.last_gathered, logits);
 }
 
 namespace {
@@ -319,10 +305,10 @@ Result<Tensor> Transformer::forward_cached(std::span<const CachedChunk> chunks,
   MS_ASSIGN_OR_RETURN(CachedPass pass, begin_cached(chunks, cache));
   for (run_to_experts(pass); !pass.finished(); run_to_experts(pass)) {
     const std::span<const int64_t> offsets = pass.dispatch_offsets();
-    std::vector<float>& out = impl_->scratch.expert_out;  // reused from layer to layer
-    out.resize(pass.dispatch_rows().size());
+    Floats& out = impl_->scratch.expert_out;  // reused from layer to layer
+    impl_->sized(out, static_cast<int64_t>(pass.dispatch_rows().size()));
     MS_RETURN_IF_ERROR(run_experts(pass.layer(), offsets, pass.dispatch_rows().data(), out.data()));
-    MS_RETURN_IF_ERROR(apply_experts(pass, out));
+    MS_RETURN_IF_ERROR(apply_experts(pass, {out.data(), out.size()}));
   }
   return cached_logits(pass);
 }
@@ -340,7 +326,7 @@ bool CachedPass::finished() const {
 }
 std::span<const float> CachedPass::dispatch_rows() const {
   if (!s_->awaiting_experts) return {};
-  return s_->dispatch;
+  return {s_->dispatch.data(), s_->dispatch.size()};
 }
 std::span<const int64_t> CachedPass::dispatch_offsets() const {
   if (!s_->awaiting_experts) return {};

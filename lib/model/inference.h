@@ -1,7 +1,7 @@
 // The inference view of the Transformer: a key/value cache kept in fixed-size blocks (paged, as
 // in vLLM's PagedAttention) that the caller owns, and chunks of tokens from several sequences
 // that go through the model together. Transformer::forward_cached runs every projection of all
-// chunks' tokens as one matmul (the same weights and operators as training, model/compute.cc),
+// chunks' tokens as one matmul (the same weights and operators as training, model/blocks/),
 // writes each token's keys and values into its sequence's blocks, and attends each token over
 // its own sequence's cached positions. A chunk is a whole prompt (prefill), one new token
 // (decode), or several new tokens after cached ones (a speculative-decoding verify pass,
@@ -13,6 +13,8 @@
 #include <memory>
 #include <span>
 #include <vector>
+
+#include "ops/backend.h"
 
 namespace ms::model {
 
@@ -55,13 +57,14 @@ struct CachedLinearOut {
 
 // A replacement for the f32 weights of the cached forward's linear layers, installed by the
 // serving side (lib/infer/serving_weights.h keeps quantized copies): computes
-// y = x: (n, in) @ W^T for every out and returns true, or returns false to leave them to their
-// f32 weights. The outs of one call read the same x: q, k and v together, and gate and up,
+// y = x: (n, in) @ W^T for every out on the model's backend `be` (ops/backend.h: its quantized
+// linears, on the device x and y live on) and returns true, or returns false to leave them to
+// their f32 weights. The outs of one call read the same x: q, k and v together, and gate and up,
 // when the hook answers for each of them (Transformer::set_cached_linear), else one layer a
 // call. Called only for Transformer::cached_linear_parameters(), possibly from several passes
 // in turn but never concurrently.
-using CachedLinear =
-    std::function<bool(std::span<const CachedLinearOut> outs, const float* x, int64_t n)>;
+using CachedLinear = std::function<bool(ops::Backend& be, std::span<const CachedLinearOut> outs,
+                                        const float* x, int64_t n)>;
 
 // One forward_cached pass split at each MoE layer's experts (Transformer::begin_cached), so the
 // experts can run on other ranks while this rank works on another pass (disaggregated serving,

@@ -12,6 +12,7 @@
 // d_ff slice (TpState).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -29,15 +30,22 @@
 #include "model/transformer.h"
 #include "ops/attention.h"
 #include "ops/backend.h"
+#include "ops/device_array.h"
 #include "ops/moe.h"
 #include "ops/paged_attention.h"
 #include "ops/rope.h"
 #include "parallel/cp_ring.h"
 #include "parallel/ep_exchange.h"
+#include "parallel/ring_attention.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_overlap.h"
+#include "parallel/tp_rows.h"
 
 namespace ms::model {
+
+// Activations and scratch: f32 arrays in the backend's device memory (ops/device_array.h).
+using ops::DeviceArray;
+using Floats = ops::DeviceArray;
 
 inline constexpr size_t kNoParam = std::numeric_limits<size_t>::max();
 
@@ -58,22 +66,22 @@ struct LayerIndex {
 };
 
 struct MlpActs {
-  std::vector<float> gate, up;  // (rows, d_ff)
+  Floats gate, up;  // (rows, d_ff)
 };
 
 struct MoeActs {
-  std::vector<float> probs;    // (N, E)
-  std::vector<float> lse;      // (N) logsumexp of the router logits (the z-loss)
-  std::vector<float> weights;  // (N, k)
+  Floats probs;    // (N, E)
+  Floats lse;      // (N) logsumexp of the router logits (the z-loss)
+  Floats weights;  // (N, k)
   ops::MoeRouting routing;
   MlpActs experts;             // (N*k, d_ff), rows grouped by expert; with ep the rows this
                                // rank's experts received
-  std::vector<float> expert_out;  // (N*k, D) in dispatch order
+  Floats expert_out;  // (N*k, D) in dispatch order
   MlpActs shared;              // (N, shared_d_ff)
   // Expert parallelism: how this micro-batch's rows were exchanged over the ep group
-  // (model/ep_comm.cc, parallel/ep_exchange.h), kept for the backward's exchanges.
+  // (parallel/ep_exchange.h, plan_routing), kept for the backward's exchanges.
   parallel::EpPlan ep;
-  std::vector<float> ep_input;  // (received rows, D) in ep.rows' layout
+  Floats ep_input;  // (received rows, D) in ep.rows' layout
   // Under cp: each expert's share f_e of the assignments over the whole micro-batch (the cp
   // group's tokens), which the load-balancing loss's backward reads.
   std::vector<double> aux_share;
@@ -85,9 +93,9 @@ struct MoeActs {
 // Attention internals: what selective recomputation recomputes in the backward. With tensor
 // parallelism H and KV are this rank's heads.
 struct AttnActs {
-  std::vector<float> q, k, v;  // (N, H*hd), (N, KV*hd), (N, KV*hd) after RoPE
-  std::vector<float> attn;     // (N, H*hd) attention output before o_proj
-  std::vector<float> lse;      // (B, H, T)
+  Floats q, k, v;  // (N, H*hd), (N, KV*hd), (N, KV*hd) after RoPE
+  Floats attn;     // (N, H*hd) attention output before o_proj
+  Floats lse;      // (B, H, T)
 };
 
 // What one layer's forward keeps for its backward. Nr is the rows of the residual stream held
@@ -95,55 +103,48 @@ struct AttnActs {
 // x is kept per layer whatever parallel.recompute says; the rest lives in one shared working
 // slot under full recomputation, and `attn` under selective recomputation too.
 struct LayerActs {
-  std::vector<float> x;        // (Nr, D) block input
-  std::vector<float> rstd1;    // (Nr)
+  Floats x;        // (Nr, D) block input
+  Floats rstd1;    // (Nr)
   AttnActs attn;
-  std::vector<float> h;        // (Nr, D) residual after attention (sequential block only)
-  std::vector<float> rstd2;    // (Nr)
+  Floats h;        // (Nr, D) residual after attention (sequential block only)
+  Floats rstd2;    // (Nr)
   MlpActs mlp;                 // (N, d_ff/tp)
   MoeActs moe;
 };
 
 // Scratch buffers reused by every layer.
 struct Scratch {
-  std::vector<float> normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
-  std::vector<float> permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
-  std::vector<float> ffn_out, residual_grad, residual_partial;
+  Floats normed, proj, act, dact, dgate, dup, dnormed, dq, dk, dv, dattn;
+  Floats permuted, dpermuted, dexpert_out, dweights, dprobs, router_logits;
+  Floats ffn_out, residual_grad, residual_partial;
   // Tensor parallelism: the gathered (N, D) input of a column-parallel group, the (N, D)
   // partial sums of a row-parallel projection before their reduction, the gathered output
   // gradient, a norm's per-micro-batch weight gradient before its reduction over tp.
-  std::vector<float> gathered, dgathered, norm_grad, reduced, tp_recv, tp_tmp;
-  std::vector<float> expert_out;  // serving: expert outputs of a dispatch
+  Floats gathered, dgathered, norm_grad, reduced;
+  Floats expert_out;  // serving: expert outputs of a dispatch
   // Expert parallelism: the experts' outputs and gradients, the shared expert's output while
   // the routed rows are away (the wire buffers are the exchange's, parallel/ep_exchange.h).
-  std::vector<float> ep_out, ep_grad, ep_back, ep_shared;
-  std::vector<float> expert_grads;  // parallel.expert_tp false: a layer's expert gradients
-  // Context parallelism: a key/value block held and arriving ([k | v]), a block's attention
-  // output and lse before the merge, a dK/dV accumulator held and arriving.
-  std::vector<float> cp_kv[2], cp_out, cp_lse, cp_grad[2];
-  std::vector<float> cp_piece[2];  // one query piece's attention output and lse
+  Floats ep_out, ep_grad, ep_back, ep_shared;
+  Floats expert_grads;  // parallel.expert_tp false: a layer's expert gradients
+  parallel::RingAttentionBuffers ring;  // context parallelism's ring attention
 };
 
-// One GEMM applied to a range of rows (model/tp_comm.cc): forward y = x W^T with W (out, in),
-// or an input gradient dx += dy W. x null means the rows a gather just delivered.
-struct RowGemm {
-  const float* x = nullptr;  // (N, in), or (N, out) for an input gradient
-  const float* w = nullptr;  // (out, in)
-  int64_t in = 0, out = 0;
-  bool input_grad = false;
-  float* y = nullptr;  // gather only: the destination, (N, out) or (N, in) for an input gradient
-};
+using parallel::RowGemm;
 
 struct Dims {
   int64_t B = 0, T = 0, N = 0;
   int64_t Nr = 0;  // rows of the residual stream on this rank: N, or N / tp with SP
+  // n rows held whole here (no batch shape): a cached pass's tokens, a MoE layer's.
+  static Dims rows(int64_t n) {
+    Dims d;
+    d.N = d.Nr = n;
+    return d;
+  }
 };
 
-// This rank's part of a tensor-parallel model (tp = 1: everything, and no communication).
-struct TpState {
-  comm::Communicator* comm = nullptr;  // null when tp = 1
-  int size = 1, rank = 0;
-  bool sequence_parallel = false;      // only with size > 1
+// This rank's part of a tensor-parallel model (tp = 1: everything, and no communication): the
+// group and its row exchanges (parallel/tp_rows.h), and the slice of the model it holds.
+struct TpState : parallel::TpGroup {
   int64_t heads = 0, kv_heads = 0;     // local query and key/value heads
   int64_t d_ff = 0, shared_d_ff = 0;   // local hidden widths (the dense MLP's, the shared one's)
   int64_t expert_d_ff = 0;             // a routed expert's local width: d_ff, or d_ff / tp
@@ -151,22 +152,13 @@ struct TpState {
   bool expert_tokens_split = false;
   parallel::VocabShard vocab;
   int64_t vocab_rows = 0;              // real vocabulary rows held (embedding, lm_head)
-  bool active() const { return size > 1; }
-  // The first failed collective; the rest of the pass is skipped and it is returned.
-  Status error;
-  // Chunking of the overlapped collectives and where their time is counted and traced.
-  parallel::TpOverlap overlap;
-  parallel::CommStats stats;
-  // Runs a blocking tp collective (or an op made of them), counted as fully exposed
-  // (parallel::tp_blocking into overlap.stats, which is &stats).
-  Status blocking(const char* op, uint64_t bytes, const std::function<Status()>& run);
 };
 
 // A weight-gradient GEMM dW += dy^T x held back for the zero-bubble schedule's W pass, with
 // copies of its operands (the scratch buffers they came from are reused by the next layer).
 struct DeferredGemm {
   size_t param = kNoParam;
-  std::vector<float> x, dy;  // (n, in), (n, out)
+  Floats x, dy;  // (n, in), (n, out)
   int64_t n = 0, in = 0, out = 0;
 };
 
@@ -177,7 +169,7 @@ struct PassActs {
   std::vector<LayerActs> acts;
   // final_normed is (Nr, D); final_input its gathered (N, D) form (the same buffer's data
   // without tp), which the lm_head reads.
-  std::vector<float> final_x, final_rstd, final_normed, final_gathered, logits, token_loss;
+  Floats final_x, final_rstd, final_normed, final_gathered, logits, token_loss;
   const float* final_input = nullptr;
   Dims d;
   std::vector<int32_t> inputs;  // the first stage's token ids, for the embedding's gradient
@@ -192,15 +184,14 @@ struct PassActs {
 };
 
 // Expert parallelism: this rank's experts of every MoE layer and its end of the ep group's
-// exchange of the routed rows (parallel/ep_exchange.h: the group, the options, the flights, the
-// wire buffers, the first error and the statistics that take_ep_comm_stats reads). The model
-// plans which rows travel in which chunk (model/ep_comm.cc). ep = 1: every expert, no
-// communication.
+// exchange of the routed rows (parallel/ep_exchange.h: the group, the options, the plan of a
+// round trip, the flights, the wire buffers, the first error and the statistics that
+// take_ep_comm_stats reads). ep = 1: every expert, no communication.
 struct EpState : parallel::ExpertExchange {
   int64_t first_expert = 0;  // rank * E / ep
 };
 
-// Context parallelism: the cp group this rank's attention rings over (model/cp_attention.cc;
+// Context parallelism: the cp group this rank's attention rings over (parallel/ring_attention.h;
 // the ring's transfers, first error and statistics are parallel/cp_ring.h's). Each rank holds
 // T / cp tokens of every sequence (parallel/cp_layout.h). cp = 1: none.
 using CpState = parallel::CpRing;
@@ -229,12 +220,14 @@ struct CachedPassState {
   size_t layer = 0;                // the next layer to run, or the one awaiting its experts
   size_t layers_total = 0;
   bool awaiting_experts = false;
-  std::vector<float> x;       // (N, D) the residual stream entering `layer`
-  std::vector<float> h;       // (N, D) x after attention (+ x itself in the parallel block)
-  std::vector<float> normed;  // (N, D) the FFN's input
+  Floats x;       // (N, D) the residual stream entering `layer`
+  Floats h;       // (N, D) x after attention (+ x itself in the parallel block)
+  Floats normed;  // (N, D) the FFN's input
   MoeActs moe;                // routing of the layer awaiting its experts
-  std::vector<float> dispatch;  // (N * k, D) normed rows grouped by expert
-  std::vector<float> ffn_out;   // (N, D)
+  Floats dispatch;  // (N * k, D) normed rows grouped by expert
+  // The output layer's rows (each chunk's last, or every row), normed, and its rstd.
+  Floats last, last_normed, last_rstd, last_gathered;
+  Floats ffn_out;   // (N, D)
   MlpActs shared;
 };
 
@@ -281,10 +274,96 @@ struct Transformer::Impl {
   bool is_moe() const { return cfg.moe.num_experts > 0; }
   float* w(size_t i) { return params[i].value.data<float>(); }
   float* g(size_t i) { return params[i].grad.data<float>(); }
+  // A buffer of n elements on the backend's device: its first elements kept and new ones zero
+  // (sized; callers overwrite what they read), or all zero (zeroed).
+  float* sized(Floats& v, int64_t n) { return v.resize(*be, static_cast<size_t>(n)); }
+  float* zeroed(Floats& v, int64_t n) { return v.zeroed(*be, static_cast<size_t>(n)); }
+  // ---- Linear layers (model/blocks/linear.cc) ----
+  // One projection into y (n, out) of x (n, in): inside a serving pass (ServingScope) through
+  // cached_linear_hook when it answers for `param` (serving's quantized weights), else the f32
+  // weight. Training passes of the same model never ask the hook.
+  void linear(size_t param, const float* x, float* y, int64_t n, int64_t in, int64_t out);
+  // Projections that read the same x (n, in): one call of the hook when it answers for every
+  // one of them, else linear() each.
+  struct SameInputLinear {
+    size_t param;
+    float* y;
+    int64_t out;
+  };
+  void linears(std::span<const SameInputLinear> layers, const float* x, int64_t n, int64_t in);
+  // A projection of the row-parallel side: x (N, in) through `param` to width d_model.
+  struct RowLinear {
+    size_t param;
+    const float* x;
+    int64_t in;
+  };
+  // The column-parallel group reading `local` (Nr, D): its projections into their y (N, out).
+  // Without tp, linears() over the rows; with tp the rows are gathered first (with SP, into
+  // buf) and each projection runs on each chunk as it arrives (parallel/tp_rows.h). Returns the
+  // (N, D) input the projections read.
+  const float* project_in(const float* local, const Dims& d, Floats& buf,
+                          std::span<const SameInputLinear> outs);
+  // out (Nr, D) = addend (N, D; may be null, may alias out) + the sum of the projections,
+  // reduced over tp (all-reduce, or reduce-scatter with SP); without tp, linear() each.
+  void project_out(std::span<const RowLinear> projections, const float* addend, float* out,
+                   const Dims& d);
+  // The tp group's bare row exchanges with RowGemms at their edges (the backward's input
+  // gradients), bound to this model's backend and rows: parallel::TpGroup's.
+  const float* gather_rows(const float* local, int64_t width, const Dims& d,
+                           Floats& buf, std::initializer_list<RowGemm> gemms = {}) {
+    return tp.gather_rows(*be, local, width, d.N, buf, gemms);
+  }
+  void reduce_rows(std::initializer_list<RowGemm> gemms, const float* addend, float* out,
+                   int64_t width, const Dims& d) {
+    tp.reduce_rows(*be, gemms, addend, out, width, d.N, false);
+  }
+  // The weight gradient dW += dy^T x of parameter `param` (x: (n, in), dy: (n, out)), or
+  // queued with copies of both when a zero-bubble backward defers it (defer_into).
+  void weight_grad(size_t param, const float* x, const float* dy, int64_t n, int64_t in,
+                   int64_t out);
+
+  // ---- RMSNorm (model/blocks/norm.cc) ----
+  // x (rows, D) -> out and the rstd the backward reads.
+  void norm_forward(size_t param, const float* x, float* out, Floats& rstd,
+                    int64_t rows);
+  // Accumulates dx (rows, D) from dout, and the weight's gradient: under SP each tp rank saw
+  // its rows only, so the micro-batch's weight gradient is summed over tp before it is added.
+  void norm_backward(size_t param, const float* x, const Floats& rstd,
+                     const float* dout, float* dx, int64_t rows);
+
+  // ---- Attention (model/blocks/attention.cc) ----
+  // Keys and values read from a paged cache instead of from the pass itself (cached passes):
+  // the cache's layer, the tokens' slots and rotary positions, and a poll between steps.
+  struct PagedKeys {
+    ops::PagedAttentionShape shape;
+    const ops::PagedQuery* slots = nullptr;
+    const int64_t* positions = nullptr;
+    float* k_cache = nullptr;
+    float* v_cache = nullptr;
+    const std::function<void()>* poll = nullptr;
+  };
+  // normed (Nr, D) -> q, k, v (and `also`: other projections reading the same input, the
+  // parallel block's gate and up) through project_in, rotary embeddings, and the attention of
+  // the queries against the pass's keys (in the batch, or around the cp ring) or, with `paged`,
+  // the cache's (after storing this pass's k and v there) into a.attn (and a.lse). Returns the
+  // gathered (N, D) input.
+  const float* attention_forward(const LayerIndex& li, AttnActs& a, const float* normed,
+                                 const Dims& d, std::span<const SameInputLinear> also = {},
+                                 const PagedKeys* paged = nullptr);
+  // out (Nr, D) = addend + o(a.attn) + `also` (the parallel block's down projection), through
+  // project_out.
+  void attention_output(const LayerIndex& li, const AttnActs& a, const float* addend, float* out,
+                        const Dims& d, std::span<const RowLinear> also = {});
+  // With scratch.dattn holding d(attention output) (N, H*hd): the weight gradients of o, q, k,
+  // v and, in scratch.dq/dk/dv, the gradients the input-gradient GEMMs of the reduction read.
+  // input: the gathered normed input (N, D).
+  void attention_backward(AttnActs& at, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
   ops::AttentionShape attention_shape(const Dims& d) const;
   // The attention's mask for the pass: positions 0..T-1 of each row, with the rows' document
-  // ids under document masking.
+  // ids under document masking; under cp, the local queries against rank `source`'s keys.
   ops::AttentionMask attention_mask() const;
+  ops::AttentionMask cp_mask(int source) const;
   // Rotary embeddings of (N, heads, hd) rows at their positions in the row, or in their
   // document under per-document positions; inverse: the backward rotation.
   void rotate(float* x, int64_t heads, const Dims& d, bool inverse) const;
@@ -292,60 +371,92 @@ struct Transformer::Impl {
   // cp from the whole sequences (the cp group's tokens gathered, collective over cp), and
   // pass.cp_doc with every cp rank's document ids.
   void set_documents(const int32_t* inputs, const Dims& d);
-  // Context parallelism (model/cp_attention.cc): cp_layout for (B, T) local micro-batches;
-  // the ring attention of the local queries against every rank's keys and values, forward
-  // (into a.attn, a.lse) and backward (accumulating dq, dk, dv); the mask of the local
-  // queries against rank `source`'s keys.
+  // cp_layout for (B, T) local micro-batches.
   void set_cp_layout(const Dims& d);
-  void cp_attention_forward(AttnActs& a, const Dims& d);
-  void cp_attention_backward(const AttnActs& a, const float* dout, float* dq, float* dk,
-                             float* dv, const Dims& d);
-  ops::AttentionMask cp_mask(int source) const;
 
+  // ---- The SwiGLU MLP (model/blocks/mlp.cc) ----
+  // Its gate and up projections of x into acts (rows, d_ff), as linears that read one input.
+  std::array<SameInputLinear, 2> mlp_gate_up(const MlpIndex& m, int64_t d_ff, MlpActs& acts,
+                                             int64_t rows);
+  // silu(gate) * up into scratch.act, which the down projection reads.
+  float* mlp_activation(const MlpActs& acts, int64_t d_ff, int64_t rows);
+  // x -> out = down(silu(gate(x)) * up(x)). kExchanged: x is this rank's residual rows
+  // (Nr, D) and the projections meet the tp group (project_in / project_out: the dense FFN).
+  // kWhole, kWholeAdd: x and out are d.N rows held here, out written or added to, and a tp
+  // slice's partial sums are left to the caller (the shared expert).
+  enum class MlpRows { kExchanged, kWhole, kWholeAdd };
+  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
+                   const Dims& d, MlpRows rows);
+  // Accumulates dx: (rows, D) and the three weight gradients from dout: (rows, D). The SwiGLU
+  // product is recomputed from the kept gate and up projections rather than stored.
+  void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
+                    const float* dout, float* dx, int64_t rows);
+  // The tensor-parallel dense FFN's backward half: with scratch.dact holding d(SwiGLU product)
+  // (N, F), the weight gradients of down, gate and up, and in scratch.dgate/dup what the
+  // input-gradient GEMMs of the reduction read.
+  void dense_ffn_backward(MlpActs& acts, const LayerIndex& li, const float* input,
+                          const float* dout, const Dims& d);
+
+  // ---- Mixture of experts (model/blocks/moe.cc) ----
+  // x: (n, D) -> out: (n, D): route, run every expert over its tokens (here, or at the ranks
+  // holding them under ep), combine with the routing weights, add the shared expert. Returns
+  // this layer's load-balancing loss.
+  double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);
+  void moe_backward(MoeActs& m, const LayerIndex& li, const float* x, const float* dout,
+                    float* dx, float aux_grad, int64_t n);
+  // The MoE FFN split where the experts may run on another rank (cached passes): routing and
+  // dispatch, then the combine.
+  void moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x, Floats& xp,
+                    int64_t n, bool capacity);
+  void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
+                   float* out, MlpActs& shared, int64_t n);
+  // Rows grouped by expert, expert e's at [offsets[e], offsets[e + 1]) (offsets[0] may be the
+  // first row of a chunk) -> their outputs, one SwiGLU MLP per expert over its rows.
+  void experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
+                       const int64_t* offsets, float* yp,
+                       const std::function<void()>& poll = {});
+  // Adds a training forward's routing of layer `li` to the load (per-expert assignments kept,
+  // assignments dropped).
+  void record_load(const LayerIndex& li, const ops::MoeRouting& routing);
+  double moe_aux_loss(MoeActs& m);
+  // The weights of a layer's experts held here and where their gradients go (blocks/moe.cc).
+  struct ExpertGrads;
+
+  // ---- Embedding and output layer (model/blocks/embedding.cc) ----
+  // The embedding lookup into acts[0].x and, in the backward, its gradient from dres
+  // (vocabulary-parallel under tp).
+  void embed_forward(const int32_t* inputs, const Dims& d);
+  void embed_backward(const int32_t* inputs, const float* dres, const Dims& d);
+  // The output layer, training's and serving's: x (Nr, D) -> the final norm into normed (its
+  // rstd kept), and logits (N, vocab_rows) = lm_head over the normed rows, gathered under SP.
+  // Returns the (N, D) rows lm_head read.
+  const float* output_forward(const float* x, const Dims& d, Floats& normed,
+                              Floats& rstd, Floats& gathered,
+                              float* logits);
+  // Training's backward of output_forward over pass: from d(logits) (in pass.logits) into
+  // dres (Nr, D), accumulating the final norm's and lm_head's gradients.
+  void output_backward(float* dres, const Dims& d);
+  // The cross-entropy of the forward's logits against `targets` (transformer.cc).
+  Status loss(const int32_t* targets, const Dims& d, float grad_scale, bool write_grad);
+
+  // ---- The stack (model/layers.cc) ----
   // The activations of layer l's internals (everything but x) and of its attention: per layer,
   // or the shared working slot when parallel.recompute recomputes them.
   LayerActs& layer_acts(size_t l);
   AttnActs& attn_acts(size_t l);
-
-  // Tensor-parallel communication (model/tp_comm.cc), each the identity without tp. The
-  // GEMMs at the edge of a collective are handed to it as RowGemms, so that under
-  // parallel.tp_overlap it runs them chunk by chunk while the next chunk moves.
-  //
-  // The (N, width) form of the rows (Nr, width): all-gathered with SP (into buf), `local`
-  // itself otherwise. Each gemm (x null: the gathered rows) is applied to every row into its y.
-  const float* gather_rows(const float* local, int64_t width, const Dims& d,
-                           std::vector<float>& buf, std::initializer_list<RowGemm> gemms = {});
-  // out (Nr, width) =, or += with accumulate, this rank's rows of the sum over tp of
-  // addend (N, width; may be null) + every gemm's rows (all-reduce, or reduce-scatter with SP).
-  // addend may alias out.
-  void reduce_rows(std::initializer_list<RowGemm> gemms, const float* addend, float* out,
-                   int64_t width, const Dims& d, bool accumulate);
-  // The norm-weight gradient of this micro-batch, summed over tp under SP (each rank saw its
-  // rows), added into parameter `param`'s gradient. `grad` is scratch of d_model floats.
-  void reduce_norm_grad(size_t param, std::vector<float>& grad);
-  // The gradient buffer a norm's backward accumulates into: the parameter's own gradient, or
-  // a zeroed scratch buffer that reduce_norm_grad sums over tp.
-  float* norm_grad_buffer(size_t param);
-  // All-reduce SUM over tp in place (no-op without tp).
-  void allreduce_tp(float* data, int64_t count);
-
   // Forward over this chunk's layers into pass.final_x and, on the last stage, into
   // pass.logits (N, V / tp); returns the summed aux loss of its MoE layers. The first stage
   // embeds `inputs`; another reads x_in (Nr, D). The backward needs `pass` as it is left.
   double forward(const int32_t* inputs, const float* x_in, const Dims& d);
-  // The weight gradient dW += dy^T x of parameter `param` (x: (n, in), dy: (n, out)), or
-  // queued with copies of both when a zero-bubble backward defers it (defer_into).
-  void weight_grad(size_t param, const float* x, const float* dy, int64_t n, int64_t in,
-                   int64_t out);
-  // The cross-entropy of the forward's logits against `targets` (transformer.cc).
-  Status loss(const int32_t* targets, const Dims& d, float grad_scale, bool write_grad);
   // Backpropagates through this chunk, accumulating into grads: from dlogits (already in
   // pass.logits) on the last stage, else from dout (Nr, D), the gradient of its output. The
   // first stage ends in the embedding's gradient; another writes d(input) into din (Nr, D).
   void backward(const float* dout, float* din, const Dims& d, const BackwardHooks* hooks);
-  // Inference over chunks already validated (model/inference.cc), in stages: begin_pass embeds
-  // the tokens; pass_to_experts runs layers until a MoE layer's tokens are dispatched to experts
-  // (or to the end); pass_apply_experts finishes that layer from the experts' outputs (N*k, D);
+
+  // ---- Cached passes (model/inference.cc) ----
+  // Inference over chunks already validated, in stages: begin_pass embeds the tokens;
+  // pass_to_experts runs layers until a MoE layer's tokens are dispatched to experts (or to the
+  // end); pass_apply_experts finishes that layer from the experts' outputs (N*k, D);
   // pass_logits writes (chunks, V), each chunk's last token.
   void begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
                   const PagedKvCache& cache);
@@ -353,49 +464,6 @@ struct Transformer::Impl {
   void pass_apply_experts(CachedPassState& p, const float* expert_out);
   void pass_logits(CachedPassState& p, float* logits);
   void finish_layer(CachedPassState& p);
-  // The MoE FFN split where the experts may run on another rank (model/compute.cc).
-  void moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x, std::vector<float>& xp,
-                    int64_t n, bool capacity);
-  // Adds a training forward's routing of layer `li` to the load (per-expert assignments kept,
-  // assignments dropped).
-  void record_load(const LayerIndex& li, const ops::MoeRouting& routing);
-  void experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
-                       const int64_t* offsets, float* yp);
-  void moe_combine(const MoeActs& m, const LayerIndex& li, const float* x, const float* yp,
-                   float* out, MlpActs& shared, int64_t n);
-  // Expert parallelism (model/ep_comm.cc): cuts m.routing's tokens into chunks, counts the
-  // rows of each (peer, chunk, local expert) into m.ep and exchanges the counts over the ep
-  // group (ep.plan). The round trips themselves are ep.round_trip (parallel/ep_exchange.h).
-  void ep_plan(MoeActs& m);
-  // One chunk's experts, forward and backward, under expert parallelism (model/compute.cc).
-  void ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y);
-  void ep_experts_backward(const LayerIndex& li, MoeActs& m, int c, const float* dy, float* dxp);
-  double moe_aux_loss(MoeActs& m);
-  // parallel.expert_tp false: sums a layer's expert weight gradients of this micro-batch
-  // (buffer, as the backward wrote them) over tp and adds them to the gradients.
-  void commit_expert_grads(const LayerIndex& li, std::vector<float>& buffer);
-  void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
-                              float* dx, int64_t n);
-
-  // The linear layers of the whole-rows paths (model/blocks/mlp.cc): inside a serving pass
-  // (ServingScope) through cached_linear_hook when it answers for `param` (serving's quantized
-  // weights), else the f32 weight. Training passes of the same model never ask the hook.
-  void linear(size_t param, const float* x, float* y, int64_t n, int64_t in, int64_t out);
-  // Linear layers that read the same x (n, in): one call of the hook when it answers for
-  // every one of them, else linear() each.
-  struct SameInputLinear {
-    size_t param;
-    float* y;
-    int64_t out;
-  };
-  void linears(std::span<const SameInputLinear> layers, const float* x, int64_t n, int64_t in);
-  // The SwiGLU MLP over whole rows (model/blocks/mlp.cc): the dense FFN of cached passes and
-  // the shared expert. Forward through linear(); backward accumulates dx and the weights'
-  // gradients (weight_grad).
-  void mlp_forward(const MlpIndex& m, int64_t d_ff, MlpActs& acts, const float* x, float* out,
-                   int64_t rows, bool accumulate);
-  void mlp_backward(const MlpIndex& m, int64_t d_ff, const MlpActs& acts, const float* x,
-                    const float* dout, float* dx, int64_t rows);
   CachedLinear cached_linear_hook;
   bool serving = false;  // inside a cached pass: linear() may answer through the hook
   // Marks the cached pass's stages (model/inference.cc) for their duration.
@@ -412,26 +480,19 @@ struct Transformer::Impl {
 
  private:
   // Rotary embeddings on q, k and the attention itself (a.q, a.k, a.v -> a.attn, a.lse).
-  void attention_core(AttnActs& a, const Dims& d);
-  // The projections of the layer's column-parallel group reading the normed input: q, k, v
-  // (into at) and, for a dense FFN that reads the same input, gate and up (into mlp).
-  RowGemm q_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
-  RowGemm k_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
-  RowGemm v_gemm(const LayerIndex& li, AttnActs& at, const Dims& d);
-  // Backward halves of the layer (model/layers.cc): each turns d(output) into the partial
-  // input gradient its reduction sums, accumulating the weight gradients.
-  // input: the gathered normed input (N, D); dout: the gathered d(layer output) (N, D).
-  void attention_backward(AttnActs& at, const LayerIndex& li, const float* input,
-                          const float* dout, const Dims& d);
-  void dense_ffn_backward(MlpActs& acts, const LayerIndex& li, const float* input,
-                          const float* dout, const Dims& d);
-  double moe_forward(MoeActs& m, const LayerIndex& li, const float* x, float* out, int64_t n);
-  void moe_backward(MoeActs& m, const LayerIndex& li, const float* x, const float* dout,
-                    float* dx, float aux_grad, int64_t n);
+  void attention_core(AttnActs& a, const Dims& d, const PagedKeys* paged);
+  // Under parallel.expert_tp false: sums a layer's expert weight gradients of this micro-batch
+  // (buffer, as the backward wrote them) over tp and adds them to the gradients.
+  void commit_expert_grads(const LayerIndex& li, Floats& buffer);
+  // The experts' backward over rows grouped as experts_forward's: from dyp, the gradients of
+  // their outputs, into dxp (those rows zeroed first) and the weight gradients in `grads`.
+  void experts_backward(const LayerIndex& li, const MlpActs& acts, const float* xp,
+                        const int64_t* offsets, const float* dyp, float* dxp,
+                        const ExpertGrads& grads, int64_t total_rows,
+                        const std::function<void()>& poll);
+  void local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x, const float* dyp,
+                              float* dx, int64_t n);
   double layer_forward(size_t l, const float* x_in, float* x_out, const Dims& d);
-  // The embedding lookup into acts[0].x and, in the backward, its gradient from dres.
-  void embed_forward(const int32_t* inputs, const Dims& d);
-  void embed_backward(const int32_t* inputs, const float* dres, const Dims& d);
   void layer_backward(size_t l, float* dres, float aux_grad, const Dims& d);
   void notify_layer(size_t l, const BackwardHooks* hooks) const;
 };

@@ -2,7 +2,7 @@
 // forward/backward, pipeline-stage and statistics entry points. Elsewhere: the config rules
 // (model/config_rules.cc), the parameter table and its initialization (model/parameter_table.cc),
 // parameter, FLOP and activation accounting (model/accounting.cc), the layers
-// (model/layers.cc), the blocks (model/blocks/, model/compute.cc) and cached passes
+// (model/layers.cc), the blocks (model/blocks/) and cached passes
 // (model/inference.cc).
 #include "model/transformer.h"
 
@@ -215,8 +215,9 @@ Result<Dims> check_batch(const ModelConfig& c, const TpState& tp, const int32_t*
 }
 
 // Mean loss over the tokens, summed in double in token order.
-double mean_loss(const std::vector<float>& token_loss, int64_t n) {
-  return std::accumulate(token_loss.begin(), token_loss.begin() + n, 0.0) /
+// Read on the host: with activations in device memory, the copy of the n losses out of it.
+double mean_loss(const Floats& token_loss, int64_t n) {
+  return std::accumulate(token_loss.data(), token_loss.data() + n, 0.0) /
          static_cast<double>(n);
 }
 
@@ -226,9 +227,9 @@ double mean_loss(const std::vector<float>& token_loss, int64_t n) {
 // / d(logits) into m.pass.logits: over the local vocabulary columns under tp (never gathered).
 Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad_scale,
                                bool write_grad) {
-  std::vector<float>& token_loss = pass.token_loss;
-  std::vector<float>& logits = pass.logits;
-  token_loss.resize(static_cast<size_t>(d.N));
+  Floats& token_loss = pass.token_loss;
+  Floats& logits = pass.logits;
+  sized(token_loss, d.N);
   const float scale = grad_scale / static_cast<float>(d.N);
   if (!tp.active()) {
     be->softmax_cross_entropy(logits.data(), targets, token_loss.data(), d.N, cfg.vocab_size,
@@ -301,9 +302,9 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
   MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_logits"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
   impl_->forward(inputs, nullptr, d);
+  // The logits come back to the host (with activations in device memory, the copy out of it).
   Tensor out = Tensor::empty(DType::kF32, {B, T, impl_->cfg.vocab_size});
-  std::copy(impl_->pass.logits.begin(), impl_->pass.logits.begin() + out.numel(),
-            out.data<float>());
+  std::copy_n(impl_->pass.logits.data(), out.numel(), out.data<float>());
   return out;
 }
 
@@ -356,7 +357,7 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
     MS_RETURN_IF_ERROR(m.loss(batch.targets, d, batch.grad_scale, batch.backward));
     stats.loss = mean_loss(m.pass.token_loss, d.N);
   } else {
-    std::copy(m.pass.final_x.begin(), m.pass.final_x.begin() + elements, output.begin());
+    m.be->copy(m.pass.final_x.data(), output.data(), elements);
   }
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);

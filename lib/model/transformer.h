@@ -108,8 +108,8 @@ struct ModelParallel {
   comm::Communicator* ep = nullptr;
   bool ep_bf16 = false;  // parallel.ep_comm_dtype bf16: exchange the rows rounded to bf16
   // parallel.ep_overlap_chunks: each MoE layer's round trip is cut into this many token chunks
-  // whose all-to-alls overlap the other chunks' expert compute (model/ep_comm.cc); 1 waits for
-  // each all-to-all at once. Results differ only by the experts' weight-gradient summation
+  // whose all-to-alls overlap the other chunks' expert compute (parallel/ep_exchange.h); 1
+  // waits for each all-to-all at once. Results differ only by the experts' weight-gradient summation
   // order; a given value is bitwise reproducible.
   int ep_chunks = 1;
   // Context parallelism: the cp group (null or size 1: none). Each micro-batch passed to the

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/device.h"
 #include "core/device_runtime.h"
@@ -23,6 +24,8 @@
 #include "ops/moe.h"
 #include "ops/optimizer.h"
 #include "ops/paged_attention.h"
+#include "ops/quant_act.h"
+#include "ops/quant_gemm.h"
 #include "ops/rope.h"
 
 namespace ms::ops {
@@ -115,6 +118,16 @@ class Backend {
                                       float* dweights, int64_t d) = 0;
   virtual double moe_aux_loss(const float* probs, const MoeRouting& r) = 0;
   virtual void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) = 0;
+  // Host-side result: a sum per expert.
+  virtual void moe_probability_sums(const float* probs, int64_t n, int64_t e,
+                                    double* sums) = 0;
+  virtual double moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e) = 0;
+  virtual void moe_z_loss_backward(const float* probs, const float* lse, float scale,
+                                   float* dlogits, int64_t n, int64_t e) = 0;
+
+  // ---- Quantized linear layers (serving's weights): ops/quant_gemm.h ----
+  virtual void quantized_linears(const float* x, std::span<const QuantLinearOut> outs,
+                                 int64_t n, ActivationFormat activations) = 0;
 
   // ---- Element-wise: ops/elementwise.h ----
   // out[i] = a[i] + b[i] for i < n; out may be a or b (an order two ranks agree on, so both
@@ -122,6 +135,15 @@ class Backend {
   virtual void add(const float* a, const float* b, float* out, int64_t n) = 0;
   // y[i] += x[i] for i < n: add(y, x, y).
   void add_into(float* y, const float* x, int64_t n) { add(y, x, y, n); }
+  // Memory on the device: fill, copy (ranges may overlap), rows gathered or scattered by index
+  // (rows: host indices), a value per column added to every row.
+  virtual void fill(float* x, int64_t n, float value) = 0;
+  virtual void copy(const float* src, float* dst, int64_t n) = 0;
+  virtual void gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
+                           float* dst) = 0;
+  virtual void scatter_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
+                            float* dst) = 0;
+  virtual void add_to_columns(float* x, const float* column, int64_t rows, int64_t cols) = 0;
 
   // ---- Optimizer updates and the gradient norm: ops/optimizer.h, ops/reduce.h ----
   virtual void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w,

@@ -150,9 +150,41 @@ class CpuBackend final : public Backend {
   void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs) override {
     ops::moe_aux_loss_backward(r, daux, dprobs);
   }
+  void moe_probability_sums(const float* probs, int64_t n, int64_t e, double* sums) override {
+    ops::moe_probability_sums(probs, n, e, sums);
+  }
+  double moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e) override {
+    return ops::moe_z_loss(logits, lse, n, e);
+  }
+  void moe_z_loss_backward(const float* probs, const float* lse, float scale, float* dlogits,
+                           int64_t n, int64_t e) override {
+    ops::moe_z_loss_backward(probs, lse, scale, dlogits, n, e);
+  }
+
+  void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int64_t n,
+                         ActivationFormat activations) override {
+    ops::quantized_linears(x, outs, n, activations);
+  }
 
   void add(const float* a, const float* b, float* out, int64_t n) override {
     ops::add(a, b, out, static_cast<size_t>(n));
+  }
+  void fill(float* x, int64_t n, float value) override {
+    ops::fill(x, static_cast<size_t>(n), value);
+  }
+  void copy(const float* src, float* dst, int64_t n) override {
+    ops::copy(src, dst, static_cast<size_t>(n));
+  }
+  void gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
+                   float* dst) override {
+    ops::gather_rows(src, rows, count, width, dst);
+  }
+  void scatter_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
+                    float* dst) override {
+    ops::scatter_rows(src, rows, count, width, dst);
+  }
+  void add_to_columns(float* x, const float* column, int64_t rows, int64_t cols) override {
+    ops::add_to_columns(x, column, rows, cols);
   }
 
   void adamw_update(const AdamCoefficients& c, bool weight_decay, float* w, const float* g,

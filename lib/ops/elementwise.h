@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ms::ops {
 
@@ -17,5 +18,19 @@ void scale(const float* x, float alpha, float* out, size_t n);
 
 // y[i] += alpha * x[i] for i < n, rounded twice (product, then sum). x, y: (n), not overlapping.
 void axpy(float alpha, const float* x, float* y, size_t n);
+
+// Memory moves on the device's buffers, so code above the backend seam never touches them with
+// host loops. fill: x[i] = value. copy: dst[i] = src[i]; the ranges may overlap.
+void fill(float* x, size_t n, float value);
+void copy(const float* src, float* dst, size_t n);
+
+// Rows of width floats. gather_rows: dst row i = src row rows[i]; scatter_rows: dst row rows[i]
+// = src row i (rows distinct). i < count.
+void gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t width, float* dst);
+void scatter_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
+                  float* dst);
+
+// x: (rows, cols); x[i, j] += column[j].
+void add_to_columns(float* x, const float* column, int64_t rows, int64_t cols);
 
 }  // namespace ms::ops

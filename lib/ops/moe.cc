@@ -207,3 +207,37 @@ void moe_update_expert_bias(const int64_t* counts, float* bias, int64_t e, doubl
 }
 
 }  // namespace ms::ops
+
+namespace ms::ops {
+
+void moe_probability_sums(const float* probs, int64_t n, int64_t e, double* sums) {
+  for (int64_t j = 0; j < e; ++j) {
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += probs[i * e + j];
+    sums[j] = total;
+  }
+}
+
+double moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e) {
+  double z = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    // logsumexp from the softmax's normalizer: lse = max + log(sum exp(l - max)).
+    const float* row = logits + i * e;
+    const float mx = *std::max_element(row, row + e);
+    double sum = 0;
+    for (int64_t j = 0; j < e; ++j) sum += std::exp(static_cast<double>(row[j] - mx));
+    lse[i] = static_cast<float>(mx + std::log(sum));
+    z += static_cast<double>(lse[i]) * lse[i];
+  }
+  return z;
+}
+
+void moe_z_loss_backward(const float* probs, const float* lse, float scale, float* dlogits,
+                         int64_t n, int64_t e) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = scale * lse[i];
+    for (int64_t j = 0; j < e; ++j) dlogits[i * e + j] += g * probs[i * e + j];
+  }
+}
+
+}  // namespace ms::ops

@@ -78,5 +78,16 @@ void moe_unpermute_backward(const float* yp, const float* weights, const MoeRout
 double moe_aux_loss(const float* probs, const MoeRouting& r);
 // Accumulates daux * d aux / d probs into dprobs: (n, e).
 void moe_aux_loss_backward(const MoeRouting& r, float daux, float* dprobs);
+// probs: (n, e) -> sums[j] = the sum over the tokens of probs[., j] in f64, the probability
+// mass each expert received (the load-balancing loss's second factor, summed over a cp group).
+void moe_probability_sums(const float* probs, int64_t n, int64_t e, double* sums);
+
+// The router z-loss (ST-MoE): per token lse_i = logsumexp of its router logits (n, e), written
+// to lse, and the returned sum over the tokens of lse_i^2 in f64 (the loss is its mean).
+double moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e);
+// Accumulates scale * lse_i * probs_ij into dlogits (n, e): with scale = 2 dz / n, the gradient
+// of dz * mean_i lse_i^2 with respect to the logits (d lse_i / d l_ij = probs_ij).
+void moe_z_loss_backward(const float* probs, const float* lse, float scale, float* dlogits,
+                         int64_t n, int64_t e);
 
 }  // namespace ms::ops

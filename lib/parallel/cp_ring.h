@@ -1,7 +1,7 @@
 // Context parallelism's ring: the transfers of ring attention's hops over the cp group, and
 // the group's blocking gathers, with the first error and the transfer statistics. It knows
 // nothing of attention: a hop moves n floats one step around the ring, a send to rank + 1 and
-// a receive from rank - 1, while the caller computes on what it holds (model/cp_attention.cc
+// a receive from rank - 1, while the caller computes on what it holds (parallel/ring_attention.h
 // runs the attention math between start_hop and finish_hop, polling the hop between pieces,
 // because MPI moves a nonblocking transfer only inside MPI calls).
 //

@@ -2,6 +2,7 @@
 // round trip in f32 or bf16 and its statistics.
 #include "parallel/ep_exchange.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/half.h"
@@ -53,6 +54,35 @@ struct PlanIndex {
 };
 
 }  // namespace
+
+void ExpertExchange::plan_routing(const ops::MoeRouting& routing, TpChunk tokens, EpPlan& p) {
+  const int64_t El = local_experts, P = size;
+  const int C = tp_chunk_count(chunks, tokens.rows);
+  p.chunks = std::max(C, 1);
+  const int64_t Cn = p.chunks;
+  const std::vector<int64_t>& offsets = routing.offsets;
+  const std::vector<int64_t>& token = routing.token_of_row;
+  p.send_counts.assign(static_cast<size_t>(P * Cn * El), 0);
+  p.dispatch_rows.assign(static_cast<size_t>(P * Cn * El), 0);
+  // An expert's rows are in token order: walk them once, cutting at the chunks' first tokens.
+  for (int64_t j = 0; j < P; ++j) {
+    for (int64_t e = 0; e < El; ++e) {
+      int64_t row = offsets[static_cast<size_t>(j * El + e)];
+      const int64_t end = offsets[static_cast<size_t>(j * El + e + 1)];
+      while (row < end && token[static_cast<size_t>(row)] < tokens.row0) ++row;
+      for (int64_t c = 0; c < Cn; ++c) {
+        const TpChunk chunk = tp_chunk(tokens.rows, static_cast<int>(Cn), static_cast<int>(c));
+        const int64_t first = row;
+        const int64_t limit = tokens.row0 + chunk.row0 + chunk.rows;
+        while (row < end && token[static_cast<size_t>(row)] < limit) ++row;
+        const size_t at = static_cast<size_t>((j * Cn + c) * El + e);
+        p.dispatch_rows[at] = first;
+        p.send_counts[at] = row - first;
+      }
+    }
+  }
+  plan(p);
+}
 
 void ExpertExchange::plan(EpPlan& p) {
   const int64_t El = local_experts, P = size, C = p.chunks;

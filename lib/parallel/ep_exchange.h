@@ -1,8 +1,8 @@
 // Expert parallelism's exchange: the rows a MoE layer routed to experts on other ranks of the
 // ep group go there by all-to-all(v) and come back the same way. The exchange knows nothing of
-// routing or experts' math: the caller cuts its dispatch rows into chunks and counts them per
-// (peer, chunk, local expert) (EpPlan), and hands the experts' compute over as a callback that
-// sees one chunk at a time.
+// experts' math: plan_routing cuts a MoE routing's dispatch rows into chunks and counts them per
+// (peer, chunk, local expert) (EpPlan), and the caller hands the experts' compute over as a
+// callback that sees one chunk at a time.
 //
 // Experts are numbered globally and ep rank r holds local experts [r El, (r + 1) El), so a
 // dispatch order that groups rows by global expert is already grouped by destination rank.
@@ -27,17 +27,18 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "parallel/comm_stats.h"
 #include "core/status.h"
+#include "ops/moe.h"
+#include "parallel/comm_stats.h"
+#include "parallel/tp_overlap.h"
 
 namespace ms::parallel {
 
 // One round trip's row counts. counts are [peer][chunk][local expert], flattened.
 struct EpPlan {
   int64_t chunks = 1;
-  std::vector<int64_t> send_counts;    // rows this rank sends (the caller fills them)
+  std::vector<int64_t> send_counts;    // rows this rank sends
   std::vector<int64_t> dispatch_rows;  // like send_counts: the first dispatch row of each run
-                                       // (the caller fills them)
   std::vector<int64_t> recv_counts;    // rows this rank receives (ExpertExchange::plan)
   std::vector<int64_t> rows;           // chunks * local experts + 1: rows[c * El + e] is the
                                        // first row of chunk c, local expert e at the experts
@@ -61,6 +62,12 @@ struct ExpertExchange {
   // calls.
   CommStats stats;
 
+  // The plan of a MoE layer's round trip: the routing's tokens in [tokens.row0, +rows) (all,
+  // or with whole experts under tp one tp rank's share) are cut into `chunks` contiguous ranges
+  // (at most; plan.chunks is the count) and each range's rows of each (peer, local expert)
+  // counted, then plan() exchanges the counts. Because an expert's rows keep their token order,
+  // a chunk's rows for an expert are one contiguous run of its dispatch rows. Collective over ep.
+  void plan_routing(const ops::MoeRouting& routing, TpChunk tokens, EpPlan& plan);
   // Exchanges plan.send_counts (plan.chunks chunks, local_experts each) over the group into
   // plan.recv_counts and lays out plan.rows. A blocking all-to-all, counted as exposed time
   // (not as an exchange, nor its bytes). After an error the counts received stay zero.

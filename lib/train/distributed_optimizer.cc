@@ -58,7 +58,7 @@ Status DistributedOptimizer::adopt(std::vector<TrainableParam>& params) {
                              " must both be f32 of the same shape");
     }
     float* flat_value = values_.data() + layout_.param_offset(i);
-    std::memcpy(flat_value, value.raw_data(), value.nbytes());
+    options_.backend->copy(value.data<float>(), flat_value, value.numel());
     value = Tensor::view_of(DType::kF32, value.shape(), flat_value);
     grad = Tensor::view_of(DType::kF32, grad.shape(), grads_.data() + layout_.param_offset(i));
   }
@@ -80,8 +80,8 @@ void DistributedOptimizer::init_zero_shard() {
   grad_shard_.assign(master_.size(), 0.0f);
   for (const GradBucket& b : layout_.buckets()) {
     const int64_t part = b.numel / layout_.dp();
-    std::memcpy(master_.data() + b.shard_offset, values_.data() + b.offset + dp_.rank() * part,
-                static_cast<size_t>(part) * sizeof(float));
+    options_.backend->copy(values_.data() + b.offset + dp_.rank() * part,
+                           master_.data() + b.shard_offset, part);
   }
 }
 
@@ -97,7 +97,7 @@ std::vector<OptimSegment> DistributedOptimizer::optimizer_segments(
 }
 
 void DistributedOptimizer::begin_step() {
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  options_.backend->fill(grads_.data(), static_cast<int64_t>(grads_.size()), 0.0f);
   bucket_pending_.clear();
   for (const GradBucket& b : layout_.buckets()) {
     bucket_pending_.push_back(static_cast<int64_t>(b.params.size()));

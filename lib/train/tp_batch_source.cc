@@ -3,15 +3,9 @@
 
 #include <cstring>
 
-namespace ms::train {
+#include "comm/variable_length.h"
 
-Status TpBroadcastSource::broadcast_text(std::string& text) {
-  int64_t size = static_cast<int64_t>(text.size());
-  MS_RETURN_IF_ERROR(tp_.broadcast(&size, 1, DType::kI64, 0));
-  text.resize(static_cast<size_t>(size));
-  if (size == 0) return Status::OK();
-  return tp_.broadcast(text.data(), static_cast<size_t>(size), DType::kU8, 0);
-}
+namespace ms::train {
 
 Result<std::unique_ptr<TpBroadcastSource>> TpBroadcastSource::create(
     comm::Communicator& tp, std::unique_ptr<data::BatchSource> source) {
@@ -29,8 +23,8 @@ Result<std::unique_ptr<TpBroadcastSource>> TpBroadcastSource::create(
     s->state_ = s->source_->state();
   }
   MS_RETURN_IF_ERROR(tp.broadcast(sizes, 4, DType::kI64, 0));
-  MS_RETURN_IF_ERROR(s->broadcast_text(s->tokenizer_path_));
-  MS_RETURN_IF_ERROR(s->broadcast_text(s->state_.plan_hash));
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(tp, s->tokenizer_path_, 0));
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(tp, s->state_.plan_hash, 0));
   MS_RETURN_IF_ERROR(tp.broadcast(&s->state_.consumed_samples, 1, DType::kI64, 0));
   s->seq_len_ = sizes[0];
   s->vocab_size_ = static_cast<int32_t>(sizes[1]);
@@ -63,7 +57,7 @@ Result<data::MicroBatch> TpBroadcastSource::next() {
   }
   MS_RETURN_IF_ERROR(tp_.broadcast(header, 6, DType::kI64, 0));
   if (header[0] != 0) {
-    MS_RETURN_IF_ERROR(broadcast_text(message));
+    MS_RETURN_IF_ERROR(comm::broadcast_variable(tp_, message, 0));
     if (source_) return fetched;
     return Status(static_cast<StatusCode>(header[0]),
                   message + " (from tp rank 0, which fetches this tp group's batches)");

@@ -41,7 +41,6 @@ class TpBroadcastSource : public data::BatchSource {
  private:
   TpBroadcastSource(comm::Communicator& tp, std::unique_ptr<data::BatchSource> source)
       : tp_(tp), source_(std::move(source)) {}
-  Status broadcast_text(std::string& text);
 
   comm::Communicator& tp_;
   std::unique_ptr<data::BatchSource> source_;

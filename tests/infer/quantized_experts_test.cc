@@ -239,7 +239,7 @@ INSTANTIATE_TEST_SUITE_P(Infer, QuantizedExperts,
 TEST(QuantizedExpertsHook, TrainingForwardNeverCallsTheHook) {
   auto m = make_model();
   std::set<size_t> called;
-  m->set_cached_linear([&](std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
+  m->set_cached_linear([&](ops::Backend&, std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
     for (const model::CachedLinearOut& o : outs) called.insert(o.param_index);
     return false;  // the f32 weights compute
   });
@@ -268,7 +268,7 @@ TEST(QuantizedExpertsHook, LayersThatReadOneInputComeInOneCall) {
     return names;
   };
   std::vector<std::vector<std::string>> calls;
-  const auto record = [&](std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
+  const auto record = [&](ops::Backend&, std::span<const model::CachedLinearOut> outs, const float*, int64_t) {
     calls.push_back(names_of(outs));
     return false;  // the f32 weights compute
   };

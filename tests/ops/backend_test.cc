@@ -24,6 +24,9 @@
 #include "ops/moe.h"
 #include "ops/optimizer.h"
 #include "ops/paged_attention.h"
+#include "ops/quant.h"
+#include "ops/quant_act.h"
+#include "ops/quant_gemm.h"
 #include "ops/reduce.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -346,6 +349,72 @@ std::vector<OpCase> cases() {
                      w.insert(w.end(), halves, halves + 2);
                    }
                    return w;
+                 }});
+  out.push_back({"fill_copy", [=](Backend* be) {
+                   Floats y = random(40, 40), z(40);
+                   if (be) {
+                     be->fill(y.data() + 3, 20, -2.5f);
+                     be->copy(y.data(), z.data(), 40);
+                     be->copy(y.data() + 5, y.data() + 2, 30);  // overlapping
+                   } else {
+                     fill(y.data() + 3, 20, -2.5f);
+                     copy(y.data(), z.data(), 40);
+                     copy(y.data() + 5, y.data() + 2, 30);
+                   }
+                   y.insert(y.end(), z.begin(), z.end());
+                   return y;
+                 }});
+  out.push_back({"gather_scatter_rows_add_to_columns", [=](Backend* be) {
+                   const int64_t rows[] = {4, 0, 3};
+                   Floats g(3 * 8), s = random(5 * 8, 41), c = random(5 * 8, 42);
+                   if (be) {
+                     be->gather_rows(gate.data(), rows, 3, 8, g.data());
+                     be->scatter_rows(g.data(), rows, 3, 8, s.data());
+                     be->add_to_columns(c.data(), up.data(), 5, 8);
+                   } else {
+                     gather_rows(gate.data(), rows, 3, 8, g.data());
+                     scatter_rows(g.data(), rows, 3, 8, s.data());
+                     add_to_columns(c.data(), up.data(), 5, 8);
+                   }
+                   for (const Floats* f : {&s, &c}) g.insert(g.end(), f->begin(), f->end());
+                   return g;
+                 }});
+  out.push_back({"moe_z_loss_probability_sums", [=](Backend* be) {
+                   Floats p(40), lse(5), dl = random(40, 43);
+                   double z = 0, sums[8] = {};
+                   softmax_forward(gate.data(), p.data(), 5, 8);
+                   if (be) {
+                     z = be->moe_z_loss(gate.data(), lse.data(), 5, 8);
+                     be->moe_z_loss_backward(p.data(), lse.data(), 0.3f, dl.data(), 5, 8);
+                     be->moe_probability_sums(p.data(), 5, 8, sums);
+                   } else {
+                     z = moe_z_loss(gate.data(), lse.data(), 5, 8);
+                     moe_z_loss_backward(p.data(), lse.data(), 0.3f, dl.data(), 5, 8);
+                     moe_probability_sums(p.data(), 5, 8, sums);
+                   }
+                   lse.insert(lse.end(), dl.begin(), dl.end());
+                   for (const double v : {z, sums[0], sums[3], sums[7]}) {
+                     float halves[2];
+                     std::memcpy(halves, &v, sizeof(v));
+                     lse.insert(lse.end(), halves, halves + 2);
+                   }
+                   return lse;
+                 }});
+  out.push_back({"quantized_linears", [=](Backend* be) {
+                   // Two int8 weights reading one x, with f32 and int8 activations.
+                   const int64_t rows = 6, cols = 64, tokens = 3;
+                   const Floats xq = random(tokens * cols, 44);
+                   Floats y;
+                   for (const ActivationFormat act : {ActivationFormat::kF32, ActivationFormat::kInt8}) {
+                     const QuantizedMatrix w0 = *quantize_weights(random(rows * cols, 45).data(), rows, cols, WeightFormat::kInt8);
+                     const QuantizedMatrix w1 = *quantize_weights(random(rows * cols, 46).data(), rows, cols, WeightFormat::kInt8);
+                     Floats y0(tokens * rows), y1(tokens * rows);
+                     const QuantLinearOut outs[] = {{w0.view(), y0.data()}, {w1.view(), y1.data()}};
+                     if (be) be->quantized_linears(xq.data(), outs, tokens, act);
+                     else quantized_linears(xq.data(), outs, tokens, act);
+                     for (const Floats* f : {&y0, &y1}) y.insert(y.end(), f->begin(), f->end());
+                   }
+                   return y;
                  }});
   out.push_back({"sum_of_squares_f64", [=](Backend* be) {
                    const double sum = be ? be->sum_of_squares_f64(gate.data(), 40)

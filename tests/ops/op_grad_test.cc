@@ -342,6 +342,37 @@ OpCase moe_aux_loss_case() {
   return c;
 }
 
+// The router z-loss, mean_i logsumexp_i(logits)^2, with the backward the model runs: the
+// softmax of the logits and the kept lse, scale 2 dz / n.
+OpCase moe_z_loss_case() {
+  const int64_t n = 7, e = 5;
+  OpCase c{"moe_z_loss", {{"logits", uniform(n * e, 41, -3, 3)}}, 1};
+  c.forward = [=](const Ins& in, float* out) {
+    std::vector<float> lse(n);
+    out[0] = static_cast<float>(moe_z_loss(in[0], lse.data(), n, e) / static_cast<double>(n));
+  };
+  c.backward = [=](const Ins& in, const float* dout, const Grads& g) {
+    std::vector<float> p(n * e), lse(n);
+    softmax_forward(in[0], p.data(), n, e);
+    moe_z_loss(in[0], lse.data(), n, e);
+    moe_z_loss_backward(p.data(), lse.data(), 2.0f * dout[0] / static_cast<float>(n), g[0], n,
+                        e);
+  };
+  c.reference = [=](const RefIns& in) {
+    double z = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double mx = in[0][static_cast<size_t>(i * e)];
+      for (int64_t j = 1; j < e; ++j) mx = std::max(mx, in[0][static_cast<size_t>(i * e + j)]);
+      double sum = 0;
+      for (int64_t j = 0; j < e; ++j) sum += std::exp(in[0][static_cast<size_t>(i * e + j)] - mx);
+      const double lse = mx + std::log(sum);
+      z += lse * lse;
+    }
+    return Vec{z / static_cast<double>(n)};
+  };
+  return c;
+}
+
 std::vector<OpCase> all_cases() {
   return {embedding_case(),
           rmsnorm_case(),
@@ -358,7 +389,8 @@ std::vector<OpCase> all_cases() {
           moe_route_case(),
           moe_permute_case(),
           moe_unpermute_case(),
-          moe_aux_loss_case()};
+          moe_aux_loss_case(),
+          moe_z_loss_case()};
 }
 
 // --- harness ---------------------------------------------------------------------------------

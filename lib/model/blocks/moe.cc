@@ -1,47 +1,31 @@
-// The MoE FFN over a whole micro-batch (routing, expert GEMMs, combine, the load-balancing
-// loss), forward and backward, for training and serving alike: one sgemm per projection per
-// expert over all of its rows. Under tensor parallelism it runs on this rank's d_ff slice
-// (TpState). The SwiGLU MLP it runs for the shared expert is model/blocks/mlp.cc; the layers and
-// the stack are in model/layers.cc.
+// The MoE FFN over a whole micro-batch (routing, expert GEMMs, combine, the load-balancing and
+// router z-losses), forward and backward, for training and serving alike: each expert is the
+// SwiGLU MLP (model/blocks/mlp.cc's pieces) over all of its rows, the experts' backward one
+// grouped GEMM per projection. Under tensor parallelism it runs on this rank's d_ff slice
+// (TpState); under expert parallelism the rows make their round trip to the ranks holding their
+// experts (parallel/ep_exchange.h) and the same experts_forward / experts_backward run there,
+// chunk by chunk. Cached passes call the routing and the combine separately
+// (moe_dispatch, moe_combine) so the experts may run on another rank (infer/disaggregated.h).
 #include <algorithm>
 #include <cmath>
 
-#include "model/buffers.h"
 #include "model/model_impl.h"
-#include "ops/activation.h"
-#include "ops/attention.h"
-#include "ops/embedding.h"
-#include "ops/linear.h"
-#include "ops/moe.h"
-#include "ops/rmsnorm.h"
-#include "ops/rope.h"
 #include "parallel/tp_overlap.h"
 
 namespace ms::model {
 
-ops::AttentionShape Transformer::Impl::attention_shape(const Dims& d) const {
-  ops::AttentionShape s;
-  s.batch = d.B;
-  s.seq = d.T;
-  s.heads = tp.heads;
-  s.kv_heads = tp.kv_heads;
-  s.head_dim = head_dim();
-  s.window = cfg.sliding_window;
-  return s;
-}
-
-}  // namespace ms::model
-
-namespace ms::model {
-namespace {
-
-struct ExpertWeights {
+// The weights of a layer's experts held here and where their gradients go.
+struct Transformer::Impl::ExpertGrads {
   std::vector<const float*> gate, up, down;
   std::vector<float*> dgate, dup, ddown;
 };
 
-ExpertWeights expert_weights(Transformer::Impl& m, const LayerIndex& li) {
-  ExpertWeights e;
+namespace {
+
+using ExpertGrads = Transformer::Impl::ExpertGrads;
+
+ExpertGrads expert_grads(Transformer::Impl& m, const LayerIndex& li) {
+  ExpertGrads e;
   for (const MlpIndex& x : li.experts) {
     e.gate.push_back(m.w(x.gate));
     e.up.push_back(m.w(x.up));
@@ -57,13 +41,13 @@ ExpertWeights expert_weights(Transformer::Impl& m, const LayerIndex& li) {
 // the backward writes this micro-batch's into `buffer` (the local experts' gate, up and down
 // gradients back to back; zeroed when `zero`, once per layer), which commit_expert_grads sums
 // over tp into the gradients.
-void redirect_expert_grads(Transformer::Impl& m, const LayerIndex& li, ExpertWeights& e,
-                           std::vector<float>& buffer, bool zero) {
+void redirect_expert_grads(Transformer::Impl& m, const LayerIndex& li, ExpertGrads& e,
+                           Floats& buffer, bool zero) {
   int64_t total = 0;
   for (const MlpIndex& x : li.experts) {
     for (size_t p : {x.gate, x.up, x.down}) total += m.params[p].grad.numel();
   }
-  float* at = zero ? zeroed(buffer, total) : buffer.data();
+  float* at = zero ? m.zeroed(buffer, total) : buffer.data();
   for (size_t i = 0; i < li.experts.size(); ++i) {
     const MlpIndex& x = li.experts[i];
     e.dgate[i] = at;
@@ -77,8 +61,8 @@ void redirect_expert_grads(Transformer::Impl& m, const LayerIndex& li, ExpertWei
 
 }  // namespace
 
-void Transformer::Impl::commit_expert_grads(const LayerIndex& li, std::vector<float>& buffer) {
-  allreduce_tp(buffer.data(), static_cast<int64_t>(buffer.size()));
+void Transformer::Impl::commit_expert_grads(const LayerIndex& li, Floats& buffer) {
+  tp.allreduce(buffer.data(), static_cast<int64_t>(buffer.size()));
   const float* at = buffer.data();
   for (const MlpIndex& x : li.experts) {
     for (size_t p : {x.gate, x.up, x.down}) {
@@ -106,18 +90,6 @@ void slice_rows(const ops::MoeRouting& r, const parallel::TpChunk& tokens,
   }
 }
 
-void pick_rows(const float* from, const std::vector<int64_t>& rows, float* to, int64_t width) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(from + rows[i] * width, width, to + static_cast<int64_t>(i) * width);
-  }
-}
-
-void place_rows(const float* from, const std::vector<int64_t>& rows, float* to, int64_t width) {
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(from + static_cast<int64_t>(i) * width, width, to + rows[i] * width);
-  }
-}
-
 }  // namespace
 
 void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting& r) {
@@ -141,23 +113,13 @@ void Transformer::Impl::record_load(const LayerIndex& li, const ops::MoeRouting&
 // with `capacity`, model.moe.capacity_factor's drops) and xp: (rows, D) the rows of x each
 // expert receives, grouped by expert.
 void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const float* x,
-                                     std::vector<float>& xp, int64_t n, bool capacity) {
+                                     Floats& xp, int64_t n, bool capacity) {
   const int64_t D = cfg.d_model, E = cfg.moe.num_experts, k = cfg.moe.top_k;
   float* logits = sized(scratch.router_logits, n * E);
   be->linear_forward(x, w(li.router), logits, n, D, E);
   be->softmax_forward(logits, sized(m.probs, n * E), n, E);
   if (cfg.moe.z_loss_coef > 0) {
-    // logsumexp from the probabilities' normalizer: lse = max + log(sum exp(l - max)).
-    float* lse = sized(m.lse, n);
-    double z = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* row = logits + i * E;
-      const float mx = *std::max_element(row, row + E);
-      double sum = 0;
-      for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(row[e] - mx));
-      lse[i] = static_cast<float>(mx + std::log(sum));
-      z += static_cast<double>(lse[i]) * lse[i];
-    }
+    const double z = be->moe_z_loss(logits, sized(m.lse, n), n, E);
     if (capacity && !recomputing) pass.z_sum += z / static_cast<double>(n);
   }
   const float* bias = li.expert_bias == kNoParam ? nullptr : w(li.expert_bias);
@@ -168,31 +130,67 @@ void Transformer::Impl::moe_dispatch(MoeActs& m, const LayerIndex& li, const flo
   be->moe_permute_forward(x, m.routing, sized(xp, n * k * D), D);
 }
 
-// xp: (rows, D) grouped by expert (expert e's rows are [offsets[e], offsets[e + 1]), rows =
-// offsets[E]) -> yp: (rows, D), one SwiGLU matmul chain per expert, each GEMM through
-// linear()/linears() (the f32 weights, or the serving hook for quantized ones). Experts with no
-// rows are skipped and read no weights, so a rank holding only some experts' weights may call
-// this with zero rows for the others. acts keeps the gate/up projections for the backward.
+// xp: rows grouped by expert (expert e's rows are [offsets[e], offsets[e + 1])) -> yp, the same
+// rows: one SwiGLU MLP per expert, each GEMM through linear()/linears() (the f32 weights, or
+// the serving hook for quantized ones). Experts with no rows are skipped and read no weights, so
+// a rank holding only some experts' weights may call this with zero rows for the others.
+// offsets[0] may be a chunk's first row (expert parallelism runs a round trip's chunks in turn):
+// acts, which keeps the gate/up projections for the backward, keeps the earlier rows. `poll`
+// (may be empty) runs between experts, letting exchanges in flight progress.
 void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, const float* xp,
-                                        const int64_t* offsets, float* yp) {
+                                        const int64_t* offsets, float* yp,
+                                        const std::function<void()>& poll) {
   const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
-  const int64_t rows = offsets[E];
-  float* gate = sized(acts.gate, rows * F);
-  float* up = sized(acts.up, rows * F);
+  const int64_t first = offsets[0], end = offsets[E];
+  float* gate = sized(acts.gate, end * F);
+  float* up = sized(acts.up, end * F);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
     if (n == 0) continue;
     const MlpIndex& m = li.experts[static_cast<size_t>(e)];
     const SameInputLinear gate_up[] = {{m.gate, gate + r0 * F, F}, {m.up, up + r0 * F, F}};
     linears(gate_up, xp + r0 * D, n, D);
+    if (poll) poll();
   }
-  float* act = sized(scratch.act, rows * F);
-  be->swiglu_forward(gate, up, act, rows * F);
+  float* act = sized(scratch.act, end * F);
+  be->swiglu_forward(gate + first * F, up + first * F, act + first * F, (end - first) * F);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
     if (n == 0) continue;
     linear(li.experts[static_cast<size_t>(e)].down, act + r0 * F, yp + r0 * D, n, F, D);
+    if (poll) poll();
   }
+}
+
+// The backward of experts_forward over the same rows (offsets), from dyp, their outputs'
+// gradients: dxp's rows (zeroed first) and the weight gradients in `grads`, one grouped GEMM
+// per projection. Buffers are sized to total_rows, all of a round trip's chunks.
+void Transformer::Impl::experts_backward(const LayerIndex& li, const MlpActs& acts,
+                                         const float* xp, const int64_t* offsets,
+                                         const float* dyp, float* dxp, const ExpertGrads& grads,
+                                         int64_t total_rows, const std::function<void()>& poll) {
+  const int64_t D = cfg.d_model, E = static_cast<int64_t>(li.experts.size()), F = tp.expert_d_ff;
+  const int64_t first = offsets[0], rows = offsets[E] - first;
+  Scratch& s = scratch;
+  const float* gate = acts.gate.data() + first * F;
+  const float* up = acts.up.data() + first * F;
+  float* act = sized(s.act, total_rows * F);
+  be->swiglu_forward(gate, up, act + first * F, rows * F);
+  float* dact = sized(s.dact, total_rows * F);
+  be->fill(dact + first * F, rows * F, 0.0f);
+  be->grouped_linear_backward(act, grads.down.data(), offsets, E, dyp, dact, grads.ddown.data(),
+                              F, D);
+  if (poll) poll();
+  float* dgate = sized(s.dgate, total_rows * F);
+  float* dup = sized(s.dup, total_rows * F);
+  be->fill(dgate + first * F, rows * F, 0.0f);
+  be->fill(dup + first * F, rows * F, 0.0f);
+  be->swiglu_backward(gate, up, dact + first * F, dgate + first * F, dup + first * F, rows * F);
+  be->fill(dxp + first * D, rows * D, 0.0f);
+  be->grouped_linear_backward(xp, grads.gate.data(), offsets, E, dgate, dxp, grads.dgate.data(),
+                              D, F);
+  be->grouped_linear_backward(xp, grads.up.data(), offsets, E, dup, dxp, grads.dup.data(), D, F);
+  if (poll) poll();
 }
 
 // yp: (n * k, D) expert outputs in dispatch order -> out: (n, D) = the routing-weighted sum of
@@ -200,11 +198,11 @@ void Transformer::Impl::experts_forward(const LayerIndex& li, MlpActs& acts, con
 void Transformer::Impl::moe_combine(const MoeActs& m, const LayerIndex& li, const float* x,
                                     const float* yp, float* out, MlpActs& shared, int64_t n) {
   be->moe_unpermute_forward(yp, m.weights.data(), m.routing, out, cfg.d_model);
-  if (cfg.moe.shared_expert_d_ff > 0) mlp_forward(li.shared, tp.shared_d_ff, shared, x, out, n, true);
+  if (cfg.moe.shared_expert_d_ff > 0) {
+    mlp_forward(li.shared, tp.shared_d_ff, shared, x, out, Dims::rows(n), MlpRows::kWholeAdd);
+  }
 }
 
-// x: (n, D) -> out: (n, D): route, run every expert over its tokens, combine with the routing
-// weights, add the shared expert. Returns this layer's load-balancing loss.
 double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const float* x,
                                       float* out, int64_t n) {
   const int64_t D = cfg.d_model, k = cfg.moe.top_k;
@@ -219,22 +217,25 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   }
   // Whole experts under tp (parallel.expert_tp false): this rank's share of the tokens only;
   // the other rows' outputs stay zero, so the sum over tp that follows completes them.
-  if (split) std::fill_n(yp, m.routing.rows() * D, 0.0f);
+  if (split) be->fill(yp, m.routing.rows() * D, 0.0f);
   if (!ep.active()) {
     slice_rows(m.routing, parallel::tp_chunk(n, tp.size, tp.rank), m.slice_rows,
                m.slice_offsets);
     const int64_t rows = static_cast<int64_t>(m.slice_rows.size());
     float* xs = sized(scratch.ep_grad, rows * D);
-    pick_rows(scratch.permuted.data(), m.slice_rows, xs, D);
+    be->gather_rows(scratch.permuted.data(), m.slice_rows.data(), rows, D, xs);
     float* ys = sized(scratch.ep_out, rows * D);
     experts_forward(li, m.experts, xs, m.slice_offsets.data(), ys);
-    place_rows(ys, m.slice_rows, yp, D);
+    be->scatter_rows(ys, m.slice_rows.data(), rows, D, yp);
     moe_combine(m, li, x, yp, out, m.shared, n);
     return moe_aux_loss(m);
   }
   // The rows go to the ranks holding their experts and their outputs come back, chunk by
   // chunk; the shared expert computes while the first chunk is on its way.
-  ep_plan(m);
+  // The tokens whose rows travel: all, or with whole experts under tp this tp rank's share.
+  ep.plan_routing(m.routing, split ? parallel::tp_chunk(n, tp.size, tp.rank)
+                                   : parallel::TpChunk{0, n},
+                  m.ep);
   const int64_t rows = m.ep.rows.back();
   float* at = sized(m.ep_input, rows * D);
   float* y = sized(scratch.ep_out, rows * D);
@@ -242,10 +243,16 @@ double Transformer::Impl::moe_forward(MoeActs& m, const LayerIndex& li, const fl
   float* shared_out = shared ? sized(scratch.ep_shared, n * D) : nullptr;
   std::function<void()> before;
   if (shared) {
-    before = [&] { mlp_forward(li.shared, tp.shared_d_ff, m.shared, x, shared_out, n, false); };
+    before = [&] {
+      mlp_forward(li.shared, tp.shared_d_ff, m.shared, x, shared_out, Dims::rows(n),
+                  MlpRows::kWhole);
+    };
   }
-  ep.round_trip(m.ep, scratch.permuted.data(), at, y, yp, D, before,
-                [&](int c) { ep_experts_forward(li, m, c, y); });
+  const int64_t El = static_cast<int64_t>(li.experts.size());
+  const std::function<void()> poll = [this] { (void)ep.poll(); };  // a failure ends the step
+  ep.round_trip(m.ep, scratch.permuted.data(), at, y, yp, D, before, [&](int c) {
+    experts_forward(li, m.experts, at, m.ep.rows.data() + c * El, y, poll);
+  });
   be->moe_unpermute_forward(yp, m.weights.data(), m.routing, out, D);
   if (shared) be->add_into(out, shared_out, n * D);
   return moe_aux_loss(m);
@@ -260,10 +267,8 @@ double Transformer::Impl::moe_aux_loss(MoeActs& m) {
   const ops::MoeRouting& r = m.routing;
   const size_t E = static_cast<size_t>(r.experts);
   std::vector<double> sums(2 * E + 1, 0.0);  // [assignments][probability sums][tokens]
-  for (size_t e = 0; e < E; ++e) {
-    sums[e] = static_cast<double>(r.routed[e]);
-    for (int64_t i = 0; i < r.tokens; ++i) sums[E + e] += m.probs[static_cast<size_t>(i) * E + e];
-  }
+  for (size_t e = 0; e < E; ++e) sums[e] = static_cast<double>(r.routed[e]);
+  be->moe_probability_sums(m.probs.data(), r.tokens, r.experts, sums.data() + E);
   sums[2 * E] = static_cast<double>(r.tokens);
   // Gathered as 8-byte words and summed in rank order, so every rank holds the same bits.
   std::vector<double> all(sums.size() * static_cast<size_t>(cp.size), 0.0);
@@ -285,76 +290,14 @@ double Transformer::Impl::moe_aux_loss(MoeActs& m) {
   return static_cast<double>(E) * loss;
 }
 
-// Chunk c of the rows this rank's experts received (m.ep_input, m.ep.rows) -> its rows of
-// y, one SwiGLU chain per local expert, letting the exchanges in flight progress between
-// experts. Keeps the gate/up projections in m.experts for the backward.
-void Transformer::Impl::ep_experts_forward(const LayerIndex& li, MoeActs& m, int c, float* y) {
-  const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
-  const int64_t total = m.ep.rows.back();
-  const ExpertWeights ew = expert_weights(*this, li);
-  float* gate = sized(m.experts.gate, total * F);
-  float* up = sized(m.experts.up, total * F);
-  float* act = sized(scratch.act, total * F);
-  for (int64_t e = 0; e < El; ++e) {
-    const int64_t r0 = m.ep.rows[static_cast<size_t>(c * El + e)];
-    const int64_t r = m.ep.rows[static_cast<size_t>(c * El + e + 1)] - r0;
-    if (r == 0) continue;
-    const float* xp = m.ep_input.data() + r0 * D;
-    be->linear_forward(xp, ew.gate[static_cast<size_t>(e)], gate + r0 * F, r, D, F);
-    be->linear_forward(xp, ew.up[static_cast<size_t>(e)], up + r0 * F, r, D, F);
-    be->swiglu_forward(gate + r0 * F, up + r0 * F, act + r0 * F, r * F);
-    be->linear_forward(act + r0 * F, ew.down[static_cast<size_t>(e)], y + r0 * D, r, F, D);
-    (void)ep.poll();  // a failure is kept in ep.error and ends the step
-  }
-}
-
-// Chunk c's backward at the experts: dy (their output gradients, m.ep.rows' layout) -> chunk
-// c's rows of dxp and the local experts' weight gradients.
-void Transformer::Impl::ep_experts_backward(const LayerIndex& li, MoeActs& m, int c,
-                                            const float* dy, float* dxp) {
-  const int64_t D = cfg.d_model, F = tp.expert_d_ff, El = static_cast<int64_t>(li.experts.size());
-  const int64_t total = m.ep.rows.back();
-  ExpertWeights ew = expert_weights(*this, li);
-  if (tp.expert_tokens_split) redirect_expert_grads(*this, li, ew, scratch.expert_grads, false);
-  Scratch& s = scratch;
-  float* act = sized(s.act, total * F);
-  float* dact = sized(s.dact, total * F);
-  float* dgate = sized(s.dgate, total * F);
-  float* dup = sized(s.dup, total * F);
-  for (int64_t e = 0; e < El; ++e) {
-    const size_t ei = static_cast<size_t>(e);
-    const int64_t r0 = m.ep.rows[static_cast<size_t>(c * El + e)];
-    const int64_t r = m.ep.rows[static_cast<size_t>(c * El + e + 1)] - r0;
-    if (r == 0) continue;
-    const float* gate = m.experts.gate.data() + r0 * F;
-    const float* up = m.experts.up.data() + r0 * F;
-    const float* xp = m.ep_input.data() + r0 * D;
-    float* a = act + r0 * F;
-    float* da = dact + r0 * F;
-    float* dg = dgate + r0 * F;
-    float* du = dup + r0 * F;
-    float* dx = dxp + r0 * D;
-    be->swiglu_forward(gate, up, a, r * F);
-    std::fill(da, da + r * F, 0.0f);
-    be->linear_backward(a, ew.down[ei], dy + r0 * D, da, ew.ddown[ei], r, F, D);
-    std::fill(dg, dg + r * F, 0.0f);
-    std::fill(du, du + r * F, 0.0f);
-    be->swiglu_backward(gate, up, da, dg, du, r * F);
-    std::fill(dx, dx + r * D, 0.0f);
-    be->linear_backward(xp, ew.gate[ei], dg, dx, ew.dgate[ei], r, D, F);
-    be->linear_backward(xp, ew.up[ei], du, dx, ew.dup[ei], r, D, F);
-    (void)ep.poll();
-  }
-}
-
 // Without expert parallelism: every expert's backward over its rows of the dispatch, from
 // dyp: (n * k, D) the expert outputs' gradients; accumulates dx: (n, D) and the experts'
 // weight gradients.
 void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m, const float* x,
                                                const float* dyp, float* dx, int64_t n) {
-  const int64_t D = cfg.d_model, k = cfg.moe.top_k, F = tp.expert_d_ff;
+  const int64_t D = cfg.d_model, k = cfg.moe.top_k;
   Scratch& s = scratch;
-  ExpertWeights ew = expert_weights(*this, li);
+  ExpertGrads ew = expert_grads(*this, li);
   const int64_t El = static_cast<int64_t>(li.experts.size());
   const bool split = tp.expert_tokens_split;
   // Split tokens: the experts ran over this tp rank's rows only, gathered (m.slice_rows).
@@ -365,28 +308,21 @@ void Transformer::Impl::local_experts_backward(const LayerIndex& li, MoeActs& m,
     be->moe_permute_forward(x, m.routing, xp, D);
   } else {
     // This rank's rows only, each its token's input.
-    for (size_t i = 0; i < m.slice_rows.size(); ++i) {
-      const int64_t token = m.routing.token_of_row[static_cast<size_t>(m.slice_rows[i])];
-      std::copy_n(x + token * D, D, xp + static_cast<int64_t>(i) * D);
+    std::vector<int64_t> tokens(m.slice_rows.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = m.routing.token_of_row[static_cast<size_t>(m.slice_rows[i])];
     }
+    be->gather_rows(x, tokens.data(), rows, D, xp);
     float* dy = sized(s.ep_grad, rows * D);
-    pick_rows(dyp, m.slice_rows, dy, D);
+    be->gather_rows(dyp, m.slice_rows.data(), rows, D, dy);
     dyp = dy;
     redirect_expert_grads(*this, li, ew, s.expert_grads, true);
   }
-  float* act = sized(s.act, rows * F);
-  be->swiglu_forward(m.experts.gate.data(), m.experts.up.data(), act, rows * F);
-  float* dact = zeroed(s.dact, rows * F);
-  be->grouped_linear_backward(act, ew.down.data(), offsets, El, dyp, dact, ew.ddown.data(), F, D);
-  float* dgate = zeroed(s.dgate, rows * F);
-  float* dup = zeroed(s.dup, rows * F);
-  be->swiglu_backward(m.experts.gate.data(), m.experts.up.data(), dact, dgate, dup, rows * F);
-  float* dxp = zeroed(s.dpermuted, rows * D);
-  be->grouped_linear_backward(xp, ew.gate.data(), offsets, El, dgate, dxp, ew.dgate.data(), D, F);
-  be->grouped_linear_backward(xp, ew.up.data(), offsets, El, dup, dxp, ew.dup.data(), D, F);
+  float* dxp = sized(s.dpermuted, rows * D);
+  experts_backward(li, m.experts, xp, offsets, dyp, dxp, ew, rows, {});
   if (split) {
     float* all = zeroed(s.ep_back, m.routing.rows() * D);
-    place_rows(dxp, m.slice_rows, all, D);
+    be->scatter_rows(dxp, m.slice_rows.data(), rows, D, all);
     dxp = all;
     commit_expert_grads(li, s.expert_grads);
   }
@@ -407,7 +343,7 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
                               dweights, D);
   // Under tp each rank's expert outputs are partial sums over its d_ff slice, and so are the
   // routing weights' gradients: summed here, the router's backward is the same on every rank.
-  allreduce_tp(dweights, n * k);
+  tp.allreduce(dweights, n * k);
   if (!ep.active()) {
     local_experts_backward(li, m, x, dyp, dx, n);
   } else {
@@ -419,14 +355,16 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
     // Whole experts under tp: rows of other tp ranks' tokens come back as nothing.
     const bool split = tp.expert_tokens_split;
     float* back = split ? zeroed(s.ep_back, n * k * D) : sized(s.ep_back, n * k * D);
-    if (split) {
-      ExpertWeights ew = expert_weights(*this, li);
-      redirect_expert_grads(*this, li, ew, s.expert_grads, true);
-    }
+    ExpertGrads ew = expert_grads(*this, li);
+    if (split) redirect_expert_grads(*this, li, ew, s.expert_grads, true);
     std::function<void()> before;
     if (shared) before = [&] { mlp_backward(li.shared, tp.shared_d_ff, m.shared, x, dout, dx, n); };
-    ep.round_trip(m.ep, dyp, dy, dxp, back, D, before,
-                  [&](int c) { ep_experts_backward(li, m, c, dy, dxp); });
+    const int64_t El = static_cast<int64_t>(li.experts.size());
+    const std::function<void()> poll = [this] { (void)ep.poll(); };  // a failure ends the step
+    ep.round_trip(m.ep, dyp, dy, dxp, back, D, before, [&](int c) {
+      experts_backward(li, m.experts, m.ep_input.data(), m.ep.rows.data() + c * El, dy, dxp, ew,
+                       rows, poll);
+    });
     if (split) commit_expert_grads(li, s.expert_grads);
     be->moe_permute_backward(back, m.routing, dx, D);
   }
@@ -437,23 +375,20 @@ void Transformer::Impl::moe_backward(MoeActs& m, const LayerIndex& li, const flo
   } else {
     // d aux / d p_ie = E f_e / n over the whole micro-batch; the optimizer averages the cp
     // ranks' gradients, so each rank applies cp times its share: E f_e / (local tokens).
-    const ops::MoeRouting& r = m.routing;
+    std::vector<float> grads(static_cast<size_t>(E));
     for (int64_t e = 0; e < E; ++e) {
-      const float grad = static_cast<float>(aux_grad * static_cast<double>(E) *
-                                            m.aux_share[static_cast<size_t>(e)] /
-                                            static_cast<double>(r.tokens));
-      for (int64_t i = 0; i < n; ++i) dprobs[i * E + e] += grad;
+      grads[static_cast<size_t>(e)] = static_cast<float>(
+          aux_grad * static_cast<double>(E) * m.aux_share[static_cast<size_t>(e)] /
+          static_cast<double>(m.routing.tokens));
     }
+    be->add_to_columns(dprobs, grads.data(), n, E);
   }
   float* dlogits = zeroed(s.router_logits, n * E);
   be->softmax_backward(m.probs.data(), dprobs, dlogits, n, E);
   if (cfg.moe.z_loss_coef > 0) {
     // d/dl_ij of mean_i lse_i^2 = (2 / n) lse_i softmax_ij.
     const float scale = 2.0f * pass.z_grad / static_cast<float>(n);
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = scale * m.lse[i];
-      for (int64_t e = 0; e < E; ++e) dlogits[i * E + e] += g * m.probs[i * E + e];
-    }
+    be->moe_z_loss_backward(m.probs.data(), m.lse.data(), scale, dlogits, n, E);
   }
   // The router is replicated and every tp rank computed the same router input gradient; one
   // of them adds it to the partial sums the caller reduces over tp.
