@@ -100,9 +100,12 @@ Status plan_widths(const config::ModelConfig& from, const GrowTarget& t, config:
   } else if (to.n_heads % group == 0) {
     to.n_kv_heads = to.n_heads / group;
   } else {
-    return InvalidArgument("--to n_heads=" + str(to.n_heads) + " is not a multiple of the "
-                           "query group size " + str(group) + " (n_heads / n_kv_heads), so "
-                           "n_kv_heads cannot keep the grouping; name n_kv_heads");
+    const std::string heads = t.n_heads ? "--to n_heads=" + str(to.n_heads)
+                                        : "--to d_model=" + str(to.d_model) + " gives n_heads=" +
+                                              str(to.n_heads) + " (head size " + str(hd) + "),";
+    return InvalidArgument(heads + " which is not a multiple of the query group size " +
+                           str(group) + " (n_heads / n_kv_heads), so n_kv_heads cannot keep "
+                           "the grouping; name n_kv_heads");
   }
   MS_RETURN_IF_ERROR(check_not_smaller("d_model", from.d_model, to.d_model));
   MS_RETURN_IF_ERROR(check_not_smaller("n_heads", from.n_heads, to.n_heads));
