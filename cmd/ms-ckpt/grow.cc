@@ -23,6 +23,7 @@ struct GrowArgs {
   std::string output;
   std::optional<uint64_t> seed;
   bool replace = false;
+  bool restart_schedule = false;
 };
 
 // The --set overrides a training run needs to resume from the grown checkpoint.
@@ -49,6 +50,7 @@ Result<int> run_grow(const GrowArgs& args) {
     options.target = target;
     options.insert = insert;
     options.seed = args.seed;
+    options.restart_schedule = args.restart_schedule;
     MS_ASSIGN_OR_RETURN(ckpt::GrowReport report,
                         ckpt::grow_checkpoint(step_dir, options, world, io::default_env()));
     std::printf("grew %s (%s) to %s as %s: %zu parameters, %s\n", step_dir.c_str(),
@@ -85,6 +87,9 @@ void add_grow_command(cli::Tool& tool) {
   sub->add_option("--seed", args->seed,
                   "Seed of the fresh values in the new input columns (default: the run's "
                   "run.seed)");
+  sub->add_flag("--restart-schedule", args->restart_schedule,
+                "Write the grown checkpoint as step 0, so the resumed run's learning-rate "
+                "schedule (warmup included) starts afresh; the data position is kept");
   sub->add_flag("--replace", args->replace,
                 "Replace an existing step directory of that step in --output (removed once the "
                 "new one is committed)");

@@ -48,8 +48,9 @@
 // expanded value (Adam's second moment of a weight split s : 1 - s would be s^2 v, not a
 // copy), so the grown checkpoint holds zero moments and optimizer_updates 0, so bias correction
 // starts again. The step and the loader position are kept (training continues with the next
-// unseen data); the spike guard's window is emptied (the grown model's gradient norms are not
-// the small model's).
+// unseen data) unless GrowOptions::restart_schedule asks for step 0 (a fresh warmup, which
+// suits the reset moments); the spike guard's window is emptied (the grown model's gradient
+// norms are not the small model's).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +89,9 @@ struct GrowOptions {
   GrowTarget target;
   GrowInsert insert;
   std::optional<uint64_t> seed;  // for the new columns; default: the run config's run.seed
+  // Write the grown checkpoint as step 0 (state step 0), so the resumed run starts its
+  // learning-rate schedule, warmup included, afresh; the loader position is kept either way.
+  bool restart_schedule = false;
 };
 
 struct GrowReport {

@@ -34,11 +34,13 @@ Status check_source_tensors(const Manifest& m, const config::ModelConfig& model,
   return Status::OK();
 }
 
-// The source's state for the grown model: the step and the loader position kept, Adam's
+// The source's state for the grown model: the loader position kept, the step kept or 0, Adam's
 // update count (its bias correction) and the spike guard's window reset with the moments,
 // and where the checkpoint came from.
-nlohmann::json grown_state(const Manifest& m, const std::string& step_dir, const GrowPlan& plan) {
+nlohmann::json grown_state(const Manifest& m, const std::string& step_dir, const GrowPlan& plan,
+                           int64_t step) {
   nlohmann::json state = m.state;
+  if (state.contains("step")) state["step"] = step;
   if (state.contains("optimizer_updates")) state["optimizer_updates"] = 0;
   if (state.contains("spike_guard") && state["spike_guard"].is_object()) {
     state["spike_guard"]["losses"] = nlohmann::json::array();
@@ -62,7 +64,7 @@ Result<std::string> grown_config_yaml(const config::RunConfig& run, const GrowPl
 }
 
 Status save_grown(const std::vector<GrownParameter>& params, const std::set<std::string>& moments,
-                  const Manifest& source, SaveRequest request, comm::Communicator& comm,
+                  SaveRequest request, comm::Communicator& comm,
                   io::Env& env, std::string& step_dir) {
   int64_t largest = 0;
   for (const GrownParameter& p : params) largest = std::max(largest, p.value.numel());
@@ -78,7 +80,6 @@ Status save_grown(const std::vector<GrownParameter>& params, const std::set<std:
       tensors.push_back({prefix + p.name, DType::kF32, spec, zeros.raw_data()});
     }
   }
-  request.step = source.step;
   request.async = false;
   Checkpointer checkpointer(comm, env);
   MS_RETURN_IF_ERROR(checkpointer.save(tensors, request));
@@ -117,8 +118,9 @@ Result<GrowReport> grow_checkpoint(const std::string& step_dir, const GrowOption
 
   const io::OutputRules rules{{step_dir}, "--output", options.replace};
   MS_RETURN_IF_ERROR(io::check_output_is_not_an_input(options.output_dir, rules));
-  MS_RETURN_IF_ERROR(io::check_output_dir(
-      env, options.output_dir + "/" + step_dir_name(manifest->step), rules));
+  const int64_t step = options.restart_schedule ? 0 : manifest->step;
+  MS_RETURN_IF_ERROR(
+      io::check_output_dir(env, options.output_dir + "/" + step_dir_name(step), rules));
 
   const uint64_t seed = options.seed ? *options.seed : static_cast<uint64_t>(run.run.seed);
   MS_ASSIGN_OR_RETURN(std::vector<GrownParameter> params,
@@ -133,10 +135,11 @@ Result<GrowReport> grow_checkpoint(const std::string& step_dir, const GrowOption
   SaveRequest request;
   request.checkpoints_dir = options.output_dir;
   request.config_yaml = config_yaml;
-  request.state = grown_state(*manifest, step_dir, report.plan);
+  request.step = step;
+  request.state = grown_state(*manifest, step_dir, report.plan, step);
   if (env.exists(step_dir + "/tokenizer.json")) request.tokenizer_path = step_dir + "/tokenizer.json";
   MS_RETURN_IF_ERROR(
-      save_grown(params, moments, *manifest, std::move(request), comm, env, report.step_dir));
+      save_grown(params, moments, std::move(request), comm, env, report.step_dir));
   report.parameters = params.size();
   report.optimizer_state = !moments.empty();
   return report;

@@ -4,7 +4,8 @@
 # one (with the overrides grow prints) and its next step's loss equals the small model's on the
 # same batch; after that step the copies of a duplicated neuron differ; `ms-ckpt export` takes
 # the grown checkpoint; refusals (head size, grouping, shrinking, output inside the source,
-# existing output) exit 1 and write nothing.
+# existing output) exit 1 and write nothing; --restart-schedule writes step 0 and the resumed run
+# starts on the same batch.
 # Usage: ckpt_grow_test.sh <bin dir> <source dir>
 set -euo pipefail
 BIN=$1
@@ -81,6 +82,22 @@ a, b = loss(sys.argv[1]), loss(sys.argv[2])
 assert abs(a - b) <= 1e-5 * abs(a), (a, b)
 PY
   fail "the grown model's loss at step 3 differs from the small model's"
+
+# --restart-schedule: written as step 0, so the run restarts its schedule at step 1, on the
+# same next batch (the loader position is kept): the same loss again.
+"$BIN/ms-ckpt" grow "$small" --to d_model=32,n_layers=3,d_ff=48 --restart-schedule \
+  --output "$work/restart" > /dev/null 2>&1 || fail "grow --restart-schedule exited $?"
+[ "$(cat "$work/restart/latest")" = step-00000000 ] || fail "--restart-schedule is not step 0"
+train "$work/big0" 1 --set checkpoint.resume="$work/restart" "${overrides[@]}"
+python3 - "$work/small/telemetry/rank-00000.jsonl" "$work/big0/telemetry/rank-00000.jsonl" <<'PY' ||
+import json, sys
+def loss(path, step):
+    steps = [json.loads(l) for l in open(path) if '"kind":"step"' in l]
+    return [s["loss"] for s in steps if s["step"] == step][-1]
+a, b = loss(sys.argv[1], 3), loss(sys.argv[2], 1)
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
+  fail "after --restart-schedule the first loss differs from the small model's next one"
 
 # Neuron 0 of layer 0 and its copy 32 (d_ff 32 -> 48): equal gate weights on the 16 original
 # inputs after grow (the 16 new inputs get fresh values), different ones after a step.
