@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ms-ckpt grow as a user runs it: a tiny model trained for two steps is grown in width and depth;
+# ms-ckpt grow as a user runs it: a tiny model (dense and tied; MoE and untied with a routing
+# bias and a shared expert) trained for two steps is grown in width and depth;
 # ms-infer gives the same greedy tokens from both checkpoints; ms-train resumes from the grown
 # one (with the overrides grow prints) and its next step's loss equals the small model's on the
 # same batch; after that step the copies of a duplicated neuron differ; `ms-ckpt export` takes
@@ -121,6 +122,37 @@ a, b = rows(sys.argv[2], name, 0, 32)
 assert a != b, "the copies are still equal after a training step"
 PY
   fail "duplicated neurons"
+
+# MoE, untied, with a routing bias (no optimizer state) and a shared expert: grown in width,
+# depth, expert width and shared-expert width, ms-train resumes and its next loss is the small
+# model's; greedy tokens equal.
+MOE=(--set model.tie_embeddings=false --set model.moe.num_experts=4 --set model.moe.top_k=2
+     --set model.moe.expert_bias=true --set model.moe.shared_expert_d_ff=8 --set model.d_ff=16)
+train "$work/moe" 2 "${MOE[@]}"
+"$BIN/ms-ckpt" grow "$work/moe/checkpoints" --to d_model=32,n_layers=3,d_ff=24,shared_expert_d_ff=12 \
+  --output "$work/moe-grown" > "$work/moe-grow.txt" 2>&1 || { cat "$work/moe-grow.txt"; fail "MoE grow"; }
+read -r -a moe_overrides <<< "$(sed -n 's/^resume training with: //p' "$work/moe-grow.txt")"
+for which in moe moe-grown; do
+  dir="$work/$which"
+  [ "$which" = moe ] && dir="$work/moe/checkpoints"
+  "$BIN/ms-infer" generate --checkpoint "$dir" --prompts "$work/prompts.jsonl" \
+    -o "$work/$which.jsonl" --no-progress 2> /dev/null || fail "ms-infer on $which exited $?"
+done
+[ "$(grep -c '"tokens": *\[[0-9]' "$work/moe.jsonl")" -eq 2 ] || fail "MoE completions are missing"
+cmp -s <(python3 -c 'import json,sys; [print(json.loads(l)["tokens"]) for l in open(sys.argv[1])]' "$work/moe.jsonl") \
+       <(python3 -c 'import json,sys; [print(json.loads(l)["tokens"]) for l in open(sys.argv[1])]' "$work/moe-grown.jsonl") ||
+  fail "MoE greedy tokens differ after grow"
+train "$work/moe" 3 "${MOE[@]}"
+train "$work/moe-big" 3 "${MOE[@]}" --set checkpoint.resume="$work/moe-grown" "${moe_overrides[@]}"
+python3 - "$work/moe/telemetry/rank-00000.jsonl" "$work/moe-big/telemetry/rank-00000.jsonl" <<'PY' ||
+import json, sys
+def loss(path):
+    steps = [json.loads(l) for l in open(path) if '"kind":"step"' in l]
+    return [s["loss"] for s in steps if s["step"] == 3][-1]
+a, b = loss(sys.argv[1]), loss(sys.argv[2])
+assert abs(a - b) <= 1e-5 * abs(a), (a, b)
+PY
+  fail "the grown MoE model's loss at step 3 differs from the small model's"
 
 # Refusals: exit 1, the rule named, nothing written.
 refuse() {  # refuse <expected text> <ms-ckpt grow args...>
