@@ -76,7 +76,7 @@ const char* first_word(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 // CLI11 takes an unknown word for an extra argument and, when --help follows, prints the
-// tool's help and exits 0, so `ms-ckpt grow --help` looked like a command that exists. The word
+// tool's help and exits 0, so `ms-ckpt shrink --help` looked like a command that exists. The word
 // is checked against the subcommands before CLI11 parses anything.
 Status Tool::check_subcommand(int argc, char** argv) const {
   const char* word = first_word(app_, argc, argv);

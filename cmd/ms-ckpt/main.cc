@@ -4,7 +4,7 @@
 
 int main(int argc, char** argv) {
   ms::cli::Tool tool("ms-ckpt",
-                     "ms-ckpt: save, load, inspect, verify, reshard and convert "
+                     "ms-ckpt: save, load, inspect, verify, reshard, grow and convert "
                      "parallelism-agnostic checkpoints");
   ms::cli::add_registered_commands(tool);
   return tool.run(argc, argv);

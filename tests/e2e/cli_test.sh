@@ -34,11 +34,11 @@ done
 check "ms-data with no subcommand prints help" 0 "Usage:" -- "$BIN/ms-data"
 for tool in ms-data ms-train ms-ckpt ms-infer ms-diagnose; do
   check "$tool: an unknown subcommand with --help is an error" 2 \
-    "^$tool: error: unknown subcommand 'grow'" -- "$BIN/$tool" grow --help
+    "^$tool: error: unknown subcommand 'shrink'" -- "$BIN/$tool" shrink --help
 done
 check "an unknown subcommand after an option's value is named" 2 \
-  "^ms-ckpt: error: unknown subcommand 'grow' \(ms-ckpt has: .*prune" \
-  -- "$BIN/ms-ckpt" --log-level warn grow
+  "^ms-ckpt: error: unknown subcommand 'shrink' \(ms-ckpt has: .*prune" \
+  -- "$BIN/ms-ckpt" --log-level warn shrink
 check "a subcommand's --help still works" 0 "Usage: .*ms-ckpt prune" \
   -- "$BIN/ms-ckpt" --log-level warn prune --help
 check "ms-train --help describes pipeline, expert and context parallelism" 0 \
