@@ -1,7 +1,8 @@
 // `ms-diagnose check`: node health check run under mpirun (a single process works too). Measures
 // every rank's sgemm rate (and cuBLAS rate where a GPU exists) and STREAM triad bandwidth, runs
 // nccl-tests-style collective benchmarks with exact verification, a pairwise point-to-point
-// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found. Under
+// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found, a
+// collective result is wrong or a collective's best busbw is below --min-busbw. Under
 // Slurm a machine is named by its Slurm node name (diag/nodes.h), and --suspects-file writes the
 // suspect nodes as the comma list `sbatch --exclude` takes.
 #include "cmd/common/mpi_world.h"
@@ -63,7 +64,7 @@ Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
   MS_ASSIGN_OR_RETURN(
       diag::CheckResults results,
       diag::run_check(world, diag::machine_name_from_env(log::host()), cli.check));
-  const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
+  const diag::CheckVerdict verdict = diag::judge_check(results, cli.check, cli.health);
   if (world.rank() == 0 && !cli.suspects_file.empty()) {
     MS_RETURN_IF_ERROR(write_suspects_file(cli.suspects_file, verdict));
   }
@@ -93,6 +94,11 @@ void add_sweep_options(CLI::App* sub, CheckCli& cli) {
       ->capture_default_str()
       ->check(cli::kPositiveNumber);
   sub->add_option("--warmup", o.warmup, "Untimed iterations per size")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_option("--min-busbw", o.min_busbw_gbs,
+                  "Exit 3 when a collective's best bus bandwidth over the sweep (GB/s) is below "
+                  "this (0: not judged)")
       ->capture_default_str()
       ->check(cli::kNonNegativeNumber);
   sub->add_option("--collectives", cli.collectives,

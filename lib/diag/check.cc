@@ -513,6 +513,16 @@ std::string placement_columns(const PlacementResult& p) {
 
 }  // namespace
 
+double peak_busbw_gbs(std::span<const CollectiveResult> rows) {
+  double peak = 0;
+  for (const CollectiveResult& r : rows) {
+    for (const PlacementResult* p : {&r.out_of_place, &r.in_place}) {
+      if (p->measured) peak = std::max(peak, p->busbw_gbs);
+    }
+  }
+  return peak;
+}
+
 std::string format_collective_table(Collective c, int ranks,
                                     std::span<const CollectiveResult> rows) {
   std::string out;

@@ -116,6 +116,9 @@ struct CheckOptions {
   int p2p_reps = 5;
   std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
   Injection injection;
+  // The least bus bandwidth (GB/s) each collective must reach at its best size and placement
+  // (peak_busbw_gbs); below it, `check` exits 3 as for a wrong result. 0 judges nothing.
+  double min_busbw_gbs = 0;
   // Matrix size of the GPU sgemm rate (gpu_check.h), taken during this rank's turn where the
   // binary has CUDA and the rank sees a GPU; 0 skips it.
   int gpu_sgemm_n = 2048;
@@ -164,6 +167,10 @@ Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host
 Status wait_quietly(comm::Request& request);
 // A barrier whose waiting ranks sleep instead of spinning.
 Status quiet_barrier(comm::Communicator& comm);
+
+// The best bus bandwidth over `rows` (every size, both placements): the figure a link speed is
+// compared with, since small sizes measure latency rather than bandwidth. 0 for no rows.
+double peak_busbw_gbs(std::span<const CollectiveResult> rows);
 
 // nccl-tests-style text: '#' header lines, a units row, one row per size with out-of-place
 // and in-place columns (time, algbw, busbw, #wrong each; N/A where there is no in-place form),

@@ -98,6 +98,13 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
   }
   out += std::string("# Out of bounds values : ") + std::to_string(verdict.wrong) +
          (verdict.wrong == 0 ? " OK\n" : " FAILED\n");
+  for (const SlowCollective& s : verdict.below_min_busbw) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "# %s: peak busbw %.3f GB/s is below --min-busbw %.3f\n",
+                  std::string(collective_name(s.collective)).c_str(), s.peak_busbw_gbs,
+                  verdict.min_busbw_gbs);
+    out += line;
+  }
   out += std::string("# Result: ") + (verdict.healthy() ? "HEALTHY" : "SUSPECT FOUND") + "\n";
   return out;
 }
@@ -147,8 +154,19 @@ ordered_json machines_json(const CheckVerdict& verdict) {
 
 }  // namespace
 
-CheckVerdict judge_check(const CheckResults& results, const HealthOptions& options) {
+CheckVerdict judge_check(const CheckResults& results, const CheckOptions& check_options,
+                         const HealthOptions& options) {
   CheckVerdict verdict;
+  verdict.min_busbw_gbs = check_options.min_busbw_gbs;
+  const int ranks = static_cast<int>(results.ranks.size());
+  for (size_t i = 0; i < results.collectives.size() && i < check_options.collectives.size(); ++i) {
+    const Collective c = check_options.collectives[i];
+    const double peak = peak_busbw_gbs(results.collectives[i]);
+    if (check_options.min_busbw_gbs > 0 && ranks > 1 &&
+        peak < check_options.min_busbw_gbs) {
+      verdict.below_min_busbw.push_back({c, peak});
+    }
+  }
   verdict.health = assess_health(results.ranks, options);
   verdict.slow_links = find_slow_links(results.p2p, options);
   verdict.suspect_nodes = suspect_nodes(verdict.health, results.ranks);
@@ -189,6 +207,13 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   doc["machines"] = machines_json(verdict);
   doc["suspect_nodes"] = verdict.suspect_nodes;
   doc["wrong"] = verdict.wrong;
+  doc["min_busbw_gbs"] = verdict.min_busbw_gbs;
+  ordered_json slow = ordered_json::array();
+  for (const SlowCollective& s : verdict.below_min_busbw) {
+    slow.push_back({{"collective", collective_name(s.collective)},
+                    {"peak_busbw_gbs", s.peak_busbw_gbs}});
+  }
+  doc["below_min_busbw"] = slow;
   doc["healthy"] = verdict.healthy();
   return doc;
 }

@@ -53,6 +53,21 @@ for key in '"ranks"' '"collectives"' '"p2p_gbs"' '"machines"' '"healthy"'; do
   grep -q "$key" "$TMP/report.json" || fail "--json lacks $key"
 done
 
+# --min-busbw: no link here moves 1000 GB/s, so every collective with data to move (2 or more
+# ranks) is named and the run exits 3; a single rank moves nothing and is not judged.
+"$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
+  --collectives allreduce sendrecv --min-busbw 1000 > "$TMP/minbw.txt" 2>/dev/null
+rc=$?
+if [ "$NP" -ge 2 ]; then
+  [ "$rc" -eq 3 ] || { cat "$TMP/minbw.txt"; fail "--min-busbw 1000: expected exit 3, got $rc"; }
+  for c in allreduce sendrecv; do
+    grep -qE "^# $c: peak busbw [0-9.]+ GB/s is below --min-busbw 1000.000$" "$TMP/minbw.txt" \
+      || fail "--min-busbw: $c not named"
+  done
+else
+  grep -q "is below --min-busbw" "$TMP/minbw.txt" && fail "--min-busbw judged a single rank"
+fi
+
 if [ "$NP" -ge 3 ]; then
   "$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
     --inject-slow-rank 1 --inject-factor 5 > "$TMP/slow.txt" 2>/dev/null
