@@ -111,8 +111,17 @@ void add_rank_options(CLI::App* sub, CheckCli& cli) {
   sub->add_option("--sgemm-n", o.sgemm_n, "Matrix size of the CPU sgemm benchmark")
       ->capture_default_str()
       ->check(cli::kPositiveNumber);
-  sub->add_option("--gpu-sgemm-n", o.gpu_sgemm_n,
-                  "Matrix size of the GPU sgemm benchmark (0 skips it; ignored without CUDA)")
+  sub->add_option("--gpu-sgemm-n", o.gpu.sgemm_n,
+                  "Matrix size of the GPU fp32 GEMM benchmark (0 skips it; ignored without CUDA)")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_option("--gpu-bf16-n", o.gpu.bf16_n,
+                  "Matrix size of the GPU bf16 GEMM benchmark (0 skips it; ignored without CUDA)")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_option("--gpu-bytes", o.gpu.bytes,
+                  "Buffer bytes of the GPU read, copy and host transfer benchmarks (0 skips "
+                  "them; ignored without CUDA)")
       ->capture_default_str();
   sub->add_option("--triad-elements", o.triad_elements, "Doubles per STREAM triad array")
       ->capture_default_str()

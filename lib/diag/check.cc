@@ -431,11 +431,9 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
               measure_stream_gbs(StreamKernel::kTriad, options.triad_elements,
                                  options.compute_reps) /
                   slow);
-    if (options.gpu_sgemm_n > 0) {
-      for (const auto& [name, value] :
-           gpu_rank_metrics(comm.rank(), options.gpu_sgemm_n, options.compute_reps)) {
-        keep_best(metrics, name, value / slow);
-      }
+    for (const auto& [name, value] :
+         gpu_rank_metrics(comm.rank(), options.gpu, options.compute_reps)) {
+      keep_best(metrics, name, value / slow);
     }
   }
   return metrics;

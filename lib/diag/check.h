@@ -25,6 +25,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "diag/gpu_check.h"
 #include "diag/health.h"
 
 namespace ms::diag {
@@ -119,9 +120,9 @@ struct CheckOptions {
   // The least bus bandwidth (GB/s) each collective must reach at its best size and placement
   // (peak_busbw_gbs); below it, `check` exits 3 as for a wrong result. 0 judges nothing.
   double min_busbw_gbs = 0;
-  // Matrix size of the GPU sgemm rate (gpu_check.h), taken during this rank's turn where the
-  // binary has CUDA and the rank sees a GPU; 0 skips it.
-  int gpu_sgemm_n = 2048;
+  // Sizes of the GPU probes (gpu_check.h), taken during this rank's turn where the binary has
+  // CUDA and the rank sees a GPU; 0 skips a probe.
+  GpuProbeSizes gpu;
 };
 
 // Collective over `comm`: one size of one collective, out of place and then in place (where

@@ -26,11 +26,14 @@ std::string format_ranks(const CheckResults& results) {
                   r.host.c_str(), metric("sgemm_gflops"), metric("triad_gbs"),
                   metric("p2p_send_gbs"), metric("p2p_recv_gbs"));
     out += line;
-    auto gpu = r.metrics.find("gpu_sgemm_gflops");
-    if (gpu != r.metrics.end()) {
-      std::snprintf(line, sizeof(line), "  %6s  gpu sgemm GF/s %.1f\n", "", gpu->second);
-      out += line;
+    // The GPU probes (gpu_check.h), when the rank has a GPU, on a line of their own.
+    std::string gpu;
+    for (const auto& [name, value] : r.metrics) {
+      if (name.rfind("gpu_", 0) != 0) continue;
+      std::snprintf(line, sizeof(line), " %s %.1f", name.c_str() + 4, value);
+      gpu += line;
     }
+    if (!gpu.empty()) out += "          gpu:" + gpu + "\n";
   }
   return out;
 }

@@ -13,7 +13,8 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 FAST=(--max-bytes 16384 --iters 3 --warmup 1 --sgemm-n 128 --triad-elements 262144
-      --p2p-bytes 65536 --p2p-reps 4 --gpu-sgemm-n 0 --group-by rank)
+      --p2p-bytes 65536 --p2p-reps 4 --gpu-sgemm-n 0 --gpu-bf16-n 0 --gpu-bytes 0
+      --group-by rank)
 # This test shares 2 cores with the rest of the suite, whose load can make one rank look far
 # slower than its peers; a 60% threshold keeps that noise quiet while a 5x injected slowdown
 # (80% below the median) is still found.
