@@ -17,6 +17,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/logging.h"
 #include "diag/check.h"
+#include "diag/check_nccl.h"
 #include "diag/check_report.h"
 #include "diag/nodes.h"
 
@@ -32,6 +33,7 @@ struct CheckCli {
   std::string group_by = "host";
   std::string suspects_file;
   bool json = false;
+  bool nccl = false;
 };
 
 Status resolve_options(CheckCli& cli) {
@@ -59,11 +61,23 @@ Status write_suspects_file(const std::string& path, const diag::CheckVerdict& ve
   return Status::OK();
 }
 
-Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
+Result<int> check_world(comm::MpiCommunicator& world, CheckCli& cli) {
   MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli), "reading the options"));
   MS_ASSIGN_OR_RETURN(
       diag::CheckResults results,
       diag::run_check(world, diag::machine_name_from_env(log::host()), cli.check));
+  if (cli.nccl) {
+    // No GPU or no NCCL in this build: a named skip line, and the MPI results still stand.
+    Result<std::vector<std::vector<diag::CollectiveResult>>> nccl =
+        diag::run_nccl_collectives(world, cli.check);
+    if (nccl.ok()) {
+      results.nccl_collectives = std::move(*nccl);
+    } else if (nccl.status().code() == StatusCode::kUnavailable) {
+      results.nccl_skipped = nccl.status().message();
+    } else {
+      return nccl.status();
+    }
+  }
   const diag::CheckVerdict verdict = diag::judge_check(results, cli.check, cli.health);
   if (world.rank() == 0 && !cli.suspects_file.empty()) {
     MS_RETURN_IF_ERROR(write_suspects_file(cli.suspects_file, verdict));
@@ -101,6 +115,9 @@ void add_sweep_options(CLI::App* sub, CheckCli& cli) {
                   "this (0: not judged)")
       ->capture_default_str()
       ->check(cli::kNonNegativeNumber);
+  sub->add_flag("--nccl", cli.nccl,
+                "Also run the collectives over NCCL on GPU buffers, one rank per GPU (a named "
+                "skip line where there is no GPU or no NCCL)");
   sub->add_option("--collectives", cli.collectives,
                   "Which collectives (default all): allreduce allgather reduce_scatter alltoall "
                   "broadcast sendrecv");

@@ -150,12 +150,6 @@ bool has_in_place(Collective c) { return c != Collective::kSendRecv; }
 
 namespace {
 
-// The buffers of one placement. Out of place: `send` holds the input, `recv` receives. In
-// place: `recv` alone, holding the input where the collective expects it.
-struct Buffers {
-  std::vector<float> send, recv;
-};
-
 // Fills `recv` with the in-place input of `c`: the whole input (allreduce, reduce-scatter,
 // alltoall, broadcast's root), or only this rank's block (allgather).
 void fill_in_place(Collective c, const CollectiveShape& s, int rank, std::vector<float>& recv) {
@@ -167,9 +161,11 @@ void fill_in_place(Collective c, const CollectiveShape& s, int rank, std::vector
   fill_send_buffer(c, rank, recv);
 }
 
-// Allocated and filled once per placement and size, never inside a timed loop.
-Buffers make_buffers(Collective c, Placement p, const CollectiveShape& s, int rank) {
-  Buffers b;
+}  // namespace
+
+CollectiveBuffers make_collective_buffers(Collective c, Placement p, const CollectiveShape& s,
+                                          int rank) {
+  CollectiveBuffers b;
   if (p == Placement::kOutOfPlace) {
     b.send.resize(s.send_count);
     b.recv.assign(s.recv_count, -7.0f);
@@ -181,6 +177,10 @@ Buffers make_buffers(Collective c, Placement p, const CollectiveShape& s, int ra
   fill_in_place(c, s, rank, b.recv);
   return b;
 }
+
+namespace {
+
+using Buffers = CollectiveBuffers;
 
 // Where the result lands: the receive buffer, or its first recv_count elements in place.
 std::span<const float> result_of(const Buffers& b, const CollectiveShape& s) {
@@ -249,7 +249,7 @@ Status run_once(comm::Communicator& comm, Collective c, Placement p, const Colle
 // Fresh buffers, one operation, and the wrong elements summed over all ranks.
 Result<uint64_t> verify_once(comm::Communicator& comm, Collective c, Placement p,
                              const CollectiveShape& s) {
-  Buffers b = make_buffers(c, p, s, comm.rank());
+  Buffers b = make_collective_buffers(c, p, s, comm.rank());
   MS_RETURN_IF_ERROR(run_once(comm, c, p, s, b));
   int64_t wrong =
       static_cast<int64_t>(count_wrong(c, comm.rank(), comm.size(), result_of(b, s)));
@@ -279,7 +279,7 @@ Result<double> time_pass(comm::Communicator& comm, Collective c, Placement p,
 // (each pass's time is already reduced over the ranks).
 Result<double> time_placement(comm::Communicator& comm, Collective c, Placement p,
                               const CollectiveShape& s, const CheckOptions& options) {
-  Buffers b = make_buffers(c, p, s, comm.rank());
+  Buffers b = make_collective_buffers(c, p, s, comm.rank());
   for (int i = 0; i < options.warmup; ++i) MS_RETURN_IF_ERROR(run_once(comm, c, p, s, b));
   double best = std::numeric_limits<double>::infinity();
   for (int round = 0; round < std::max(options.rounds, 1); ++round) {

@@ -75,6 +75,17 @@ enum class Placement { kOutOfPlace, kInPlace };
 // False for sendrecv, which MPI cannot run on one buffer (printed "N/A").
 bool has_in_place(Collective c);
 
+// The host buffers of one placement, allocated and filled once per placement and size (never
+// inside a timed loop). Out of place: `send` holds the input and `recv` (recv_count elements)
+// is filled with -7, so an element the collective leaves unwritten counts as wrong. In place:
+// `recv` alone (the larger of the two lengths), holding the input where the collective
+// expects it (the whole input; for allgather only this rank's block, at its offset).
+struct CollectiveBuffers {
+  std::vector<float> send, recv;
+};
+CollectiveBuffers make_collective_buffers(Collective c, Placement p, const CollectiveShape& s,
+                                          int rank);
+
 // One placement's timing and verification.
 struct PlacementResult {
   bool measured = false;    // false: the collective has no such form (printed N/A)
@@ -156,6 +167,10 @@ struct CheckResults {
   std::vector<RankMeasurement> ranks;              // indexed by rank
   std::vector<std::vector<CollectiveResult>> collectives;  // per options.collectives entry
   P2pMatrix p2p;
+  // The same sweep over NCCL on GPU buffers (check --nccl, diag/check_nccl.h), one entry per
+  // options.collectives entry, or the reason it did not run; both empty without --nccl.
+  std::vector<std::vector<CollectiveResult>> nccl_collectives;
+  std::string nccl_skipped;
 };
 
 // Collective over `comm`: per-rank benchmarks, the collective sweep and the p2p matrix; each

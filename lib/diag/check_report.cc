@@ -103,9 +103,9 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
          (verdict.wrong == 0 ? " OK\n" : " FAILED\n");
   for (const SlowCollective& s : verdict.below_min_busbw) {
     char line[160];
-    std::snprintf(line, sizeof(line), "# %s: peak busbw %.3f GB/s is below --min-busbw %.3f\n",
-                  std::string(collective_name(s.collective)).c_str(), s.peak_busbw_gbs,
-                  verdict.min_busbw_gbs);
+    std::snprintf(line, sizeof(line), "# %s%s: peak busbw %.3f GB/s is below --min-busbw %.3f\n",
+                  std::string(collective_name(s.collective)).c_str(), s.nccl ? " (NCCL)" : "",
+                  s.peak_busbw_gbs, verdict.min_busbw_gbs);
     out += line;
   }
   out += std::string("# Result: ") + (verdict.healthy() ? "HEALTHY" : "SUSPECT FOUND") + "\n";
@@ -130,11 +130,12 @@ ordered_json placement_json(const PlacementResult& p) {
           {"wrong", p.wrong}};
 }
 
-ordered_json collectives_json(const CheckResults& results, const CheckOptions& options) {
+ordered_json collectives_json(const std::vector<std::vector<CollectiveResult>>& collectives,
+                              const CheckOptions& options) {
   ordered_json out = ordered_json::array();
-  for (size_t i = 0; i < results.collectives.size(); ++i) {
+  for (size_t i = 0; i < collectives.size(); ++i) {
     ordered_json rows = ordered_json::array();
-    for (const CollectiveResult& r : results.collectives[i]) {
+    for (const CollectiveResult& r : collectives[i]) {
       rows.push_back({{"size", r.bytes}, {"count", r.count}, {"type", "float"},
                       {"root", r.root}, {"out_of_place", placement_json(r.out_of_place)},
                       {"in_place", placement_json(r.in_place)}});
@@ -162,13 +163,18 @@ CheckVerdict judge_check(const CheckResults& results, const CheckOptions& check_
   CheckVerdict verdict;
   verdict.min_busbw_gbs = check_options.min_busbw_gbs;
   const int ranks = static_cast<int>(results.ranks.size());
-  for (size_t i = 0; i < results.collectives.size() && i < check_options.collectives.size(); ++i) {
+  const bool nccl = !results.nccl_collectives.empty();
+  const auto& judged = nccl ? results.nccl_collectives : results.collectives;
+  for (size_t i = 0; i < judged.size() && i < check_options.collectives.size(); ++i) {
     const Collective c = check_options.collectives[i];
-    const double peak = peak_busbw_gbs(results.collectives[i]);
+    const double peak = peak_busbw_gbs(judged[i]);
     if (check_options.min_busbw_gbs > 0 && ranks > 1 &&
         peak < check_options.min_busbw_gbs) {
-      verdict.below_min_busbw.push_back({c, peak});
+      verdict.below_min_busbw.push_back({c, peak, nccl});
     }
+  }
+  for (const auto& rows : results.nccl_collectives) {
+    for (const CollectiveResult& r : rows) verdict.wrong += r.wrong();
   }
   verdict.health = assess_health(results.ranks, options);
   verdict.slow_links = find_slow_links(results.p2p, options);
@@ -187,6 +193,14 @@ std::string format_check_report(const CheckResults& results, const CheckOptions&
     out += format_collective_table(options.collectives[i], static_cast<int>(results.ranks.size()),
                                    results.collectives[i]);
   }
+  if (!results.nccl_skipped.empty()) {
+    out += "#\n# NCCL collectives skipped: " + results.nccl_skipped + "\n";
+  }
+  for (size_t i = 0; i < results.nccl_collectives.size(); ++i) {
+    out += "#\n# NCCL on GPU buffers, one rank per GPU (in place: N/A for alltoall and sendrecv)";
+    out += format_collective_table(options.collectives[i], static_cast<int>(results.ranks.size()),
+                                   results.nccl_collectives[i]);
+  }
   out += format_p2p(results.p2p, verdict.slow_links);
   out += format_verdict(verdict, options);
   return out;
@@ -199,7 +213,11 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   for (const RankMeasurement& r : results.ranks) {
     doc["ranks"].push_back({{"rank", r.rank}, {"host", r.host}, {"metrics", r.metrics}});
   }
-  doc["collectives"] = collectives_json(results, options);
+  doc["collectives"] = collectives_json(results.collectives, options);
+  if (!results.nccl_collectives.empty()) {
+    doc["nccl_collectives"] = collectives_json(results.nccl_collectives, options);
+  }
+  if (!results.nccl_skipped.empty()) doc["nccl_skipped"] = results.nccl_skipped;
   doc["p2p_gbs"] = results.p2p.gbs;
   ordered_json links = ordered_json::array();
   for (const SlowLink& l : verdict.slow_links) links.push_back(finding_json(l.finding));
@@ -214,7 +232,7 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   ordered_json slow = ordered_json::array();
   for (const SlowCollective& s : verdict.below_min_busbw) {
     slow.push_back({{"collective", collective_name(s.collective)},
-                    {"peak_busbw_gbs", s.peak_busbw_gbs}});
+                    {"peak_busbw_gbs", s.peak_busbw_gbs}, {"nccl", s.nccl}});
   }
   doc["below_min_busbw"] = slow;
   doc["healthy"] = verdict.healthy();

@@ -17,6 +17,7 @@ namespace ms::diag {
 struct SlowCollective {
   Collective collective = Collective::kAllReduce;
   double peak_busbw_gbs = 0;
+  bool nccl = false;  // judged on the NCCL sweep
 };
 
 struct CheckVerdict {
@@ -34,7 +35,9 @@ struct CheckVerdict {
 };
 
 // A single rank moves no data between ranks (sendrecv goes to itself), so nothing is held to
-// check_options.min_busbw_gbs there.
+// check_options.min_busbw_gbs there. When the NCCL sweep ran (check --nccl), it is the one held
+// to min_busbw_gbs (a GPU link's floor means nothing to host-memory MPI); wrong elements of
+// both sweeps count.
 CheckVerdict judge_check(const CheckResults& results, const CheckOptions& check_options,
                          const HealthOptions& options);
 

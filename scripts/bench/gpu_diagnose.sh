@@ -5,8 +5,9 @@
 #      field with nvidia-smi --query-gpu (diagnose_compare.py smi);
 #   3. `ms-diagnose info` (the per-host GPU table) as an MPI singleton;
 #   4. ms_diag_gpu_tests (check's GPU probes);
-#   5. `ms-diagnose check` on one rank with the GPU probes at full size, then PyTorch's peers in
-#      the same run (diagnose_torch.py), compared within 10% (diagnose_compare.py rates).
+#   5. `ms-diagnose check --nccl` on one rank with the GPU probes at full size (and the NCCL
+#      sweep, whose #wrong must be 0), then PyTorch's peers in the same run (diagnose_torch.py),
+#      compared within 10% (diagnose_compare.py rates).
 # Every step runs even when an earlier one fails; the exit status is 1 if any failed.
 #
 # Usage: gpu_diagnose.sh DIR OUT_DIR
@@ -71,13 +72,13 @@ step "GPU probe tests"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "ms_diag_gpu_tests failed"; status=1; }
 
 step "check on one rank: GPU probes (reps $reps, $bytes bytes)"
-timeout 300 "$diag" check --json --rounds 1 --reps "$reps" --gpu-sgemm-n 8192 --gpu-bf16-n 8192 \
+timeout 300 "$diag" check --json --nccl --rounds 1 --reps "$reps" --gpu-sgemm-n 8192 --gpu-bf16-n 8192 \
   --gpu-bytes "$bytes" --sgemm-n 256 --triad-elements 1048576 --max-bytes 65536 \
   > "$out/check.json" 2> "$out/check.err"
 rc=$?
 echo "check exit $rc"; tail -n 5 "$out/check.err"
 [[ $rc -eq 0 || $rc -eq 3 ]] || status=1
-python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["ranks"][0]["metrics"], indent=1))' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d["ranks"][0]["metrics"], indent=1)); print("nccl:", d.get("nccl_skipped") or "%d collectives, %d wrong elements in all" % (len(d.get("nccl_collectives", [])), d["wrong"]))' \
   "$out/check.json" 2>&1 | tee "$out/check-metrics.json"
 
 step "PyTorch peers in the same run"

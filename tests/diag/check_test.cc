@@ -240,5 +240,48 @@ TEST(MinBusBandwidth, OneRankMovesNoDataAndIsNotJudged) {
   EXPECT_TRUE(judge_check(results, options, HealthOptions{}).below_min_busbw.empty());
 }
 
+
+TEST(NcclSweep, ItsRowsAreReportedCountedAndHeldToTheFloor) {
+  CheckOptions options;
+  options.collectives = {Collective::kAllReduce};
+  options.min_busbw_gbs = 10;
+  CheckResults results = results_of(2, {{row(4096, 1.0, 1.0)}});  // MPI: far below 10
+  CollectiveResult nccl = row(4096, 150.0, 140.0);
+  nccl.in_place.wrong = 3;
+  results.nccl_collectives = {{nccl}};
+  HealthOptions health;
+  health.group_by = telemetry::GroupBy::kRank;
+  const CheckVerdict verdict = judge_check(results, options, health);
+  // The NCCL sweep alone is held to --min-busbw; its wrong elements count.
+  EXPECT_TRUE(verdict.below_min_busbw.empty());
+  EXPECT_EQ(verdict.wrong, 3u);
+  EXPECT_FALSE(verdict.healthy());
+  const std::string text = format_check_report(results, options, verdict);
+  EXPECT_NE(text.find("# NCCL on GPU buffers, one rank per GPU"), std::string::npos) << text;
+  EXPECT_EQ(check_report_json(results, options, health, verdict)["nccl_collectives"][0]["rows"][0]
+                ["in_place"]["wrong"],
+            3);
+  results.nccl_collectives[0][0].out_of_place.busbw_gbs = 5;
+  results.nccl_collectives[0][0].in_place.busbw_gbs = 4;
+  const CheckVerdict slow = judge_check(results, options, health);
+  ASSERT_EQ(slow.below_min_busbw.size(), 1u);
+  EXPECT_TRUE(slow.below_min_busbw[0].nccl);
+  EXPECT_NE(format_check_report(results, options, slow)
+                .find("# allreduce (NCCL): peak busbw 5.000 GB/s is below --min-busbw 10.000"),
+            std::string::npos);
+}
+
+TEST(NcclSweep, SkipReasonIsPrinted) {
+  CheckOptions options;
+  options.collectives = {};
+  CheckResults results = results_of(1, {});
+  results.nccl_skipped = "NCCL collectives: this build has no NCCL";
+  const CheckVerdict verdict = judge_check(results, options, HealthOptions{});
+  EXPECT_TRUE(verdict.healthy());
+  EXPECT_NE(format_check_report(results, options, verdict)
+                .find("# NCCL collectives skipped: NCCL collectives: this build has no NCCL"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ms::diag

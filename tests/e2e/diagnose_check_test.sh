@@ -69,6 +69,19 @@ else
   grep -q "is below --min-busbw" "$TMP/minbw.txt" && fail "--min-busbw judged a single rank"
 fi
 
+# --nccl: without a GPU (or NCCL) a named skip line and the MPI results stand; on a GPU
+# machine with one rank the NCCL tables follow the MPI ones.
+if [ "$NP" -eq 1 ]; then
+  "$MPIRUN" --oversubscribe -np 1 "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
+    --collectives allreduce --nccl > "$TMP/nccl.txt" 2>/dev/null
+  rc=$?
+  if grep -q '^# NCCL collectives skipped: .*' "$TMP/nccl.txt"; then
+    [ "$rc" -eq 0 ] || fail "--nccl skipped but exit $rc"
+  else
+    grep -q '^# NCCL on GPU buffers' "$TMP/nccl.txt" || { cat "$TMP/nccl.txt"; fail "--nccl: neither tables nor a skip line"; }
+  fi
+fi
+
 if [ "$NP" -ge 3 ]; then
   "$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
     --inject-slow-rank 1 --inject-factor 5 > "$TMP/slow.txt" 2>/dev/null
