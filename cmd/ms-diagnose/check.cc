@@ -136,6 +136,8 @@ void add_rank_options(CLI::App* sub, CheckCli& cli) {
                   "Matrix size of the GPU bf16 GEMM benchmark (0 skips it; ignored without CUDA)")
       ->capture_default_str()
       ->check(cli::kNonNegativeNumber);
+  sub->add_flag("!--no-gpu-health", o.gpu_health,
+                "Do not judge each rank's GPU with the NVML rules of gpu-health");
   sub->add_option("--gpu-bytes", o.gpu.bytes,
                   "Buffer bytes of the GPU read, copy and host transfer benchmarks (0 skips "
                   "them; ignored without CUDA)")

@@ -419,7 +419,8 @@ void keep_best(std::map<std::string, double>& best, const std::string& name, dou
 // This rank's compute and memory numbers, taken while every other rank sleeps; turns go
 // round-robin options.rounds times and the best of each metric is kept.
 Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicator& comm,
-                                                                const CheckOptions& options) {
+                                                                const CheckOptions& options,
+                                                                std::vector<std::string>& faults) {
   std::map<std::string, double> metrics;
   const double slow = options.injection.rank == comm.rank() ? options.injection.factor : 1.0;
   for (int turn = 0; turn < comm.size() * std::max(options.rounds, 1); ++turn) {
@@ -432,7 +433,7 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
                                  options.compute_reps) /
                   slow);
     for (const auto& [name, value] :
-         gpu_rank_metrics(comm.rank(), options.gpu, options.compute_reps)) {
+         gpu_rank_metrics(comm.rank(), options.gpu, options.compute_reps, &faults)) {
       keep_best(metrics, name, value / slow);
     }
   }
@@ -442,14 +443,18 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
 // Gathers every rank's (host, metrics) on every rank, as JSON text.
 Result<std::vector<RankMeasurement>> gather_measurements(comm::Communicator& comm,
                                                          const RankMeasurement& mine) {
-  const std::string text =
-      nlohmann::json{{"rank", mine.rank}, {"host", mine.host}, {"metrics", mine.metrics}}.dump();
+  const std::string text = nlohmann::json{{"rank", mine.rank},
+                                          {"host", mine.host},
+                                          {"metrics", mine.metrics},
+                                          {"faults", mine.faults}}
+                               .dump();
   MS_ASSIGN_OR_RETURN(const std::vector<std::string> texts, comm::all_gather_variable(comm, text));
   std::vector<RankMeasurement> ranks;
   for (const std::string& t : texts) {
     const nlohmann::json j = nlohmann::json::parse(t);
     ranks.push_back({j["rank"].get<int>(), j["host"].get<std::string>(),
-                     j["metrics"].get<std::map<std::string, double>>()});
+                     j["metrics"].get<std::map<std::string, double>>(),
+                     j["faults"].get<std::vector<std::string>>()});
   }
   return ranks;
 }
@@ -479,8 +484,14 @@ Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host
   MS_ASSIGN_OR_RETURN(std::vector<size_t> sizes,
                       sweep_sizes(options.min_bytes, options.max_bytes, options.factor));
   CheckResults results;
-  RankMeasurement mine{comm.rank(), host, {}};
-  MS_ASSIGN_OR_RETURN(mine.metrics, measure_rank_sequentially(comm, options));
+  RankMeasurement mine{comm.rank(), host, {}, {}};
+  MS_ASSIGN_OR_RETURN(mine.metrics, measure_rank_sequentially(comm, options, mine.faults));
+  // A probe that fails in every round is one fault, not one per round.
+  std::sort(mine.faults.begin(), mine.faults.end());
+  mine.faults.erase(std::unique(mine.faults.begin(), mine.faults.end()), mine.faults.end());
+  if (options.gpu_health) {
+    for (std::string& fault : gpu_health_faults(comm.rank())) mine.faults.push_back(fault);
+  }
   for (Collective c : options.collectives) {
     std::vector<CollectiveResult> rows;
     for (size_t size : sizes) {

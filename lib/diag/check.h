@@ -134,6 +134,9 @@ struct CheckOptions {
   // Sizes of the GPU probes (gpu_check.h), taken during this rank's turn where the binary has
   // CUDA and the rank sees a GPU; 0 skips a probe.
   GpuProbeSizes gpu;
+  // Judge the GPU a rank uses with the NVML rules (gpu_health.h) where it has one and NVML is
+  // present: a bad or suspect GPU is a fault of its machine.
+  bool gpu_health = true;
 };
 
 // Collective over `comm`: one size of one collective, out of place and then in place (where

@@ -87,6 +87,7 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
     for (int r : m.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
     out += "  " + m.machine + " (ranks " + ranks + "): " + (m.suspect ? "SUSPECT" : "healthy") +
            "\n" + format_findings(m);
+    for (const std::string& fault : m.faults) out += "      " + fault + "\n";
   }
   if (!verdict.suspect_nodes.empty()) {
     const std::string list = node_list(verdict.suspect_nodes);
@@ -151,7 +152,7 @@ ordered_json machines_json(const CheckVerdict& verdict) {
     ordered_json findings = ordered_json::array();
     for (const Finding& f : m.findings) findings.push_back(finding_json(f));
     out.push_back({{"machine", m.machine}, {"ranks", m.ranks}, {"suspect", m.suspect},
-                   {"findings", findings}});
+                   {"findings", findings}, {"faults", m.faults}});
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include "diag/gpu_check.h"
 
 #include "core/logging.h"
+#include "diag/nvml.h"
 #ifdef MS_HAVE_CUDA
 #include "kernels/bandwidth_rate.h"
 #include "kernels/device.h"
@@ -14,27 +15,36 @@ namespace ms::diag {
 #ifdef MS_HAVE_CUDA
 namespace {
 
-// Runs one probe; its value under `name`, or a warning naming the GPU and the error.
-void probe(std::map<std::string, double>& metrics, const std::string& name, int device,
-           const Result<double>& value) {
+// Where probes put what they found.
+struct ProbeResults {
+  std::map<std::string, double> metrics;
+  std::vector<std::string>* faults = nullptr;
+};
+
+// One probe's value under `name`, or its failure as a fault naming the GPU and the error.
+void probe(ProbeResults& out, const std::string& name, int device, const Result<double>& value) {
   if (value.ok()) {
-    metrics[name] = *value;
-  } else {
-    MS_LOG(Warn) << "check: GPU " << device << ": " << name
-                 << " failed: " << value.status().message();
+    out.metrics[name] = *value;
+    return;
   }
+  const std::string fault = "GPU " + std::to_string(device) + ": " + name +
+                            " failed: " + value.status().message();
+  MS_LOG(Warn) << "check: " << fault;
+  if (out.faults) out.faults->push_back(fault);
 }
 
-void gemm_probe(std::map<std::string, double>& metrics, const std::string& name, int device,
+void gemm_probe(ProbeResults& out, const std::string& name, int device,
                 kernels::GemmPrecision precision, const Result<double>& gflops) {
-  probe(metrics, name + "_gflops", device, gflops);
+  probe(out, name + "_gflops", device, gflops);
+  std::map<std::string, double>& metrics = out.metrics;
   Result<double> peak = kernels::device_peak_gflops(precision);
   if (gflops.ok() && peak.ok() && *peak > 0) metrics[name + "_peak_pct"] = 100 * *gflops / *peak;
 }
 
 }  // namespace
 
-std::map<std::string, double> gpu_rank_metrics(int rank, const GpuProbeSizes& sizes, int reps) {
+std::map<std::string, double> gpu_rank_metrics(int rank, const GpuProbeSizes& sizes, int reps,
+                                               std::vector<std::string>* faults) {
   Result<int> count = kernels::device_count();
   if (!count.ok() || *count == 0) {
     MS_LOG(Debug) << "check: no GPU probes: "
@@ -45,28 +55,54 @@ std::map<std::string, double> gpu_rank_metrics(int rank, const GpuProbeSizes& si
   // over the GPUs the same way on uniform nodes.
   const int device = rank % *count;
   if (Status selected = kernels::set_device(device); !selected.ok()) {
-    MS_LOG(Warn) << "check: GPU " << device << " cannot be selected: " << selected.message();
+    const std::string fault = "GPU " + std::to_string(device) +
+                              " cannot be selected: " + selected.message();
+    MS_LOG(Warn) << "check: " << fault;
+    if (faults) faults->push_back(fault);
     return {};
   }
-  std::map<std::string, double> metrics;
+  ProbeResults out{{}, faults};
   if (sizes.sgemm_n > 0) {
-    gemm_probe(metrics, "gpu_sgemm", device, kernels::GemmPrecision::kF32,
+    gemm_probe(out, "gpu_sgemm", device, kernels::GemmPrecision::kF32,
                kernels::measure_sgemm_gflops(sizes.sgemm_n, reps));
   }
   if (sizes.bf16_n > 0) {
-    gemm_probe(metrics, "gpu_bf16_gemm", device, kernels::GemmPrecision::kBf16,
+    gemm_probe(out, "gpu_bf16_gemm", device, kernels::GemmPrecision::kBf16,
                kernels::measure_gemm_bf16_gflops(sizes.bf16_n, reps));
   }
   if (sizes.bytes > 0) {
-    probe(metrics, "gpu_read_gbs", device, kernels::measure_device_read_gbs(sizes.bytes, reps));
-    probe(metrics, "gpu_copy_gbs", device, kernels::measure_device_copy_gbs(sizes.bytes, reps));
-    probe(metrics, "gpu_h2d_gbs", device, kernels::measure_host_to_device_gbs(sizes.bytes, reps));
-    probe(metrics, "gpu_d2h_gbs", device, kernels::measure_device_to_host_gbs(sizes.bytes, reps));
+    probe(out, "gpu_read_gbs", device, kernels::measure_device_read_gbs(sizes.bytes, reps));
+    probe(out, "gpu_copy_gbs", device, kernels::measure_device_copy_gbs(sizes.bytes, reps));
+    probe(out, "gpu_h2d_gbs", device, kernels::measure_host_to_device_gbs(sizes.bytes, reps));
+    probe(out, "gpu_d2h_gbs", device, kernels::measure_device_to_host_gbs(sizes.bytes, reps));
   }
-  return metrics;
+  return out.metrics;
+}
+
+std::vector<std::string> gpu_health_faults(int rank, const GpuThresholds& thresholds) {
+  Result<int> count = kernels::device_count();
+  if (!count.ok() || *count == 0) return {};
+  const int device = rank % *count;
+  Result<std::string> bus_id = kernels::device_pci_bus_id(device);
+  Result<std::vector<GpuReading>> readings = read_all_gpus();
+  if (!bus_id.ok() || !readings.ok()) {
+    MS_LOG(Debug) << "check: no NVML health for GPU " << device << ": "
+                  << (bus_id.ok() ? readings.status().message() : bus_id.status().message());
+    return {};
+  }
+  const GpuReading* reading = find_reading_by_bus_id(*readings, *bus_id);
+  if (reading == nullptr) {
+    MS_LOG(Warn) << "check: NVML does not list GPU " << device << " at " << *bus_id;
+    return {};
+  }
+  return gpu_fault_lines(judge_gpu(*reading, thresholds));
 }
 #else
-std::map<std::string, double> gpu_rank_metrics(int, const GpuProbeSizes&, int) { return {}; }
+std::map<std::string, double> gpu_rank_metrics(int, const GpuProbeSizes&, int,
+                                               std::vector<std::string>*) {
+  return {};
+}
+std::vector<std::string> gpu_health_faults(int, const GpuThresholds&) { return {}; }
 #endif
 
 }  // namespace ms::diag

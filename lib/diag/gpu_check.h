@@ -9,6 +9,9 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
+
+#include "diag/gpu_health.h"
 
 namespace ms::diag {
 
@@ -23,8 +26,15 @@ struct GpuProbeSizes {
 //   gpu_sgemm_gflops, gpu_sgemm_peak_pct, gpu_bf16_gemm_gflops, gpu_bf16_gemm_peak_pct
 //   (the *_peak_pct only where the architecture's peak is known), gpu_read_gbs, gpu_copy_gbs
 //   (read + write bytes), gpu_h2d_gbs, gpu_d2h_gbs.
-// Empty when the binary has no CUDA or the rank sees no GPU; a probe that fails on a GPU is
-// logged and left out, the others still run.
-std::map<std::string, double> gpu_rank_metrics(int rank, const GpuProbeSizes& sizes, int reps);
+// Empty when the binary has no CUDA or the rank sees no GPU. A probe that fails on a GPU (a
+// GPU lost mid-check: cudaErrorDeviceUnavailable, an Xid) is left out, the others still run,
+// and the failure is appended to `faults` ("GPU 3: gpu_bf16_gemm_gflops failed: ...").
+std::map<std::string, double> gpu_rank_metrics(int rank, const GpuProbeSizes& sizes, int reps,
+                                               std::vector<std::string>* faults = nullptr);
+
+// The NVML health (gpu_health.h) of the GPU this rank uses, found among NVML's by its PCI
+// address: one line per suspect or bad finding (gpu_fault_lines). Empty without CUDA, without
+// a GPU, or without NVML (nothing can be judged there, which is no fault).
+std::vector<std::string> gpu_health_faults(int rank, const GpuThresholds& thresholds = {});
 
 }  // namespace ms::diag

@@ -218,6 +218,18 @@ GpuLevel worst_level(const std::vector<GpuVerdict>& verdicts) {
   return worst;
 }
 
+std::vector<std::string> gpu_fault_lines(const GpuVerdict& verdict) {
+  std::vector<std::string> lines;
+  const std::string gpu = "GPU " + std::to_string(verdict.index) +
+                          (verdict.bus_id.empty() ? "" : " (" + verdict.bus_id + ")");
+  for (const GpuFinding& f : verdict.findings) {
+    if (f.level == GpuLevel::kOk) continue;
+    lines.push_back(gpu + ": " + std::string(gpu_level_name(f.level)) + ": " + f.rule + ": " +
+                    f.detail);
+  }
+  return lines;
+}
+
 std::string format_gpu_verdicts(const std::vector<GpuVerdict>& verdicts) {
   std::string out;
   int counts[3] = {0, 0, 0};

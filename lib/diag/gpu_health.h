@@ -64,6 +64,10 @@ GpuVerdict judge_gpu(const GpuReading& reading, const GpuThresholds& thresholds 
 // The worst level over `verdicts` (kOk for none).
 GpuLevel worst_level(const std::vector<GpuVerdict>& verdicts);
 
+// One line per finding at suspect or bad level, for check's verdict:
+// "GPU 1 (00000000:18:00.0): bad: row_remap_pending: ...".
+std::vector<std::string> gpu_fault_lines(const GpuVerdict& verdict);
+
 // Text for people: one line per GPU ("GPU 0  00000000:18:00.0  NVIDIA H100  bad") followed by
 // its findings and notes, indented; then "# GPU health: 1 bad, 0 suspect, 7 ok".
 std::string format_gpu_verdicts(const std::vector<GpuVerdict>& verdicts);

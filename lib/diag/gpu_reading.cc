@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/host_metrics.h"
+#include "diag/gpu_topology.h"
 #include "diag/nvml_api.h"
 
 namespace ms::diag {
@@ -227,6 +228,15 @@ Result<std::vector<GpuReading>> parse_gpu_readings(const std::string& text,
 Result<std::vector<GpuReading>> read_gpu_readings_file(const std::string& path) {
   MS_ASSIGN_OR_RETURN(std::string text, read_text_file(path));
   return parse_gpu_readings(text, path);
+}
+
+const GpuReading* find_reading_by_bus_id(const std::vector<GpuReading>& readings,
+                                         const std::string& bus_id) {
+  const std::string wanted = sysfs_pci_address(bus_id);
+  for (const GpuReading& r : readings) {
+    if (!r.bus_id.empty() && sysfs_pci_address(r.bus_id) == wanted) return &r;
+  }
+  return nullptr;
 }
 
 std::vector<std::string> clock_event_reason_names(uint64_t reasons) {

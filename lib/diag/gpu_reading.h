@@ -76,6 +76,11 @@ Result<std::vector<GpuReading>> parse_gpu_readings(const std::string& text,
                                                    const std::string& where);
 Result<std::vector<GpuReading>> read_gpu_readings_file(const std::string& path);
 
+// The reading of the GPU at PCI address `bus_id` (NVML's or the CUDA runtime's spelling; case
+// and the domain's width do not matter), or nullptr.
+const GpuReading* find_reading_by_bus_id(const std::vector<GpuReading>& readings,
+                                         const std::string& bus_id);
+
 // The clock event reason bits by NVML's names ("hw_slowdown", "sw_power_cap", ...), lowest
 // bit first; unknown bits as "0x...".
 std::vector<std::string> clock_event_reason_names(uint64_t reasons);

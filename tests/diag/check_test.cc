@@ -204,7 +204,7 @@ TEST(MinBusBandwidth, PeakIsTheBestSizeAndPlacement) {
 
 CheckResults results_of(int ranks, std::vector<std::vector<CollectiveResult>> collectives) {
   CheckResults results;
-  for (int r = 0; r < ranks; ++r) results.ranks.push_back({r, "h" + std::to_string(r), {}});
+  for (int r = 0; r < ranks; ++r) results.ranks.push_back({r, "h" + std::to_string(r), {}, {}});
   results.collectives = std::move(collectives);
   return results;
 }

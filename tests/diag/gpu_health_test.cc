@@ -221,5 +221,24 @@ TEST(GpuReadingJson, BadInputIsNamed) {
   EXPECT_EQ(one->at(0).index, 3);
 }
 
+
+TEST(GpuHealth, FaultLinesNameTheGpuAndLeaveOutNotes) {
+  const GpuVerdict v = judge_gpu(load("degraded_pcie.json"));
+  const std::vector<std::string> lines = gpu_fault_lines(v);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("GPU 0 (00000000:18:00.0): suspect: pcie_width: PCIe link x8", 0), 0u)
+      << lines[0];
+  EXPECT_TRUE(gpu_fault_lines(judge_gpu(load("healthy_busy.json"))).empty());
+}
+
+TEST(GpuReadingJson, ReadingsAreFoundByEitherSpellingOfTheBusId) {
+  std::vector<GpuReading> readings(2);
+  readings[0].bus_id = "00000000:18:00.0";
+  readings[1].bus_id = "00000000:AB:00.0";
+  EXPECT_EQ(find_reading_by_bus_id(readings, "0000:ab:00.0"), &readings[1]);
+  EXPECT_EQ(find_reading_by_bus_id(readings, "00000000:18:00.0"), &readings[0]);
+  EXPECT_EQ(find_reading_by_bus_id(readings, "0000:19:00.0"), nullptr);
+}
+
 }  // namespace
 }  // namespace ms::diag
