@@ -37,18 +37,23 @@ struct PciInfo {
   char bus_id[32];  // "00000000:18:00.0"
 };
 
+// NVML writes these whole: a size that differs from NVML's would corrupt the caller's stack.
+static_assert(sizeof(PciInfo) == 16 + 5 * 4 + 32);
+
 // nvmlMemory_t (bytes).
 struct Memory {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
+static_assert(sizeof(Memory) == 24);
 
 // nvmlUtilization_t (percent over the driver's last sample period).
 struct Utilization {
   unsigned gpu;
   unsigned memory;
 };
+static_assert(sizeof(Utilization) == 8);
 
 // nvmlClockType_t
 inline constexpr int kClockSm = 1;
