@@ -39,6 +39,12 @@ Result<std::string> device_name(int device) {
   return std::string(properties.name);
 }
 
+Result<std::string> device_pci_bus_id(int device) {
+  char bus_id[32] = {0};
+  MS_CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
+  return std::string(bus_id);
+}
+
 Status set_device(int device) {
   MS_CUDA_CHECK(cudaSetDevice(device));
   return Status::OK();

@@ -20,6 +20,9 @@ using Stream = void*;
 Result<int> device_count();
 // The marketing name of `device` ("NVIDIA H200"); InvalidArgument when there is no such device.
 Result<std::string> device_name(int device);
+// The PCI address of `device` as the CUDA runtime gives it ("0000:18:00.0"), to find the same
+// GPU among NVML's, whose order may differ from CUDA's.
+Result<std::string> device_pci_bus_id(int device);
 // Makes `device` current for this host thread.
 Status set_device(int device);
 

@@ -1,7 +1,8 @@
 // `ms-diagnose check`: node health check run under mpirun (a single process works too). Measures
 // every rank's sgemm rate (and cuBLAS rate where a GPU exists) and STREAM triad bandwidth, runs
 // nccl-tests-style collective benchmarks with exact verification, a pairwise point-to-point
-// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found. Under
+// matrix, and gives a verdict per machine. Exit 0 healthy, 3 when a suspect is found, a
+// collective result is wrong or a collective's best busbw is below --min-busbw. Under
 // Slurm a machine is named by its Slurm node name (diag/nodes.h), and --suspects-file writes the
 // suspect nodes as the comma list `sbatch --exclude` takes.
 #include "cmd/common/mpi_world.h"
@@ -16,6 +17,7 @@
 #include "comm/mpi_communicator.h"
 #include "core/logging.h"
 #include "diag/check.h"
+#include "diag/check_nccl.h"
 #include "diag/check_report.h"
 #include "diag/nodes.h"
 
@@ -31,6 +33,7 @@ struct CheckCli {
   std::string group_by = "host";
   std::string suspects_file;
   bool json = false;
+  bool nccl = false;
 };
 
 Status resolve_options(CheckCli& cli) {
@@ -58,12 +61,24 @@ Status write_suspects_file(const std::string& path, const diag::CheckVerdict& ve
   return Status::OK();
 }
 
-Result<int> check_world(comm::Communicator& world, CheckCli& cli) {
+Result<int> check_world(comm::MpiCommunicator& world, CheckCli& cli) {
   MS_RETURN_IF_ERROR(comm::agree(world, resolve_options(cli), "reading the options"));
   MS_ASSIGN_OR_RETURN(
       diag::CheckResults results,
       diag::run_check(world, diag::machine_name_from_env(log::host()), cli.check));
-  const diag::CheckVerdict verdict = diag::judge_check(results, cli.health);
+  if (cli.nccl) {
+    // No GPU or no NCCL in this build: a named skip line, and the MPI results still stand.
+    Result<std::vector<std::vector<diag::CollectiveResult>>> nccl =
+        diag::run_nccl_collectives(world, cli.check);
+    if (nccl.ok()) {
+      results.nccl_collectives = std::move(*nccl);
+    } else if (nccl.status().code() == StatusCode::kUnavailable) {
+      results.nccl_skipped = nccl.status().message();
+    } else {
+      return nccl.status();
+    }
+  }
+  const diag::CheckVerdict verdict = diag::judge_check(results, cli.check, cli.health);
   if (world.rank() == 0 && !cli.suspects_file.empty()) {
     MS_RETURN_IF_ERROR(write_suspects_file(cli.suspects_file, verdict));
   }
@@ -95,6 +110,14 @@ void add_sweep_options(CLI::App* sub, CheckCli& cli) {
   sub->add_option("--warmup", o.warmup, "Untimed iterations per size")
       ->capture_default_str()
       ->check(cli::kNonNegativeNumber);
+  sub->add_option("--min-busbw", o.min_busbw_gbs,
+                  "Exit 3 when a collective's best bus bandwidth over the sweep (GB/s) is below "
+                  "this (0: not judged)")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_flag("--nccl", cli.nccl,
+                "Also run the collectives over NCCL on GPU buffers, one rank per GPU (a named "
+                "skip line where there is no GPU or no NCCL)");
   sub->add_option("--collectives", cli.collectives,
                   "Which collectives (default all): allreduce allgather reduce_scatter alltoall "
                   "broadcast sendrecv");
@@ -105,8 +128,19 @@ void add_rank_options(CLI::App* sub, CheckCli& cli) {
   sub->add_option("--sgemm-n", o.sgemm_n, "Matrix size of the CPU sgemm benchmark")
       ->capture_default_str()
       ->check(cli::kPositiveNumber);
-  sub->add_option("--gpu-sgemm-n", o.gpu_sgemm_n,
-                  "Matrix size of the GPU sgemm benchmark (0 skips it; ignored without CUDA)")
+  sub->add_option("--gpu-sgemm-n", o.gpu.sgemm_n,
+                  "Matrix size of the GPU fp32 GEMM benchmark (0 skips it; ignored without CUDA)")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_option("--gpu-bf16-n", o.gpu.bf16_n,
+                  "Matrix size of the GPU bf16 GEMM benchmark (0 skips it; ignored without CUDA)")
+      ->capture_default_str()
+      ->check(cli::kNonNegativeNumber);
+  sub->add_flag("!--no-gpu-health", o.gpu_health,
+                "Do not judge each rank's GPU with the NVML rules of gpu-health");
+  sub->add_option("--gpu-bytes", o.gpu.bytes,
+                  "Buffer bytes of the GPU read, copy and host transfer benchmarks (0 skips "
+                  "them; ignored without CUDA)")
       ->capture_default_str();
   sub->add_option("--triad-elements", o.triad_elements, "Doubles per STREAM triad array")
       ->capture_default_str()

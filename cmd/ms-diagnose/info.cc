@@ -14,6 +14,7 @@
 
 #include "comm/mpi_communicator.h"
 #include "core/version.h"
+#include "diag/gpu_info.h"
 #include "diag/rank_info.h"
 
 namespace ms::diagnose_cmd {
@@ -54,6 +55,31 @@ void print_gpu_notes(const std::vector<ordered_json>& ranks) {
   }
 }
 
+// Each machine's GPUs as NVML lists them, once per host (from its lowest rank), or the named
+// reason NVML could not be read there.
+void print_nvml_gpus(const std::vector<ordered_json>& ranks) {
+  std::vector<std::string> hosts_done;
+  for (const ordered_json& r : ranks) {
+    const std::string host = r["host"].get<std::string>();
+    if (std::find(hosts_done.begin(), hosts_done.end(), host) != hosts_done.end()) continue;
+    hosts_done.push_back(host);
+    const ordered_json& nvml = r["nvml"];
+    if (nvml.contains("skip")) {
+      std::printf("# GPUs of %s: skipped: %s\n", host.c_str(),
+                  nvml["skip"].get<std::string>().c_str());
+      continue;
+    }
+    Result<std::vector<diag::GpuReading>> readings =
+        diag::parse_gpu_readings(nvml.dump(), "rank " + std::to_string(r["rank"].get<int>()));
+    if (!readings.ok()) {
+      std::printf("# GPUs of %s: %s\n", host.c_str(), readings.status().message().c_str());
+      continue;
+    }
+    std::printf("#\n# GPUs of %s (NVML): %zu\n", host.c_str(), readings->size());
+    std::fputs(diag::format_gpu_table(*readings).c_str(), stdout);
+  }
+}
+
 void print_table(const std::vector<ordered_json>& ranks) {
   std::printf("# ms-diagnose info: %zu rank(s), toolkit %s, %s\n", ranks.size(),
               version_string().c_str(), mpi_library().c_str());
@@ -76,6 +102,7 @@ void print_table(const std::vector<ordered_json>& ranks) {
                 gpus.c_str());
   }
   print_gpu_notes(ranks);
+  print_nvml_gpus(ranks);
 }
 
 Result<int> run_info(bool json) {
@@ -100,7 +127,8 @@ Result<int> run_info(bool json) {
 void add_info_command(cli::Tool& tool) {
   auto json = std::make_shared<bool>(false);
   CLI::App* sub = tool.add_subcommand(
-      "info", "Show every rank's host, CPUs, memory, GPUs, I/O backend and clock offset",
+      "info", "Show every rank's host, CPUs, memory, GPUs, I/O backend and clock offset, and each "
+      "machine's GPUs as NVML describes them",
       [json] { return run_info(*json); });
   cli::add_json_flag(sub, json.get());
 }

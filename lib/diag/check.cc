@@ -150,12 +150,6 @@ bool has_in_place(Collective c) { return c != Collective::kSendRecv; }
 
 namespace {
 
-// The buffers of one placement. Out of place: `send` holds the input, `recv` receives. In
-// place: `recv` alone, holding the input where the collective expects it.
-struct Buffers {
-  std::vector<float> send, recv;
-};
-
 // Fills `recv` with the in-place input of `c`: the whole input (allreduce, reduce-scatter,
 // alltoall, broadcast's root), or only this rank's block (allgather).
 void fill_in_place(Collective c, const CollectiveShape& s, int rank, std::vector<float>& recv) {
@@ -167,9 +161,11 @@ void fill_in_place(Collective c, const CollectiveShape& s, int rank, std::vector
   fill_send_buffer(c, rank, recv);
 }
 
-// Allocated and filled once per placement and size, never inside a timed loop.
-Buffers make_buffers(Collective c, Placement p, const CollectiveShape& s, int rank) {
-  Buffers b;
+}  // namespace
+
+CollectiveBuffers make_collective_buffers(Collective c, Placement p, const CollectiveShape& s,
+                                          int rank) {
+  CollectiveBuffers b;
   if (p == Placement::kOutOfPlace) {
     b.send.resize(s.send_count);
     b.recv.assign(s.recv_count, -7.0f);
@@ -181,6 +177,10 @@ Buffers make_buffers(Collective c, Placement p, const CollectiveShape& s, int ra
   fill_in_place(c, s, rank, b.recv);
   return b;
 }
+
+namespace {
+
+using Buffers = CollectiveBuffers;
 
 // Where the result lands: the receive buffer, or its first recv_count elements in place.
 std::span<const float> result_of(const Buffers& b, const CollectiveShape& s) {
@@ -249,7 +249,7 @@ Status run_once(comm::Communicator& comm, Collective c, Placement p, const Colle
 // Fresh buffers, one operation, and the wrong elements summed over all ranks.
 Result<uint64_t> verify_once(comm::Communicator& comm, Collective c, Placement p,
                              const CollectiveShape& s) {
-  Buffers b = make_buffers(c, p, s, comm.rank());
+  Buffers b = make_collective_buffers(c, p, s, comm.rank());
   MS_RETURN_IF_ERROR(run_once(comm, c, p, s, b));
   int64_t wrong =
       static_cast<int64_t>(count_wrong(c, comm.rank(), comm.size(), result_of(b, s)));
@@ -279,7 +279,7 @@ Result<double> time_pass(comm::Communicator& comm, Collective c, Placement p,
 // (each pass's time is already reduced over the ranks).
 Result<double> time_placement(comm::Communicator& comm, Collective c, Placement p,
                               const CollectiveShape& s, const CheckOptions& options) {
-  Buffers b = make_buffers(c, p, s, comm.rank());
+  Buffers b = make_collective_buffers(c, p, s, comm.rank());
   for (int i = 0; i < options.warmup; ++i) MS_RETURN_IF_ERROR(run_once(comm, c, p, s, b));
   double best = std::numeric_limits<double>::infinity();
   for (int round = 0; round < std::max(options.rounds, 1); ++round) {
@@ -419,7 +419,8 @@ void keep_best(std::map<std::string, double>& best, const std::string& name, dou
 // This rank's compute and memory numbers, taken while every other rank sleeps; turns go
 // round-robin options.rounds times and the best of each metric is kept.
 Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicator& comm,
-                                                                const CheckOptions& options) {
+                                                                const CheckOptions& options,
+                                                                std::vector<std::string>& faults) {
   std::map<std::string, double> metrics;
   const double slow = options.injection.rank == comm.rank() ? options.injection.factor : 1.0;
   for (int turn = 0; turn < comm.size() * std::max(options.rounds, 1); ++turn) {
@@ -431,11 +432,9 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
               measure_stream_gbs(StreamKernel::kTriad, options.triad_elements,
                                  options.compute_reps) /
                   slow);
-    if (options.gpu_sgemm_n > 0) {
-      for (const auto& [name, value] :
-           gpu_rank_metrics(comm.rank(), options.gpu_sgemm_n, options.compute_reps)) {
-        keep_best(metrics, name, value / slow);
-      }
+    for (const auto& [name, value] :
+         gpu_rank_metrics(comm.rank(), options.gpu, options.compute_reps, &faults)) {
+      keep_best(metrics, name, value / slow);
     }
   }
   return metrics;
@@ -444,14 +443,18 @@ Result<std::map<std::string, double>> measure_rank_sequentially(comm::Communicat
 // Gathers every rank's (host, metrics) on every rank, as JSON text.
 Result<std::vector<RankMeasurement>> gather_measurements(comm::Communicator& comm,
                                                          const RankMeasurement& mine) {
-  const std::string text =
-      nlohmann::json{{"rank", mine.rank}, {"host", mine.host}, {"metrics", mine.metrics}}.dump();
+  const std::string text = nlohmann::json{{"rank", mine.rank},
+                                          {"host", mine.host},
+                                          {"metrics", mine.metrics},
+                                          {"faults", mine.faults}}
+                               .dump();
   MS_ASSIGN_OR_RETURN(const std::vector<std::string> texts, comm::all_gather_variable(comm, text));
   std::vector<RankMeasurement> ranks;
   for (const std::string& t : texts) {
     const nlohmann::json j = nlohmann::json::parse(t);
     ranks.push_back({j["rank"].get<int>(), j["host"].get<std::string>(),
-                     j["metrics"].get<std::map<std::string, double>>()});
+                     j["metrics"].get<std::map<std::string, double>>(),
+                     j["faults"].get<std::vector<std::string>>()});
   }
   return ranks;
 }
@@ -481,8 +484,14 @@ Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host
   MS_ASSIGN_OR_RETURN(std::vector<size_t> sizes,
                       sweep_sizes(options.min_bytes, options.max_bytes, options.factor));
   CheckResults results;
-  RankMeasurement mine{comm.rank(), host, {}};
-  MS_ASSIGN_OR_RETURN(mine.metrics, measure_rank_sequentially(comm, options));
+  RankMeasurement mine{comm.rank(), host, {}, {}};
+  MS_ASSIGN_OR_RETURN(mine.metrics, measure_rank_sequentially(comm, options, mine.faults));
+  // A probe that fails in every round is one fault, not one per round.
+  std::sort(mine.faults.begin(), mine.faults.end());
+  mine.faults.erase(std::unique(mine.faults.begin(), mine.faults.end()), mine.faults.end());
+  if (options.gpu_health) {
+    for (std::string& fault : gpu_health_faults(comm.rank())) mine.faults.push_back(fault);
+  }
   for (Collective c : options.collectives) {
     std::vector<CollectiveResult> rows;
     for (size_t size : sizes) {
@@ -512,6 +521,16 @@ std::string placement_columns(const PlacementResult& p) {
 }
 
 }  // namespace
+
+double peak_busbw_gbs(std::span<const CollectiveResult> rows) {
+  double peak = 0;
+  for (const CollectiveResult& r : rows) {
+    for (const PlacementResult* p : {&r.out_of_place, &r.in_place}) {
+      if (p->measured) peak = std::max(peak, p->busbw_gbs);
+    }
+  }
+  return peak;
+}
 
 std::string format_collective_table(Collective c, int ranks,
                                     std::span<const CollectiveResult> rows) {

@@ -25,6 +25,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "diag/gpu_check.h"
 #include "diag/health.h"
 
 namespace ms::diag {
@@ -74,6 +75,17 @@ enum class Placement { kOutOfPlace, kInPlace };
 // False for sendrecv, which MPI cannot run on one buffer (printed "N/A").
 bool has_in_place(Collective c);
 
+// The host buffers of one placement, allocated and filled once per placement and size (never
+// inside a timed loop). Out of place: `send` holds the input and `recv` (recv_count elements)
+// is filled with -7, so an element the collective leaves unwritten counts as wrong. In place:
+// `recv` alone (the larger of the two lengths), holding the input where the collective
+// expects it (the whole input; for allgather only this rank's block, at its offset).
+struct CollectiveBuffers {
+  std::vector<float> send, recv;
+};
+CollectiveBuffers make_collective_buffers(Collective c, Placement p, const CollectiveShape& s,
+                                          int rank);
+
 // One placement's timing and verification.
 struct PlacementResult {
   bool measured = false;    // false: the collective has no such form (printed N/A)
@@ -116,9 +128,15 @@ struct CheckOptions {
   int p2p_reps = 5;
   std::vector<Collective> collectives{std::begin(kAllCollectives), std::end(kAllCollectives)};
   Injection injection;
-  // Matrix size of the GPU sgemm rate (gpu_check.h), taken during this rank's turn where the
-  // binary has CUDA and the rank sees a GPU; 0 skips it.
-  int gpu_sgemm_n = 2048;
+  // The least bus bandwidth (GB/s) each collective must reach at its best size and placement
+  // (peak_busbw_gbs); below it, `check` exits 3 as for a wrong result. 0 judges nothing.
+  double min_busbw_gbs = 0;
+  // Sizes of the GPU probes (gpu_check.h), taken during this rank's turn where the binary has
+  // CUDA and the rank sees a GPU; 0 skips a probe.
+  GpuProbeSizes gpu;
+  // Judge the GPU a rank uses with the NVML rules (gpu_health.h) where it has one and NVML is
+  // present: a bad or suspect GPU is a fault of its machine.
+  bool gpu_health = true;
 };
 
 // Collective over `comm`: one size of one collective, out of place and then in place (where
@@ -152,6 +170,10 @@ struct CheckResults {
   std::vector<RankMeasurement> ranks;              // indexed by rank
   std::vector<std::vector<CollectiveResult>> collectives;  // per options.collectives entry
   P2pMatrix p2p;
+  // The same sweep over NCCL on GPU buffers (check --nccl, diag/check_nccl.h), one entry per
+  // options.collectives entry, or the reason it did not run; both empty without --nccl.
+  std::vector<std::vector<CollectiveResult>> nccl_collectives;
+  std::string nccl_skipped;
 };
 
 // Collective over `comm`: per-rank benchmarks, the collective sweep and the p2p matrix; each
@@ -164,6 +186,10 @@ Result<CheckResults> run_check(comm::Communicator& comm, const std::string& host
 Status wait_quietly(comm::Request& request);
 // A barrier whose waiting ranks sleep instead of spinning.
 Status quiet_barrier(comm::Communicator& comm);
+
+// The best bus bandwidth over `rows` (every size, both placements): the figure a link speed is
+// compared with, since small sizes measure latency rather than bandwidth. 0 for no rows.
+double peak_busbw_gbs(std::span<const CollectiveResult> rows);
 
 // nccl-tests-style text: '#' header lines, a units row, one row per size with out-of-place
 // and in-place columns (time, algbw, busbw, #wrong each; N/A where there is no in-place form),

@@ -26,11 +26,14 @@ std::string format_ranks(const CheckResults& results) {
                   r.host.c_str(), metric("sgemm_gflops"), metric("triad_gbs"),
                   metric("p2p_send_gbs"), metric("p2p_recv_gbs"));
     out += line;
-    auto gpu = r.metrics.find("gpu_sgemm_gflops");
-    if (gpu != r.metrics.end()) {
-      std::snprintf(line, sizeof(line), "  %6s  gpu sgemm GF/s %.1f\n", "", gpu->second);
-      out += line;
+    // The GPU probes (gpu_check.h), when the rank has a GPU, on a line of their own.
+    std::string gpu;
+    for (const auto& [name, value] : r.metrics) {
+      if (name.rfind("gpu_", 0) != 0) continue;
+      std::snprintf(line, sizeof(line), " %s %.1f", name.c_str() + 4, value);
+      gpu += line;
     }
+    if (!gpu.empty()) out += "          gpu:" + gpu + "\n";
   }
   return out;
 }
@@ -84,6 +87,7 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
     for (int r : m.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
     out += "  " + m.machine + " (ranks " + ranks + "): " + (m.suspect ? "SUSPECT" : "healthy") +
            "\n" + format_findings(m);
+    for (const std::string& fault : m.faults) out += "      " + fault + "\n";
   }
   if (!verdict.suspect_nodes.empty()) {
     const std::string list = node_list(verdict.suspect_nodes);
@@ -98,6 +102,13 @@ std::string format_verdict(const CheckVerdict& verdict, const CheckOptions& opti
   }
   out += std::string("# Out of bounds values : ") + std::to_string(verdict.wrong) +
          (verdict.wrong == 0 ? " OK\n" : " FAILED\n");
+  for (const SlowCollective& s : verdict.below_min_busbw) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "# %s%s: peak busbw %.3f GB/s is below --min-busbw %.3f\n",
+                  std::string(collective_name(s.collective)).c_str(), s.nccl ? " (NCCL)" : "",
+                  s.peak_busbw_gbs, verdict.min_busbw_gbs);
+    out += line;
+  }
   out += std::string("# Result: ") + (verdict.healthy() ? "HEALTHY" : "SUSPECT FOUND") + "\n";
   return out;
 }
@@ -120,11 +131,12 @@ ordered_json placement_json(const PlacementResult& p) {
           {"wrong", p.wrong}};
 }
 
-ordered_json collectives_json(const CheckResults& results, const CheckOptions& options) {
+ordered_json collectives_json(const std::vector<std::vector<CollectiveResult>>& collectives,
+                              const CheckOptions& options) {
   ordered_json out = ordered_json::array();
-  for (size_t i = 0; i < results.collectives.size(); ++i) {
+  for (size_t i = 0; i < collectives.size(); ++i) {
     ordered_json rows = ordered_json::array();
-    for (const CollectiveResult& r : results.collectives[i]) {
+    for (const CollectiveResult& r : collectives[i]) {
       rows.push_back({{"size", r.bytes}, {"count", r.count}, {"type", "float"},
                       {"root", r.root}, {"out_of_place", placement_json(r.out_of_place)},
                       {"in_place", placement_json(r.in_place)}});
@@ -140,15 +152,31 @@ ordered_json machines_json(const CheckVerdict& verdict) {
     ordered_json findings = ordered_json::array();
     for (const Finding& f : m.findings) findings.push_back(finding_json(f));
     out.push_back({{"machine", m.machine}, {"ranks", m.ranks}, {"suspect", m.suspect},
-                   {"findings", findings}});
+                   {"findings", findings}, {"faults", m.faults}});
   }
   return out;
 }
 
 }  // namespace
 
-CheckVerdict judge_check(const CheckResults& results, const HealthOptions& options) {
+CheckVerdict judge_check(const CheckResults& results, const CheckOptions& check_options,
+                         const HealthOptions& options) {
   CheckVerdict verdict;
+  verdict.min_busbw_gbs = check_options.min_busbw_gbs;
+  const int ranks = static_cast<int>(results.ranks.size());
+  const bool nccl = !results.nccl_collectives.empty();
+  const auto& judged = nccl ? results.nccl_collectives : results.collectives;
+  for (size_t i = 0; i < judged.size() && i < check_options.collectives.size(); ++i) {
+    const Collective c = check_options.collectives[i];
+    const double peak = peak_busbw_gbs(judged[i]);
+    if (check_options.min_busbw_gbs > 0 && ranks > 1 &&
+        peak < check_options.min_busbw_gbs) {
+      verdict.below_min_busbw.push_back({c, peak, nccl});
+    }
+  }
+  for (const auto& rows : results.nccl_collectives) {
+    for (const CollectiveResult& r : rows) verdict.wrong += r.wrong();
+  }
   verdict.health = assess_health(results.ranks, options);
   verdict.slow_links = find_slow_links(results.p2p, options);
   verdict.suspect_nodes = suspect_nodes(verdict.health, results.ranks);
@@ -166,6 +194,14 @@ std::string format_check_report(const CheckResults& results, const CheckOptions&
     out += format_collective_table(options.collectives[i], static_cast<int>(results.ranks.size()),
                                    results.collectives[i]);
   }
+  if (!results.nccl_skipped.empty()) {
+    out += "#\n# NCCL collectives skipped: " + results.nccl_skipped + "\n";
+  }
+  for (size_t i = 0; i < results.nccl_collectives.size(); ++i) {
+    out += "#\n# NCCL on GPU buffers, one rank per GPU (in place: N/A for alltoall and sendrecv)";
+    out += format_collective_table(options.collectives[i], static_cast<int>(results.ranks.size()),
+                                   results.nccl_collectives[i]);
+  }
   out += format_p2p(results.p2p, verdict.slow_links);
   out += format_verdict(verdict, options);
   return out;
@@ -178,7 +214,11 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   for (const RankMeasurement& r : results.ranks) {
     doc["ranks"].push_back({{"rank", r.rank}, {"host", r.host}, {"metrics", r.metrics}});
   }
-  doc["collectives"] = collectives_json(results, options);
+  doc["collectives"] = collectives_json(results.collectives, options);
+  if (!results.nccl_collectives.empty()) {
+    doc["nccl_collectives"] = collectives_json(results.nccl_collectives, options);
+  }
+  if (!results.nccl_skipped.empty()) doc["nccl_skipped"] = results.nccl_skipped;
   doc["p2p_gbs"] = results.p2p.gbs;
   ordered_json links = ordered_json::array();
   for (const SlowLink& l : verdict.slow_links) links.push_back(finding_json(l.finding));
@@ -189,6 +229,13 @@ ordered_json check_report_json(const CheckResults& results, const CheckOptions& 
   doc["machines"] = machines_json(verdict);
   doc["suspect_nodes"] = verdict.suspect_nodes;
   doc["wrong"] = verdict.wrong;
+  doc["min_busbw_gbs"] = verdict.min_busbw_gbs;
+  ordered_json slow = ordered_json::array();
+  for (const SlowCollective& s : verdict.below_min_busbw) {
+    slow.push_back({{"collective", collective_name(s.collective)},
+                    {"peak_busbw_gbs", s.peak_busbw_gbs}, {"nccl", s.nccl}});
+  }
+  doc["below_min_busbw"] = slow;
   doc["healthy"] = verdict.healthy();
   return doc;
 }

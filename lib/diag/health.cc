@@ -31,7 +31,7 @@ std::vector<MachineVerdict> machines_of(std::span<const RankMeasurement> ranks, 
     auto it = std::find_if(machines.begin(), machines.end(),
                            [&](const MachineVerdict& m) { return m.machine == key; });
     if (it == machines.end()) {
-      machines.push_back(MachineVerdict{key, {}, false, {}});
+      machines.push_back(MachineVerdict{key, {}, false, {}, {}});
       it = machines.end() - 1;
     }
     it->ranks.push_back(r->rank);
@@ -127,6 +127,13 @@ HealthReport assess_health(std::span<const RankMeasurement> ranks, const HealthO
   HealthReport report;
   if (ranks.empty()) return report;
   report.machines = machines_of(ranks, options.group_by);
+  for (const RankMeasurement& r : ranks) {
+    MachineVerdict& machine = machine_of_rank(report.machines, r.rank);
+    for (const std::string& fault : r.faults) {
+      machine.suspect = true;
+      machine.faults.push_back("rank" + std::to_string(r.rank) + ": " + fault);
+    }
+  }
   const bool shared_machines = report.machines.size() < ranks.size();
   for (const std::string& metric : metric_names(ranks)) {
     assess_ranks(ranks, metric, options, report.machines);

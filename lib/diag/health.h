@@ -23,6 +23,9 @@ struct RankMeasurement {
   int rank = 0;
   std::string host;
   std::map<std::string, double> metrics;
+  // Faults the rank found itself, not by comparison: a GPU probe that failed, a GPU the NVML
+  // rules call bad or suspect (diag/gpu_check.h). Any one makes the rank's machine a suspect.
+  std::vector<std::string> faults;
 };
 
 struct HealthOptions {
@@ -48,6 +51,7 @@ struct MachineVerdict {
   std::vector<int> ranks;
   bool suspect = false;
   std::vector<Finding> findings;  // rank-level and machine-level findings that concern it
+  std::vector<std::string> faults;  // its ranks' faults, as "rank3: GPU 1 (...): bad: ..."
 };
 
 struct HealthReport {
@@ -62,7 +66,8 @@ bool is_suspect_value(double value, std::span<const double> population,
 
 // Rank level: each rank against all ranks, per metric. Machine level: each machine's median
 // over its ranks against the other machines (only when some machine holds several ranks).
-// A machine is a suspect when it, or one of its ranks, is.
+// A machine is a suspect when it, or one of its ranks, is, or when one of its ranks reported a
+// fault.
 HealthReport assess_health(std::span<const RankMeasurement> ranks, const HealthOptions& options);
 
 }  // namespace ms::diag

@@ -11,6 +11,7 @@
 #include "comm/variable_length.h"
 #include "core/host_metrics.h"
 #include "core/logging.h"
+#include "diag/gpu_info.h"
 #include "io/env.h"
 #ifdef MS_HAVE_CUDA
 #include "kernels/device.h"
@@ -65,6 +66,7 @@ Result<ordered_json> describe_rank(comm::Communicator& world) {
   r["mem_used"] = metrics.mem_used;
   r["io_backend"] = std::string(io::default_env().backend_name());
   r["gpus"] = describe_gpus();
+  r["nvml"] = describe_nvml_gpus();
   r["clock_offset_s"] = clock.offset_s;
   r["clock_rtt_s"] = clock.rtt_s;
   return r;

@@ -18,7 +18,8 @@ int usable_cpus();
 nlohmann::ordered_json describe_gpus();
 
 // One rank's facts, in this key order: rank, host, pid, cpus, cpu_util (sampled over 200 ms so
-// it means "now"), mem_total, mem_used, io_backend, gpus, clock_offset_s, clock_rtt_s.
+// it means "now"), mem_total, mem_used, io_backend, gpus, nvml (every GPU of the machine as
+// NVML reads it, or why it cannot: diag/gpu_info.h), clock_offset_s, clock_rtt_s.
 // Collective over `world` (the clock offset is measured against rank 0).
 Result<nlohmann::ordered_json> describe_rank(comm::Communicator& world);
 

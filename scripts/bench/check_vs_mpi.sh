@@ -20,7 +20,7 @@ mpicxx -O2 -std=c++17 -DOMPI_SKIP_MPICXX=1 -o "$TMP/plain_allreduce" "$HERE/plai
 # Only the allreduce table matters here: the per-rank and point-to-point parts are kept small.
 CHECK=(check --min-bytes "$BYTES" --max-bytes "$BYTES" --iters $ITERS --warmup $WARMUP
        --rounds $ROUNDS --collectives allreduce --sgemm-n 64 --triad-elements 4096
-       --p2p-bytes 4096 --gpu-sgemm-n 0 --json)
+       --p2p-bytes 4096 --gpu-sgemm-n 0 --gpu-bf16-n 0 --gpu-bytes 0 --json)
 for run in $(seq "$RUNS"); do
   mpirun --oversubscribe -np "$NP" "$TMP/plain_allreduce" "$BYTES" "$BYTES" 2 $ITERS $WARMUP \
     $ROUNDS > "$TMP/plain$run.txt"

@@ -3,6 +3,8 @@
 # machine without this project's build dependencies: the stripped binaries, their shared
 # libraries other than the C/C++ runtime and CUDA's own (found on the GPU machine), and the
 # scripts that run them. Then, on the GPU machine: DIR/gpu_check.sh DIR OUT_DIR.
+# When ms-diagnose and ms_diag_gpu_tests are built too, they are packed with Open MPI's
+# components (DIR/ompi, found there through OPAL_PREFIX), for DIR/gpu_diagnose.sh DIR OUT_DIR.
 #
 # Usage: scripts/bench/gpu_bundle.sh BUILD_DIR DIR
 #   BUILD_DIR: configured with -DMS_CUDA=ON -DMS_BUILD_TESTS=ON -DMS_BUILD_BENCH=ON, with the
@@ -15,6 +17,12 @@ bins=("$build/tests/ops/ms_kernels_tests" "$build/bin/kernel_bench")
 for b in "${bins[@]}"; do
   [[ -x $b ]] || { echo "gpu_bundle: $b is missing; build ms_kernels_tests and kernel_bench" >&2; exit 1; }
 done
+diagnose=("$build/bin/ms-diagnose" "$build/tests/diag/ms_diag_gpu_tests")
+if [[ -x ${diagnose[0]} && -x ${diagnose[1]} ]]; then
+  bins+=("${diagnose[@]}")
+else
+  echo "gpu_bundle: ms-diagnose or ms_diag_gpu_tests not built; gpu_diagnose.sh will lack them" >&2
+fi
 rm -rf "$dir"
 mkdir -p "$dir/lib"
 for b in "${bins[@]}"; do
@@ -29,5 +37,32 @@ for b in "${bins[@]}"; do
     esac
   done
 done
-cp "$here/gpu_check.sh" "$here/kernel_bench_torch.py" "$dir/"
+# Open MPI's components (dlopened by libmpi from OPAL_PREFIX's tree) and the libraries they
+# need, so ms-diagnose runs as an MPI singleton where Open MPI is not installed.
+if [[ -x $dir/ms-diagnose ]] && command -v ompi_info > /dev/null; then
+  pkglib=$(ompi_info --path pkglibdir --parsable | sed 's/^path:pkglibdir://')
+  prefix=$(ompi_info --path prefix --parsable | sed 's/^path:prefix://')
+  target="$dir/ompi/${pkglib#"$prefix"/}"
+  mkdir -p "$target"
+  # A singleton needs neither network fabrics (UCX, OFI, PSM, verbs), nor OpenSHMEM, MPI-IO or
+  # external PMIx: leaving those out keeps the bundle well under 60 MiB.
+  for plugin in "$pkglib"/*.so; do
+    case $(basename "$plugin") in
+      *ucx*|*ofi*|*psm*|*openib*|*pmix_ext*|*pmix_flux*|*memheap*|*scoll*|*spml*|*sshmem*) ;;
+      *atomic*|*io_*|*fbtl*|*fcoll*|*fs_*|*sharedfp*|*vprotocol*|*mtl_*|*pml_cm*|*osc_rdma*) ;;
+      *) cp "$plugin" "$target/" ;;
+    esac
+  done
+  for plugin in "$target"/*.so; do
+    ldd "$plugin" | awk '$3 ~ /^\// {print $3}'
+  done | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+      libcuda*|libcublas*|libnccl*|libnvidia*) ;;
+      *) [[ -e $dir/lib/$(basename "$lib") ]] || cp -L "$lib" "$dir/lib/" ;;
+    esac
+  done
+fi
+cp "$here/gpu_check.sh" "$here/kernel_bench_torch.py" "$here/gpu_diagnose.sh" \
+   "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$dir/"
 du -sh "$dir"

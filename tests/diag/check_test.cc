@@ -1,6 +1,7 @@
 // check's arithmetic as a specification: nccl-tests' busbw factors, buffer shapes of the size
 // sweep, and the exact inputs that let every wrong element be counted.
 #include "diag/check.h"
+#include "diag/check_report.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +10,9 @@
 namespace ms::diag {
 namespace {
 
+// The factors nccl-tests publishes in doc/PERFORMANCE.md ("Summary": AllReduce 2(n-1)/n,
+// ReduceScatter and AllGather (n-1)/n, Broadcast 1, AlltoAll (n-1)/n) and uses in its sources
+// (src/sendrecv.cu: factor 1), checked at github.com/NVIDIA/nccl-tests commit a0b82b2 (2026-07).
 TEST(BusBandwidth, NcclTestsFactors) {
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllReduce, 4), 1.5);
   EXPECT_DOUBLE_EQ(bus_bandwidth_factor(Collective::kAllGather, 4), 0.75);
@@ -168,6 +172,115 @@ TEST(SlowLinks, OneSlowPairIsFound) {
   EXPECT_EQ(slow[0].src, 1);
   EXPECT_EQ(slow[0].dst, 2);
   EXPECT_EQ(slow[0].finding.subject, "1->2");
+}
+
+
+// nccl-tests' algbw = S / t and busbw = algbw x factor on a worked example: an 8-rank
+// all-reduce of 1 GiB in 10 ms moves 107.374 GB/s algorithmically, 187.905 GB/s on the bus.
+TEST(BusBandwidth, WorkedAllReduceExample) {
+  const double algbw = (1u << 30) / 10e-3 / 1e9;
+  EXPECT_NEAR(algbw, 107.374, 1e-3);
+  EXPECT_NEAR(algbw * bus_bandwidth_factor(Collective::kAllReduce, 8), 187.905, 1e-3);
+  EXPECT_NEAR(algbw * bus_bandwidth_factor(Collective::kAllToAll, 8), 93.952, 1e-3);
+}
+
+CollectiveResult row(size_t bytes, double out_busbw, double in_busbw, bool in_place = true) {
+  CollectiveResult r;
+  r.bytes = bytes;
+  r.out_of_place.measured = true;
+  r.out_of_place.busbw_gbs = out_busbw;
+  r.in_place.measured = in_place;
+  r.in_place.busbw_gbs = in_busbw;
+  return r;
+}
+
+TEST(MinBusBandwidth, PeakIsTheBestSizeAndPlacement) {
+  const std::vector<CollectiveResult> rows = {row(1024, 0.5, 0.4), row(4096, 2.0, 2.5),
+                                              row(16384, 2.2, 9.0, /*in_place=*/false)};
+  // The unmeasured in-place 9.0 of the last row does not count.
+  EXPECT_DOUBLE_EQ(peak_busbw_gbs(rows), 2.5);
+  EXPECT_DOUBLE_EQ(peak_busbw_gbs({}), 0);
+}
+
+CheckResults results_of(int ranks, std::vector<std::vector<CollectiveResult>> collectives) {
+  CheckResults results;
+  for (int r = 0; r < ranks; ++r) results.ranks.push_back({r, "h" + std::to_string(r), {}, {}});
+  results.collectives = std::move(collectives);
+  return results;
+}
+
+TEST(MinBusBandwidth, CollectiveBelowTheThresholdFailsTheCheck) {
+  CheckOptions options;
+  options.collectives = {Collective::kAllReduce, Collective::kAllGather};
+  const CheckResults results =
+      results_of(4, {{row(1024, 1.0, 1.0), row(4096, 6.0, 5.0)}, {row(1024, 3.0, 2.0)}});
+  HealthOptions health;
+  health.group_by = telemetry::GroupBy::kRank;
+  EXPECT_TRUE(judge_check(results, options, health).healthy());  // 0: not judged
+  options.min_busbw_gbs = 4;
+  const CheckVerdict verdict = judge_check(results, options, health);
+  EXPECT_FALSE(verdict.healthy());
+  ASSERT_EQ(verdict.below_min_busbw.size(), 1u);
+  EXPECT_EQ(verdict.below_min_busbw[0].collective, Collective::kAllGather);
+  EXPECT_DOUBLE_EQ(verdict.below_min_busbw[0].peak_busbw_gbs, 3.0);
+  const std::string text = format_check_report(results, options, verdict);
+  EXPECT_NE(text.find("# allgather: peak busbw 3.000 GB/s is below --min-busbw 4.000"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(check_report_json(results, options, health, verdict)["below_min_busbw"][0]
+                ["collective"],
+            "allgather");
+}
+
+TEST(MinBusBandwidth, OneRankMovesNoDataAndIsNotJudged) {
+  CheckOptions options;
+  options.collectives = {Collective::kAllReduce};
+  options.min_busbw_gbs = 4;
+  const CheckResults results = results_of(1, {{row(1024, 0, 0)}});
+  EXPECT_TRUE(judge_check(results, options, HealthOptions{}).below_min_busbw.empty());
+}
+
+
+TEST(NcclSweep, ItsRowsAreReportedCountedAndHeldToTheFloor) {
+  CheckOptions options;
+  options.collectives = {Collective::kAllReduce};
+  options.min_busbw_gbs = 10;
+  CheckResults results = results_of(2, {{row(4096, 1.0, 1.0)}});  // MPI: far below 10
+  CollectiveResult nccl = row(4096, 150.0, 140.0);
+  nccl.in_place.wrong = 3;
+  results.nccl_collectives = {{nccl}};
+  HealthOptions health;
+  health.group_by = telemetry::GroupBy::kRank;
+  const CheckVerdict verdict = judge_check(results, options, health);
+  // The NCCL sweep alone is held to --min-busbw; its wrong elements count.
+  EXPECT_TRUE(verdict.below_min_busbw.empty());
+  EXPECT_EQ(verdict.wrong, 3u);
+  EXPECT_FALSE(verdict.healthy());
+  const std::string text = format_check_report(results, options, verdict);
+  EXPECT_NE(text.find("# NCCL on GPU buffers, one rank per GPU"), std::string::npos) << text;
+  EXPECT_EQ(check_report_json(results, options, health, verdict)["nccl_collectives"][0]["rows"][0]
+                ["in_place"]["wrong"],
+            3);
+  results.nccl_collectives[0][0].out_of_place.busbw_gbs = 5;
+  results.nccl_collectives[0][0].in_place.busbw_gbs = 4;
+  const CheckVerdict slow = judge_check(results, options, health);
+  ASSERT_EQ(slow.below_min_busbw.size(), 1u);
+  EXPECT_TRUE(slow.below_min_busbw[0].nccl);
+  EXPECT_NE(format_check_report(results, options, slow)
+                .find("# allreduce (NCCL): peak busbw 5.000 GB/s is below --min-busbw 10.000"),
+            std::string::npos);
+}
+
+TEST(NcclSweep, SkipReasonIsPrinted) {
+  CheckOptions options;
+  options.collectives = {};
+  CheckResults results = results_of(1, {});
+  results.nccl_skipped = "NCCL collectives: this build has no NCCL";
+  const CheckVerdict verdict = judge_check(results, options, HealthOptions{});
+  EXPECT_TRUE(verdict.healthy());
+  EXPECT_NE(format_check_report(results, options, verdict)
+                .find("# NCCL collectives skipped: NCCL collectives: this build has no NCCL"),
+            std::string::npos);
 }
 
 }  // namespace

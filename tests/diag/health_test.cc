@@ -15,7 +15,7 @@ using telemetry::GroupBy;
 std::vector<RankMeasurement> one_rank_per_host(const std::vector<double>& gflops) {
   std::vector<RankMeasurement> ranks;
   for (size_t r = 0; r < gflops.size(); ++r) {
-    ranks.push_back({static_cast<int>(r), "node" + std::to_string(r), {{"gflops", gflops[r]}}});
+    ranks.push_back({static_cast<int>(r), "node" + std::to_string(r), {{"gflops", gflops[r]}}, {}});
   }
   return ranks;
 }
@@ -78,7 +78,7 @@ TEST(Health, FewerThanThreePeersGiveNoVerdict) {
 std::vector<RankMeasurement> two_ranks_per_host(const std::vector<double>& values) {
   std::vector<RankMeasurement> ranks;
   for (size_t r = 0; r < values.size(); ++r) {
-    ranks.push_back({static_cast<int>(r), "node" + std::to_string(r / 2), {{"triad", values[r]}}});
+    ranks.push_back({static_cast<int>(r), "node" + std::to_string(r / 2), {{"triad", values[r]}}, {}});
   }
   return ranks;
 }
@@ -105,13 +105,29 @@ TEST(Health, WholeHostSlowIsFoundAtMachineLevel) {
   std::vector<RankMeasurement> ranks;
   const double base[] = {10, 10.1, 6, 6.05, 9.9, 10.2, 10, 9.95, 10.05, 9.9, 10.1, 10};
   for (int r = 0; r < 12; ++r) {
-    ranks.push_back({r, "node" + std::to_string(r / 2), {{"triad", base[r]}}});
+    ranks.push_back({r, "node" + std::to_string(r / 2), {{"triad", base[r]}}, {}});
   }
   const HealthReport report = assess_health(ranks, HealthOptions{});
   EXPECT_EQ(suspects(report), std::vector<std::string>{"node1"});
   bool machine_level = false;
   for (const Finding& f : report.machines[1].findings) machine_level |= f.subject == "node1";
   EXPECT_TRUE(machine_level);
+}
+
+
+TEST(Health, ARankFaultMakesItsMachineSuspectWithoutAComparison) {
+  // Two ranks, too few to compare: only the fault decides.
+  std::vector<RankMeasurement> ranks = {
+      {0, "node0", {{"gflops", 100}}, {}},
+      {1, "node1", {{"gflops", 100}}, {"GPU 1 (00000000:18:00.0): bad: row_remap_pending: x"}}};
+  const HealthReport report = assess_health(ranks, HealthOptions{});
+  ASSERT_EQ(report.machines.size(), 2u);
+  EXPECT_FALSE(report.machines[0].suspect);
+  EXPECT_TRUE(report.machines[1].suspect);
+  ASSERT_EQ(report.machines[1].faults.size(), 1u);
+  EXPECT_EQ(report.machines[1].faults[0],
+            "rank1: GPU 1 (00000000:18:00.0): bad: row_remap_pending: x");
+  EXPECT_TRUE(report.machines[1].findings.empty());
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ std::vector<RankMeasurement> ranks_on(const std::vector<std::string>& nodes, int
   for (size_t n = 0; n < nodes.size(); ++n) {
     for (int i = 0; i < per_node; ++i) {
       const int r = static_cast<int>(ranks.size());
-      ranks.push_back({r, nodes[n], {{"gflops", gflops[static_cast<size_t>(r)]}}});
+      ranks.push_back({r, nodes[n], {{"gflops", gflops[static_cast<size_t>(r)]}}, {}});
     }
   }
   return ranks;

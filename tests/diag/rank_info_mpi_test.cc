@@ -20,9 +20,11 @@ TEST(RankInfo, EveryRankGetsEachRanksDescriptionInRankOrder) {
   for (const auto& [key, value] : mine->items()) keys.push_back(key);
   EXPECT_EQ(keys, (std::vector<std::string>{"rank", "host", "pid", "cpus", "cpu_util",
                                             "mem_total", "mem_used", "io_backend", "gpus",
-                                            "clock_offset_s", "clock_rtt_s"}));
+                                            "nvml", "clock_offset_s", "clock_rtt_s"}));
   EXPECT_GE((*mine)["cpus"].get<int>(), 1);
   EXPECT_TRUE((*mine)["gpus"].contains("count"));
+  // NVML's GPUs, or the named reason there are none (no driver on a CPU machine).
+  EXPECT_TRUE((*mine)["nvml"].contains("gpus") || (*mine)["nvml"].contains("skip"));
   if (w.rank() == 0) {
     EXPECT_EQ((*mine)["clock_offset_s"].get<double>(), 0.0);
   }

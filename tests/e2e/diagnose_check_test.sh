@@ -13,7 +13,8 @@ trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 FAST=(--max-bytes 16384 --iters 3 --warmup 1 --sgemm-n 128 --triad-elements 262144
-      --p2p-bytes 65536 --p2p-reps 4 --gpu-sgemm-n 0 --group-by rank)
+      --p2p-bytes 65536 --p2p-reps 4 --gpu-sgemm-n 0 --gpu-bf16-n 0 --gpu-bytes 0
+      --group-by rank)
 # This test shares 2 cores with the rest of the suite, whose load can make one rank look far
 # slower than its peers; a 60% threshold keeps that noise quiet while a 5x injected slowdown
 # (80% below the median) is still found.
@@ -52,6 +53,34 @@ rc=$?
 for key in '"ranks"' '"collectives"' '"p2p_gbs"' '"machines"' '"healthy"'; do
   grep -q "$key" "$TMP/report.json" || fail "--json lacks $key"
 done
+
+# --min-busbw: no link here moves 1000 GB/s, so every collective with data to move (2 or more
+# ranks) is named and the run exits 3; a single rank moves nothing and is not judged.
+"$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
+  --collectives allreduce sendrecv --min-busbw 1000 > "$TMP/minbw.txt" 2>/dev/null
+rc=$?
+if [ "$NP" -ge 2 ]; then
+  [ "$rc" -eq 3 ] || { cat "$TMP/minbw.txt"; fail "--min-busbw 1000: expected exit 3, got $rc"; }
+  for c in allreduce sendrecv; do
+    grep -qE "^# $c: peak busbw [0-9.]+ GB/s is below --min-busbw 1000.000$" "$TMP/minbw.txt" \
+      || fail "--min-busbw: $c not named"
+  done
+else
+  grep -q "is below --min-busbw" "$TMP/minbw.txt" && fail "--min-busbw judged a single rank"
+fi
+
+# --nccl: without a GPU (or NCCL) a named skip line and the MPI results stand; on a GPU
+# machine with one rank the NCCL tables follow the MPI ones.
+if [ "$NP" -eq 1 ]; then
+  "$MPIRUN" --oversubscribe -np 1 "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \
+    --collectives allreduce --nccl > "$TMP/nccl.txt" 2>/dev/null
+  rc=$?
+  if grep -q '^# NCCL collectives skipped: .*' "$TMP/nccl.txt"; then
+    [ "$rc" -eq 0 ] || fail "--nccl skipped but exit $rc"
+  else
+    grep -q '^# NCCL on GPU buffers' "$TMP/nccl.txt" || { cat "$TMP/nccl.txt"; fail "--nccl: neither tables nor a skip line"; }
+  fi
+fi
 
 if [ "$NP" -ge 3 ]; then
   "$MPIRUN" --oversubscribe -np "$NP" "$BIN/ms-diagnose" check "${FAST[@]}" "${NOISE[@]}" \

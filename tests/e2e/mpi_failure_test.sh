@@ -81,7 +81,7 @@ train_args=(--config "$SRC/configs/tiny-dense.yaml" "${TINY_MODEL[@]}"
             --set train.global_batch=6 --set train.micro_batch=1 --set train.eval_every=0
             --set train.mfu_peak_gflops=1 --set run.dir="$work/run")
 check_args=(check --max-bytes 4096 --iters 2 --warmup 1 --sgemm-n 64 --triad-elements 65536
-            --p2p-bytes 4096 --p2p-reps 2 --gpu-sgemm-n 0 --group-by rank)
+            --p2p-bytes 4096 --p2p-reps 2 --gpu-sgemm-n 0 --gpu-bf16-n 0 --gpu-bytes 0 --group-by rank)
 generate_args=(generate --prompt hi --max-tokens 2)
 bench_args=(bench --num-prompts 2 --input-len 4 --output-len 2)
 
