@@ -5,6 +5,7 @@
 #include <set>
 
 #include "ckpt/hf_names.h"
+#include "config/key_values.h"
 #include "config/value_codec.h"
 
 namespace ms::ckpt {
@@ -191,23 +192,11 @@ Result<std::vector<int64_t>> plan_insertions(const config::ModelConfig& from,
 
 Result<GrowTarget> parse_grow_target(std::string_view text) {
   GrowTarget t;
-  std::set<std::string_view> seen;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return InvalidArgument("--to: expected key=value items like d_model=96,n_layers=6, got '" +
-                             std::string(item) + "'");
-    }
-    if (!seen.insert(item.substr(0, eq)).second) {
-      return InvalidArgument("--to: key '" + std::string(item.substr(0, eq)) +
-                             "' is given twice in '" + std::string(text) + "'");
-    }
-    MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
-    start = comma + 1;
-  }
+  MS_RETURN_IF_ERROR(config::parse_key_values(
+      text, "--to", "d_model=96,n_layers=6",
+      [&](std::string_view key, std::string_view value) {
+        return apply_target_item(key, value, t);
+      }));
   return t;
 }
 

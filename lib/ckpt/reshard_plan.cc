@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "ckpt/zero_ownership.h"
+#include "config/key_values.h"
 #include "config/run_config.h"
 
 namespace ms::ckpt {
@@ -368,25 +369,12 @@ void plan_flat_ranges(const TensorRecord& t, size_t index, const BoxGroup& g,
 
 Result<ReshardTarget> parse_reshard_target(std::string_view text) {
   ReshardTarget t;
-  std::set<std::string_view> seen;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string_view item = text.substr(start, comma - start);
-    const size_t eq = item.find('=');
-    if (eq == std::string_view::npos) {
-      return InvalidArgument("--to: expected key=value items like tp=2,dp=2,zero=1 (pp_layers "
-                             "joins its counts with '+', e.g. pp_layers=4+2), got '" +
-                             std::string(item) + "'");
-    }
-    // Taking the last of tp=2,tp=4 would write a layout the user may not have meant.
-    if (!seen.insert(item.substr(0, eq)).second) {
-      return InvalidArgument("--to: key '" + std::string(item.substr(0, eq)) +
-                             "' is given twice in '" + std::string(text) + "'");
-    }
-    MS_RETURN_IF_ERROR(apply_target_item(item.substr(0, eq), item.substr(eq + 1), t));
-    start = comma + 1;
-  }
+  MS_RETURN_IF_ERROR(config::parse_key_values(
+      text, "--to",
+      "tp=2,dp=2,zero=1 (pp_layers joins its counts with '+', e.g. pp_layers=4+2)",
+      [&](std::string_view key, std::string_view value) {
+        return apply_target_item(key, value, t);
+      }));
   MS_RETURN_IF_ERROR(check_ep_divides_dp(t));
   MS_RETURN_IF_ERROR(check_target_size(t));
   return t;

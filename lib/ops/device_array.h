@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "core/tensor.h"
 #include "ops/backend.h"
@@ -22,8 +23,13 @@ namespace ms::ops {
 class DeviceArray {
  public:
   DeviceArray() = default;
-  DeviceArray(DeviceArray&&) noexcept = default;
-  DeviceArray& operator=(DeviceArray&&) noexcept = default;
+  // A moved-from array is empty.
+  DeviceArray(DeviceArray&& other) noexcept { swap(other); }
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    DeviceArray taken(std::move(other));
+    swap(taken);
+    return *this;
+  }
   // Copies allocate; spell them out (copy_from) so a hot path never copies by accident.
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
