@@ -136,7 +136,8 @@ class Backend {
   // y[i] += x[i] for i < n: add(y, x, y).
   void add_into(float* y, const float* x, int64_t n) { add(y, x, y, n); }
   // Memory on the device: fill, copy (ranges may overlap), rows gathered or scattered by index
-  // (rows: host indices), a value per column added to every row.
+  // (rows: host indices), a value per column added to every row (column: host values, a
+  // handful computed from routing statistics; a device backend uploads them).
   virtual void fill(float* x, int64_t n, float value) = 0;
   virtual void copy(const float* src, float* dst, int64_t n) = 0;
   virtual void gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t width,
