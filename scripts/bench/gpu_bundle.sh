@@ -63,6 +63,6 @@ if [[ -x $dir/ms-diagnose ]] && command -v ompi_info > /dev/null; then
     esac
   done
 fi
-cp "$here/gpu_check.sh" "$here/kernel_bench_torch.py" "$here/gpu_diagnose.sh" \
+cp "$here/gpu_check.sh" "$here/gpu_env.sh" "$here/kernel_bench_torch.py" "$here/gpu_diagnose.sh" \
    "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$dir/"
 du -sh "$dir"

@@ -13,14 +13,9 @@ out=${2:?usage: gpu_check.sh DIR OUT_DIR}
 mkdir -p "$out"
 reps=${GPU_CHECK_REPS:-200}
 
-# CUDA's libraries: the toolkit's, else the ones PyTorch's wheels carry.
-cuda_libs=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-         $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, "cu13", "lib") for p in nvidia.__path__))' 2>/dev/null); do
-  [[ -e $d/libcublasLt.so.13 ]] && cuda_libs+="$d:"
-done
-export LD_LIBRARY_PATH="$dir/lib:${cuda_libs}${LD_LIBRARY_PATH:-}"
-export OPENBLAS_NUM_THREADS=4
+# The bundle's library path, CUDA's libraries included.
+# shellcheck source=scripts/bench/gpu_env.sh
+source "$dir/gpu_env.sh" "$dir"
 
 status=0
 {
