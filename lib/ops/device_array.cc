@@ -10,7 +10,7 @@ namespace ms::ops {
 
 float* DeviceArray::resize(Backend& be, size_t n) {
   const size_t kept = std::min(size_, n);
-  if (n > capacity() || (n > 0 && storage_.device() != be.device())) {
+  if (n > capacity()) {
     Result<Tensor> grown = empty_tensor(be.runtime().allocator(), DType::kF32,
                                         {static_cast<int64_t>(n)}, be.stream());
     if (!grown.ok()) throw std::bad_alloc();
@@ -29,7 +29,7 @@ float* DeviceArray::zeroed(Backend& be, size_t n) {
 
 void DeviceArray::assign(Backend& be, const float* src, size_t n) {
   size_ = 0;
-  if (n > capacity() || (n > 0 && storage_.device() != be.device())) resize(be, n);
+  if (n > capacity()) resize(be, n);
   size_ = n;
   if (n > 0) be.copy(src, storage_.data<float>(), static_cast<int64_t>(n));
 }

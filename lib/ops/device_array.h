@@ -5,6 +5,9 @@
 // through the backend, so nothing here touches the memory from the host and the same code
 // holds host or CUDA memory.
 //
+// An array serves one backend (its owner's) for its whole life, so resizing never asks the
+// backend which device it is on: sizing runs many times per layer.
+//
 // resize keeps the first min(old, new) elements and makes the new ones zero (as std::vector
 // does); shrinking keeps the allocation, so a buffer sized for the largest micro-batch is
 // reused by smaller ones. An allocation the device cannot serve throws std::bad_alloc, as
