@@ -65,4 +65,11 @@ Status wait_all(std::span<Request> requests) {
   return first;
 }
 
+Status check_memory(const Communicator* comm, Device device, std::string_view what) {
+  if (comm == nullptr || comm->memory() == device) return Status::OK();
+  return InvalidArgument("communicator '" + comm->name() + "' moves buffers on " +
+                         device_name(comm->memory()) + ", but " + std::string(what) +
+                         " are on " + device_name(device));
+}
+
 }  // namespace ms::comm

@@ -12,8 +12,10 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -61,6 +63,12 @@ class Request {
 // Waits for every request in order and returns the first failure (after waiting for all).
 Status wait_all(std::span<Request> requests);
 
+class Communicator;
+// InvalidArgument naming the group, `what` and both devices when `comm` cannot take buffers on
+// `device` (a null comm takes any): for the places where a group meets the device its buffers
+// come from (the optimizer's flat buffers, the model's activations).
+Status check_memory(const Communicator* comm, Device device, std::string_view what);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -75,6 +83,10 @@ class Communicator {
   // `seq`, so matching collectives pair up across ranks. Point-to-point operations are numbered
   // separately (per rank), since ranks take part in different numbers of them.
   virtual uint64_t next_seq() const = 0;
+
+  // Where the buffers of every operation must be: the host for MPI, the group's CUDA device for
+  // NCCL. A caller whose buffers are elsewhere stages them or is refused by check_memory.
+  virtual Device memory() const { return Device::host(); }
 
   // Reports every blocking call and Request::wait to `watchdog` (may be null). Groups made by
   // split() inherit it.

@@ -39,6 +39,7 @@ class NcclCommunicator final : public Communicator {
   // The stream every operation is enqueued on, and the device it belongs to.
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
+  Device memory() const override { return Device::cuda(device_); }
 
   int rank() const override { return bootstrap_->rank(); }
   int size() const override { return bootstrap_->size(); }

@@ -98,12 +98,13 @@ void Transformer::Impl::pass_apply_experts(CachedPassState& p, const float* expe
   ++p.layer;
 }
 
-void Transformer::Impl::pass_logits(CachedPassState& p, float* logits) {
+void Transformer::Impl::pass_logits(CachedPassState& p) {
   const ServingScope serving_linears(*this);
   const int64_t D = cfg.d_model, C = static_cast<int64_t>(p.last_rows.size());
   float* last = sized(p.last, C * D);
   be->gather_rows(p.x.data(), p.last_rows.data(), C, D, last);
-  output_forward(last, Dims::rows(C), p.last_normed, p.last_rstd, p.last_gathered, logits);
+  output_forward(last, Dims::rows(C), p.last_normed, p.last_rstd, p.last_gathered,
+                 sized(p.logits, C * cfg.vocab_size));
 }
 
 namespace {
@@ -203,7 +204,9 @@ Result<Tensor> Transformer::cached_logits(CachedPass& pass) {
   }
   const int64_t C = static_cast<int64_t>(pass.s_->last_rows.size());
   Tensor out = Tensor::empty(DType::kF32, {C, impl_->cfg.vocab_size});
-  impl_->pass_logits(*pass.s_, out.data<float>());
+  impl_->pass_logits(*pass.s_);
+  // The logits come back to the host: copied out of the device's memory.
+  MS_RETURN_IF_ERROR(pass.s_->logits.read(*impl_->be, 0, out.span<float>()));
   return out;
 }
 

@@ -227,6 +227,7 @@ struct CachedPassState {
   Floats dispatch;  // (N * k, D) normed rows grouped by expert
   // The output layer's rows (each chunk's last, or every row), normed, and its rstd.
   Floats last, last_normed, last_rstd, last_gathered;
+  Floats logits;  // (chunks, V) before their copy to the host
   Floats ffn_out;   // (N, D)
   MlpActs shared;
 };
@@ -457,12 +458,12 @@ struct Transformer::Impl {
   // Inference over chunks already validated, in stages: begin_pass embeds the tokens;
   // pass_to_experts runs layers until a MoE layer's tokens are dispatched to experts (or to the
   // end); pass_apply_experts finishes that layer from the experts' outputs (N*k, D);
-  // pass_logits writes (chunks, V), each chunk's last token.
+  // pass_logits writes p.logits (chunks, V), each chunk's last token.
   void begin_pass(CachedPassState& p, std::span<const CachedChunk> chunks,
                   const PagedKvCache& cache);
   void pass_to_experts(CachedPassState& p, const std::function<void()>& poll);
   void pass_apply_experts(CachedPassState& p, const float* expert_out);
-  void pass_logits(CachedPassState& p, float* logits);
+  void pass_logits(CachedPassState& p);
   void finish_layer(CachedPassState& p);
   CachedLinear cached_linear_hook;
   bool serving = false;  // inside a cached pass: linear() may answer through the hook

@@ -126,6 +126,11 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_RETURN_IF_ERROR(validate_model_config(config));
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  // The tp, ep and cp exchanges move the activations where the backend keeps them.
+  const Device device = impl->be->runtime().device();
+  for (const comm::Communicator* group : {parallel.tp, parallel.ep, parallel.cp}) {
+    MS_RETURN_IF_ERROR(comm::check_memory(group, device, "the model's activations"));
+  }
   MS_ASSIGN_OR_RETURN(impl->tp, tp_state(config, parallel));
   MS_ASSIGN_OR_RETURN(impl->chunk, resolve_chunk(config, parallel.chunk));
   MS_ASSIGN_OR_RETURN(impl->ep, ep_state(config, parallel.ep));
@@ -214,11 +219,12 @@ Result<Dims> check_batch(const ModelConfig& c, const TpState& tp, const int32_t*
   return Dims{B, T, B * T, tp.sequence_parallel ? B * T / tp.size : B * T};
 }
 
-// Mean loss over the tokens, summed in double in token order.
-// Read on the host: with activations in device memory, the copy of the n losses out of it.
-double mean_loss(const Floats& token_loss, int64_t n) {
-  return std::accumulate(token_loss.data(), token_loss.data() + n, 0.0) /
-         static_cast<double>(n);
+// Mean loss over the tokens, summed in double in token order on the host (the n losses copied
+// out of the device's memory).
+Result<double> mean_loss(ops::Backend& be, const Floats& token_loss, int64_t n) {
+  std::vector<float> host(static_cast<size_t>(n));
+  MS_RETURN_IF_ERROR(token_loss.read(be, 0, host));
+  return std::accumulate(host.begin(), host.end(), 0.0) / static_cast<double>(n);
 }
 
 }  // namespace
@@ -241,7 +247,7 @@ Status Transformer::Impl::loss(const int32_t* targets, const Dims& d, float grad
   tp.error = tp.blocking("allreduce", static_cast<uint64_t>(3 * d.N) * sizeof(float), [&] {
     return parallel::vocab_parallel_cross_entropy(*tp.comm, tp.vocab, logits.data(),
                                                   tp.vocab_rows, targets, token_loss.data(), d.N,
-                                                  scale, write_grad);
+                                                  scale, write_grad, *be);
   });
   return tp.error;
 }
@@ -272,8 +278,8 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   MS_RETURN_IF_ERROR(m.tp.error);
   MS_RETURN_IF_ERROR(m.ep.error);
   MS_RETURN_IF_ERROR(m.cp.error);
-  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
-                   m.pass.z_sum / layers, d.N};
+  MS_ASSIGN_OR_RETURN(const double loss, mean_loss(*m.be, m.pass.token_loss, d.N));
+  return LossStats{loss, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
 }
 
 Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t* targets,
@@ -286,8 +292,8 @@ Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t
   MS_RETURN_IF_ERROR(m.ep.error);
   MS_RETURN_IF_ERROR(m.cp.error);
   const double layers = static_cast<double>(m.cfg.n_layers);
-  return LossStats{mean_loss(m.pass.token_loss, d.N), m.is_moe() ? aux_sum / layers : 0.0,
-                   m.pass.z_sum / layers, d.N};
+  MS_ASSIGN_OR_RETURN(const double loss, mean_loss(*m.be, m.pass.token_loss, d.N));
+  return LossStats{loss, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
 }
 
 Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int64_t T) {
@@ -302,9 +308,9 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
   MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_logits"));
   MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, nullptr, B, T));
   impl_->forward(inputs, nullptr, d);
-  // The logits come back to the host (with activations in device memory, the copy out of it).
+  // The logits come back to the host: copied out of the device's memory.
   Tensor out = Tensor::empty(DType::kF32, {B, T, impl_->cfg.vocab_size});
-  std::copy_n(impl_->pass.logits.data(), out.numel(), out.data<float>());
+  MS_RETURN_IF_ERROR(impl_->pass.logits.read(*impl_->be, 0, out.span<float>()));
   return out;
 }
 
@@ -355,7 +361,7 @@ Result<LossStats> Transformer::stage_forward(int mb, const StageBatch& batch,
   LossStats stats{0.0, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
   if (c.last) {
     MS_RETURN_IF_ERROR(m.loss(batch.targets, d, batch.grad_scale, batch.backward));
-    stats.loss = mean_loss(m.pass.token_loss, d.N);
+    MS_ASSIGN_OR_RETURN(stats.loss, mean_loss(*m.be, m.pass.token_loss, d.N));
   } else {
     m.be->copy(m.pass.final_x.data(), output.data(), elements);
   }

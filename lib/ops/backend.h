@@ -98,6 +98,22 @@ class Backend {
   virtual void softmax_cross_entropy(float* logits, const int32_t* targets, float* losses,
                                      int64_t n, int64_t vocab, float grad_scale,
                                      bool write_grad) = 0;
+  // The vocabulary-parallel forms' local pieces (parallel/vocab_parallel.h).
+  virtual void embedding_forward_range(const int32_t* ids, const float* table, float* out,
+                                       int64_t n, int64_t d, int64_t first, int64_t count) = 0;
+  virtual void embedding_backward_range(const int32_t* ids, const float* dout, float* dtable,
+                                        int64_t n, int64_t d, int64_t first,
+                                        int64_t count) = 0;
+  virtual void vocab_row_max(const float* logits, int64_t ld, int64_t real, float* max,
+                             int64_t n) = 0;
+  virtual void vocab_local_sums(const float* logits, int64_t ld, int64_t real, int64_t first,
+                                const int32_t* targets, const float* max, float* pairs,
+                                int64_t n) = 0;
+  virtual void vocab_losses(const float* max, const float* pairs, float* lse, float* losses,
+                            int64_t n) = 0;
+  virtual void vocab_local_grad(float* logits, int64_t ld, int64_t real, int64_t first,
+                                const int32_t* targets, const float* lse, float grad_scale,
+                                int64_t n) = 0;
 
   // ---- Mixture of experts: ops/moe.h ----
   virtual MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e,

@@ -113,6 +113,32 @@ class CpuBackend final : public Backend {
                              int64_t vocab, float grad_scale, bool write_grad) override {
     ops::softmax_cross_entropy(logits, targets, losses, n, vocab, grad_scale, write_grad);
   }
+  void embedding_forward_range(const int32_t* ids, const float* table, float* out, int64_t n,
+                               int64_t d, int64_t first, int64_t count) override {
+    ops::embedding_forward_range(ids, table, out, n, d, first, count);
+  }
+  void embedding_backward_range(const int32_t* ids, const float* dout, float* dtable, int64_t n,
+                                int64_t d, int64_t first, int64_t count) override {
+    ops::embedding_backward_range(ids, dout, dtable, n, d, first, count);
+  }
+  void vocab_row_max(const float* logits, int64_t ld, int64_t real, float* max,
+                     int64_t n) override {
+    ops::vocab_row_max(logits, ld, real, max, n);
+  }
+  void vocab_local_sums(const float* logits, int64_t ld, int64_t real, int64_t first,
+                        const int32_t* targets, const float* max, float* pairs,
+                        int64_t n) override {
+    ops::vocab_local_sums(logits, ld, real, first, targets, max, pairs, n);
+  }
+  void vocab_losses(const float* max, const float* pairs, float* lse, float* losses,
+                    int64_t n) override {
+    ops::vocab_losses(max, pairs, lse, losses, n);
+  }
+  void vocab_local_grad(float* logits, int64_t ld, int64_t real, int64_t first,
+                        const int32_t* targets, const float* lse, float grad_scale,
+                        int64_t n) override {
+    ops::vocab_local_grad(logits, ld, real, first, targets, lse, grad_scale, n);
+  }
 
   MoeRouting moe_route(const float* probs, float* weights, int64_t n, int64_t e, int64_t k,
                        const float* bias) override {

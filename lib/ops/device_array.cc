@@ -1,6 +1,7 @@
 // A growable f32 array in a backend's device memory (ops/device_array.h).
 #include "ops/device_array.h"
 
+#include <cassert>
 #include <new>
 #include <utility>
 
@@ -32,6 +33,34 @@ void DeviceArray::assign(Backend& be, const float* src, size_t n) {
   if (n > capacity()) resize(be, n);
   size_ = n;
   if (n > 0) be.copy(src, storage_.data<float>(), static_cast<int64_t>(n));
+}
+
+namespace {
+
+// n f32 elements at `data` on `device`, as a tensor the runtime's copy takes.
+Tensor flat_view(const float* data, size_t n, Device device) {
+  return Tensor::view_of(DType::kF32, {static_cast<int64_t>(n)}, const_cast<float*>(data),
+                         device);
+}
+
+}  // namespace
+
+Status DeviceArray::read(Backend& be, size_t offset, std::span<float> dst) const {
+  assert(offset + dst.size() <= size_);
+  if (dst.empty()) return Status::OK();
+  Tensor to = flat_view(dst.data(), dst.size(), Device::host());
+  const Tensor from = flat_view(data() + offset, dst.size(), device());
+  MS_RETURN_IF_ERROR(be.runtime().copy(to, from, be.stream()));
+  return be.runtime().synchronize(be.stream());
+}
+
+Status DeviceArray::write(Backend& be, size_t offset, std::span<const float> src) {
+  assert(offset + src.size() <= size_);
+  if (src.empty()) return Status::OK();
+  Tensor to = flat_view(data() + offset, src.size(), device());
+  const Tensor from = flat_view(src.data(), src.size(), Device::host());
+  MS_RETURN_IF_ERROR(be.runtime().copy(to, from, be.stream()));
+  return be.runtime().synchronize(be.stream());
 }
 
 void DeviceArray::swap(DeviceArray& other) noexcept {

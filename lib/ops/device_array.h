@@ -16,8 +16,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 
+#include "core/status.h"
 #include "core/tensor.h"
 #include "ops/backend.h"
 
@@ -49,6 +51,12 @@ class DeviceArray {
   float* zeroed(Backend& be, size_t n);
   // A copy of n elements at src (on be's device).
   void assign(Backend& be, const float* src, size_t n);
+  // The host's side of the array: dst.size() elements from `offset` copied to host memory, or
+  // src copied in at `offset`, each finished when it returns (a device backend synchronizes
+  // its stream). For the values a caller reads or supplies (logits, losses, checkpoints), never
+  // for work between ops. The range must lie inside size() (asserted).
+  Status read(Backend& be, size_t offset, std::span<float> dst) const;
+  Status write(Backend& be, size_t offset, std::span<const float> src);
   void swap(DeviceArray& other) noexcept;
 
  private:

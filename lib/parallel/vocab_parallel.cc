@@ -1,16 +1,12 @@
-// Vocabulary-parallel embedding and cross-entropy (vocab_parallel.h). Per-row sums are taken in
-// double, as in ops::softmax_cross_entropy, and cross tp as fp32.
+// Vocabulary-parallel embedding and cross-entropy (vocab_parallel.h): the local work is the
+// backend's (ops/embedding.h, ops/cross_entropy.h), the exchanges are here. Per-row sums are
+// taken in double, as in ops::softmax_cross_entropy, and cross tp as fp32.
 #include "parallel/vocab_parallel.h"
 
-#include <algorithm>
 #include <cassert>
-#include <cmath>
-#include <cstring>
-#include <limits>
 #include <string>
-#include <vector>
 
-#include "ops/parallel.h"
+#include "ops/device_array.h"
 
 namespace ms::parallel {
 
@@ -18,92 +14,17 @@ namespace {
 
 // The (rows, width) rows of the whole sequence block from this rank's (rows / tp, width) rows
 // under sequence parallelism (tp divides rows: check_vocab_embedding checked it).
-Result<std::vector<float>> gather_sequence(comm::Communicator& tp, const float* x, int64_t rows,
-                                           int64_t width) {
-  std::vector<float> full(static_cast<size_t>(rows * width));
+Status gather_sequence(comm::Communicator& tp, ops::Backend& be, const float* x, int64_t rows,
+                       int64_t width, ops::DeviceArray& full) {
+  full.resize(be, static_cast<size_t>(rows * width));
   const size_t block = full.size() / static_cast<size_t>(tp.size());
-  MS_RETURN_IF_ERROR(tp.allgather(x, full.data(), block, DType::kF32));
-  return full;
+  return tp.allgather(x, full.data(), block, DType::kF32);
 }
 
 void assert_matches(const VocabShard& shard, const comm::Communicator& tp) {
   assert(shard.tp == tp.size() && shard.rank == tp.rank());
   (void)shard;
   (void)tp;
-}
-
-// out: (n, d) = table row of ids[i] when this rank holds it, else zero.
-void local_lookup(const VocabShard& shard, const int32_t* ids, const float* table, float* out,
-                  int64_t n, int64_t d) {
-  ops::parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      float* row = out + i * d;
-      if (shard.holds(ids[i])) {
-        std::memcpy(row, table + (ids[i] - shard.begin) * d, sizeof(float) * d);
-      } else {
-        std::memset(row, 0, sizeof(float) * d);
-      }
-    }
-  }, 16);
-}
-
-// Split by columns so each table element is summed by one task in token order (deterministic
-// whatever the thread count, like ops::embedding_backward).
-void local_scatter_add(const VocabShard& shard, const int32_t* ids, const float* dout,
-                       float* dtable, int64_t n, int64_t d) {
-  ops::parallel_for(d, [&](int64_t c0, int64_t c1) {
-    for (int64_t i = 0; i < n; ++i) {
-      if (!shard.holds(ids[i])) continue;
-      float* row = dtable + (ids[i] - shard.begin) * d;
-      const float* g = dout + i * d;
-      for (int64_t c = c0; c < c1; ++c) row[c] += g[c];
-    }
-  }, 64);
-}
-
-// Max over the real columns of each local row; -inf on a rank holding only padding.
-std::vector<float> local_row_max(const VocabShard& shard, const float* logits, int64_t ld,
-                                 int64_t n) {
-  const int64_t real = shard.real_end() - shard.begin;
-  std::vector<float> max(static_cast<size_t>(n), -std::numeric_limits<float>::infinity());
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = logits + i * ld;
-    for (int64_t j = 0; j < real; ++j) max[i] = std::max(max[i], row[j]);
-  }
-  return max;
-}
-
-// pairs[2i] = sum of exp(logit - max[i]) over the real local columns; pairs[2i+1] = the target
-// logit when this rank holds the target, else 0 (so the SUM over tp is the target logit).
-std::vector<float> local_sums(const VocabShard& shard, const float* logits, int64_t ld,
-                              const int32_t* targets, const std::vector<float>& max, int64_t n) {
-  const int64_t real = shard.real_end() - shard.begin;
-  std::vector<float> pairs(static_cast<size_t>(2 * n), 0.0f);
-  ops::parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const float* row = logits + i * ld;
-      double sum = 0;
-      for (int64_t j = 0; j < real; ++j) sum += std::exp(row[j] - max[i]);
-      pairs[2 * i] = static_cast<float>(sum);
-      if (shard.holds(targets[i])) pairs[2 * i + 1] = row[targets[i] - shard.begin];
-    }
-  }, 4);
-  return pairs;
-}
-
-// Overwrites row i's local columns with grad_scale * (softmax - onehot); padding gets zero.
-void write_local_grad(const VocabShard& shard, float* logits, int64_t ld,
-                      const int32_t* targets, const std::vector<float>& lse, int64_t n,
-                      float grad_scale) {
-  const int64_t real = shard.real_end() - shard.begin;
-  ops::parallel_for(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      float* row = logits + i * ld;
-      for (int64_t j = 0; j < real; ++j) row[j] = grad_scale * std::exp(row[j] - lse[i]);
-      for (int64_t j = real; j < ld; ++j) row[j] = 0.0f;
-      if (shard.holds(targets[i])) row[targets[i] - shard.begin] -= grad_scale;
-    }
-  }, 4);
 }
 
 }  // namespace
@@ -119,11 +40,13 @@ Status check_vocab_embedding(const VocabEmbeddingShape& shape, int tp) {
 
 Status vocab_parallel_embedding_forward(comm::Communicator& tp, const VocabShard& shard,
                                         const VocabEmbeddingShape& shape, const int32_t* ids,
-                                        const float* table, float* out) {
+                                        const float* table, float* out, ops::Backend& be) {
   assert_matches(shard, tp);
   MS_RETURN_IF_ERROR(check_vocab_embedding(shape, tp.size()));
-  std::vector<float> partial(static_cast<size_t>(shape.rows * shape.dim));
-  local_lookup(shard, ids, table, partial.data(), shape.rows, shape.dim);
+  ops::DeviceArray partial;
+  partial.resize(be, static_cast<size_t>(shape.rows * shape.dim));
+  be.embedding_forward_range(ids, table, partial.data(), shape.rows, shape.dim, shard.begin,
+                             shard.length);
   if (!shape.sequence_parallel) {
     return tp.allreduce(partial.data(), out, partial.size(), DType::kF32, comm::ReduceOp::kSum);
   }
@@ -133,29 +56,30 @@ Status vocab_parallel_embedding_forward(comm::Communicator& tp, const VocabShard
 
 Status vocab_parallel_embedding_backward(comm::Communicator& tp, const VocabShard& shard,
                                          const VocabEmbeddingShape& shape, const int32_t* ids,
-                                         const float* dout, float* dtable) {
+                                         const float* dout, float* dtable, ops::Backend& be) {
   assert_matches(shard, tp);
   MS_RETURN_IF_ERROR(check_vocab_embedding(shape, tp.size()));
-  std::vector<float> dout_full;
+  ops::DeviceArray dout_full;
   if (shape.sequence_parallel) {
-    MS_ASSIGN_OR_RETURN(dout_full, gather_sequence(tp, dout, shape.rows, shape.dim));
+    MS_RETURN_IF_ERROR(gather_sequence(tp, be, dout, shape.rows, shape.dim, dout_full));
   }
-  local_scatter_add(shard, ids, shape.sequence_parallel ? dout_full.data() : dout, dtable,
-                    shape.rows, shape.dim);
+  be.embedding_backward_range(ids, shape.sequence_parallel ? dout_full.data() : dout, dtable,
+                              shape.rows, shape.dim, shard.begin, shard.length);
   return Status::OK();
 }
 
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, const int32_t* targets, float* losses,
-                                    int64_t n, float grad_scale, bool write_grad) {
+                                    int64_t n, float grad_scale, bool write_grad,
+                                    ops::Backend& be) {
   return vocab_parallel_cross_entropy(tp, shard, logits, shard.length, targets, losses, n,
-                                      grad_scale, write_grad);
+                                      grad_scale, write_grad, be);
 }
 
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, int64_t ld, const int32_t* targets,
                                     float* losses, int64_t n, float grad_scale,
-                                    bool write_grad) {
+                                    bool write_grad, ops::Backend& be) {
   assert_matches(shard, tp);
   if (n < 0) return InvalidArgument("cross-entropy needs rows >= 0, got " + std::to_string(n));
   const int64_t real = shard.real_end() - shard.begin;
@@ -164,19 +88,22 @@ Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& sh
                            " must lie between the real columns held (" + std::to_string(real) +
                            ") and the padded shard (" + std::to_string(shard.length) + ")");
   }
-  std::vector<float> max = local_row_max(shard, logits, ld, n);
+  // Per row: the max, then (sum of exponentials, target logit) pairs, then the log-sum-exp;
+  // only these (n)-sized vectors cross tp.
+  ops::DeviceArray max, pairs, lse;
+  max.resize(be, static_cast<size_t>(n));
+  pairs.resize(be, static_cast<size_t>(2 * n));
+  lse.resize(be, static_cast<size_t>(n));
+  be.vocab_row_max(logits, ld, real, max.data(), n);
   MS_RETURN_IF_ERROR(tp.allreduce(max.data(), max.data(), max.size(), DType::kF32,
                                   comm::ReduceOp::kMax));
-  std::vector<float> pairs = local_sums(shard, logits, ld, targets, max, n);
+  be.vocab_local_sums(logits, ld, real, shard.begin, targets, max.data(), pairs.data(), n);
   MS_RETURN_IF_ERROR(tp.allreduce(pairs.data(), pairs.data(), pairs.size(), DType::kF32,
                                   comm::ReduceOp::kSum));
-  std::vector<float> lse(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const double row_lse = max[i] + std::log(static_cast<double>(pairs[2 * i]));
-    lse[i] = static_cast<float>(row_lse);
-    losses[i] = static_cast<float>(row_lse - pairs[2 * i + 1]);
+  be.vocab_losses(max.data(), pairs.data(), lse.data(), losses, n);
+  if (write_grad) {
+    be.vocab_local_grad(logits, ld, real, shard.begin, targets, lse.data(), grad_scale, n);
   }
-  if (write_grad) write_local_grad(shard, logits, ld, targets, lse, n, grad_scale);
   return Status::OK();
 }
 

@@ -14,7 +14,8 @@
 // (sum of exponentials, target logit) pairs. Its backward is local.
 //
 // Collective over `tp`: every rank calls with the same shapes; shapes are
-// checked before communicating. `shard` must be vocab_shard(vocab, tp.size(), tp.rank())
+// checked before communicating. Buffers are on `be`'s device, whose ops do the local work (the
+// host's by default). `shard` must be vocab_shard(vocab, tp.size(), tp.rank())
 // (asserted). The caller validates ids and targets to lie in [0, vocab).
 #pragma once
 
@@ -22,6 +23,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "ops/backend.h"
 #include "parallel/tp_layout.h"
 
 namespace ms::parallel {
@@ -40,13 +42,15 @@ Status check_vocab_embedding(const VocabEmbeddingShape& shape, int tp);
 // for the others, summed over tp (all-reduce, or reduce-scatter with SP).
 Status vocab_parallel_embedding_forward(comm::Communicator& tp, const VocabShard& shard,
                                         const VocabEmbeddingShape& shape, const int32_t* ids,
-                                        const float* table, float* out);
+                                        const float* table, float* out,
+                                        ops::Backend& be = ops::cpu_backend());
 
 // dout: (n, d), or (n/tp, d) with SP (all-gathered first). dtable: (Vp/tp, d) accumulates
 // dout[i] into row ids[i] - begin for every id held here; other rows are untouched.
 Status vocab_parallel_embedding_backward(comm::Communicator& tp, const VocabShard& shard,
                                          const VocabEmbeddingShape& shape, const int32_t* ids,
-                                         const float* dout, float* dtable);
+                                         const float* dout, float* dtable,
+                                         ops::Backend& be = ops::cpu_backend());
 
 // logits: (n, Vp/tp) this rank's columns; targets: (n) -> losses: (n), the same on every rank,
 // losses[i] = logsumexp over the real vocabulary of row i - the logit of targets[i].
@@ -56,13 +60,14 @@ Status vocab_parallel_embedding_backward(comm::Communicator& tp, const VocabShar
 // InvalidArgument when n < 0.
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, const int32_t* targets, float* losses,
-                                    int64_t n, float grad_scale, bool write_grad);
+                                    int64_t n, float grad_scale, bool write_grad,
+                                    ops::Backend& be = ops::cpu_backend());
 // The same with the local logits' rows `ld` apart, real_end() - begin <= ld <= length: ld =
 // real_end() - begin holds no padded columns at all, as lib/model stores them (its output
 // layer holds the real rows only, parallel/tp_shards.h). Columns [real, ld) are padding.
 Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& shard,
                                     float* logits, int64_t ld, const int32_t* targets,
                                     float* losses, int64_t n, float grad_scale,
-                                    bool write_grad);
+                                    bool write_grad, ops::Backend& be = ops::cpu_backend());
 
 }  // namespace ms::parallel

@@ -19,6 +19,10 @@ struct DistributedOptimizer::InFlight {
 Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
     comm::Communicator& dp, std::vector<TrainableParam> params, const config::OptimConfig& optim,
     DistributedOptimizerOptions options) {
+  // dp's collectives read and write the flat buffers where the backend keeps them (tp, pp
+  // and ep only sum host scalars: norms).
+  MS_RETURN_IF_ERROR(comm::check_memory(&dp, options.backend->runtime().device(),
+                                        "the optimizer's flat buffers"));
   std::vector<int64_t> numels;
   numels.reserve(params.size());
   for (const TrainableParam& p : params) numels.push_back(p.value->numel());
@@ -46,8 +50,10 @@ DistributedOptimizer::~DistributedOptimizer() = default;
 
 // Moves every parameter into the flat buffers and points the tensors at them.
 Status DistributedOptimizer::adopt(std::vector<TrainableParam>& params) {
-  values_.assign(static_cast<size_t>(layout_.total_numel()), 0.0f);
-  grads_.assign(static_cast<size_t>(layout_.total_numel()), 0.0f);
+  ops::Backend& be = *options_.backend;
+  const Device device = be.runtime().device();
+  values_.zeroed(be, static_cast<size_t>(layout_.total_numel()));
+  grads_.zeroed(be, static_cast<size_t>(layout_.total_numel()));
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor& value = *params[i].value;
     Tensor& grad = *params[i].grad;
@@ -57,10 +63,15 @@ Status DistributedOptimizer::adopt(std::vector<TrainableParam>& params) {
                              " and gradient " + grad.describe() +
                              " must both be f32 of the same shape");
     }
-    float* flat_value = values_.data() + layout_.param_offset(i);
-    options_.backend->copy(value.data<float>(), flat_value, value.numel());
-    value = Tensor::view_of(DType::kF32, value.shape(), flat_value);
-    grad = Tensor::view_of(DType::kF32, grad.shape(), grads_.data() + layout_.param_offset(i));
+    Tensor flat_value =
+        Tensor::view_of(DType::kF32, value.shape(), values_.data() + layout_.param_offset(i),
+                        device);
+    // The model may have built its parameters on the host: the runtime's copy moves them.
+    MS_RETURN_IF_ERROR(be.runtime().copy(flat_value, value, be.stream())
+                           .with_context("parameter " + params[i].name));
+    value = std::move(flat_value);
+    grad = Tensor::view_of(DType::kF32, grad.shape(), grads_.data() + layout_.param_offset(i),
+                           device);
   }
   if (options_.zero) {
     init_zero_shard();
@@ -76,8 +87,8 @@ Status DistributedOptimizer::adopt(std::vector<TrainableParam>& params) {
 // ZeRO: this rank's segments, and its master shard copied out of the flat parameters.
 void DistributedOptimizer::init_zero_shard() {
   owned_ = layout_.shard_segments(dp_.rank());
-  master_.assign(static_cast<size_t>(layout_.shard_numel()), 0.0f);
-  grad_shard_.assign(master_.size(), 0.0f);
+  master_.zeroed(*options_.backend, static_cast<size_t>(layout_.shard_numel()));
+  grad_shard_.zeroed(*options_.backend, master_.size());
   for (const GradBucket& b : layout_.buckets()) {
     const int64_t part = b.numel / layout_.dp();
     options_.backend->copy(values_.data() + b.offset + dp_.rank() * part,
@@ -215,7 +226,7 @@ Result<double> DistributedOptimizer::grad_sum_of_squares() {
   const bool tp = options_.tp != nullptr && options_.tp->size() > 1;
   const bool pp = options_.pp != nullptr && options_.pp->size() > 1;
   const bool ep = options_.ep != nullptr && options_.ep->size() > 1;
-  const std::vector<float>& grads = options_.zero ? grad_shard_ : grads_;
+  const ops::DeviceArray& grads = options_.zero ? grad_shard_ : grads_;
   double sum_sq = tp || pp ? partial_grad_sum_of_squares()
                            : options_.backend->sum_of_squares_f64(
                                  grads.data(), static_cast<int64_t>(grads.size()));
@@ -238,11 +249,13 @@ Result<double> DistributedOptimizer::grad_norm() {
 Status DistributedOptimizer::apply(double lr, double clip_coefficient) {
   const OptimStep hyper{lr, clip_coefficient / static_cast<double>(average_over())};
   if (!options_.zero) {
-    return optimizer_->step(values_, grads_, segments_, hyper,
+    return optimizer_->step({values_.data(), values_.size()}, {grads_.data(), grads_.size()},
+                            segments_, hyper,
                             [this](std::span<double> sums) { return sum_over_tp(sums); });
   }
   MS_RETURN_IF_ERROR(optimizer_->step(
-      master_, grad_shard_, segments_, hyper, [this](std::span<double> sums) {
+      {master_.data(), master_.size()}, {grad_shard_.data(), grad_shard_.size()}, segments_,
+      hyper, [this](std::span<double> sums) {
         MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, sums));
         return sum_over_tp(sums);
       }));

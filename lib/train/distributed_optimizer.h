@@ -31,6 +31,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "ops/backend.h"
+#include "ops/device_array.h"
 #include "parallel/comm_stats.h"
 #include "train/flat_layout.h"
 #include "train/optimizer.h"
@@ -38,8 +39,9 @@
 namespace ms::train {
 
 // One trainable tensor as the distributed optimizer sees it. `value` and `grad` must be f32
-// tensors of the same shape; create() moves their contents into the flat buffers and replaces
-// both with views, so they must stay where they are for the optimizer's lifetime.
+// tensors of the same shape (on the host or on the backend's device); create() moves their
+// contents into the flat buffers, in the backend's device memory, and replaces both with views
+// of them, so they must stay where they are for the optimizer's lifetime.
 struct TrainableParam {
   std::string name;
   Tensor* value = nullptr;
@@ -128,8 +130,9 @@ class DistributedOptimizer {
   // optimizer's state buffers.
   const std::vector<ShardSegment>& owned_segments() const { return owned_; }
   const parallel::CommStats& step_stats() const { return stats_; }
-  std::span<const float> flat_values() const { return values_; }
-  std::span<const float> flat_grads() const { return grads_; }
+  // The flat buffers, in the backend's device memory.
+  std::span<const float> flat_values() const { return {values_.data(), values_.size()}; }
+  std::span<const float> flat_grads() const { return {grads_.data(), grads_.size()}; }
 
  private:
   DistributedOptimizer(comm::Communicator& dp, FlatLayout layout,
@@ -153,10 +156,11 @@ class DistributedOptimizer {
   FlatLayout layout_;
   DistributedOptimizerOptions options_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<float> values_;
-  std::vector<float> grads_;
-  std::vector<float> master_;       // ZeRO: this rank's shard of the parameters
-  std::vector<float> grad_shard_;   // ZeRO: this rank's reduced gradient shard
+  // In the backend's device memory, where the updates run and the collectives read.
+  ops::DeviceArray values_;
+  ops::DeviceArray grads_;
+  ops::DeviceArray master_;       // ZeRO: this rank's shard of the parameters
+  ops::DeviceArray grad_shard_;   // ZeRO: this rank's reduced gradient shard
   std::vector<ShardSegment> owned_;
   std::vector<OptimSegment> segments_;
   std::vector<bool> tp_replicated_;  // per parameter

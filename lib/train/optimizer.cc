@@ -25,9 +25,10 @@ Optimizer::Optimizer(const config::OptimConfig& optim, int64_t numel, size_t num
       beta2_(optim.betas[1]),
       eps_(optim.eps),
       weight_decay_(optim.weight_decay),
-      num_params_(num_params),
-      exp_avg_(static_cast<size_t>(numel), 0.0f),
-      exp_avg_sq_(static_cast<size_t>(numel), 0.0f) {}
+      num_params_(num_params) {
+  exp_avg_.zeroed(*be_, static_cast<size_t>(numel));
+  exp_avg_sq_.zeroed(*be_, static_cast<size_t>(numel));
+}
 
 ops::AdamCoefficients Optimizer::coefficients(const OptimStep& hyper) const {
   const double t = static_cast<double>(updates_ + 1);
@@ -68,7 +69,7 @@ Status Optimizer::step(std::span<float> values, std::span<const float> grads,
 Status Optimizer::lamb_step(const ops::AdamCoefficients& c, std::span<float> values,
                             std::span<const float> grads, std::span<const OptimSegment> segments,
                             const PartialSumReducer& reduce) {
-  direction_.resize(exp_avg_.size());
+  direction_.resize(*be_, exp_avg_.size());
   std::vector<double> sums(2 * num_params_, 0.0);
   for (const OptimSegment& seg : segments) {
     double norms[2];

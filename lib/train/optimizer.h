@@ -23,6 +23,7 @@
 #include "config/run_config.h"
 #include "core/status.h"
 #include "ops/backend.h"
+#include "ops/device_array.h"
 
 namespace ms::train {
 
@@ -54,7 +55,8 @@ class Optimizer {
                                                    size_t num_params,
                                                    ops::Backend* backend = &ops::cpu_backend());
 
-  // One update of `values` from `grads` (both `numel` elements) over `segments` (elements no
+  // One update of `values` from `grads` (both `numel` elements on the backend's device) over
+  // `segments` (elements no
   // segment covers are left alone). LAMB calls `reduce` once, with 2 * num_params partial sums,
   // on every rank. Returns the reducer's error; the moments have then advanced without the
   // values, so the run must stop.
@@ -65,9 +67,10 @@ class Optimizer {
   // Updates applied so far (bias correction uses it); restored from checkpoints.
   int64_t updates() const { return updates_; }
   void set_updates(int64_t updates) { updates_ = updates; }
-  // First and second moments, aligned with the value buffer.
-  std::span<float> exp_avg() { return exp_avg_; }
-  std::span<float> exp_avg_sq() { return exp_avg_sq_; }
+  // First and second moments, aligned with the value buffer, in the backend's device memory
+  // (addresses on its device, as every pointer of the seam).
+  std::span<float> exp_avg() { return {exp_avg_.data(), exp_avg_.size()}; }
+  std::span<float> exp_avg_sq() { return {exp_avg_sq_.data(), exp_avg_sq_.size()}; }
   config::OptimizerKind kind() const { return kind_; }
 
  private:
@@ -84,9 +87,10 @@ class Optimizer {
   double beta1_, beta2_, eps_, weight_decay_;
   size_t num_params_;
   int64_t updates_ = 0;
-  std::vector<float> exp_avg_;
-  std::vector<float> exp_avg_sq_;
-  std::vector<float> direction_;  // LAMB scratch: the update before the trust ratio
+  // The state lives where the updates run: in the backend's device memory.
+  ops::DeviceArray exp_avg_;
+  ops::DeviceArray exp_avg_sq_;
+  ops::DeviceArray direction_;  // LAMB scratch: the update before the trust ratio
 };
 
 }  // namespace ms::train

@@ -379,6 +379,44 @@ std::vector<OpCase> cases() {
                    for (const Floats* f : {&s, &c}) g.insert(g.end(), f->begin(), f->end());
                    return g;
                  }});
+  out.push_back({"embedding_range_forward_backward", [=](Backend* be) {
+                   // Rows of ids [2, 6) held: ids outside give zero rows and no gradient.
+                   const int32_t tok[] = {3, 0, 5, 7, 2, 3};
+                   const Floats table = random(4 * 8, 44), dout = random(6 * 8, 45);
+                   Floats out(6 * 8), dtable = random(4 * 8, 46);
+                   if (be) {
+                     be->embedding_forward_range(tok, table.data(), out.data(), 6, 8, 2, 4);
+                     be->embedding_backward_range(tok, dout.data(), dtable.data(), 6, 8, 2, 4);
+                   } else {
+                     embedding_forward_range(tok, table.data(), out.data(), 6, 8, 2, 4);
+                     embedding_backward_range(tok, dout.data(), dtable.data(), 6, 8, 2, 4);
+                   }
+                   out.insert(out.end(), dtable.begin(), dtable.end());
+                   return out;
+                 }});
+  out.push_back({"vocab_parallel_cross_entropy_pieces", [=](Backend* be) {
+                   // 5 rows of 8 columns, 6 real (ids [4, 10)), targets held and not.
+                   const int32_t targets[] = {4, 9, 1, 12, 6};
+                   Floats logits = random(5 * 8, 47, -3.0f, 3.0f);
+                   Floats max(5), pairs(10), lse(5), losses(5);
+                   if (be) {
+                     be->vocab_row_max(logits.data(), 8, 6, max.data(), 5);
+                     be->vocab_local_sums(logits.data(), 8, 6, 4, targets, max.data(),
+                                          pairs.data(), 5);
+                     be->vocab_losses(max.data(), pairs.data(), lse.data(), losses.data(), 5);
+                     be->vocab_local_grad(logits.data(), 8, 6, 4, targets, lse.data(), 0.25f, 5);
+                   } else {
+                     vocab_row_max(logits.data(), 8, 6, max.data(), 5);
+                     vocab_local_sums(logits.data(), 8, 6, 4, targets, max.data(), pairs.data(),
+                                      5);
+                     vocab_losses(max.data(), pairs.data(), lse.data(), losses.data(), 5);
+                     vocab_local_grad(logits.data(), 8, 6, 4, targets, lse.data(), 0.25f, 5);
+                   }
+                   for (const Floats* f : {&max, &pairs, &lse, &losses}) {
+                     logits.insert(logits.end(), f->begin(), f->end());
+                   }
+                   return logits;
+                 }});
   out.push_back({"moe_z_loss_probability_sums", [=](Backend* be) {
                    Floats p(40), lse(5), dl = random(40, 43);
                    double z = 0, sums[8] = {};

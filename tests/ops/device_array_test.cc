@@ -2,7 +2,7 @@
 // keeps the first elements and zeroes new ones, as std::vector does (the model relies on both:
 // a MoE round trip fills a buffer chunk by chunk, and a few buffers are read where nothing
 // wrote them); shrinking keeps the storage, so steady state allocates nothing; zeroed, assign
-// and swap; the storage lives on the backend's device.
+// and swap; read and write, the host's side; the storage lives on the backend's device.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -53,6 +53,20 @@ TEST(DeviceArray, ZeroedAssignAndSwap) {
   DeviceArray moved = std::move(a);
   EXPECT_EQ(contents(moved), src);
   EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+}
+
+TEST(DeviceArray, ReadAndWriteAreTheHostsSide) {
+  Backend& be = cpu_backend();
+  DeviceArray a;
+  a.resize(be, 5);
+  const std::vector<float> in = {1.5f, -2.0f, 3.25f};
+  ASSERT_TRUE(a.write(be, 1, in).ok());
+  EXPECT_EQ(contents(a), (std::vector<float>{0, 1.5f, -2.0f, 3.25f, 0}));
+  std::vector<float> out(2, 9.0f);
+  ASSERT_TRUE(a.read(be, 2, out).ok());
+  EXPECT_EQ(out, (std::vector<float>{-2.0f, 3.25f}));
+  std::vector<float> none;
+  EXPECT_TRUE(a.read(be, 5, none).ok());  // an empty range at the end
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ void Transformer::Impl::embed_forward(const int32_t* inputs, const Dims& d) {
   const char* op = tp.sequence_parallel ? "reduce_scatter" : "allreduce";
   tp.error = tp.blocking(op, static_cast<uint64_t>(d.N * D) * sizeof(float), [&] {
     return parallel::vocab_parallel_embedding_forward(
-        *tp.comm, tp.vocab, {d.N, D, tp.sequence_parallel}, inputs, w(embed), x);
+        *tp.comm, tp.vocab, {d.N, D, tp.sequence_parallel}, inputs, w(embed), x, *be);
   });
 }
 
@@ -31,7 +31,7 @@ void Transformer::Impl::embed_backward(const int32_t* inputs, const float* dres,
   if (!tp.error.ok()) return;
   tp.error = tp.blocking("allgather", static_cast<uint64_t>(d.N * D) * sizeof(float), [&] {
     return parallel::vocab_parallel_embedding_backward(
-        *tp.comm, tp.vocab, {d.N, D, tp.sequence_parallel}, inputs, dres, g(embed));
+        *tp.comm, tp.vocab, {d.N, D, tp.sequence_parallel}, inputs, dres, g(embed), *be);
   });
 }
 
