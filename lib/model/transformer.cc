@@ -149,6 +149,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   impl->tp.overlap.chunks = parallel.overlap_chunks;
   impl->tp.overlap.stats = &impl->tp.stats;
   impl->tp.overlap.on_comm = parallel.on_comm;
+  impl->tp.overlap.backend = impl->be;
   try {
     MS_RETURN_IF_ERROR(build_parameters(*impl, seed, values));
     impl->rope = ops::make_rope_table(config.max_seq_len, config.d_model / config.n_heads,

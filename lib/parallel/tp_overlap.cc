@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/timer.h"
+#include "ops/device_array.h"
 
 namespace ms::parallel {
 
@@ -179,8 +180,9 @@ Status chunked_allgather(comm::Communicator& tp, const TpOverlap& overlap, const
   if (count == 0) return Status::OK();
   const size_t ranks = static_cast<size_t>(tp.size());
   const size_t capacity = ranks * static_cast<size_t>(tp_chunk(n_local, count, 0).rows * width);
-  std::vector<float> recv[2] = {std::vector<float>(capacity),
-                                std::vector<float>(count > 1 ? capacity : 0)};
+  ops::DeviceArray recv[2];
+  recv[0].resize(*overlap.backend, capacity);
+  recv[1].resize(*overlap.backend, count > 1 ? capacity : 0);
   CallClock clock(overlap, "allgather");
   std::vector<InFlight> flights(2);
   ActiveCall call{clock, flights, Status::OK()};
@@ -215,8 +217,9 @@ Status chunked_reduce_scatter(comm::Communicator& tp, const TpOverlap& overlap, 
   const size_t ranks = static_cast<size_t>(tp.size());
   const size_t capacity = ranks * static_cast<size_t>(tp_chunk(n_local, count, 0).rows * width);
   // Separate from y_local: MPI and NCCL define an in-place reduce-scatter differently.
-  std::vector<float> send[2] = {std::vector<float>(capacity),
-                                std::vector<float>(count > 1 ? capacity : 0)};
+  ops::DeviceArray send[2];
+  send[0].resize(*overlap.backend, capacity);
+  send[1].resize(*overlap.backend, count > 1 ? capacity : 0);
   CallClock clock(overlap, "reduce_scatter");
   std::vector<InFlight> flights(2);
   ActiveCall call{clock, flights, Status::OK()};

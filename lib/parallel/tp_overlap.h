@@ -27,6 +27,7 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "ops/backend.h"
 #include "parallel/comm_stats.h"
 
 namespace ms::parallel {
@@ -40,6 +41,9 @@ struct TpOverlap {
   // "reduce_scatter" or "allreduce", bytes as in CommStats, t0 its issue and t1 its observed
   // completion in seconds since the Unix epoch (the trace clock).
   std::function<void(const char* op, uint64_t bytes, double t0, double t1)> on_comm;
+  // The device the callers' rows live on: the chunk buffers are allocated there (the
+  // backend's allocator) so the transport moves device memory end to end.
+  ops::Backend* backend = &ops::cpu_backend();
 };
 
 // gathered: (tp m, width), block r = global rows [r n_local + row0, +m). Valid only during the
