@@ -52,8 +52,8 @@ class JsonReader {
     if (!obj.at(name).is_boolean()) return error(key, "must be true or false");
     return obj.at(name).get<bool>();
   }
-  // The id v holds when it is one id_at accepts, else nullopt: the per-entry fast path, which
-  // spells no key (building one string per entry was a fifth of loading a GPT-2 tokenizer).
+  // The id v holds when it is one id_at accepts, else nullopt: the per-entry path, which spells
+  // no key string (one allocation per vocabulary entry otherwise).
   std::optional<int32_t> valid_id(const json& v) const {
     if (!v.is_number_integer()) return std::nullopt;
     const int64_t id = v.get<int64_t>();
@@ -134,7 +134,7 @@ Status read_merges(const JsonReader& r, const json& model, BpeTokenizerSpec& spe
   StringMap<int32_t> ids;
   ids.reserve(spec.vocab.size());
   ids.insert(spec.vocab.begin(), spec.vocab.end());
-  // The key names the entry in an error only: spelling it per merge cost more than the lookups.
+  // The key names the entry in an error only, so it is spelled only then.
   const auto key_of = [](size_t i) { return "model.merges[" + std::to_string(i) + "]"; };
   const auto id_of = [&](std::string_view stored, const auto& spelling, size_t i) -> Result<int32_t> {
     auto it = ids.find(stored);
