@@ -155,7 +155,9 @@ void add_bench_command(cli::Tool& tool) {
       ->capture_default_str();
   add_serving_flags(sub, a->serving);
   sub->add_option("--batch-sizes", a->batch_sizes, "Batch sizes of the sweep")->delimiter(',');
-  sub->add_option("--stream-mib", a->stream_mib, "Size of the bandwidth-measuring copy")
+  sub->add_option("--stream-mib", a->stream_mib,
+                  "Size of the read probe's buffer (at least 4x the last-level cache) and of each "
+                  "array of the copy")
       ->capture_default_str();
   sub->add_option("--repetitions", a->repetitions,
                   "Times each batch size of the sweep is run; the table shows the run with the "

@@ -52,7 +52,16 @@ class JsonReader {
     if (!obj.at(name).is_boolean()) return error(key, "must be true or false");
     return obj.at(name).get<bool>();
   }
+  // The id v holds when it is one id_at accepts, else nullopt: the per-entry path, which spells
+  // no key string (one allocation per vocabulary entry otherwise).
+  std::optional<int32_t> valid_id(const json& v) const {
+    if (!v.is_number_integer()) return std::nullopt;
+    const int64_t id = v.get<int64_t>();
+    if (id < 0 || id > INT32_MAX || id > max_id_) return std::nullopt;
+    return static_cast<int32_t>(id);
+  }
   Result<int32_t> id_at(const json& v, const std::string& key) const {
+    if (std::optional<int32_t> id = valid_id(v)) return *id;
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
       return error(key, "must be a non-negative 32-bit integer id");
     }
@@ -77,11 +86,13 @@ class JsonReader {
 };
 
 // Vocabulary spelling -> stored form: raw bytes for byte-level BPE, unchanged otherwise.
+// key() names the entry; called on an error only.
+template <class Key>
 Result<std::string> stored_token(const JsonReader& r, const std::string& spelling, bool byte_level,
-                                 const std::string& key) {
+                                 const Key& key) {
   if (!byte_level) return spelling;
   std::optional<std::string> bytes = byte_level_to_bytes(spelling);
-  if (!bytes) return r.error(key, "holds token '" + spelling + "' with a character outside the byte-level alphabet");
+  if (!bytes) return r.error(key(), "holds token '" + spelling + "' with a character outside the byte-level alphabet");
   return *bytes;
 }
 
@@ -90,48 +101,59 @@ Status read_vocab(const JsonReader& r, const json& model, BpeTokenizerSpec& spec
   if (!vocab->is_object()) return r.error("model.vocab", "must be an object of token: id");
   spec.vocab.reserve(vocab->size());
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    const std::string key = "model.vocab[\"" + it.key() + "\"]";
-    MS_ASSIGN_OR_RETURN(int32_t id, r.id_at(it.value(), key));
-    MS_ASSIGN_OR_RETURN(std::string token, stored_token(r, it.key(), spec.byte_level, "model.vocab"));
-    spec.vocab.emplace_back(std::move(token), id);
+    std::optional<int32_t> id = r.valid_id(it.value());
+    if (!id) return r.id_at(it.value(), "model.vocab[\"" + it.key() + "\"]").status();
+    MS_ASSIGN_OR_RETURN(std::string token, stored_token(r, it.key(), spec.byte_level,
+                                                           [] { return std::string("model.vocab"); }));
+    spec.vocab.emplace_back(std::move(token), *id);
   }
   return Status::OK();
 }
 
 // One merge entry, "left right" (older files) or ["left", "right"] (newer ones).
+template <class KeyOf>
 Result<std::pair<std::string, std::string>> merge_parts(const JsonReader& r, const json& entry,
-                                                        const std::string& key) {
+                                                        const KeyOf& key_of, size_t i) {
   if (entry.is_string()) {
     const std::string s = entry.get<std::string>();
     const size_t space = s.find(' ');
     if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      return r.error(key, "must be two tokens separated by one space, found '" + s + "'");
+      return r.error(key_of(i), "must be two tokens separated by one space, found '" + s + "'");
     }
     return std::pair{s.substr(0, space), s.substr(space + 1)};
   }
   if (entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_string()) {
     return std::pair{entry[0].get<std::string>(), entry[1].get<std::string>()};
   }
-  return r.error(key, "must be \"left right\" or [\"left\", \"right\"]");
+  return r.error(key_of(i), "must be \"left right\" or [\"left\", \"right\"]");
 }
 
 Status read_merges(const JsonReader& r, const json& model, BpeTokenizerSpec& spec) {
   MS_ASSIGN_OR_RETURN(const json* merges, r.required(model, "merges", "model.merges"));
   if (!merges->is_array()) return r.error("model.merges", "must be an array");
-  StringMap<int32_t> ids(spec.vocab.begin(), spec.vocab.end());
-  auto id_of = [&](const std::string& token, const std::string& key) -> Result<int32_t> {
-    MS_ASSIGN_OR_RETURN(std::string stored, stored_token(r, token, spec.byte_level, key));
+  StringMap<int32_t> ids;
+  ids.reserve(spec.vocab.size());
+  ids.insert(spec.vocab.begin(), spec.vocab.end());
+  // The key names the entry in an error only, so it is spelled only then.
+  const auto key_of = [](size_t i) { return "model.merges[" + std::to_string(i) + "]"; };
+  const auto id_of = [&](std::string_view stored, const auto& spelling, size_t i) -> Result<int32_t> {
     auto it = ids.find(stored);
-    if (it == ids.end()) return r.error(key, "names token '" + token + "', which is not in model.vocab");
+    if (it == ids.end()) return r.error(key_of(i), "names token '" + spelling() + "', which is not in model.vocab");
     return it->second;
   };
   spec.merges.reserve(merges->size());
   for (size_t i = 0; i < merges->size(); ++i) {
-    const std::string key = "model.merges[" + std::to_string(i) + "]";
-    MS_ASSIGN_OR_RETURN(auto parts, merge_parts(r, (*merges)[i], key));
-    MS_ASSIGN_OR_RETURN(int32_t left, id_of(parts.first, key));
-    MS_ASSIGN_OR_RETURN(int32_t right, id_of(parts.second, key));
-    MS_ASSIGN_OR_RETURN(int32_t merged, id_of(parts.first + parts.second, key));
+    Result<std::pair<std::string, std::string>> parts = merge_parts(r, (*merges)[i], key_of, i);
+    if (!parts.ok()) return parts.status();
+    const auto& [left_spelling, right_spelling] = *parts;
+    const auto key = [&] { return key_of(i); };
+    MS_ASSIGN_OR_RETURN(std::string left_stored, stored_token(r, left_spelling, spec.byte_level, key));
+    MS_ASSIGN_OR_RETURN(std::string right_stored, stored_token(r, right_spelling, spec.byte_level, key));
+    MS_ASSIGN_OR_RETURN(int32_t left, id_of(left_stored, [&] { return left_spelling; }, i));
+    MS_ASSIGN_OR_RETURN(int32_t right, id_of(right_stored, [&] { return right_spelling; }, i));
+    // The stored form maps each character alone, so the merged token's is the two parts'.
+    MS_ASSIGN_OR_RETURN(int32_t merged, id_of(left_stored + right_stored,
+                                              [&] { return left_spelling + right_spelling; }, i));
     spec.merges.push_back({left, right, merged, static_cast<int32_t>(i)});
   }
   return Status::OK();

@@ -10,6 +10,7 @@
 #include "core/timer.h"
 #include "infer/kv_cache.h"
 #include "infer/sampler.h"
+#include "ops/parallel.h"
 
 namespace ms::infer {
 
@@ -132,11 +133,19 @@ Result<SweepRow> time_batch(model::Transformer& model, int64_t B, int64_t pp, in
 
 Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOptions& options) {
   SweepResult result;
-  const size_t elements = static_cast<size_t>(options.stream_mib * 1024 * 1024) / sizeof(double);
-  result.bandwidth_bytes_s = measure_stream_gbs(StreamKernel::kCopy, elements, 5) * 1e9;
+  const size_t stream_bytes = static_cast<size_t>(options.stream_mib * 1024 * 1024);
+  // The decode's threads read a buffer the caches cannot hold, best of 5 passes.
+  result.read_threads = ops::num_threads();
+  result.read_probe_bytes =
+      static_cast<double>(std::max(stream_bytes, 4 * last_level_cache_bytes()));
+  result.read_bytes_s = measure_read_gbs(static_cast<size_t>(result.read_probe_bytes),
+                                         result.read_threads, 5) * 1e9;
+  result.copy_bytes_s =
+      measure_stream_gbs(StreamKernel::kCopy, stream_bytes / sizeof(double), 5) * 1e9;
   result.weight_bytes =
       options.weight_bytes > 0 ? options.weight_bytes : decode_weight_bytes(model);
   result.kv_bytes = decode_kv_bytes(model.config(), options.input_len, options.output_len);
+  result.row_bytes = static_cast<double>(model.config().d_model) * sizeof(float);
   result.linear_params = decode_weight_bytes(model) / 4;
   const double steps = static_cast<double>(options.output_len - 1);
   for (int64_t B : options.batch_sizes) {
@@ -158,19 +167,22 @@ Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOption
 
 std::string format_sweep(const SweepResult& result, const SweepOptions& options) {
   const int64_t pp = options.input_len, tg = options.output_len;
-  char line[512];
+  char line[640];
   std::snprintf(line, sizeof(line),
-                "\nmemory bandwidth (copy, %.0f MiB): %.2f GB/s; weight bytes per decode step: "
-                "%.2f MB; KV cache bytes per decode step and sequence: %.2f MB; bound at B=1 "
-                "%.1f steps/s\n",
-                options.stream_mib, result.bandwidth_bytes_s / 1e9, result.weight_bytes / 1e6,
-                result.kv_bytes / 1e6, result.bound_steps_s(1));
+                "\nread bandwidth (%d threads, %.0f MiB, best of 5): %.2f GB/s; copy bandwidth "
+                "(1 thread, %.0f MiB arrays, read + write counted): %.2f GB/s\n"
+                "weight bytes per decode step: %.2f MB; KV cache bytes per decode step and "
+                "sequence: %.2f MB; embedding row: %.4f MB; read bound at B=1 %.1f steps/s\n",
+                result.read_threads, result.read_probe_bytes / (1024 * 1024),
+                result.read_bytes_s / 1e9, options.stream_mib, result.copy_bytes_s / 1e9,
+                result.weight_bytes / 1e6, result.kv_bytes / 1e6, result.row_bytes / 1e6,
+                result.bound_steps_s(1));
   std::string out = line;
   out +=
       "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | "
-      "steps/s | of bound |      T s |    S t/s | PP GFLOP/s |\n"
+      "steps/s | of read bound |      T s |    S t/s | PP GFLOP/s | of copy bound |\n"
       "|-------|--------|------|--------|----------|----------|----------|----------|"
-      "---------|----------|----------|----------|------------|\n";
+      "---------|---------------|----------|----------|------------|---------------|\n";
   for (const SweepRow& r : result.rows) {
     const double steps = static_cast<double>(tg - 1);
     const double steps_per_s = r.t_tg > 0 ? steps / r.t_tg : 0;
@@ -178,14 +190,15 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
     const int64_t B = r.batch;
     std::snprintf(
         line, sizeof(line),
-        "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %7.1f%% | "
-        "%8.3f | %8.1f | %10.1f |\n",
+        "| %5lld | %6lld | %4lld | %6lld | %8.3f | %8.1f | %8.3f | %8.1f | %7.1f | %12.1f%% | "
+        "%8.3f | %8.1f | %10.1f | %12.1f%% |\n",
         static_cast<long long>(pp), static_cast<long long>(tg), static_cast<long long>(B),
         static_cast<long long>(B * (pp + tg)), r.t_pp, static_cast<double>(B * pp) / r.t_pp, r.t_tg,
         static_cast<double>(B) * steps / std::max(r.t_tg, 1e-12), steps_per_s,
         100.0 * steps_per_s / result.bound_steps_s(B), total,
         static_cast<double>(B * (pp + tg - 1)) / total,
-        2.0 * result.linear_params * static_cast<double>(B * pp) / std::max(r.t_pp, 1e-12) / 1e9);
+        2.0 * result.linear_params * static_cast<double>(B * pp) / std::max(r.t_pp, 1e-12) / 1e9,
+        100.0 * steps_per_s / result.copy_bound_steps_s(B));
     out += line;
   }
   for (const SweepRow& r : result.rows) {

@@ -1,9 +1,11 @@
 // The measurements of `ms-infer bench`: a throughput summary of a served batch in the form
 // vLLM's benchmark_throughput prints, and a batch-size sweep like llama.cpp's batched-bench
 // (prompt processing and token generation timed apart) set against the memory-bandwidth bound:
-// the bytes one decode step reads (weights and KV cache) over the STREAM copy bandwidth
-// measured in the same run (core/memory_bandwidth.h). cmd/ms-infer/bench.cc only parses options and
-// prints.
+// the bytes one decode step reads (weights with their scales, KV cache, embedding row) over the
+// read bandwidth measured in the same run with the decode's threads (core/memory_bandwidth.h,
+// measure_read_gbs). A step reads and hardly writes, so read bandwidth is its limit; the
+// one-thread STREAM copy figure of earlier runs is kept beside it, labelled, for comparison.
+// cmd/ms-infer/bench.cc only parses options and prints.
 #pragma once
 
 #include <cstdint>
@@ -43,9 +45,11 @@ struct SweepOptions {
   int64_t input_len = 32, output_len = 32;  // PP and TG (output_len >= 2)
   std::vector<int64_t> batch_sizes = {1, 2, 4, 8, 16};
   int64_t block_size = 16;  // KV cache block size
-  double stream_mib = 256;  // size of each array of the bandwidth-measuring copy
-  // Runs of each batch size: the row kept is the one with the fastest decode, as the copy
-  // keeps its best of 5; every run's decode steps/s is kept beside it.
+  // Size of the read probe's buffer (raised to 4x the last-level cache when smaller) and of
+  // each array of the copy.
+  double stream_mib = 256;
+  // Runs of each batch size: the row kept is the one with the fastest decode, as the probes
+  // keep their best of 5; every run's decode steps/s is kept beside it.
   int64_t repetitions = 1;
   // Weight bytes one decode step reads; 0: decode_weight_bytes(model), the f32 count. Served
   // with --weights, the caller passes decode_weight_bytes(served).
@@ -59,25 +63,34 @@ struct SweepRow {
 };
 
 struct SweepResult {
-  double bandwidth_bytes_s = 0;  // STREAM copy, read + write counted
+  double read_bytes_s = 0;       // measure_read_gbs with the decode's threads: the bound
+  int read_threads = 0;
+  double read_probe_bytes = 0;   // the read probe's buffer
+  double copy_bytes_s = 0;       // STREAM copy on one thread, read + write counted (labelled)
   double weight_bytes = 0;       // per decode step (SweepOptions::weight_bytes)
   double kv_bytes = 0;           // per decode step and sequence (decode_kv_bytes)
+  double row_bytes = 0;          // per decode step and sequence: its token's embedding row
   // Weights a token multiplies through in the linear layers (decode_weight_bytes(model) / 4,
   // whatever their format): a prefill's linear FLOPs are 2 x this x its tokens.
   double linear_params = 0;
   std::vector<SweepRow> rows;  // one per batch size, in order
-  // Decode steps/s the memory allows at `batch` sequences: every byte a step reads (the
-  // weights once, each sequence's KV cache) over the copy bandwidth.
-  double bound_steps_s(int64_t batch) const {
-    return bandwidth_bytes_s / (weight_bytes + static_cast<double>(batch) * kv_bytes);
+  // Bytes one decode step reads at `batch` sequences: the weights once, each sequence's KV
+  // cache and embedding row.
+  double step_bytes(int64_t batch) const {
+    return weight_bytes + static_cast<double>(batch) * (kv_bytes + row_bytes);
   }
+  // Decode steps/s the memory allows at `batch` sequences: step_bytes over the read bandwidth.
+  double bound_steps_s(int64_t batch) const { return read_bytes_s / step_bytes(batch); }
+  // The same over the copy bandwidth: the yardstick of earlier runs, for comparison only.
+  double copy_bound_steps_s(int64_t batch) const { return copy_bytes_s / step_bytes(batch); }
 };
 
-// Measures the copy bandwidth, then for each batch size B prefills B random prompts of
+// Measures the read and copy bandwidths, then for each batch size B prefills B random prompts of
 // input_len tokens in one step and runs output_len - 1 batched greedy decode steps.
 Result<SweepResult> run_batch_sweep(model::Transformer& model, const SweepOptions& options);
 
-// The sweep as a Markdown table with the bandwidth line above it, and with more than one
+// The sweep as a Markdown table with the bandwidth line above it (steps/s as a share of the
+// read bound, and in the last column of the copy bound), and with more than one
 // repetition, each batch size's decode steps/s over the repetitions (min, median, max) below.
 std::string format_sweep(const SweepResult& result, const SweepOptions& options);
 

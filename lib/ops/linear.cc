@@ -1,13 +1,21 @@
-// Linear forward/backward as three sgemm calls with the (out, in) weight layout.
+// Linear forward/backward as sgemm calls with the (out, in) weight layout; a forward of a few
+// rows (a decode step) goes through the streaming GEMV of ops/quant_gemm.h instead.
 #include "ops/linear.h"
 
 #include "ops/gemm.h"
+#include "ops/quant_gemm.h"
 
 namespace ms::ops {
 
 void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
                     int64_t out) {
   if (n == 0) return;
+  if (n <= kLinearGemvMaxRows) {
+    const QuantView view{WeightFormat::kF32, out, in, 0, reinterpret_cast<const uint8_t*>(w),
+                         nullptr};
+    quantized_linear(x, view, y, n);
+    return;
+  }
   sgemm(Transpose::kNo, Transpose::kYes, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ms-infer bench on a random dense and a random MoE model (GPT-2 vocabulary) written by
 # ms_infer_make_tiny_model: vLLM-style throughput and latency percentiles, and the batch sweep
-# with decode speed against the memory-bandwidth bound measured in the same run. When Debian's
+# with decode speed against the read-bandwidth bound measured in the same run. When Debian's
 # python3-torch is present, the same model directory is also run in PyTorch on the CPU with the
 # same thread count (scripts/bench/infer_bench_torch.py): its greedy tokens for corpus prompts
 # are checked against `ms-infer generate`, and the same batch sweep gives the ratios

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of decode speed between two ms-infer binaries on one model directory, alternating A and B
 # so that a shared VM's drift hits both alike: `ms-infer bench` at batch 1 (PP 64, TG 64), its
-# decode steps/s and share of the bound per run, then each binary's best and median.
+# decode steps/s and share of the read bound per run, then each binary's best and median.
 # Usage: scripts/bench/infer_decode_ab.sh A_BIN B_BIN MODEL_DIR [runs] [extra bench flags...]
 #   e.g. build the old tree's ms-infer into /tmp/a, the new one into /tmp/b, and a model with
 #   scripts/bench/bench_model.sh (ms-infer quantize it for a quantized format).
@@ -17,7 +17,7 @@ echo "# A: $a"
 echo "# B: $b"
 echo "# model: $model $*"
 declare -A all
-echo "| run | A steps/s | A of bound | B steps/s | B of bound |"
+echo "| run | A steps/s | A of read bound | B steps/s | B of read bound |"
 echo "|---:|---:|---:|---:|---:|"
 for i in $(seq 1 "$runs"); do
   row="| $i"

@@ -6,7 +6,7 @@
 # model file, so the peak reads against what the weights need. The KV cache is cut to 16 blocks
 # (--kv-blocks 16, 34 MB on the 1b model) so the peak is the weights' and the load's: the
 # default 1024 blocks preallocate 2.1 GB there. The same random dense model as
-# infer_quant_decode.sh (MODEL=1b: about 960 M parameters, 3.8 GB in f32; MODEL=290m).
+# infer_decode_bound.sh (MODEL=1b: about 960 M parameters, 3.8 GB in f32; MODEL=290m).
 # Usage: [MODEL=1b|290m] scripts/bench/infer_load_memory.sh <build dir> [model writer's bin dir]
 #   Results go in docs/bench/infer.md ("Memory while loading").
 set -euo pipefail

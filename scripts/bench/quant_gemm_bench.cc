@@ -1,7 +1,8 @@
 // The quantized linear (ops/quant_gemm.h) against the memory-bandwidth bound: for each weight
 // format and every code path this CPU supports, GEMV (n = 1, a decode step) over a weight matrix
 // larger than the caches, reported as weight bytes read per second and as a fraction of the
-// STREAM copy bandwidth measured in the same run; and GEMM (n = --gemm-rows, a prefill) in
+// read bandwidth measured in the same run with the same threads (core/memory_bandwidth.h,
+// measure_read_gbs; the one-thread STREAM copy figure beside it, labelled); and GEMM (n = --gemm-rows, a prefill) in
 // GFLOP/s. int8 and int4 run twice, with f32 and with int8 activations (ops/quant_act.h; the
 // GEMV time includes quantizing x). Threads: MS_NUM_THREADS (else OPENBLAS_NUM_THREADS, else
 // all). Prints Markdown.
@@ -54,15 +55,19 @@ int main(int argc, char** argv) {
   for (float& v : w) v = dist(rng);
   for (float& v : x) v = dist(rng);
   std::vector<float> y(static_cast<size_t>(gemm_rows * rows));
+  const size_t probe_bytes = std::max(size_t{256} << 20, 4 * ms::last_level_cache_bytes());
+  const double read_gbs = ms::measure_read_gbs(probe_bytes, ms::ops::num_threads(), 5);
   const double copy_gbs = ms::measure_stream_gbs(ms::StreamKernel::kCopy, size_t{1} << 25, 5);
-  std::printf("# %lld x %lld weights (int4 in groups of %lld), %d threads; STREAM copy %.2f GB/s\n\n",
+  std::printf("# %lld x %lld weights (int4 in groups of %lld), %d threads; read %.2f GB/s (%d "
+              "threads, %zu MiB); STREAM copy %.2f GB/s (1 thread, read + write counted)\n\n",
               static_cast<long long>(rows), static_cast<long long>(cols),
-              static_cast<long long>(group), ms::ops::num_threads(), copy_gbs);
+              static_cast<long long>(group), ms::ops::num_threads(), read_gbs,
+              ms::ops::num_threads(), probe_bytes >> 20, copy_gbs);
   std::printf(
-      "| format | activations | path | weight MB | GEMV ms | GEMV GB/s | of copy bw | GEMM n=%lld "
-      "GFLOP/s |\n",
+      "| format | activations | path | weight MB | GEMV ms | GEMV GB/s | of read bw | of copy bw "
+      "| GEMM n=%lld GFLOP/s |\n",
       static_cast<long long>(gemm_rows));
-  std::printf("|---|---|---|---:|---:|---:|---:|---:|\n");
+  std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|\n");
   const std::pair<WeightFormat, int64_t> formats[] = {{WeightFormat::kF32, 0},
                                                       {WeightFormat::kBF16, 0},
                                                       {WeightFormat::kInt8, 0},
@@ -86,11 +91,11 @@ int main(int argc, char** argv) {
           ms::ops::quantized_linear(x.data(), view, y.data(), gemm_rows, path, act);
         });
         const double gbs = mb / 1e3 / gemv;
-        std::printf("| %s | %s | %s | %.1f | %.3f | %.2f | %.0f%% | %.1f |\n",
+        std::printf("| %s | %s | %s | %.1f | %.3f | %.2f | %.0f%% | %.0f%% | %.1f |\n",
                     std::string(ms::ops::weight_format_name(format)).c_str(),
                     std::string(ms::ops::activation_format_name(act)).c_str(),
                     std::string(ms::ops::cpu_path_name(path)).c_str(), mb, gemv * 1e3, gbs,
-                    100.0 * gbs / copy_gbs,
+                    100.0 * gbs / read_gbs, 100.0 * gbs / copy_gbs,
                     2.0 * static_cast<double>(gemm_rows * rows * cols) / gemm / 1e9);
       }
     }

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Tokenizer encoding speed, ours against js-tiktoken on the same text in the same run.
 #   scripts/bench/tokenizer_bench.sh [build dir] [text file]
-# Builds ms_tokenizer_bench in the build dir (configured with -DMS_BUILD_BENCH=ON), runs it for
-# 1 and 2 threads, then js-tiktoken when node is installed: JS_TIKTOKEN_DIR names a directory
-# with node_modules/js-tiktoken, or one is installed into a temporary directory with npm.
+# Builds ms_tokenizer_bench and ms-data in the build dir (configured with -DMS_BUILD_BENCH=ON),
+# runs the library bench for 1 and 2 threads, then js-tiktoken when node is installed:
+# JS_TIKTOKEN_DIR names a directory with node_modules/js-tiktoken, or one is installed into a
+# temporary directory with npm. Then the whole command, as a user runs it: `ms-data tokenizer
+# encode --format lines` of the text three times over (3.3 MB for Tiny Shakespeare) on one core
+# (taskset), from start to exit, beside js-tiktoken's whole process doing the same
+# (tokenizer_encode_js.mjs), alternated, best of REPS (default 5) by wall and by CPU time
+# (user + sys, which a loaded machine inflates less), the load average with each, and the ids
+# of both compared.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
 text=${2:-/work/shared/data/tinyshakespeare.txt}
-cmake --build "$build" --target ms_tokenizer_bench -j2 >/dev/null
+cmake --build "$build" --target ms_tokenizer_bench ms-data -j2 >/dev/null
 (cd "$root" && "$build/bin/ms_tokenizer_bench" data/tokenizers/gpt2/tokenizer.json "$text" 5 1 2)
 if ! command -v node >/dev/null; then
   echo "# node not found: js-tiktoken peer skipped"
@@ -21,3 +27,43 @@ if [[ -z "$js_dir" ]]; then
   (cd "$js_dir" && npm init -y >/dev/null && npm install --silent js-tiktoken >/dev/null)
 fi
 (cd "$js_dir" && node "$root/scripts/bench/tokenizer_bench_js.mjs" "$text" 5)
+
+work=$(mktemp -d)
+if [[ -z "${JS_TIKTOKEN_DIR:-}" ]]; then
+  trap 'rm -rf "$work" "$js_dir"' EXIT
+else
+  trap 'rm -rf "$work"' EXIT
+fi
+cat "$text" "$text" "$text" > "$work/text.txt"
+mb=$(stat -c %s "$work/text.txt" | awk '{print $1 / 1e6}')
+core=$(($(nproc) - 1))
+# One timed run: prints "wall cpu" seconds; the ids go to $2.
+time_run() {
+  local out=$1
+  shift
+  /usr/bin/time -f "%e %U %S" -o "$work/time.txt" taskset -c "$core" "$@" < "$work/text.txt" > "$out"
+  awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$work/time.txt"
+}
+echo
+echo "# whole command, $mb MB, core $core, ${REPS:-5} runs each alternated, $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "| run | ms-data wall s | ms-data CPU s | js-tiktoken wall s | js-tiktoken CPU s | load |"
+echo "|---:|---:|---:|---:|---:|---|"
+for i in $(seq 1 "${REPS:-5}"); do
+  ours=$(time_run "$work/ours.txt" "$build/bin/ms-data" tokenizer encode \
+    --tokenizer "$root/data/tokenizers/gpt2/tokenizer.json" --format lines)
+  peer=$(cd "$js_dir" && time_run "$work/peer.txt" node "$root/scripts/bench/tokenizer_encode_js.mjs" \
+    "$work/text.txt")
+  echo "| $i | ${ours% *} | ${ours#* } | ${peer% *} | ${peer#* } | $(cut -d' ' -f1-3 /proc/loadavg) |" |
+    tee -a "$work/rows.txt"
+done
+if cmp -s "$work/ours.txt" "$work/peer.txt"; then
+  echo "ids: identical ($(wc -l < "$work/ours.txt") tokens)"
+else
+  echo "ids: DIFFER ($(wc -l < "$work/ours.txt") against $(wc -l < "$work/peer.txt") lines)"
+fi
+awk -F'|' -v mb="$mb" '
+  function best(v, c) { return (v < c || c == 0) ? v : c }
+  { ow = best($3 + 0, ow); oc = best($4 + 0, oc); pw = best($5 + 0, pw); pc = best($6 + 0, pc) }
+  END {
+    printf "best: ms-data %.2f MB/s wall, %.2f MB/s CPU; js-tiktoken %.2f MB/s wall, %.2f MB/s CPU; ", mb / ow, mb / oc, mb / pw, mb / pc
+    printf "ratio %.2fx wall, %.2fx CPU\n", pw / ow, pc / oc }' "$work/rows.txt"

@@ -1,10 +1,11 @@
-// The STREAM probe: byte counting and the empty case (no timing thresholds: a loaded machine
+// The STREAM and read probes: the empty cases and finite rates (no timing thresholds: a loaded machine
 // may be arbitrarily slow, but never infinitely fast or negative).
 #include "core/memory_bandwidth.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 namespace ms {
 namespace {
@@ -19,6 +20,26 @@ TEST(MemoryBandwidth, BothKernelsGiveAFinitePositiveRate) {
     const double gbs = measure_stream_gbs(k, 1 << 16, 2);
     EXPECT_TRUE(std::isfinite(gbs) && gbs > 0) << gbs;
   }
+}
+
+TEST(MemoryBandwidth, ReadProbeMeasuresNothingBelowALinePerThread) {
+  EXPECT_EQ(measure_read_gbs(0, 1, 3), 0.0);
+  EXPECT_EQ(measure_read_gbs(63, 1, 3), 0.0);
+  EXPECT_EQ(measure_read_gbs(3 * 64, 4, 3), 0.0);
+}
+
+TEST(MemoryBandwidth, ReadProbeGivesAFinitePositiveRateOnEveryThreadCount) {
+  // Slices of unequal and single lines included: 1000 lines over 3 threads, 3 over 3.
+  for (const auto& [bytes, threads] :
+       {std::pair<size_t, int>{64000, 1}, {64000, 3}, {192, 3}, {1 << 20, 2}}) {
+    const double gbs = measure_read_gbs(bytes, threads, 2);
+    EXPECT_TRUE(std::isfinite(gbs) && gbs > 0) << bytes << " bytes, " << threads << " threads";
+  }
+}
+
+TEST(MemoryBandwidth, LastLevelCacheSizeIsZeroOrAPlausibleCache) {
+  const size_t llc = last_level_cache_bytes();
+  EXPECT_TRUE(llc == 0 || (llc >= 64 * 1024 && llc <= (size_t{4} << 30))) << llc;
 }
 
 }  // namespace

@@ -27,22 +27,33 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   options.output_len = 3;
   options.stream_mib = 8;
   SweepResult r;
-  r.bandwidth_bytes_s = 10e9;
+  r.read_bytes_s = 10e9;
+  r.read_threads = 2;
+  r.read_probe_bytes = 8 * 1024 * 1024;
+  r.copy_bytes_s = 5e9;   // half the read bound: 2 steps/s is 60% of its B=2 bound
   r.weight_bytes = 1e9;
-  r.kv_bytes = 0.25e9;    // bound: 10 / 1.25 = 8 decode steps/s at B=1, 10 / 1.5 at B=2
+  r.kv_bytes = 0.2e9;
+  r.row_bytes = 0.05e9;   // read bound: 10 / 1.25 = 8 decode steps/s at B=1, 10 / 1.5 at B=2
   r.linear_params = 1e9;  // a prefill of 2 x 4 tokens in 0.5 s: 2 * 1e9 * 8 / 0.5 = 32 GFLOP/s
   r.rows.push_back({2, 0.5, 1.0, {}});  // 2 decode steps in 1 s: 2 steps/s, 30% of B=2 bound
   const std::string text = format_sweep(r, options);
-  EXPECT_NE(text.find("10.00 GB/s"), std::string::npos) << text;
-  EXPECT_NE(text.find("KV cache bytes per decode step and sequence: 250.00 MB"), std::string::npos)
+  EXPECT_NE(text.find("read bandwidth (2 threads, 8 MiB, best of 5): 10.00 GB/s"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find("bound at B=1 8.0 steps/s"), std::string::npos) << text;
+  EXPECT_NE(text.find("copy bandwidth (1 thread, 8 MiB arrays, read + write counted): 5.00 GB/s"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("KV cache bytes per decode step and sequence: 200.00 MB; embedding row: "
+                      "50.0000 MB"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("read bound at B=1 8.0 steps/s"), std::string::npos) << text;
   EXPECT_NE(
       text.find("|     4 |      3 |    2 |     14 |    0.500 |     16.0 |    1.000 |      4.0 |"
-                "     2.0 |    30.0% |"),
+                "     2.0 |         30.0% |"),
       std::string::npos)
       << text;
-  EXPECT_NE(text.find("|       32.0 |\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("|       32.0 |         60.0% |\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("runs:"), std::string::npos) << text;  // one repetition: no spread line
 
   r.rows[0].decode_steps_s = {2.0, 1.5, 1.0};

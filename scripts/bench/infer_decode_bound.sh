@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Decode at batch 1 against the memory-bandwidth bound, for every serving weight format, on a
-# random dense model of about 290 M parameters (GPT-2 vocabulary, written by
-# ms_infer_make_tiny_model): `ms-infer bench --weights f32|bf16|int8|int4` gives decode steps/s,
-# the bound (STREAM copy bandwidth measured in the same bench / the bytes a step reads: the
-# weights in that format and the KV cache at the mean context) and prefill GFLOP/s; PyTorch on
-# the CPU (Debian's python3-torch, when present) runs the same model directory in f32 with the
-# same thread count, in the same run. Each format's sweep runs REPS times (default 3): the table
-# keeps the fastest decode, as the copy keeps its best of 5, and the min/median/max follow it.
-# MODEL=1b takes a model of about 960 M parameters instead (d_model 2048, 16 layers, d_ff 5632):
-# the issue's range is 200 M to 1 B, and the work of a step that does not shrink with the
-# weights (attention, norms, the vocabulary argmax, the thread hand-offs) weighs less there.
-# Usage: [MODEL=290m|1b] scripts/bench/infer_quant_decode.sh <build dir> [threads] [model writer's bin dir]
+# Decode at batch 1 against the read-bandwidth bound, for every serving weight format, on a
+# random Llama-shaped dense model (GPT-2 vocabulary, written by ms_infer_make_tiny_model; by
+# default MODEL=1b, about 960 M parameters: d_model 2048, 16 layers, d_ff 5632; MODEL=290m the
+# smaller one): `ms-infer bench --weights f32|bf16|int8|int4` gives decode steps/s, the bound
+# (the read bandwidth its probe measures in the same bench with the decode's threads, over the
+# bytes a step reads: the weights in that format with their scales, the KV cache at the mean
+# context, the embedding row), the same over the one-thread STREAM copy figure (labelled, for
+# comparison with earlier runs) and prefill GFLOP/s. PyTorch on the CPU (Debian's
+# python3-torch, when present) runs the same model directory in f32 with the same thread count,
+# in the same run. Each format's sweep runs REPS times (default 3): the table keeps the fastest
+# decode, as the probes keep their best of 5, and the min/median/max follow it. The load
+# average is printed before each format, as the machine may be shared.
+# (Named infer_quant_decode.sh, with the copy bound, before issue 49.)
+# Usage: [MODEL=290m|1b] scripts/bench/infer_decode_bound.sh <build dir> [threads] [model writer's bin dir]
 #   The model writer is a test tool: pass a test build's bin dir when <build dir> is a
 #   benchmark build without tests. Results go in docs/bench/infer.md.
 set -euo pipefail
@@ -28,7 +30,7 @@ trap 'rm -rf "$work"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, load $(cut -d' ' -f1-3 /proc/loadavg)"
 source "$SRC/scripts/bench/bench_model.sh"
-write_bench_model "${MODEL:-290m}" "$TOOLS" "$work/model"
+write_bench_model "${MODEL:-1b}" "$TOOLS" "$work/model"
 
 # One bench per format; the B=1 row of its sweep and the bound line above it.
 summary="$work/summary.txt"
@@ -45,27 +47,30 @@ for spec in f32 bf16 int8 int8/f32 int4:32 int4:64 int4:128 int4:64/f32; do
     label="int4-g${spec#*:}"
   fi
   case $format in int8 | int4) label="$label x $activations act" ;; esac
-  echo "== $label"
+  echo "== $label (load $(cut -d' ' -f1-3 /proc/loadavg))"
   "$BUILD/bin/ms-infer" bench --model "$work/model" "${flags[@]}" --num-prompts 1 \
     --input-len $PP --output-len $TG --batch-sizes 1 --stream-mib 256 --repetitions "$REPS" \
     > "$work/$label.txt"
-  grep -E '^memory bandwidth|^\||runs:' "$work/$label.txt"
+  grep -E '^read bandwidth|^weight bytes|^\||runs:' "$work/$label.txt"
   awk -F'|' -v label="$label" '
-    /^memory bandwidth/ {
-      match($0, /: [0-9.]+ GB\/s/); bw = substr($0, RSTART + 2, RLENGTH - 7)
+    /^read bandwidth/ {
+      match($0, /\): [0-9.]+ GB\/s;/); rd = substr($0, RSTART + 3, RLENGTH - 9)
+      match($0, /counted\): [0-9.]+ GB\/s/); cp = substr($0, RSTART + 10, RLENGTH - 15) }
+    /^weight bytes/ {
       match($0, /step: [0-9.]+ MB/); mb = substr($0, RSTART + 6, RLENGTH - 9)
       match($0, /sequence: [0-9.]+ MB/); kv = substr($0, RSTART + 10, RLENGTH - 13) }
     /^B=1: decode steps\/s over/ { spread = $0; sub(/^B=1: decode steps\/s over /, "", spread) }
-    $2 + 0 > 0 && $4 + 0 == 1 { steps = $10 + 0; share = $11; gflops = $14 + 0 }
+    $2 + 0 > 0 && $4 + 0 == 1 { steps = $10 + 0; share = $11; gflops = $14 + 0; copy = $15 }
     END {
-      printf "| %s | %.1f | %.1f | %.2f | %.1f | %s | %s | %.1f |\n", label, mb, kv, bw, steps,
-        share, spread, gflops }
+      gsub(/ /, "", share); gsub(/ /, "", copy)
+      printf "| %s | %.1f | %.1f | %.2f | %.2f | %.1f | %s | %s | %s | %.1f |\n", label, mb, kv,
+        rd, cp, steps, share, copy, spread, gflops }
   ' "$work/$label.txt" >> "$summary"
 done
 
 echo
-echo "| weights | weight MB per step | KV cache MB per step | copy GB/s | decode steps/s, B=1 (best) | of bound | spread | prefill GFLOP/s, B=1 |"
-echo "|---|---:|---:|---:|---:|---:|---|---:|"
+echo "| weights | weight MB per step | KV cache MB per step | read GB/s (${THREADS} threads) | copy GB/s (1 thread) | decode steps/s, B=1 (best) | of read bound | of copy bound | spread | prefill GFLOP/s, B=1 |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 cat "$summary"
 
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
@@ -74,7 +79,8 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
   echo "-- pytorch $version f32, $THREADS threads, the same model directory"
   /usr/bin/python3 "$SRC/scripts/bench/infer_bench_torch.py" --model "$work/model" \
     --threads "$THREADS" --input-len $PP --output-len $TG --batch-sizes 1 | tee "$work/torch.txt"
-  awk '$1 == "torch_sweep" { printf "pytorch f32: decode %.1f steps/s (B=1)\n", ($7 - 1) / $13 }' \
+  awk '$1 == "torch_sweep" { printf "pytorch f32: decode %.1f steps/s (B=1), load %s\n", ($7 - 1) / $13, load }' \
+    load="$(cut -d' ' -f1-3 /proc/loadavg)" \
     "$work/torch.txt"
 else
   echo "pytorch: python3-torch not installed; no comparison"
