@@ -272,6 +272,20 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   return r.refuse_unknown();
 }
 
+Status read_profile_quality(MapReader& top, ProfileQuality& q, const std::string& file) {
+  if (!top.has("profile")) return Status::OK();
+  MapReader r(top.child("profile"), "profile", file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"spread", "load_share", "repeated"}));
+  MS_ASSIGN_OR_RETURN(q.spread, r.number("spread", false, 0, 0));
+  MS_ASSIGN_OR_RETURN(q.load_share, r.number("load_share", false, 0, 0));
+  if (q.load_share > 1) {
+    return r.error(r.key("load_share"), "must be at most 1 (a share of the node's CPU time)");
+  }
+  MS_ASSIGN_OR_RETURN(q.repeated, r.integer("repeated", false, 0, 0));
+  return r.refuse_unknown();
+}
+
 }  // namespace
 
 double Cluster::peak_flops() const { return device.peak_tflops.at(device.dtype) * 1e12; }
@@ -290,7 +304,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   MS_RETURN_IF_ERROR(top.refuse_keys_other_than(
       {"name", "ranks", "ranks_per_node", "devices_per_node", "concurrency_efficiency",
        "memory_per_rank_gib", "runtime_overhead_mib", "overlap_dp", "step_overhead_ms", "device",
-       "links", "source"}));
+       "links", "profile", "source"}));
   MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
   MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
   MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
@@ -325,6 +339,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
     MS_ASSIGN_OR_RETURN(c.oversubscribed, read_link(links, "oversubscribed", source));
   }
   MS_RETURN_IF_ERROR(links.refuse_unknown());
+  MS_RETURN_IF_ERROR(read_profile_quality(top, c.profile, source));
   top.has("source");
   MS_RETURN_IF_ERROR(top.refuse_unknown());
   return c;
@@ -394,7 +409,14 @@ std::string cluster_to_yaml(const Cluster& c) {
         << "bandwidth_gbs" << YAML::Value << link.bandwidth_gbs << YAML::Key << "latency_us"
         << YAML::Value << link.latency_us << YAML::EndMap;
   }
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  if (c.profile.spread > 0 || c.profile.load_share > 0 || c.profile.repeated > 0) {
+    out << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "spread" << YAML::Value << c.profile.spread << YAML::Key << "load_share"
+        << YAML::Value << c.profile.load_share << YAML::Key << "repeated" << YAML::Value
+        << c.profile.repeated << YAML::EndMap;
+  }
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

@@ -379,6 +379,8 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
       cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
   p.optimizer_s = opt_seconds;
   p.step_s = p.compute_s + p.dp_exposed_s + p.optimizer_s + cluster.step_overhead_ms * 1e-3;
+  p.band_s = p.step_s * cluster.profile.spread;
+  p.disturbed_profile = cluster.disturbed();
   const double tokens = static_cast<double>(c.train.global_batch * c.train.seq_len);
   p.tokens_per_s = tokens / p.step_s;
   const double peak = cluster.peak_flops() * model.compute_share() * world;

@@ -41,7 +41,18 @@ struct Prediction {
   AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
   std::vector<RankMemory> memory;  // per pipeline rank
   RankMemory peak;                 // the largest
+  // The error band, step_s +- band_s: the profile's own spread of its timings (the cluster's
+  // profile.spread) as a share of the step. 0 for a cluster file with no measured spread.
+  double band_s = 0;
+  // The cluster file was profiled while other processes took kDisturbedLoadShare or more of the
+  // CPU: its op times, and so this step, may be slow.
+  bool disturbed_profile = false;
   double peak_gib() const { return peak.total_mib() / 1024.0; }
+  // Seconds per step the model puts on the wire, every axis (hidden or not): what a tie-break
+  // prefers less of, since communication is where the model is least sure.
+  double communication_s() const {
+    return dp.seconds + tp.seconds + pp.seconds + ep.seconds + cp.seconds;
+  }
 };
 
 // Predicts `layout` for `config` on `model`'s cluster with `world` ranks. `elements`: from
