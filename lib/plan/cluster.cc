@@ -170,7 +170,8 @@ Status read_gemm(MapReader& device, GemmCurve& gemm, const std::string& file) {
 // True when `dims` is exactly `count` unsigned decimal numbers joined by 'x' ("4x128x64"), each
 // positive, or zero where `zero_allowed_last` and it is the last (an attention window of 0: the
 // whole sequence).
-bool is_shape(std::string_view dims, int count, bool zero_allowed_last) {
+// `count` positive integers joined by 'x'; the one at `zero_at` (-1: none) may be 0.
+bool is_shape(std::string_view dims, int count, int zero_at) {
   for (int i = 0; i < count; ++i) {
     const size_t end = i + 1 < count ? dims.find('x') : dims.size();
     if (end == std::string_view::npos) return false;
@@ -178,7 +179,7 @@ bool is_shape(std::string_view dims, int count, bool zero_allowed_last) {
     int64_t value = 0;
     const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size()) return false;
-    if (value < 0 || (value == 0 && !(zero_allowed_last && i + 1 == count))) return false;
+    if (value < 0 || (value == 0 && i != zero_at)) return false;
     dims.remove_prefix(i + 1 < count ? end + 1 : end);
   }
   return dims.empty();
@@ -191,9 +192,10 @@ bool is_measured_op_key(std::string_view key) {
   const size_t space = key.find(' ');
   if (space == std::string_view::npos) return false;
   const std::string_view op = key.substr(0, space), dims = key.substr(space + 1);
-  if (op == "gemm") return is_shape(dims, 3, false);
-  if (op == "attn_fwd" || op == "attn_bwd") return is_shape(dims, 6, true);
-  if (op == "layer_fwd" || op == "layer_bwd") return is_shape(dims, 2, false);
+  if (op == "gemm") return is_shape(dims, 3, -1);
+  if (op == "attn_fwd" || op == "attn_bwd") return is_shape(dims, 6, 5);
+  if (op == "cp_attn_fwd" || op == "cp_attn_bwd") return is_shape(dims, 7, 5);
+  if (op == "layer_fwd" || op == "layer_bwd") return is_shape(dims, 2, -1);
   return false;
 }
 
@@ -211,7 +213,8 @@ Status read_measured_op(const MapReader& r, const std::string& table_key,
   if (!is_measured_op_key(op)) {
     return r.error(where,
                    "is not an op shape: gemm MxNxK, attn_fwd BxTxHxKVxHDxW, attn_bwd "
-                   "BxTxHxKVxHDxW, layer_fwd BxT or layer_bwd BxT (positive integers)");
+                   "BxTxHxKVxHDxW, cp_attn_fwd or cp_attn_bwd BxTxHxKVxHDxWxCP, layer_fwd BxT "
+                   "or layer_bwd BxT (positive integers; W may be 0)");
   }
   double seconds = 0;
   try {

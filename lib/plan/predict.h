@@ -39,6 +39,9 @@ struct Prediction {
   double layer_calibration_fwd = 1, layer_calibration_bwd = 1;
   AxisTraffic dp, tp, pp, ep;
   AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
+  // The context-parallel attention came from the ring measured at this shape (op_costs.h's
+  // cp_attention_key) rather than 1/cp of the attention plus modelled hops.
+  bool cp_ring_measured = false;
   std::vector<RankMemory> memory;  // per pipeline rank
   RankMemory peak;                 // the largest
   // The error band, step_s +- band_s: the profile's own spread of its timings (the cluster's

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -21,6 +22,7 @@
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "plan/op_costs.h"
+#include "plan/profile_cp.h"
 #include "plan/profile_timer.h"
 #include "plan/search.h"
 #include "train/optimizer.h"
@@ -234,6 +236,39 @@ Result<std::set<std::string>> op_keys(const ProfileOptions& options) {
   return keys;
 }
 
+bool is_cp_key(const std::string& key) { return key.rfind("cp_", 0) == 0; }
+
+// Runs `work` on ranks [0, count) while the others sleep; see below.
+Status on_ranks_alone(comm::Communicator& world, int count, const std::function<Status()>& work);
+
+// The ring attention of every context-parallel shape the search looks up, on a cp group of the
+// profile's first cp ranks while the others sleep (a cp wider than the profile's world stays
+// modelled); rank 0's times into the measured ops.
+Status measure_cp_rings(comm::Communicator& world, const ProfileOptions& options, Cluster& c) {
+  MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+  std::map<int, std::unique_ptr<comm::Communicator>> groups;
+  for (const std::string& key : keys) {
+    AttentionOp op;
+    int cp = 0;
+    bool backward = false;
+    if (!parse_cp_attention_key(key, op, cp, backward) || backward) continue;  // fwd and bwd
+    if (cp > world.size()) continue;
+    if (groups.count(cp) == 0) {
+      MS_ASSIGN_OR_RETURN(groups[cp],
+                          world.split(world.rank() < cp ? 0 : comm::Communicator::kNoColor,
+                                      world.rank(), "profile-cp" + std::to_string(cp)));
+    }
+    std::pair<double, double> times;
+    MS_RETURN_IF_ERROR(on_ranks_alone(world, cp, [&]() -> Status {
+      MS_ASSIGN_OR_RETURN(times, cp_attention_times(*groups[cp], op, options.min_seconds_per_op));
+      return Status::OK();
+    }));
+    c.device.measured[cp_attention_key(op, cp, false)] = times.first;
+    c.device.measured[cp_attention_key(op, cp, true)] = times.second;
+  }
+  return Status::OK();
+}
+
 // Every rank times every op shape at once; rank 0's times.
 Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& options,
                               Cluster& c) {
@@ -243,6 +278,7 @@ Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& o
   ProfileTimer timer(options.min_seconds_per_op, nullptr);
   for (const std::string& key : keys) {
     if (measured.count(key) != 0) continue;  // a layer's backward, timed with its forward
+    if (is_cp_key(key)) continue;            // measure_cp_rings: on a cp group
     MS_RETURN_IF_ERROR(world.barrier());
     MS_RETURN_IF_ERROR(time_key(key, options, timer, measured));
   }
@@ -278,7 +314,8 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   if (options.config != nullptr) {
     MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
     for (const std::string& key : keys) {
-      if (d.measured.count(key) == 0) MS_RETURN_IF_ERROR(time_key(key, options, timer, d.measured));
+      if (d.measured.count(key) != 0 || is_cp_key(key)) continue;
+      MS_RETURN_IF_ERROR(time_key(key, options, timer, d.measured));
     }
   }
   c.profile = timer.quality();
@@ -417,6 +454,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
     return Status::OK();
   }));
   c.inter_node = c.intra_node;
+  if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_cp_rings(world, options, c));
   // Every rank at once on fewer cores: the links as an oversubscribed job sees them.
   if (world.size() > c.devices_per_node) {
     MS_ASSIGN_OR_RETURN(c.oversubscribed, measure_links(world));

@@ -143,6 +143,7 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"optimizer_s", p.optimizer_s},
           {"forward_s", p.forward_s},
           {"backward_s", p.backward_s},
+          {"cp_ring_measured", p.cp_ring_measured},
           {"layer_calibration", {{"fwd", p.layer_calibration_fwd}, {"bwd", p.layer_calibration_bwd}}},
           {"peak_memory_mib", p.peak.total_mib()},
           {"memory", memory},

@@ -165,6 +165,14 @@ grep -q "^  measured_ops:" "$work/measured.yaml" || fail "no measured op shapes:
 grep -q "^profile: {spread: [0-9.e-]*, load_share: [0-9.e-]*, repeated: [0-9]*}" "$work/measured.yaml" ||
   fail "no profile quality: $(tail -3 "$work/measured.yaml")"
 grep -q "other processes took .*% of the CPU" "$work/profile.out" || fail "profile load line: $(cat "$work/profile.out")"
+# ... and the context-parallel ring run on a cp group at the model's shapes, which a cp layout's
+# prediction then takes instead of 1/cp of the attention.
+grep -q "^    cp_attn_fwd [0-9x]*x2: " "$work/measured.yaml" && grep -q "^    cp_attn_bwd [0-9x]*x2: " "$work/measured.yaml" ||
+  fail "no measured cp ring: $(grep -c cp_attn "$work/measured.yaml")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/measured.yaml" --ranks 2 --evaluate \
+  --set parallel.cp=2 --json > "$work/cp.json" || fail "cp evaluate on the measured file exited $?"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["cp_ring_measured"] is True, d' "$work/cp.json" ||
+  fail "the cp prediction did not take the measured ring: $(head -c 400 "$work/cp.json")"
 # ... with the run's own layers timed at its micro-batches, which the prediction then scales by.
 grep -q "^    layer_fwd [0-9]*x[0-9]*: " "$work/measured.yaml" &&
   grep -q "^    layer_bwd [0-9]*x[0-9]*: " "$work/measured.yaml" ||
