@@ -31,7 +31,7 @@ class ProfileTimer {
   // `load`: how to read the node's load (read_load of /proc by default); empty: no metering and
   // no repeats (ranks that time together must stay in step, and their load is each other).
   explicit ProfileTimer(double min_seconds, LoadSource load = default_load(),
-                        int max_attempts = 3);
+                        int max_attempts = 2);
   static LoadSource default_load();
 
   // `op`'s seconds per call (sample_calls' lower quartile).

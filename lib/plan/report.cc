@@ -94,8 +94,10 @@ std::string plan_text(const PlanContext& ctx, const SearchResult& result, const 
   out += prediction_row_header();
   for (size_t i = 0; i < result.ranked.size(); ++i) out += prediction_row(i + 1, result.ranked[i]);
   const Recommendation& r = result.recommendation;
-  out += "# ties: layouts 1 to " + std::to_string(r.ties) +
-         " (within the error band of the fastest)\n";
+  out += r.ties == 1
+             ? std::string("# ties: none (no layout within the error band of the fastest)\n")
+             : "# ties: layouts 1 to " + std::to_string(r.ties) +
+                   " (within the error band of the fastest)\n";
   out += "# recommended: layout " + std::to_string(r.index + 1) + ", " +
          layout_name(result.recommended().layout) + ": " + r.reason + "\n";
   out += "# run: " + run_command(ctx, result.recommended().layout) + "\n";
