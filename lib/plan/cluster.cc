@@ -289,6 +289,22 @@ Status read_profile_quality(MapReader& top, ProfileQuality& q, const std::string
   return r.refuse_unknown();
 }
 
+Status read_overlap(MapReader& top, Cluster& c, const std::string& file) {
+  if (!top.has("overlap")) return Status::OK();
+  MapReader r(top.child("overlap"), "overlap", file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"dp_hidden", "dp_hidden_oversubscribed"}));
+  for (const auto& [key, value] :
+       {std::pair<const char*, std::optional<double>*>{"dp_hidden", &c.dp_hidden},
+        {"dp_hidden_oversubscribed", &c.dp_hidden_oversubscribed}}) {
+    if (!r.has(key)) continue;
+    MS_ASSIGN_OR_RETURN(const double v, r.number(key, true, 0, -1));
+    if (v > 1) return r.error(r.key(key), "must be at most 1 (a share of the reduction)");
+    *value = v;
+  }
+  return r.refuse_unknown();
+}
+
 }  // namespace
 
 double Cluster::peak_flops() const { return device.peak_tflops.at(device.dtype) * 1e12; }
@@ -307,7 +323,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   MS_RETURN_IF_ERROR(top.refuse_keys_other_than(
       {"name", "ranks", "ranks_per_node", "devices_per_node", "concurrency_efficiency",
        "memory_per_rank_gib", "runtime_overhead_mib", "overlap_dp", "step_overhead_ms", "device",
-       "links", "profile", "source"}));
+       "links", "profile", "overlap", "source"}));
   MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
   MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
   MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
@@ -343,6 +359,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   }
   MS_RETURN_IF_ERROR(links.refuse_unknown());
   MS_RETURN_IF_ERROR(read_profile_quality(top, c.profile, source));
+  MS_RETURN_IF_ERROR(read_overlap(top, c, source));
   top.has("source");
   MS_RETURN_IF_ERROR(top.refuse_unknown());
   return c;
@@ -413,6 +430,14 @@ std::string cluster_to_yaml(const Cluster& c) {
         << YAML::Value << link.latency_us << YAML::EndMap;
   }
   out << YAML::EndMap;
+  if (c.dp_hidden || c.dp_hidden_oversubscribed) {
+    out << YAML::Key << "overlap" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (c.dp_hidden) out << YAML::Key << "dp_hidden" << YAML::Value << *c.dp_hidden;
+    if (c.dp_hidden_oversubscribed) {
+      out << YAML::Key << "dp_hidden_oversubscribed" << YAML::Value << *c.dp_hidden_oversubscribed;
+    }
+    out << YAML::EndMap;
+  }
   if (c.profile.spread > 0 || c.profile.load_share > 0 || c.profile.repeated > 0) {
     out << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
         << "spread" << YAML::Value << c.profile.spread << YAML::Key << "load_share"

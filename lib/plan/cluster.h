@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,6 +91,11 @@ struct Cluster {
   // intra_node serves. `--profile` under mpirun with more ranks than cores measures it.
   Link oversubscribed;
   ProfileQuality profile;  // `profile:` in the file
+  // The share of the dp gradient reduction the backward hid when `--profile` ran the trainer's
+  // pattern on this machine (profile_overlap.h; below 0: the overlap cost more than it hid), one
+  // rank per core and, where measured, every rank of an oversubscribed node at once. Unset:
+  // `overlap_dp` decides, as for the shipped GPU files. `overlap:` in the file.
+  std::optional<double> dp_hidden, dp_hidden_oversubscribed;
 
   bool disturbed() const { return profile.load_share >= kDisturbedLoadShare; }
   double peak_flops() const;  // per device, in the compute dtype

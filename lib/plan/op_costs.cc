@@ -106,6 +106,13 @@ double CostModel::measured_cp_attention_seconds(const AttentionOp& a, int cp,
   return it->second * measured_share / share_ / scaling_.compute;
 }
 
+std::optional<double> CostModel::dp_hidden_share() const {
+  if (oversubscribed_ && cluster_.dp_hidden_oversubscribed) {
+    return cluster_.dp_hidden_oversubscribed;
+  }
+  return cluster_.dp_hidden;
+}
+
 double CostModel::elementwise_seconds(double bytes) const {
   return bytes / (cluster_.device.memory_bandwidth_gbs * 1e9) / share_ / scaling_.compute;
 }

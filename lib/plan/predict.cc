@@ -393,8 +393,15 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
     dp_seconds = std::max(dp_seconds, t.seconds);
     opt_seconds = std::max(opt_seconds, optimizer_seconds(model, l, e));
   }
-  p.dp_exposed_s =
-      cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  // Measured: the backward hides that share of as much of the reduction as it lasts (a negative
+  // share: the overlap costs extra). Else overlap_dp: all of it that the last backward lasts.
+  if (const std::optional<double> hidden = model.dp_hidden_share(); hidden && l.dp * l.cp > 1) {
+    p.dp_exposed_s = dp_seconds - *hidden * std::min(dp_seconds, replay.last_backward);
+    p.dp_overlap_measured = true;
+  } else {
+    p.dp_exposed_s =
+        cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  }
   p.optimizer_s = opt_seconds;
   p.step_s = p.compute_s + p.dp_exposed_s + p.optimizer_s + cluster.step_overhead_ms * 1e-3;
   p.band_s = p.step_s * cluster.profile.spread;

@@ -23,6 +23,7 @@
 #include "ops/gemm.h"
 #include "plan/op_costs.h"
 #include "plan/profile_cp.h"
+#include "plan/profile_overlap.h"
 #include "plan/profile_timer.h"
 #include "plan/search.h"
 #include "train/optimizer.h"
@@ -451,6 +452,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
     MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(*busy, alone));
     if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(*busy, options, c));
     MS_ASSIGN_OR_RETURN(c.intra_node, measure_links(*busy));
+    MS_ASSIGN_OR_RETURN(c.dp_hidden, measure_dp_hidden_share(*busy));
     return Status::OK();
   }));
   c.inter_node = c.intra_node;
@@ -458,6 +460,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
   // Every rank at once on fewer cores: the links as an oversubscribed job sees them.
   if (world.size() > c.devices_per_node) {
     MS_ASSIGN_OR_RETURN(c.oversubscribed, measure_links(world));
+    MS_ASSIGN_OR_RETURN(c.dp_hidden_oversubscribed, measure_dp_hidden_share(world));
   }
   c.runtime_overhead_mib = resident_mib();
   return c;

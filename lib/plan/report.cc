@@ -146,6 +146,7 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"forward_s", p.forward_s},
           {"backward_s", p.backward_s},
           {"cp_ring_measured", p.cp_ring_measured},
+          {"dp_overlap_measured", p.dp_overlap_measured},
           {"layer_calibration", {{"fwd", p.layer_calibration_fwd}, {"bwd", p.layer_calibration_bwd}}},
           {"peak_memory_mib", p.peak.total_mib()},
           {"memory", memory},
