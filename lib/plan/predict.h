@@ -52,10 +52,13 @@ struct Prediction {
   // CPU: its op times, and so this step, may be slow.
   bool disturbed_profile = false;
   double peak_gib() const { return peak.total_mib() / 1024.0; }
-  // Seconds per step the model puts on the wire, every axis (hidden or not): what a tie-break
-  // prefers less of, since communication is where the model is least sure.
-  double communication_s() const {
-    return dp.seconds + tp.seconds + pp.seconds + ep.seconds + cp.seconds;
+  // Seconds per step a rank depends on its peers: what every axis puts on the wire (hidden or
+  // not) and the pipeline's idle time (bubble x makespan). The tie-break prefers less of it: the
+  // model is least sure there, since a peer that is descheduled on a loaded machine stretches
+  // every message and every pipeline wait (issue 50's bench: a zero-bubble pick tied within the
+  // band on wire time alone measured slowest, waiting 0.85 s per step for its peer).
+  double peer_wait_s() const {
+    return dp.seconds + tp.seconds + pp.seconds + ep.seconds + cp.seconds + bubble * compute_s;
   }
 };
 

@@ -12,9 +12,9 @@ std::string format(const char* fmt, double a) {
   return buf;
 }
 
-// Communication this much apart or less counts as the same (the busbw model's own precision is
+// Peer waits this much apart or less count as the same (the busbw model's own precision is
 // far coarser).
-constexpr double kSameCommunication = 0.01;
+constexpr double kSameWait = 0.01;
 
 }  // namespace
 
@@ -35,19 +35,19 @@ Recommendation recommend(const std::vector<Prediction>& ranked) {
     return r;
   }
   for (size_t i = 1; i < r.ties; ++i) {
-    const double best = ranked[r.index].communication_s();
-    if (ranked[i].communication_s() < best * (1 - kSameCommunication)) r.index = i;
+    const double best = ranked[r.index].peer_wait_s();
+    if (ranked[i].peer_wait_s() < best * (1 - kSameWait)) r.index = i;
   }
   const std::string count = std::to_string(r.ties) +
                             " layouts predicted within the error band (+-" + band +
                             " of the step, the profile's spread) of the fastest";
   if (r.index == 0) {
-    r.reason = count + "; the fastest predicted also has the least modelled communication (" +
-               format("%.4g", fastest.communication_s()) + " s per step)";
+    r.reason = count + "; the fastest predicted also has the least modelled communication and pipeline wait (" +
+               format("%.4g", fastest.peer_wait_s()) + " s per step)";
   } else {
-    r.reason = count + "; this one has the least modelled communication (" +
-               format("%.4g", ranked[r.index].communication_s()) + " s per step against " +
-               format("%.4g", fastest.communication_s()) + " s for the fastest predicted, " +
+    r.reason = count + "; this one has the least modelled communication and pipeline wait (" +
+               format("%.4g", ranked[r.index].peer_wait_s()) + " s per step against " +
+               format("%.4g", fastest.peer_wait_s()) + " s for the fastest predicted, " +
                format("%.4g", fastest.step_s) + " s)";
   }
   return r;

@@ -1,9 +1,9 @@
 // Which of the ranked layouts `ms-train plan` recommends, and why. Predictions are uncertain by
 // their error band (predict.h's band_s); a layout whose band overlaps the fastest one's is a
 // tie, since the profile cannot tell them apart. Among ties the recommendation is the one with
-// the least modelled communication (Prediction::communication_s): the model is least sure of
-// communication (its overlap, its waits on a loaded machine), so the layout that needs the
-// least of it is the safest of equals; the fastest predicted breaks a remaining tie.
+// the least modelled communication and pipeline wait (Prediction::peer_wait_s): the model is
+// least sure of what depends on peers (overlap, waits on a loaded machine), so the layout that
+// needs the least of it is the safest of equals; the fastest predicted breaks a remaining tie.
 #pragma once
 
 #include <string>

@@ -136,7 +136,7 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"step_s", p.step_s},
           {"band_s", p.band_s},
           {"disturbed_profile", p.disturbed_profile},
-          {"communication_s", p.communication_s()},
+          {"peer_wait_s", p.peer_wait_s()},
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"bubble", p.bubble},

@@ -1,5 +1,5 @@
 // The recommendation among ties (issue 50, item 3): error bands from the profile's spread,
-// ties with the fastest, the least modelled communication among them, and the reason given.
+// ties with the fastest, the least modelled communication and pipeline wait among them, and the reason given.
 #include "plan/recommend.h"
 
 #include <gtest/gtest.h>
@@ -35,7 +35,7 @@ TEST(Recommend, AmongTiesTheLeastCommunicationWinsAndSaysWhy) {
   EXPECT_EQ(r.index, 1u);
   EXPECT_NE(r.reason.find("2 layouts predicted within the error band"), std::string::npos)
       << r.reason;
-  EXPECT_NE(r.reason.find("least modelled communication (0.1 s per step against 0.3 s"),
+  EXPECT_NE(r.reason.find("least modelled communication and pipeline wait (0.1 s per step against 0.3 s"),
             std::string::npos)
       << r.reason;
   EXPECT_TRUE(ties_with(ranked[1], ranked[0]));
@@ -50,6 +50,19 @@ TEST(Recommend, TheFastestKeepsATieWhenItCommunicatesLeast) {
       << r.reason;
 }
 
+// A pipeline's idle time counts as waiting on peers: a tie with little on the wire but a large
+// bubble loses to one with a little more on the wire and none.
+TEST(Recommend, APipelinesBubbleCountsAsPeerWait) {
+  Prediction pipelined = predicted(1.0, 0.05, 0.01);
+  pipelined.compute_s = 1.0;
+  pipelined.bubble = 0.2;  // 0.2 s idle
+  const Prediction flat = predicted(1.02, 0.05, 0.1);
+  EXPECT_DOUBLE_EQ(pipelined.peer_wait_s(), 0.21);
+  const Recommendation r = recommend({pipelined, flat});
+  EXPECT_EQ(r.ties, 2u);
+  EXPECT_EQ(r.index, 1u);
+}
+
 // The band comes from the cluster's profile.spread, and the search keeps the recommendation in
 // the list however short --top makes it.
 TEST(Recommend, TheSearchBandsEveryPredictionAndKeepsTheRecommendation) {
@@ -62,7 +75,7 @@ TEST(Recommend, TheSearchBandsEveryPredictionAndKeepsTheRecommendation) {
   for (const Prediction& p : r->ranked) EXPECT_DOUBLE_EQ(p.band_s, p.step_s * 0.5);
   // The least communication of the ties (those kept are the first of them).
   for (const Prediction& p : r->ranked) {
-    EXPECT_LE(r->recommended().communication_s(), p.communication_s() / 0.99);
+    EXPECT_LE(r->recommended().peer_wait_s(), p.peer_wait_s() / 0.99);
   }
   cluster.profile.spread = 0;
   Result<SearchResult> exact = search_layouts(cluster, fixtures::small_model(), 4);
