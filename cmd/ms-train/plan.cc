@@ -2,6 +2,8 @@
 //   ms-train plan --config run.yaml --cluster configs/clusters/h100-8x.yaml [--top 5] [--json]
 //                 [--what-if net=0.5,compute=2] [--ranks N] [--check-json check.json]
 //   ms-train plan --config run.yaml --cluster c.yaml --evaluate   (the config's own layout)
+//   ms-train plan --config run.yaml --cluster c.yaml --validate 10 [--validate-top 3]
+//                 [--validate-launcher "mpirun --oversubscribe -np {ranks}"]
 //   mpirun -np 2 ms-train plan --profile cpu.yaml [--config run.yaml --profile-ranks 4]
 #include <cstdio>
 #include <iostream>
@@ -10,6 +12,7 @@
 
 #include "cmd/common/mpi_world.h"
 #include "cmd/common/registry.h"
+#include "cmd/ms-train/plan_validate.h"
 #include "config/run_config.h"
 #include "io/atomic_file.h"
 #include "io/output_path.h"
@@ -31,6 +34,10 @@ struct PlanOptions {
   int profile_ranks = 4;
   int ranks = 0;
   int top = 5;
+  int64_t validate_steps = 0;
+  int validate_top = 3;
+  std::string validate_launcher = "mpirun -np {ranks}";
+  std::string validate_dir;
   bool evaluate = false;
   bool json = false;
   bool replace = false;
@@ -64,7 +71,10 @@ ms::Result<int> profile(const PlanOptions& opts) {
               << cluster.device.memory_bandwidth_gbs << " GB/s, link "
               << cluster.intra_node.bandwidth_gbs << " GB/s busbw, "
               << cluster.intra_node.latency_us << " us, " << cluster.device.measured.size()
-              << " op shapes\n";
+              << " op shapes; timing spread " << cluster.profile.spread * 100
+              << "%, other processes took " << cluster.profile.load_share * 100
+              << "% of the CPU (" << cluster.profile.repeated << " timings repeated)\n";
+    if (cluster.disturbed()) std::cout << ms::plan::disturbed_note(cluster) << "\n";
     return 0;
   });
 }
@@ -82,6 +92,7 @@ ms::Result<int> evaluate(const PlanOptions& opts, const ms::plan::PlanContext& c
   std::cout << "# ms-train plan --evaluate: " << ctx.config_path << " on " << ctx.cluster->name
             << ", " << ctx.world << " ranks\n"
             << ms::plan::prediction_row_header() << ms::plan::prediction_row(1, p);
+  if (p.disturbed_profile) std::cout << ms::plan::disturbed_note(*ctx.cluster) << "\n";
   for (const ms::plan::RankMemory& m : p.memory) {
     std::printf(
         "# pp rank %d: %.2f MiB = weights %.2f + gradients %.2f + optimizer %.2f + "
@@ -127,10 +138,27 @@ ms::Result<int> plan(const PlanOptions& opts) {
                                                  ctx.world, scaling));
   }
   const ms::plan::WhatIf* w = what_if ? &*what_if : nullptr;
+  std::vector<ms::plan::ValidatedLayout> validated;
+  if (opts.validate_steps > 0) {
+    // Candidates from the whole ranked list, not only the --top shown.
+    MS_ASSIGN_OR_RETURN(const ms::plan::SearchResult all,
+                        ms::plan::search_layouts(cluster, config, ctx.world));
+    const ms::cli::ValidateOptions v{opts.validate_steps, static_cast<size_t>(opts.validate_top),
+                                     opts.validate_launcher, opts.validate_dir, opts.config_path,
+                                     opts.sets, ctx.world};
+    MS_ASSIGN_OR_RETURN(validated, ms::cli::validate_layouts(v, all));
+  }
   if (opts.json) {
-    std::cout << ms::plan::plan_json(ctx, result, w).dump(2) << "\n";
+    nlohmann::ordered_json doc = ms::plan::plan_json(ctx, result, w);
+    if (!validated.empty()) {
+      doc["validation"] = ms::plan::validation_json(validated, opts.validate_steps);
+    }
+    std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << ms::plan::plan_text(ctx, result, w);
+    if (!validated.empty()) {
+      std::cout << ms::plan::validation_text(validated, opts.validate_steps);
+    }
   }
   return 0;
 }
@@ -156,6 +184,18 @@ void add_plan(ms::cli::Tool& tool) {
   cmd->add_option("--what-if", opts->what_if,
                   "Scale link or compute speed, e.g. net=0.5,compute=2: reports the step-time "
                   "change of the best layout and the best layout then");
+  cmd->add_option("--validate", opts->validate_steps,
+                  "Train the top candidates (the recommendation first) for this many steps on "
+                  "the planned ranks and report which was fastest measured")
+      ->check(ms::cli::kPositiveNumber);
+  cmd->add_option("--validate-top", opts->validate_top,
+                  "With --validate: how many candidates of distinct shape to train (default 3)")
+      ->check(ms::cli::kPositiveNumber);
+  cmd->add_option("--validate-launcher", opts->validate_launcher,
+                  "With --validate: the launcher, {ranks} standing for the rank count (default "
+                  "\"mpirun -np {ranks}\")");
+  cmd->add_option("--validate-dir", opts->validate_dir,
+                  "With --validate: where the runs' directories go (default /tmp)");
   cmd->add_option("--check-json", opts->check_json,
                   "Take the link bandwidth and latency from `ms-diagnose check --json` output");
   cmd->add_option("--profile", opts->profile_path,

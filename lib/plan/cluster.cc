@@ -170,7 +170,8 @@ Status read_gemm(MapReader& device, GemmCurve& gemm, const std::string& file) {
 // True when `dims` is exactly `count` unsigned decimal numbers joined by 'x' ("4x128x64"), each
 // positive, or zero where `zero_allowed_last` and it is the last (an attention window of 0: the
 // whole sequence).
-bool is_shape(std::string_view dims, int count, bool zero_allowed_last) {
+// `count` positive integers joined by 'x'; the one at `zero_at` (-1: none) may be 0.
+bool is_shape(std::string_view dims, int count, int zero_at) {
   for (int i = 0; i < count; ++i) {
     const size_t end = i + 1 < count ? dims.find('x') : dims.size();
     if (end == std::string_view::npos) return false;
@@ -178,7 +179,7 @@ bool is_shape(std::string_view dims, int count, bool zero_allowed_last) {
     int64_t value = 0;
     const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
     if (digits.empty() || ec != std::errc() || ptr != digits.data() + digits.size()) return false;
-    if (value < 0 || (value == 0 && !(zero_allowed_last && i + 1 == count))) return false;
+    if (value < 0 || (value == 0 && i != zero_at)) return false;
     dims.remove_prefix(i + 1 < count ? end + 1 : end);
   }
   return dims.empty();
@@ -191,9 +192,10 @@ bool is_measured_op_key(std::string_view key) {
   const size_t space = key.find(' ');
   if (space == std::string_view::npos) return false;
   const std::string_view op = key.substr(0, space), dims = key.substr(space + 1);
-  if (op == "gemm") return is_shape(dims, 3, false);
-  if (op == "attn_fwd" || op == "attn_bwd") return is_shape(dims, 6, true);
-  if (op == "layer_fwd" || op == "layer_bwd") return is_shape(dims, 2, false);
+  if (op == "gemm") return is_shape(dims, 3, -1);
+  if (op == "attn_fwd" || op == "attn_bwd") return is_shape(dims, 6, 5);
+  if (op == "cp_attn_fwd" || op == "cp_attn_bwd") return is_shape(dims, 7, 5);
+  if (op == "layer_fwd" || op == "layer_bwd") return is_shape(dims, 2, -1);
   return false;
 }
 
@@ -211,7 +213,8 @@ Status read_measured_op(const MapReader& r, const std::string& table_key,
   if (!is_measured_op_key(op)) {
     return r.error(where,
                    "is not an op shape: gemm MxNxK, attn_fwd BxTxHxKVxHDxW, attn_bwd "
-                   "BxTxHxKVxHDxW, layer_fwd BxT or layer_bwd BxT (positive integers)");
+                   "BxTxHxKVxHDxW, cp_attn_fwd or cp_attn_bwd BxTxHxKVxHDxWxCP, layer_fwd BxT "
+                   "or layer_bwd BxT (positive integers; W may be 0)");
   }
   double seconds = 0;
   try {
@@ -272,6 +275,36 @@ Status read_device(MapReader& top, Device& d, const std::string& file) {
   return r.refuse_unknown();
 }
 
+Status read_profile_quality(MapReader& top, ProfileQuality& q, const std::string& file) {
+  if (!top.has("profile")) return Status::OK();
+  MapReader r(top.child("profile"), "profile", file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"spread", "load_share", "repeated"}));
+  MS_ASSIGN_OR_RETURN(q.spread, r.number("spread", false, 0, 0));
+  MS_ASSIGN_OR_RETURN(q.load_share, r.number("load_share", false, 0, 0));
+  if (q.load_share > 1) {
+    return r.error(r.key("load_share"), "must be at most 1 (a share of the node's CPU time)");
+  }
+  MS_ASSIGN_OR_RETURN(q.repeated, r.integer("repeated", false, 0, 0));
+  return r.refuse_unknown();
+}
+
+Status read_overlap(MapReader& top, Cluster& c, const std::string& file) {
+  if (!top.has("overlap")) return Status::OK();
+  MapReader r(top.child("overlap"), "overlap", file);
+  MS_RETURN_IF_ERROR(r.check_is_map());
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"dp_hidden", "dp_hidden_oversubscribed"}));
+  for (const auto& [key, value] :
+       {std::pair<const char*, std::optional<double>*>{"dp_hidden", &c.dp_hidden},
+        {"dp_hidden_oversubscribed", &c.dp_hidden_oversubscribed}}) {
+    if (!r.has(key)) continue;
+    MS_ASSIGN_OR_RETURN(const double v, r.number(key, true, 0, -1));
+    if (v > 1) return r.error(r.key(key), "must be at most 1 (a share of the reduction)");
+    *value = v;
+  }
+  return r.refuse_unknown();
+}
+
 }  // namespace
 
 double Cluster::peak_flops() const { return device.peak_tflops.at(device.dtype) * 1e12; }
@@ -290,7 +323,7 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
   MS_RETURN_IF_ERROR(top.refuse_keys_other_than(
       {"name", "ranks", "ranks_per_node", "devices_per_node", "concurrency_efficiency",
        "memory_per_rank_gib", "runtime_overhead_mib", "overlap_dp", "step_overhead_ms", "device",
-       "links", "source"}));
+       "links", "profile", "overlap", "source"}));
   MS_ASSIGN_OR_RETURN(c.name, top.text("name", false, "cluster"));
   MS_ASSIGN_OR_RETURN(c.ranks, top.integer("ranks", true, 0, 1));
   MS_ASSIGN_OR_RETURN(c.ranks_per_node, top.integer("ranks_per_node", true, 0, 1));
@@ -325,6 +358,8 @@ Result<Cluster> cluster_from_yaml_text(std::string_view text, const std::string&
     MS_ASSIGN_OR_RETURN(c.oversubscribed, read_link(links, "oversubscribed", source));
   }
   MS_RETURN_IF_ERROR(links.refuse_unknown());
+  MS_RETURN_IF_ERROR(read_profile_quality(top, c.profile, source));
+  MS_RETURN_IF_ERROR(read_overlap(top, c, source));
   top.has("source");
   MS_RETURN_IF_ERROR(top.refuse_unknown());
   return c;
@@ -394,7 +429,22 @@ std::string cluster_to_yaml(const Cluster& c) {
         << "bandwidth_gbs" << YAML::Value << link.bandwidth_gbs << YAML::Key << "latency_us"
         << YAML::Value << link.latency_us << YAML::EndMap;
   }
-  out << YAML::EndMap << YAML::EndMap;
+  out << YAML::EndMap;
+  if (c.dp_hidden || c.dp_hidden_oversubscribed) {
+    out << YAML::Key << "overlap" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    if (c.dp_hidden) out << YAML::Key << "dp_hidden" << YAML::Value << *c.dp_hidden;
+    if (c.dp_hidden_oversubscribed) {
+      out << YAML::Key << "dp_hidden_oversubscribed" << YAML::Value << *c.dp_hidden_oversubscribed;
+    }
+    out << YAML::EndMap;
+  }
+  if (c.profile.spread > 0 || c.profile.load_share > 0 || c.profile.repeated > 0) {
+    out << YAML::Key << "profile" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+        << "spread" << YAML::Value << c.profile.spread << YAML::Key << "load_share"
+        << YAML::Value << c.profile.load_share << YAML::Key << "repeated" << YAML::Value
+        << c.profile.repeated << YAML::EndMap;
+  }
+  out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }
 

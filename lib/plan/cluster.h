@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,21 @@ struct Device {
   MeasuredOps measured_concurrent;
 };
 
+// How the measurements of `--profile` went (absent from hand-written files: all 0).
+struct ProfileQuality {
+  // The timings' own spread: the median over every timed op of (upper quartile - lower
+  // quartile) / lower quartile of its calls. A prediction's error band is this share of it.
+  double spread = 0;
+  // The share of the node's CPU time that other processes took while the profile measured
+  // (its ops timed alone on rank 0), from /proc/stat less the profile's own usage.
+  double load_share = 0;
+  int repeated = 0;  // measurements repeated because they ran under load
+};
+
+// A profile taken while other processes held at least this share of the node's CPU: the
+// predictions made from it say so.
+inline constexpr double kDisturbedLoadShare = 0.1;
+
 struct Cluster {
   std::string source;  // the file it came from
   std::string name;
@@ -74,7 +90,14 @@ struct Cluster {
   // collective completes only once every peer is scheduled again); bandwidth 0: not measured,
   // intra_node serves. `--profile` under mpirun with more ranks than cores measures it.
   Link oversubscribed;
+  ProfileQuality profile;  // `profile:` in the file
+  // The share of the dp gradient reduction the backward hid when `--profile` ran the trainer's
+  // pattern on this machine (profile_overlap.h; below 0: the overlap cost more than it hid), one
+  // rank per core and, where measured, every rank of an oversubscribed node at once. Unset:
+  // `overlap_dp` decides, as for the shipped GPU files. `overlap:` in the file.
+  std::optional<double> dp_hidden, dp_hidden_oversubscribed;
 
+  bool disturbed() const { return profile.load_share >= kDisturbedLoadShare; }
   double peak_flops() const;  // per device, in the compute dtype
   int bytes_per_element() const { return device.dtype == "f32" ? 4 : 2; }
 };

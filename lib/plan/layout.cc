@@ -23,6 +23,7 @@ Result<Layout> layout_of(const config::RunConfig& config, int world_size) {
   l.zero = p.zero == 1;
   l.recompute = p.recompute;
   l.sequence_parallel = p.sequence_parallel;
+  l.pp_layers = p.pp_layers;
   MS_RETURN_IF_ERROR(check_layout(config, l, world_size));
   return l;
 }
@@ -35,7 +36,7 @@ config::RunConfig apply_layout(const config::RunConfig& config, const Layout& l)
   c.parallel.vpp = l.vpp;
   c.parallel.ep = l.ep;
   c.parallel.schedule = l.schedule;
-  c.parallel.pp_layers.clear();
+  c.parallel.pp_layers = l.pp_layers;
   c.parallel.zero = l.zero ? 1 : 0;
   c.parallel.recompute = l.recompute;
   c.parallel.sequence_parallel = l.sequence_parallel;
@@ -81,7 +82,24 @@ std::vector<std::string> set_flags(const Layout& l) {
       "parallel.cp=" + std::to_string(l.cp),
       "train.micro_batch=" + std::to_string(l.micro_batch),
   };
+  // Always written, so an uneven pp_layers in the config file does not outlive the layout.
+  std::string split;
+  for (int64_t n : l.pp_layers) split += (split.empty() ? "" : ",") + std::to_string(n);
+  flags.push_back("parallel.pp_layers=[" + split + "]");
   return flags;
+}
+
+std::vector<std::vector<int64_t>> planned_pp_splits(int64_t n_layers, int pp, int vpp) {
+  const int64_t stages = int64_t{pp} * vpp;
+  if (stages < 1 || stages > n_layers) return {};
+  if (n_layers % stages == 0) return {{}};  // the even split, as an empty pp_layers runs it
+  const int64_t base = n_layers / stages, extra = n_layers % stages;
+  std::vector<int64_t> larger_first, larger_last;
+  for (int64_t i = 0; i < stages; ++i) {
+    larger_first.push_back(base + (i < extra ? 1 : 0));
+    larger_last.push_back(base + (i >= stages - extra ? 1 : 0));
+  }
+  return {larger_first, larger_last};
 }
 
 std::string layout_name(const Layout& l) {
@@ -91,6 +109,11 @@ std::string layout_name(const Layout& l) {
   if (l.cp > 1) s += " cp" + std::to_string(l.cp);
   if (l.ep > 1) s += " ep" + std::to_string(l.ep);
   if (l.pp > 1) s += " " + l.schedule;
+  if (!l.pp_layers.empty()) {
+    s += " split";
+    for (size_t i = 0; i < l.pp_layers.size(); ++i)
+      s += (i ? "+" : "") + std::to_string(l.pp_layers[i]);
+  }
   s += " mb" + std::to_string(l.micro_batch);
   s += l.zero ? " zero1" : " zero0";
   if (l.recompute != config::Recompute::kNone)

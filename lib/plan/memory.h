@@ -41,8 +41,8 @@ inline constexpr double kMaxPlannedTensors = 16777216.0;  // 2^24
 Status check_model_fits_planner(const config::RunConfig& config);
 
 // The local parameter elements of each pipeline rank (tp rank 0, whose slice is the largest):
-// dense and routed-expert ones apart. Depends only on tp, pp, vpp and ep, so a search computes
-// it once per such combination.
+// dense and routed-expert ones apart. Depends only on tp, pp, vpp, ep and pp_layers, so a search
+// computes it once per such combination.
 struct RankElements {
   int64_t dense = 0, expert = 0;
 };

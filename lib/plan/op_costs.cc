@@ -33,6 +33,10 @@ double attention_flops(const AttentionOp& a, bool backward) {
   return backward ? 2.5 * fwd : fwd;
 }
 
+std::string cp_attention_key(const AttentionOp& a, int cp, bool backward) {
+  return "cp_" + attention_key(a, backward) + "x" + std::to_string(cp);
+}
+
 CostModel::CostModel(const Cluster& cluster, int ranks_on_node, Scaling scaling)
     : cluster_(cluster), scaling_(scaling) {
   oversubscription_ =
@@ -88,6 +92,25 @@ double CostModel::attention_seconds(const AttentionOp& a, bool backward) const {
 
 double CostModel::measured_layer_seconds(int64_t batch, int64_t seq, bool backward) const {
   return measured_or(layer_key(batch, seq, backward), 0.0);
+}
+
+double CostModel::measured_cp_attention_seconds(const AttentionOp& a, int cp,
+                                                bool backward) const {
+  const std::string key = cp_attention_key(a, cp, backward);
+  if (record_) record_->insert(key);
+  const auto it = cluster_.device.measured.find(key);
+  if (it == cluster_.device.measured.end()) return 0;
+  const double devices = std::max(1, cluster_.devices_per_node);
+  const double measured_share =
+      std::min(1.0, devices / cp) * (cp > 1 ? cluster_.concurrency_efficiency : 1.0);
+  return it->second * measured_share / share_ / scaling_.compute;
+}
+
+std::optional<double> CostModel::dp_hidden_share() const {
+  if (oversubscribed_ && cluster_.dp_hidden_oversubscribed) {
+    return cluster_.dp_hidden_oversubscribed;
+  }
+  return cluster_.dp_hidden;
 }
 
 double CostModel::elementwise_seconds(double bytes) const {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -40,6 +41,12 @@ double attention_flops(const AttentionOp& a, bool backward);
 // measured layer / op sum at that shape (predict.cc), which brings in what the op sums leave
 // out: caches a layer's activations overflow, the elementwise passes, allocation.
 std::string layer_key(int64_t batch, int64_t seq, bool backward);
+// Context parallelism's attention as the trainer runs it on one rank of a cp group (the ring of
+// parallel/ring_attention.h: every key/value block of the group against the rank's balanced
+// chunks, the hops and their waits, the merges), for the whole sequence `a.seq` over `cp` ranks:
+// "cp_attn_fwd BxTxHxKVxHDxWxCP", "cp_attn_bwd ...". `ms-train plan --profile --config` times
+// it with cp ranks running the ring at once (profile_cp.h).
+std::string cp_attention_key(const AttentionOp& a, int cp, bool backward);
 
 class CostModel {
  public:
@@ -51,6 +58,11 @@ class CostModel {
   // A whole layer measured at (batch, seq) (layer_key), with the same sharing as a measured op;
   // 0 where the cluster file holds no such measurement.
   double measured_layer_seconds(int64_t batch, int64_t seq, bool backward) const;
+  // Context parallelism's ring attention measured at (a, cp) (cp_attention_key), its hops and
+  // waits included; 0 where the cluster file holds no such measurement. It was timed with the
+  // cp ranks alone on the node, so it is rescaled from their share of the node's cores then to
+  // the job's share now.
+  double measured_cp_attention_seconds(const AttentionOp& a, int cp, bool backward) const;
   double elementwise_seconds(double bytes) const;
   // `elements` of a kernel measured at `ns_per_element` (one rank alone).
   double per_element_seconds(double elements, double ns_per_element) const;
@@ -61,6 +73,10 @@ class CostModel {
 
   // The GEMM rate the curve gives for one call of `flops` FLOPs (before sharing), flop/s.
   double curve_rate(double flops) const;
+  // The measured share of the dp reduction the backward hides for a job with this many ranks on
+  // a node (Cluster::dp_hidden, or dp_hidden_oversubscribed where the node is oversubscribed and
+  // it was measured); nullopt where the cluster file has none.
+  std::optional<double> dp_hidden_share() const;
   double compute_share() const { return share_; }
   const Cluster& cluster() const { return cluster_; }
 

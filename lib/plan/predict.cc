@@ -79,9 +79,6 @@ double layer_elementwise_bytes(const LayerShape& s) {
   return 4.0 * (12.0 * s.Nr * s.D + 4.0 * s.N * (s.heads + s.kv_heads) * s.hd + ffn);
 }
 
-// The whole sequence's attention: under context parallelism a rank computes its T / cp queries
-// against every key block of the ring, and the balanced chunks (parallel/cp_layout.h) give each
-// rank 1/cp of the causal work, so its time is this op's over cp.
 // The elements SwiGLU produces in one layer's forward: the dense MLP's, or every local expert's
 // routed rows and the shared expert's.
 double swiglu_elements(const LayerShape& s) {
@@ -106,13 +103,17 @@ std::pair<double, double> layer_elementwise_seconds(const CostModel& model, cons
           2 * rest + model.per_element_seconds(swiglu, d.swiglu_backward_ns_per_element)};
 }
 
+// The whole sequence's attention: under context parallelism a rank computes its T / cp queries
+// against every key block of the ring, and the balanced chunks (parallel/cp_layout.h) give each
+// rank 1/cp of the causal work, so where the ring was not measured its time is this op's over cp.
 AttentionOp attention_op(const LayerShape& s) {
   return {s.B, s.full_T, s.heads, s.kv_heads, s.hd, s.window};
 }
 
-// Context parallelism's ring (model/cp_attention.cc), per layer and micro-batch. Each hop is a
-// p2p of one key/value block, 2 x B x T/cp x kv_heads/tp x head_dim f32 values (the trainer
-// sends f32), to the next rank while receiving from the previous. Forward: cp - 1 hops, each
+// Context parallelism's ring (parallel/ring_attention.cc) where the profile did not run it, per
+// layer and micro-batch. Each hop is a p2p of one key/value block, 2 x B x T/cp x kv_heads/tp x
+// head_dim f32 values (the trainer sends f32), to the next rank while receiving from the
+// previous. Forward: cp - 1 hops, each
 // started before the step's block of attention compute (1/cp of the rank's attention) and waited
 // for after it, so a hop costs only what exceeds that compute: max(0, hop - block). Backward: the
 // key/value block's cp - 1 hops overlap the block's compute the same way, but each of the cp
@@ -150,6 +151,7 @@ struct Costs {
   // Per micro-batch, forward and backward.
   double tp_bytes = 0, ep_bytes = 0, tp_seconds = 0, ep_seconds = 0;
   double cp_bytes = 0, cp_seconds = 0;  // the ring's, on the wire
+  bool cp_ring_measured = false;        // the ring's time measured at this shape
 };
 
 // One micro-batch's collectives inside a layer, forward (backward is the same again):
@@ -234,16 +236,31 @@ Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layo
   const int ep_bytes = c.parallel.ep_comm_dtype == "bf16" ? 2 : 4;
   const Calibration cal = layer_calibration(model, c, l);
   const LayerCompute ops = layer_compute(model, s, l.cp);
-  const double attn_fwd = ops.attn_fwd * cal.fwd, attn_bwd = ops.attn_bwd * cal.bwd;
-  const RingComm ring = ring_comm(model, s, l, attn_fwd, attn_bwd);
+  double attn_fwd = ops.attn_fwd * cal.fwd, attn_bwd = ops.attn_bwd * cal.bwd;
+  RingComm ring = ring_comm(model, s, l, attn_fwd, attn_bwd);
   const LayerComm comm = layer_comm(model, s, l, bytes, ep_bytes);
   double fwd = ops.fwd * cal.fwd + ring.fwd_exposed_s + comm.seconds();
   double bwd_input = ops.bwd_input * cal.bwd + ring.bwd_exposed_s + comm.seconds();
+  Costs out;
+  if (l.cp > 1) {
+    // Where the profile ran the ring at this shape, its time replaces the attention's 1/cp share
+    // and the modelled hops: it holds what they leave out (the balanced chunks' partial blocks,
+    // the per-block calls and merges, the waits for hops as this machine schedules them).
+    const double ring_fwd = model.measured_cp_attention_seconds(attention_op(s), l.cp, false);
+    const double ring_bwd = model.measured_cp_attention_seconds(attention_op(s), l.cp, true);
+    if (ring_fwd > 0 && ring_bwd > 0) {
+      fwd += ring_fwd - attn_fwd - ring.fwd_exposed_s;
+      bwd_input += ring_bwd - attn_bwd - ring.bwd_exposed_s;
+      attn_fwd = ring_fwd;
+      attn_bwd = ring_bwd;
+      ring.fwd_exposed_s = ring.bwd_exposed_s = 0;
+      out.cp_ring_measured = true;
+    }
+  }
   const double bwd_weight = ops.bwd_weight * cal.bwd;
   // Recomputing the attention reruns its forward ring too.
   if (l.recompute == config::Recompute::kFull) bwd_input += fwd;
   if (l.recompute == config::Recompute::kSelective) bwd_input += attn_fwd + ring.fwd_exposed_s;
-  Costs out;
   out.calibration = cal;
   out.times = {fwd * layers, bwd_input * layers, bwd_weight * layers};
   out.tp_bytes = 2 * comm.tp_bytes * layers;
@@ -336,6 +353,7 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
         chunk_costs(model, c, l, pipeline.stages[st].count, st == 0, st + 1 == stages);
     chunks[st % static_cast<size_t>(l.pp)].push_back(costs.times);
     if (st == 0) {
+      p.cp_ring_measured = costs.cp_ring_measured;
       p.layer_calibration_fwd = costs.calibration.fwd;
       p.layer_calibration_bwd = costs.calibration.bwd;
     }
@@ -375,10 +393,19 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
     dp_seconds = std::max(dp_seconds, t.seconds);
     opt_seconds = std::max(opt_seconds, optimizer_seconds(model, l, e));
   }
-  p.dp_exposed_s =
-      cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  // Measured: the backward hides that share of as much of the reduction as it lasts (a negative
+  // share: the overlap costs extra). Else overlap_dp: all of it that the last backward lasts.
+  if (const std::optional<double> hidden = model.dp_hidden_share(); hidden && l.dp * l.cp > 1) {
+    p.dp_exposed_s = dp_seconds - *hidden * std::min(dp_seconds, replay.last_backward);
+    p.dp_overlap_measured = true;
+  } else {
+    p.dp_exposed_s =
+        cluster.overlap_dp ? std::max(0.0, dp_seconds - replay.last_backward) : dp_seconds;
+  }
   p.optimizer_s = opt_seconds;
   p.step_s = p.compute_s + p.dp_exposed_s + p.optimizer_s + cluster.step_overhead_ms * 1e-3;
+  p.band_s = p.step_s * cluster.profile.spread;
+  p.disturbed_profile = cluster.disturbed();
   const double tokens = static_cast<double>(c.train.global_batch * c.train.seq_len);
   p.tokens_per_s = tokens / p.step_s;
   const double peak = cluster.peak_flops() * model.compute_share() * world;

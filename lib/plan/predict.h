@@ -29,6 +29,7 @@ struct Prediction {
   double bubble = 0;        // pipeline idle fraction from the replay
   double compute_s = 0;     // pipeline makespan (compute, tp/ep collectives, p2p)
   double dp_exposed_s = 0;  // dp reduction left after any overlap
+  bool dp_overlap_measured = false;  // from the profile's overlap probe (Cluster::dp_hidden)
   double optimizer_s = 0;
   // Pipeline rank 0's forward and backward (input and weight) time per step, summed over its
   // micro-batches and chunks, collectives inside them included: what the trainer's telemetry
@@ -39,9 +40,26 @@ struct Prediction {
   double layer_calibration_fwd = 1, layer_calibration_bwd = 1;
   AxisTraffic dp, tp, pp, ep;
   AxisTraffic cp;  // the ring's key/value and dK/dV hops; seconds on the wire, mostly hidden
+  // The context-parallel attention came from the ring measured at this shape (op_costs.h's
+  // cp_attention_key) rather than 1/cp of the attention plus modelled hops.
+  bool cp_ring_measured = false;
   std::vector<RankMemory> memory;  // per pipeline rank
   RankMemory peak;                 // the largest
+  // The error band, step_s +- band_s: the profile's own spread of its timings (the cluster's
+  // profile.spread) as a share of the step. 0 for a cluster file with no measured spread.
+  double band_s = 0;
+  // The cluster file was profiled while other processes took kDisturbedLoadShare or more of the
+  // CPU: its op times, and so this step, may be slow.
+  bool disturbed_profile = false;
   double peak_gib() const { return peak.total_mib() / 1024.0; }
+  // Seconds per step a rank depends on its peers: what every axis puts on the wire (hidden or
+  // not) and the pipeline's idle time (bubble x makespan). The tie-break prefers less of it: the
+  // model is least sure there, since a peer that is descheduled on a loaded machine stretches
+  // every message and every pipeline wait (issue 50's bench: a zero-bubble pick tied within the
+  // band on wire time alone measured slowest, waiting 0.85 s per step for its peer).
+  double peer_wait_s() const {
+    return dp.seconds + tp.seconds + pp.seconds + ep.seconds + cp.seconds + bubble * compute_s;
+  }
 };
 
 // Predicts `layout` for `config` on `model`'s cluster with `world` ranks. `elements`: from

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <span>
@@ -21,45 +22,38 @@
 #include "ops/attention.h"
 #include "ops/gemm.h"
 #include "plan/op_costs.h"
+#include "plan/profile_cp.h"
+#include "plan/profile_overlap.h"
+#include "plan/profile_timer.h"
 #include "plan/search.h"
 #include "train/optimizer.h"
 
 namespace ms::plan {
 namespace {
 
-// The lower quartile of `times` (reordered): every timing of the profile takes it, not the best
-// (the trainer's ops run under whatever else the machine does) and not the mean (one call
-// descheduled by another process would count in full).
-double lower_quartile(std::vector<double>& times) {
-  const auto quartile = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 4);
-  std::nth_element(times.begin(), quartile, times.end());
-  return *quartile;
+// A fixed-length timing outside the timer's bookkeeping (the links' and the concurrency
+// probe's work, which every rank runs at once).
+double time_op(const std::function<void()>& op, double min_seconds) {
+  return lower_quartile(sample_calls(op, min_seconds));
 }
 
-// The lower quartile of the seconds per call of `op` over at least 8 calls and `min_seconds`.
-template <typename F>
-double time_op(F&& op, double min_seconds) {
-  op();  // warm: page faults, BLAS buffers
-  std::vector<double> times;
-  double total = 0;
-  while (total < min_seconds || times.size() < 8) {
-    Stopwatch watch;
-    op();
-    times.push_back(watch.elapsed_s());
-    total += times.back();
-  }
-  return lower_quartile(times);
+// One sgemm call of (m, n, k) on buffers it owns.
+std::function<void()> gemm_op(int64_t m, int64_t n, int64_t k) {
+  auto a = std::make_shared<std::vector<float>>(static_cast<size_t>(m * k), 0.01f);
+  auto b = std::make_shared<std::vector<float>>(static_cast<size_t>(k * n), 0.02f);
+  auto c = std::make_shared<std::vector<float>>(static_cast<size_t>(m * n), 0.0f);
+  return [=] {
+    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, m, n, k, 1.0f, a->data(), k, b->data(), n,
+               0.0f, c->data(), n);
+  };
+}
+
+double gemm_time(int64_t m, int64_t n, int64_t k, ProfileTimer& timer) {
+  return timer.time(gemm_op(m, n, k));
 }
 
 double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
-  std::vector<float> a(static_cast<size_t>(m * k), 0.01f), b(static_cast<size_t>(k * n), 0.02f),
-      c(static_cast<size_t>(m * n), 0.0f);
-  return time_op(
-      [&] {
-        ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, m, n, k, 1.0f, a.data(), k, b.data(),
-                   n, 0.0f, c.data(), n);
-      },
-      min_seconds);
+  return time_op(gemm_op(m, n, k), min_seconds);
 }
 
 // Per-element kernels of the trainer that are arithmetic-bound, in ns per element: SwiGLU forward
@@ -72,41 +66,36 @@ double gemm_time(int64_t m, int64_t n, int64_t k, double min_seconds) {
 constexpr int64_t kElementwiseProbe = int64_t{1} << 20;
 constexpr int64_t kOptimizerProbe = int64_t{4} << 20;
 
-Result<double> adamw_ns(double min_seconds) {
+Result<double> adamw_ns(ProfileTimer& timer) {
   const int64_t n = kOptimizerProbe;
   MS_ASSIGN_OR_RETURN(std::unique_ptr<train::Optimizer> opt,
                       train::Optimizer::create(config::OptimConfig{}, n, 1));
   std::vector<float> w(static_cast<size_t>(n), 0.5f), g(static_cast<size_t>(n), 0.01f);
   const train::OptimSegment seg{.param = 0, .offset = 0, .length = n, .weight_decay = true};
   Status status = Status::OK();
-  const double s = time_op(
-      [&] {
-        Status st = opt->step(w, g, std::span<const train::OptimSegment>(&seg, 1),
-                              train::OptimStep{.lr = 1e-4, .grad_scale = 1.0},
-                              [](std::span<double>) { return Status::OK(); });
-        if (!st.ok()) status = st;
-      },
-      min_seconds);
+  const double s = timer.time([&] {
+    Status st = opt->step(w, g, std::span<const train::OptimSegment>(&seg, 1),
+                          train::OptimStep{.lr = 1e-4, .grad_scale = 1.0},
+                          [](std::span<double>) { return Status::OK(); });
+    if (!st.ok()) status = st;
+  });
   MS_RETURN_IF_ERROR(status);
   return s / static_cast<double>(n) * 1e9;
 }
 
-std::pair<double, double> swiglu_ns(double min_seconds) {
+std::pair<double, double> swiglu_ns(ProfileTimer& timer) {
   const size_t n = static_cast<size_t>(kElementwiseProbe);
   std::vector<float> gate(n, 0.3f), up(n, 0.7f), out(n), dout(n, 0.1f), dgate(n), dup(n);
-  const double f = time_op(
-      [&] { ops::swiglu_forward(gate.data(), up.data(), out.data(), kElementwiseProbe); },
-      min_seconds);
-  const double b = time_op(
-      [&] {
-        ops::swiglu_backward(gate.data(), up.data(), dout.data(), dgate.data(), dup.data(),
-                             kElementwiseProbe);
-      },
-      min_seconds);
+  const double f = timer.time(
+      [&] { ops::swiglu_forward(gate.data(), up.data(), out.data(), kElementwiseProbe); });
+  const double b = timer.time([&] {
+    ops::swiglu_backward(gate.data(), up.data(), dout.data(), dgate.data(), dup.data(),
+                         kElementwiseProbe);
+  });
   return {f / static_cast<double>(n) * 1e9, b / static_cast<double>(n) * 1e9};
 }
 
-double attention_time(const AttentionOp& op, bool backward, double min_seconds) {
+double attention_time(const AttentionOp& op, bool backward, ProfileTimer& timer) {
   ops::AttentionShape s{.batch = op.batch,
                         .seq = op.seq,
                         .heads = op.heads,
@@ -120,22 +109,19 @@ double attention_time(const AttentionOp& op, bool backward, double min_seconds) 
       lse(q / static_cast<size_t>(op.head_dim)), dO(q, 0.01f), dQ(q), dK(kv), dV(kv);
   ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data());
   if (!backward) {
-    return time_op(
-        [&] { ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data()); },
-        min_seconds);
+    return timer.time(
+        [&] { ops::attention_forward(s, Q.data(), K.data(), V.data(), O.data(), lse.data()); });
   }
-  return time_op(
-      [&] {
-        ops::attention_backward(s, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
-                                dQ.data(), dK.data(), dV.data());
-      },
-      min_seconds);
+  return timer.time([&] {
+    ops::attention_backward(s, Q.data(), K.data(), V.data(), O.data(), lse.data(), dO.data(),
+                            dQ.data(), dK.data(), dV.data());
+  });
 }
 
 // The run's model as the trainer runs it, on one rank without parallelism: the first pipeline
 // chunk (the embedding, no output layer) of min(n_layers, kLayerProbeLayers) layers, a
 // micro-batch of `batch` sequences of `seq` tokens. Its forward and its backward (input and
-// weight gradients), each the lower quartile over at least 5 calls and `min_seconds`, per
+// weight gradients), each the lower quartile over at least 5 calls and the timer's seconds, per
 // layer; the embedding's lookup and scatter are a few hundredths of a layer. Several layers, so
 // that what one layer leaves in the caches for the next is as in training, where the backward
 // reads activations every layer stored; embedded tokens rather than made-up activations,
@@ -144,7 +130,7 @@ double attention_time(const AttentionOp& op, bool backward, double min_seconds) 
 constexpr int64_t kLayerProbeLayers = 4;
 
 Result<std::pair<double, double>> layer_times(const config::ModelConfig& config, int64_t batch,
-                                              int64_t seq, double min_seconds) {
+                                              int64_t seq, ProfileTimer& timer) {
   config::ModelConfig c = config;
   c.max_seq_len = std::max(c.max_seq_len, seq);
   const int64_t layers = std::min(c.n_layers, kLayerProbeLayers);
@@ -164,44 +150,49 @@ Result<std::pair<double, double>> layer_times(const config::ModelConfig& config,
   }
   const model::StageBatch mb{.inputs = tokens.data(), .targets = tokens.data(), .B = batch,
                              .T = seq, .grad_scale = 1.0f, .backward = true};
-  std::vector<double> fwd, bwd;
-  double total = 0;
-  for (int call = 0; call < 6 || total < min_seconds; ++call) {
-    Stopwatch watch;
-    MS_RETURN_IF_ERROR(m->stage_forward(0, mb, input, output).status());
-    const double f = watch.elapsed_s();
-    watch.reset();
-    MS_RETURN_IF_ERROR(m->stage_backward(0, grad_out, grad_in));
-    const double b = watch.elapsed_s();
-    if (call == 0) continue;  // warm: page faults, BLAS buffers
-    fwd.push_back(f / static_cast<double>(layers));
-    bwd.push_back(b / static_cast<double>(layers));
-    total += f + b;
-  }
-  return std::pair{lower_quartile(fwd), lower_quartile(bwd)};
+  MS_ASSIGN_OR_RETURN(
+      const std::vector<double> quartiles,
+      timer.time_sets([&]() -> Result<std::vector<std::vector<double>>> {
+        std::vector<double> fwd, bwd;
+        double total = 0;
+        for (int call = 0; call < 6 || total < timer.min_seconds(); ++call) {
+          Stopwatch watch;
+          MS_RETURN_IF_ERROR(m->stage_forward(0, mb, input, output).status());
+          const double f = watch.elapsed_s();
+          watch.reset();
+          MS_RETURN_IF_ERROR(m->stage_backward(0, grad_out, grad_in));
+          const double b = watch.elapsed_s();
+          if (call == 0) continue;  // warm: page faults, BLAS buffers
+          fwd.push_back(f / static_cast<double>(layers));
+          bwd.push_back(b / static_cast<double>(layers));
+          total += f + b;
+        }
+        return std::vector<std::vector<double>>{fwd, bwd};
+      }));
+  return std::pair{quartiles[0], quartiles[1]};
 }
 
 // Times the op a measured-op key names, into `out` under that key (a layer key: the layer's
 // forward and backward, both keys).
-Status time_key(const std::string& key, const ProfileOptions& options, MeasuredOps& out) {
-  const double min_seconds = options.min_seconds_per_op;
+Status time_key(const std::string& key, const ProfileOptions& options, ProfileTimer& timer,
+                MeasuredOps& out) {
   long long v[6] = {0, 0, 0, 0, 0, 0};
   if (key.rfind("gemm ", 0) == 0 &&
       std::sscanf(key.c_str() + 5, "%lldx%lldx%lld", &v[0], &v[1], &v[2]) == 3) {
-    out[key] = gemm_time(v[0], v[1], v[2], min_seconds);
+    out[key] = gemm_time(v[0], v[1], v[2], timer);
     return Status::OK();
   }
   const bool bwd = key.rfind("attn_bwd ", 0) == 0;
   if ((bwd || key.rfind("attn_fwd ", 0) == 0) &&
       std::sscanf(key.c_str() + 9, "%lldx%lldx%lldx%lldx%lldx%lld", &v[0], &v[1], &v[2], &v[3],
                   &v[4], &v[5]) == 6) {
-    out[key] = attention_time({v[0], v[1], v[2], v[3], v[4], v[5]}, bwd, min_seconds);
+    out[key] = attention_time({v[0], v[1], v[2], v[3], v[4], v[5]}, bwd, timer);
     return Status::OK();
   }
   if ((key.rfind("layer_fwd ", 0) == 0 || key.rfind("layer_bwd ", 0) == 0) &&
       std::sscanf(key.c_str() + 10, "%lldx%lld", &v[0], &v[1]) == 2 && options.config != nullptr) {
     MS_ASSIGN_OR_RETURN(const auto times,
-                        layer_times(options.config->model, v[0], v[1], min_seconds));
+                        layer_times(options.config->model, v[0], v[1], timer));
     out[layer_key(v[0], v[1], false)] = times.first;
     out[layer_key(v[0], v[1], true)] = times.second;
     return Status::OK();
@@ -246,15 +237,51 @@ Result<std::set<std::string>> op_keys(const ProfileOptions& options) {
   return keys;
 }
 
+bool is_cp_key(const std::string& key) { return key.rfind("cp_", 0) == 0; }
+
+// Runs `work` on ranks [0, count) while the others sleep; see below.
+Status on_ranks_alone(comm::Communicator& world, int count, const std::function<Status()>& work);
+
+// The ring attention of every context-parallel shape the search looks up, on a cp group of the
+// profile's first cp ranks while the others sleep (a cp wider than the profile's world stays
+// modelled); rank 0's times into the measured ops.
+Status measure_cp_rings(comm::Communicator& world, const ProfileOptions& options, Cluster& c) {
+  MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
+  std::map<int, std::unique_ptr<comm::Communicator>> groups;
+  for (const std::string& key : keys) {
+    AttentionOp op;
+    int cp = 0;
+    bool backward = false;
+    if (!parse_cp_attention_key(key, op, cp, backward) || backward) continue;  // fwd and bwd
+    if (cp > world.size()) continue;
+    if (groups.count(cp) == 0) {
+      MS_ASSIGN_OR_RETURN(groups[cp],
+                          world.split(world.rank() < cp ? 0 : comm::Communicator::kNoColor,
+                                      world.rank(), "profile-cp" + std::to_string(cp)));
+    }
+    std::pair<double, double> times;
+    MS_RETURN_IF_ERROR(on_ranks_alone(world, cp, [&]() -> Status {
+      MS_ASSIGN_OR_RETURN(times, cp_attention_times(*groups[cp], op, options.min_seconds_per_op));
+      return Status::OK();
+    }));
+    c.device.measured[cp_attention_key(op, cp, false)] = times.first;
+    c.device.measured[cp_attention_key(op, cp, true)] = times.second;
+  }
+  return Status::OK();
+}
+
 // Every rank times every op shape at once; rank 0's times.
 Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& options,
                               Cluster& c) {
   MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
   MeasuredOps measured;
+  // Not metered: these ranks load each other, and a repeat on one would leave the rest behind.
+  ProfileTimer timer(options.min_seconds_per_op, nullptr);
   for (const std::string& key : keys) {
     if (measured.count(key) != 0) continue;  // a layer's backward, timed with its forward
+    if (is_cp_key(key)) continue;            // measure_cp_rings: on a cp group
     MS_RETURN_IF_ERROR(world.barrier());
-    MS_RETURN_IF_ERROR(time_key(key, options, measured));
+    MS_RETURN_IF_ERROR(time_key(key, options, timer, measured));
   }
   if (world.rank() == 0) c.device.measured_concurrent = std::move(measured);
   return Status::OK();
@@ -263,10 +290,11 @@ Status measure_concurrent_ops(comm::Communicator& world, const ProfileOptions& o
 // The compute side of the profile, on rank 0 alone.
 Status measure_device(const ProfileOptions& options, Cluster& c) {
   Device& d = c.device;
+  ProfileTimer timer(options.min_seconds_per_op);
   d.name = options.name + " (one core, OpenBLAS sgemm, measured by ms-train plan --profile)";
   d.dtype = "f32";
   for (int64_t n : {32, 64, 128, 256, 512, 1024}) {
-    const double s = gemm_time(n, n, n, options.min_seconds_per_op);
+    const double s = gemm_time(n, n, n, timer);
     const double flops = 2.0 * static_cast<double>(n * n * n);
     d.gemm.points.emplace_back(flops / 1e9, flops / s / 1e9);
   }
@@ -275,21 +303,23 @@ Status measure_device(const ProfileOptions& options, Cluster& c) {
   d.peak_tflops["f32"] = peak / 1e3;
   d.gemm.max = 1.0;
   d.memory_bandwidth_gbs = measure_stream_gbs(StreamKernel::kTriad, size_t{8} << 20, 5);
-  MS_ASSIGN_OR_RETURN(d.adamw_ns_per_element, adamw_ns(options.min_seconds_per_op));
+  MS_ASSIGN_OR_RETURN(d.adamw_ns_per_element, adamw_ns(timer));
   std::tie(d.swiglu_forward_ns_per_element, d.swiglu_backward_ns_per_element) =
-      swiglu_ns(options.min_seconds_per_op);
+      swiglu_ns(timer);
   // Attention's rate against a GEMM of the same FLOPs, at a mid-sized shape.
   const CostModel model(c, 1);
   const AttentionOp probe{4, 256, 8, 8, 64, 0};
   const double flops = attention_flops(probe, false);
   d.attention_efficiency =
-      flops / attention_time(probe, false, options.min_seconds_per_op) / model.curve_rate(flops);
+      flops / attention_time(probe, false, timer) / model.curve_rate(flops);
   if (options.config != nullptr) {
     MS_ASSIGN_OR_RETURN(const std::set<std::string> keys, op_keys(options));
     for (const std::string& key : keys) {
-      if (d.measured.count(key) == 0) MS_RETURN_IF_ERROR(time_key(key, options, d.measured));
+      if (d.measured.count(key) != 0 || is_cp_key(key)) continue;
+      MS_RETURN_IF_ERROR(time_key(key, options, timer, d.measured));
     }
   }
+  c.profile = timer.quality();
   return Status::OK();
 }
 
@@ -422,12 +452,15 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
     MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(*busy, alone));
     if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(*busy, options, c));
     MS_ASSIGN_OR_RETURN(c.intra_node, measure_links(*busy));
+    MS_ASSIGN_OR_RETURN(c.dp_hidden, measure_dp_hidden_share(*busy));
     return Status::OK();
   }));
   c.inter_node = c.intra_node;
+  if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_cp_rings(world, options, c));
   // Every rank at once on fewer cores: the links as an oversubscribed job sees them.
   if (world.size() > c.devices_per_node) {
     MS_ASSIGN_OR_RETURN(c.oversubscribed, measure_links(world));
+    MS_ASSIGN_OR_RETURN(c.dp_hidden_oversubscribed, measure_dp_hidden_share(world));
   }
   c.runtime_overhead_mib = resident_mib();
   return c;

@@ -41,7 +41,8 @@ nlohmann::ordered_json axis_json(const AxisTraffic& a) {
 }  // namespace
 
 std::string prediction_row_header() {
-  return "#  layout                                        step_s    tok/s   mfu%  bubble%  "
+  return "#  layout                                        step_s    +-band    tok/s   mfu%  "
+         "bubble%  "
          "peak_GiB = weights + grads + optim + acts (+ runtime)       dp_MB    tp_MB    pp_MB    "
          "ep_MB    cp_MB\n";
 }
@@ -51,13 +52,21 @@ std::string prediction_row(size_t index, const Prediction& p) {
   char line[400];
   std::snprintf(
       line, sizeof(line),
-      "%-2zu %-45s %8.4g %8.0f %6.1f %7.1f   %8.3f = %7.3f + %7.3f + %7.3f + %7.3f (+ %.3f)"
+      "%-2zu %-45s %8.4g %9.2g %8.0f %6.1f %7.1f   %8.3f = %7.3f + %7.3f + %7.3f + %7.3f (+ %.3f)"
       "  %8.2f %8.2f %8.2f %8.2f %8.2f\n",
-      index, layout_name(p.layout).c_str(), p.step_s, p.tokens_per_s, p.mfu * 100, p.bubble * 100,
+      index, layout_name(p.layout).c_str(), p.step_s, p.band_s, p.tokens_per_s, p.mfu * 100,
+      p.bubble * 100,
       p.peak_gib(), m.weights_mib / 1024, m.gradients_mib / 1024, m.optimizer_mib / 1024,
       m.activations_mib / 1024, m.overhead_mib / 1024, p.dp.bytes / kMB, p.tp.bytes / kMB,
       p.pp.bytes / kMB, p.ep.bytes / kMB, p.cp.bytes / kMB);
   return line;
+}
+
+std::string disturbed_note(const Cluster& cl) {
+  return "# note: " + cl.source + " was profiled while other processes took " +
+         format("%.0f%%", cl.profile.load_share * 100) +
+         " of the node's CPU; its op times, and these predictions, may be slow (profile again "
+         "on a quiet machine)";
 }
 
 std::string run_command(const PlanContext& ctx, const Layout& layout) {
@@ -84,8 +93,15 @@ std::string plan_text(const PlanContext& ctx, const SearchResult& result, const 
   out += "# memory per rank is the peak pipeline rank's; MB are bus bytes per rank per step\n";
   out += prediction_row_header();
   for (size_t i = 0; i < result.ranked.size(); ++i) out += prediction_row(i + 1, result.ranked[i]);
-  const Prediction& best = result.ranked.front();
-  out += "# best: " + run_command(ctx, best.layout) + "\n";
+  const Recommendation& r = result.recommendation;
+  out += r.ties == 1
+             ? std::string("# ties: none (no layout within the error band of the fastest)\n")
+             : "# ties: layouts 1 to " + std::to_string(r.ties) +
+                   " (within the error band of the fastest)\n";
+  out += "# recommended: layout " + std::to_string(r.index + 1) + ", " +
+         layout_name(result.recommended().layout) + ": " + r.reason + "\n";
+  out += "# run: " + run_command(ctx, result.recommended().layout) + "\n";
+  if (cl.disturbed()) out += disturbed_note(cl) + "\n";
   if (what_if) out += what_if_text(ctx, *what_if);
   return out;
 }
@@ -113,10 +129,14 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
             {"micro_batch", l.micro_batch},
             {"zero", l.zero ? 1 : 0},
             {"recompute", std::string(config::enum_to_name(l.recompute))},
-            {"sequence_parallel", l.sequence_parallel}}},
+            {"sequence_parallel", l.sequence_parallel},
+            {"pp_layers", l.pp_layers}}},
           {"name", layout_name(l)},
           {"set", set_flags(l)},
           {"step_s", p.step_s},
+          {"band_s", p.band_s},
+          {"disturbed_profile", p.disturbed_profile},
+          {"peer_wait_s", p.peer_wait_s()},
           {"tokens_per_s", p.tokens_per_s},
           {"mfu", p.mfu},
           {"bubble", p.bubble},
@@ -125,6 +145,8 @@ nlohmann::ordered_json prediction_json(const Prediction& p) {
           {"optimizer_s", p.optimizer_s},
           {"forward_s", p.forward_s},
           {"backward_s", p.backward_s},
+          {"cp_ring_measured", p.cp_ring_measured},
+          {"dp_overlap_measured", p.dp_overlap_measured},
           {"layer_calibration", {{"fwd", p.layer_calibration_fwd}, {"bwd", p.layer_calibration_bwd}}},
           {"peak_memory_mib", p.peak.total_mib()},
           {"memory", memory},
@@ -151,7 +173,15 @@ nlohmann::ordered_json plan_json(const PlanContext& ctx, const SearchResult& res
   doc["over_memory"] = result.over_memory;
   doc["layouts"] = nlohmann::ordered_json::array();
   for (const Prediction& p : result.ranked) doc["layouts"].push_back(prediction_json(p));
-  doc["best_command"] = run_command(ctx, result.ranked.front().layout);
+  doc["recommended"] = {{"index", result.recommendation.index},
+                        {"name", layout_name(result.recommended().layout)},
+                        {"ties", result.recommendation.ties},
+                        {"reason", result.recommendation.reason},
+                        {"command", run_command(ctx, result.recommended().layout)}};
+  doc["best_command"] = doc["recommended"]["command"];
+  doc["profile"] = {{"spread", ctx.cluster->profile.spread},
+                    {"load_share", ctx.cluster->profile.load_share},
+                    {"disturbed", ctx.cluster->disturbed()}};
   if (what_if) {
     doc["what_if"] = {
         {"net", what_if->scaling.net},

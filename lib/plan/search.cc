@@ -21,12 +21,25 @@ std::vector<int64_t> divisors(int64_t n) {
   return out;
 }
 
-// The schedules (with their vpp) a pipeline of pp ranks can run the model's layers with.
-std::vector<std::pair<std::string, int>> schedules(int pp, int64_t n_layers) {
-  if (pp == 1) return {{"1f1b", 1}};
-  std::vector<std::pair<std::string, int>> out = {{"1f1b", 1}, {"zero-bubble", 1}};
+// The schedules (with their vpp) a pipeline of pp ranks can run the model's layers with, each
+// with the layer splits planned for it (layout.h's planned_pp_splits: uneven where the stages
+// do not divide the layers, as the trainer runs them with parallel.pp_layers).
+struct PipelineChoice {
+  std::string schedule;
+  int vpp = 1;
+  std::vector<int64_t> pp_layers;
+};
+
+std::vector<PipelineChoice> pipelines(int pp, int64_t n_layers) {
+  if (pp == 1) return {{"1f1b", 1, {}}};
+  std::vector<PipelineChoice> out;
+  for (const char* schedule : {"1f1b", "zero-bubble"}) {
+    for (auto& split : planned_pp_splits(n_layers, pp, 1)) out.push_back({schedule, 1, split});
+  }
   for (int vpp = 2; vpp <= 8 && pp * vpp <= n_layers; ++vpp) {
-    if (n_layers % (pp * vpp) == 0) out.emplace_back("interleaved", vpp);
+    for (auto& split : planned_pp_splits(n_layers, pp, vpp)) {
+      out.push_back({"interleaved", vpp, split});
+    }
   }
   return out;
 }
@@ -63,7 +76,7 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
         if (config.train.global_batch % dp != 0) continue;
         for (int64_t ep : divisors(dp * cp)) {
           if (ep > 1 && !parallel::ep_divides_experts(m.moe.num_experts, ep)) continue;
-          for (const auto& [schedule, vpp] : schedules(static_cast<int>(pp), m.n_layers)) {
+          for (const PipelineChoice& pipe : pipelines(static_cast<int>(pp), m.n_layers)) {
             for (int64_t mb : divisors(config.train.global_batch / dp)) {
               for (bool zero : {true, false}) {
                 for (config::Recompute rc : kRecompute) {
@@ -71,14 +84,15 @@ std::vector<Layout> candidate_layouts(const config::RunConfig& config, int world
                     Layout l{.dp = static_cast<int>(dp),
                              .tp = static_cast<int>(tp),
                              .pp = static_cast<int>(pp),
-                             .vpp = vpp,
+                             .vpp = pipe.vpp,
                              .ep = static_cast<int>(ep),
                              .cp = static_cast<int>(cp),
-                             .schedule = schedule,
+                             .schedule = pipe.schedule,
                              .micro_batch = mb,
                              .zero = zero,
                              .recompute = rc,
-                             .sequence_parallel = sp};
+                             .sequence_parallel = sp,
+                             .pp_layers = pipe.pp_layers};
                     if (check_layout(config, l, world).ok()) out.push_back(l);
                   }
                 }
@@ -108,12 +122,13 @@ Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunCon
   const double limit_mib = cluster.memory_per_rank_gib * 1024.0;
   SearchResult result;
   result.world = world;
-  // Parameters per rank depend on tp, pp, vpp and ep, not on dp or cp.
-  std::map<std::tuple<int, int, int, int>, std::vector<RankElements>> elements;
+  // Parameters per rank depend on tp, pp, vpp, ep and the layer split, not on dp or cp.
+  std::map<std::tuple<int, int, int, int, std::vector<int64_t>>, std::vector<RankElements>>
+      elements;
   double smallest_peak = -1;
   for (const Layout& l : candidate_layouts(config, world)) {
     ++result.considered;
-    auto key = std::make_tuple(l.tp, l.pp, l.vpp, l.ep);
+    auto key = std::make_tuple(l.tp, l.pp, l.vpp, l.ep, l.pp_layers);
     auto it = elements.find(key);
     if (it == elements.end()) {
       MS_ASSIGN_OR_RETURN(std::vector<RankElements> e, rank_elements(config, l));
@@ -151,6 +166,8 @@ Result<SearchResult> search_layouts(const Cluster& cluster, const config::RunCon
   }
   std::stable_sort(result.ranked.begin(), result.ranked.end(),
                    [](const Prediction& a, const Prediction& b) { return a.step_s < b.step_s; });
+  result.recommendation = recommend(result.ranked);
+  keep = std::max(keep, keep > 0 ? result.recommendation.index + 1 : 0);
   if (keep > 0 && result.ranked.size() > keep) result.ranked.resize(keep);
   return result;
 }

@@ -16,6 +16,12 @@
 # global batch 16) over layouts the main set does not run (other micro-batches, dp x pp, dp 4,
 # selective recomputation, grouped KV heads): a check of the model on shapes it was not
 # developed against. It skips the published runs.
+# The pick (issue 50): per rank count, `ms-train plan` recommends a layout of the dense model
+# from the same cluster file; the recommendation is trained too where it is not one of the
+# layouts above, and its measured rank among the dense layouts run at that rank count is
+# printed with how far it is from the fastest measured. The machine's load (uptime) is printed
+# at the start and the end, and the profile's own record of it (the cluster file's profile:
+# load_share, the share of the CPU other processes took while it measured).
 # Usage: [SET=main|heldout] scripts/bench/plan_layouts_bench.sh [build dir] [work dir] [steps]
 set -euo pipefail
 BUILD=${1:-build}
@@ -27,6 +33,7 @@ BIN=$BUILD/bin
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mkdir -p "$WORK"
+echo "# start $(date -u +%FT%TZ), load: $(uptime)"
 if [ ! -f "$WORK/s128.plan" ]; then
   "$BIN/ms-data" tokenizer train --input "$SRC/data/corpus/tinyshakespeare.txt" --vocab-size 1024 \
     --output "$WORK/tokenizer.json" > /dev/null
@@ -138,11 +145,15 @@ print(" ".join("%.4f" % statistics.median(r[k] for r in rows)
 PY
 }
 
+grep -h "^profile:" "$WORK"/*.cluster.yaml | sed 's/^/# cluster file /'
 printf "%-34s %4s %10s %10s %7s %10s %10s %7s\n" layout np pred_s meas_s err% pred_MiB meas_MiB err%
 : > "$WORK/errors.txt"
 : > "$WORK/phases.txt"
-run() {  # run <label> <ranks> <cluster> [--set args...]
-  local label=$1 np=$2 cluster=$3
+: > "$WORK/measured.txt"
+# GROUP: which runs a rank count's recommendation is ranked among (the dense model at the
+# main set's global batch); other models and batches set their own.
+run() {  # [GROUP=name] run <label> <ranks> <cluster> [--set args...]
+  local label=$1 np=$2 cluster=$3 group=${GROUP:-dense}
   shift 3
   rm -rf "${WORK:?}/$label"
   mpirun --oversubscribe -x OPENBLAS_NUM_THREADS -np "$np" \
@@ -155,6 +166,8 @@ run() {  # run <label> <ranks> <cluster> [--set args...]
            --ranks "$np" --set run.dir="$WORK/$label" "${common[@]}" "$@")
   pred_s=$(python3 -c 'import json,sys; print("%.5f" % json.loads(sys.argv[1])["step_s"])' "$pred")
   pred_mib=$(python3 -c 'import json,sys; print("%.1f" % json.loads(sys.argv[1])["peak_memory_mib"])' "$pred")
+  python3 -c 'import json,sys; print(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], json.loads(sys.argv[1])["name"].replace(" ", "_"))' \
+    "$pred" "$group" "$np" "$meas_s" "$label" >> "$WORK/measured.txt"
   python3 - "$label" "$np" "$pred_s" "$meas_s" "$pred_mib" "$meas_mib" "$WORK/errors.txt" <<'PY'
 import sys
 label, np, ps, ms, pm, mm, errs = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:7]), sys.argv[7]
@@ -196,13 +209,39 @@ run "pp2-1f1b-mb1"        2 "$D" --set parallel.pp=2 --set train.micro_batch=1
 run "dp2-tp2"             4 "$D" --set parallel.tp=2
 run "pp2-tp2-zb"          4 "$D" --set parallel.pp=2 --set parallel.tp=2 --set parallel.schedule=zero-bubble --set train.micro_batch=2
 run "pp2-vpp2-interleaved" 2 "$D" --set parallel.pp=2 --set parallel.vpp=2 --set parallel.schedule=interleaved --set train.micro_batch=2
-run "dp3-zero0"           3 "$D" --set train.global_batch=12 --set parallel.dp=3 --set parallel.zero=0
-run "moe-ep2"             2 "$M" "${moe[@]}" --set parallel.ep=2
-run "moe-dp2-ep1-rc-full" 2 "$M" "${moe[@]}" --set parallel.recompute=full
-run "moe-ep2-tp2"         4 "$M" "${moe[@]}" --set parallel.ep=2 --set parallel.tp=2
-run "seq512-cp2"          2 "$C" "${cpm[@]}" --set parallel.cp=2
-run "seq512-cp2-dp2"      4 "$C" "${cpm[@]}" --set parallel.cp=2 --set parallel.dp=2
+GROUP=gb12 run "dp3-zero0"       3 "$D" --set train.global_batch=12 --set parallel.dp=3 --set parallel.zero=0
+GROUP=moe run "moe-ep2"          2 "$M" "${moe[@]}" --set parallel.ep=2
+GROUP=moe run "moe-dp2-ep1-rc-full" 2 "$M" "${moe[@]}" --set parallel.recompute=full
+GROUP=moe run "moe-ep2-tp2"      4 "$M" "${moe[@]}" --set parallel.ep=2 --set parallel.tp=2
+GROUP=seq512 run "seq512-cp2"     2 "$C" "${cpm[@]}" --set parallel.cp=2
+GROUP=seq512 run "seq512-cp2-dp2" 4 "$C" "${cpm[@]}" --set parallel.cp=2 --set parallel.dp=2
 fi
+# The recommendation at 2 and 4 ranks, trained where it is not among the runs above, and its
+# measured rank among the dense runs of that rank count.
+: > "$WORK/picks.txt"
+for np in 2 4; do
+  rec=$("$BIN/ms-train" plan --json --config "$CONFIG" --cluster "$D" --ranks "$np" "${common[@]}")
+  name=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["recommended"]["name"].replace(" ", "_"))' "$rec")
+  if ! awk -v n="$name" -v np="$np" '$1 == "dense" && $2 == np && $5 == n {found=1} END {exit !found}' "$WORK/measured.txt"; then
+    mapfile -t flags < <(python3 -c 'import json,sys
+d = json.loads(sys.argv[1])
+for f in d["layouts"][d["recommended"]["index"]]["set"]: print("--set"); print(f)' "$rec")
+    run "recommended-np$np" "$np" "$D" "${flags[@]}"
+  fi
+  python3 -c 'import json,sys; r=json.loads(sys.argv[1])["recommended"]; print("# np", sys.argv[2], "recommended:", r["name"], "(%d ties):" % r["ties"], r["reason"])' "$rec" "$np" >> "$WORK/picks.txt"
+  python3 - "$WORK/measured.txt" "$np" "$name" >> "$WORK/picks.txt" <<'PY'
+import sys
+rows = [l.split() for l in open(sys.argv[1])]
+np, name = sys.argv[2], sys.argv[3]
+runs = sorted((float(r[2]), r[3], r[4]) for r in rows if r[0] == "dense" and r[1] == np)
+rank = next(i for i, r in enumerate(runs) if r[2] == name) + 1
+rec = runs[rank - 1][0]
+print(f"# np {np}: the recommendation {name.replace('_', ' ')} measured {rec:.4f} s, rank {rank} of "
+      f"{len(runs)} dense layouts run, {(rec / runs[0][0] - 1) * 100:+.1f}% against the fastest "
+      f"({runs[0][1]}, {runs[0][0]:.4f} s)")
+PY
+done
+
 python3 - "$WORK/errors.txt" <<'PY'
 import sys, statistics
 rows = [l.split() for l in open(sys.argv[1])]
@@ -213,6 +252,9 @@ print(f"# peak memory: median |error| {statistics.median(m):.1f}%, worst {wm[0]}
 PY
 echo "# per phase, pipeline rank 0"
 cat "$WORK/phases.txt"
+echo "# the pick"
+cat "$WORK/picks.txt"
+echo "# end $(date -u +%FT%TZ), load: $(uptime)"
 [ "$SET" = main ] || exit 0
 
 # Published large-scale runs, predicted from the shipped GPU cluster files (docs/benchmarks.md

@@ -4,8 +4,9 @@
 # accepts and which train for two steps under mpirun; --json parses and every layout in it fits
 # the memory limit with the global batch unchanged; --what-if reports the change; --evaluate
 # predicts a config's own layout, context-parallel ones too, and the fastest cp layout's flags
-# train; a 70B model on the H100 file plans without allocating it;
-# --profile writes a cluster file the planner reads back; a bad cluster file is refused naming
+# train; an uneven pipeline split is planned and evaluated; --validate trains the candidates and
+# reports the measured ranks; a 70B model on the H100 file plans without allocating it;
+# --profile writes a cluster file (with its timings' spread and load) the planner reads back; a bad cluster file is refused naming
 # the file and the key; plain `ms-train --dry-run` is unchanged.
 # Usage: train_plan_test.sh <mpirun> <bin dir> <source dir>
 set -euo pipefail
@@ -29,8 +30,9 @@ config=$SRC/configs/tiny-dense.yaml
 # The search: a table, the best command, only layouts of 4 ranks.
 "$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --top 6 > "$work/plan.txt" ||
   fail "plan exited $?"
-grep -q "^# best: mpirun -np 4 ms-train --config $config --set parallel.dp=" "$work/plan.txt" ||
-  fail "no best command: $(cat "$work/plan.txt")"
+grep -q "^# run: mpirun -np 4 ms-train --config $config --set parallel.dp=" "$work/plan.txt" ||
+  fail "no run command: $(cat "$work/plan.txt")"
+grep -q "^# recommended: layout [0-9]*, .*: " "$work/plan.txt" || fail "no recommendation: $(cat "$work/plan.txt")"
 [ "$(grep -c '^[1-6] ' "$work/plan.txt")" = 6 ] || fail "expected 6 ranked rows: $(cat "$work/plan.txt")"
 grep -q "layouts the trainer accepts" "$work/plan.txt" || fail "no count of layouts"
 
@@ -121,6 +123,29 @@ grep -q "^1  dp1 tp1 pp1 cp2 mb2 " "$work/eval.txt" || fail "no cp2 layout evalu
 grep -q "parallel.cp (2) does not work with parallel.loaders (1)" "$work/err.txt" ||
   fail "cp with loaders error: $(cat "$work/err.txt")"
 
+# An uneven pipeline split (issue 50): 5 layers at pp 2 are planned and evaluated, and the split's
+# flags train.
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --set model.n_layers=5 --cluster "$CPU" --ranks 2 \
+  --top 1000 > "$work/uneven.txt" || fail "5-layer plan exited $?"
+grep -q " pp2 1f1b split3+2 " "$work/uneven.txt" || fail "no uneven split planned: $(grep -c pp2 "$work/uneven.txt")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --set model.n_layers=5 --cluster "$CPU" --ranks 2 \
+  --evaluate --set parallel.pp=2 --set parallel.dp=1 --set 'parallel.pp_layers=[2,3]' > "$work/eval.txt" ||
+  fail "uneven evaluate exited $?"
+grep -q "^1  dp1 tp1 pp2 1f1b split2+3 " "$work/eval.txt" || fail "uneven evaluate: $(cat "$work/eval.txt")"
+# --validate: the candidates train on the ranks and the fastest measured is reported.
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$CPU" --ranks 2 --validate 3 \
+  --validate-top 2 --validate-dir "$work" --validate-launcher "$MPIRUN --oversubscribe -np {ranks}" \
+  --json > "$work/validate.json" 2> "$work/validate.err" || fail "validate: $(tail -20 "$work/validate.err")"
+python3 - "$work/validate.json" <<'PY' || fail "validate json: $(head -c 800 "$work/validate.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = d["validation"]
+assert len(v["runs"]) == 2 and v["runs"][0]["recommended"], v
+assert v["runs"][0]["name"] == d["recommended"]["name"], (v, d["recommended"])
+assert all(r["measured_s"] > 0 for r in v["runs"]) and v["recommended_measured_rank"] in (1, 2), v
+assert sorted(r["measured_rank"] for r in v["runs"]) == [1, 2], v
+PY
+
 # A 70B model on 64 H100s plans in seconds: it is never allocated.
 llama70b=(--set model.vocab_size=128256 --set model.d_model=8192 --set model.n_layers=80
           --set model.n_heads=64 --set model.n_kv_heads=8 --set model.d_ff=28672
@@ -136,6 +161,20 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["layouts"][0]; 
   --config "$config" "${model[@]}" --profile-ranks 2 > "$work/profile.out" 2>&1 ||
   fail "profile: $(cat "$work/profile.out")"
 grep -q "^  measured_ops:" "$work/measured.yaml" || fail "no measured op shapes: $(head -30 "$work/measured.yaml")"
+# ... with what the timings are worth: their spread and the CPU share others took meanwhile.
+grep -q "^profile: {spread: [0-9.e-]*, load_share: [0-9.e-]*, repeated: [0-9]*}" "$work/measured.yaml" ||
+  fail "no profile quality: $(tail -3 "$work/measured.yaml")"
+grep -q "other processes took .*% of the CPU" "$work/profile.out" || fail "profile load line: $(cat "$work/profile.out")"
+# ... and how much of a dp reduction the backward hid, measured with the trainer's pattern.
+grep -q "^overlap: {dp_hidden: [0-9.e-]*}" "$work/measured.yaml" || fail "no measured dp overlap: $(tail -4 "$work/measured.yaml")"
+# ... and the context-parallel ring run on a cp group at the model's shapes, which a cp layout's
+# prediction then takes instead of 1/cp of the attention.
+grep -q "^    cp_attn_fwd [0-9x]*x2: " "$work/measured.yaml" && grep -q "^    cp_attn_bwd [0-9x]*x2: " "$work/measured.yaml" ||
+  fail "no measured cp ring: $(grep -c cp_attn "$work/measured.yaml")"
+"$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/measured.yaml" --ranks 2 --evaluate \
+  --set parallel.cp=2 --json > "$work/cp.json" || fail "cp evaluate on the measured file exited $?"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["cp_ring_measured"] is True, d' "$work/cp.json" ||
+  fail "the cp prediction did not take the measured ring: $(head -c 400 "$work/cp.json")"
 # ... with the run's own layers timed at its micro-batches, which the prediction then scales by.
 grep -q "^    layer_fwd [0-9]*x[0-9]*: " "$work/measured.yaml" &&
   grep -q "^    layer_bwd [0-9]*x[0-9]*: " "$work/measured.yaml" ||
@@ -151,6 +190,8 @@ over=$(( cores + 1 ))
 "$MPIRUN" --oversubscribe -np "$over" "$BIN/ms-train" plan --profile "$work/over.yaml" > "$work/over.out" 2>&1 ||
   fail "oversubscribed profile: $(cat "$work/over.out")"
 grep -q "^  oversubscribed: {bandwidth_gbs: " "$work/over.yaml" || fail "no oversubscribed link: $(grep -A4 '^links' "$work/over.yaml")"
+grep -q "^overlap: {dp_hidden: [0-9.e-]*, dp_hidden_oversubscribed: [0-9.e-]*}" "$work/over.yaml" ||
+  fail "no oversubscribed dp overlap: $(tail -4 "$work/over.yaml")"
 grep -q "^  oversubscribed:" "$work/measured.yaml" && [ "$cores" -ge 2 ] && fail "an oversubscribed link from one rank per core"
 "$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/over.yaml" --ranks 4 > /dev/null ||
   fail "the oversubscribed cluster file does not plan"
