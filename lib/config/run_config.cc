@@ -170,6 +170,74 @@ void add_parallel_keys(Schema<Cfg>& s) {
         &Cfg::parallel, &P::recompute);
 }
 
+void add_compress_keys(Schema<Cfg>& s) {
+  using P = ParallelConfig;
+  using C = CompressSettings;
+  s.add("parallel.compress.weights",
+        "With parallel.zero 1 and dp above 1: the format of the parameter all-gather after each "
+        "update. int8/int4 send each rank's quantized difference between its updated shard and "
+        "the replica all ranks hold (SDP4Bit); every rank adds every decoded difference, so the "
+        "replicas stay identical and what one step's rounding lost is in the next difference. "
+        "The master weights (what checkpoints hold) stay full precision.",
+        &Cfg::parallel, &P::compress, &C::weights).one_of({"none", "int8", "int4"});
+  s.add("parallel.compress.grads",
+        "With parallel.zero 1 and dp above 1: the format of the gradient reduce-scatter. int8 "
+        "and int4 quantize every rank's gradient for one all-to-all; two-level sends 8 bits "
+        "within a node and 4 bits across nodes, each hop dequantizing, summing and "
+        "requantizing (nodes: comm.ranks_per_node).",
+        &Cfg::parallel, &P::compress, &C::grads)
+      .one_of({"none", "int8", "int4", "two-level"});
+  s.add("parallel.compress.group_size",
+        "Values per scale for the weights, one-level gradients and two-level's intra-node hop.",
+        &Cfg::parallel, &P::compress, &C::group_size).at_least(8).at_most(1 << 20);
+  s.add("parallel.compress.inter_group_size",
+        "Values per scale of two-level's inter-node (4-bit) hop.",
+        &Cfg::parallel, &P::compress, &C::inter_group_size).at_least(8).at_most(1 << 20);
+  s.add("parallel.compress.hadamard",
+        "Transform compressed gradients in blocks of 32 with an orthonormal Hadamard matrix "
+        "before quantizing (and back after the sum), so an outlier no longer sets its whole "
+        "group's scale.", &Cfg::parallel, &P::compress, &C::hadamard);
+  s.add("parallel.compress.error_feedback",
+        "Keep what each rank's gradient quantization lost and add it to the next step's "
+        "gradient.", &Cfg::parallel, &P::compress, &C::error_feedback);
+  s.add("parallel.compress.reset_every",
+        "Error reset (CSER) every H steps: that step's gradients, with every kept residual, and "
+        "its weights go in full precision. 0: never. Checkpoint steps always go in full "
+        "precision, so a checkpoint holds exactly what every replica holds.",
+        &Cfg::parallel, &P::compress, &C::reset_every).at_least(0);
+  s.add("parallel.compress.weight_diff",
+        "Weights: quantize the difference from the replica (true) or the weights themselves "
+        "(false, the naive scheme, kept for comparison).",
+        &Cfg::parallel, &P::compress, &C::weight_diff);
+  s.add("parallel.compress.rounding",
+        "stochastic (unbiased, from a generator keyed by run.seed, the step, the bucket and the "
+        "rank) or nearest.", &Cfg::parallel, &P::compress, &C::rounding)
+      .one_of({"stochastic", "nearest"});
+  s.add("parallel.compress.min_numel",
+        "Tensors with fewer values, and every 1-D tensor (norms, biases) and router, are sent in "
+        "f32: their bytes are few and their precision matters; the choice is logged once.",
+        &Cfg::parallel, &P::compress, &C::min_numel).at_least(0);
+  s.add("parallel.compress.check_replicas",
+        "After each step, compare a CRC-32C of every dp replica's parameters and stop with an "
+        "error naming the ranks when they differ.",
+        &Cfg::parallel, &P::compress, &C::check_replicas);
+}
+
+void add_comm_keys(Schema<Cfg>& s) {
+  s.add("comm.ranks_per_node",
+        "Consecutive world ranks per node, for two-level compression and the simulated link on "
+        "one machine; 0 takes the nodes from the hostnames.",
+        &Cfg::comm, &CommConfig::ranks_per_node).at_least(0);
+  s.add("comm.simulate_link.gbps",
+        "Simulate an inter-node link of this many Gb/s per rank: every operation's bytes to or "
+        "from other nodes hold its completion back by their transfer time (comm/simulated_link.h). "
+        "0: off.", &Cfg::comm, &CommConfig::simulate_link, &SimulatedLinkConfig::gbps)
+      .at_least(0.0);
+  s.add("comm.simulate_link.latency_us",
+        "The simulated link's latency per operation that crosses nodes.",
+        &Cfg::comm, &CommConfig::simulate_link, &SimulatedLinkConfig::latency_us).at_least(0.0);
+}
+
 void add_optim_keys(Schema<Cfg>& s) {
   using O = OptimConfig;
   s.add("optim.name", "Optimizer.", &Cfg::optim, &O::name);
@@ -450,6 +518,19 @@ void add_parallel_rules(Schema<Cfg>& s) {
        {"train.micro_batch", [](const Cfg& c) { return c.train.micro_batch; }}});
 }
 
+void add_compress_rules(Schema<Cfg>& s) {
+  s.add_rule("`parallel.compress` only with `parallel.zero` 1",
+             [](const Cfg& c) -> std::optional<std::string> {
+               const CompressSettings& k = c.parallel.compress;
+               if ((k.weights == "none" && k.grads == "none") || c.parallel.zero == 1) {
+                 return std::nullopt;
+               }
+               return "parallel.compress.weights/grads compress ZeRO-1's reduce-scatter and "
+                      "all-gather; set parallel.zero: 1 (got " +
+                      std::to_string(c.parallel.zero) + ")";
+             });
+}
+
 void add_optim_rules(Schema<Cfg>& s) {
   s.add_rule("`optim.min_lr` at most `optim.lr`", [](const Cfg& c) -> std::optional<std::string> {
     if (c.optim.min_lr <= c.optim.lr) return std::nullopt;
@@ -463,12 +544,15 @@ Schema<Cfg> build_run_config_schema() {
   add_run_keys(s);
   add_model_keys(s);
   add_parallel_keys(s);
+  add_compress_keys(s);
   add_optim_keys(s);
   add_train_keys(s);
   add_io_keys(s);
+  add_comm_keys(s);
   add_debug_keys(s);
   add_model_rules(s);
   add_parallel_rules(s);
+  add_compress_rules(s);
   add_optim_rules(s);
   return s;
 }

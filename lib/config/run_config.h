@@ -63,6 +63,23 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// Compressed data-parallel communication under ZeRO-1 (docs/train.md, "Compressed data
+// parallelism"; parallel/compressed_dp.h).
+struct CompressSettings {
+  std::string weights = "none";  // none | int8 | int4: the parameter all-gather
+  std::string grads = "none";    // none | int8 | int4 | two-level: the gradient reduce-scatter
+  int64_t group_size = 2048;        // values per scale: weights, one-level and intra-node grads
+  int64_t inter_group_size = 128;   // two-level: the inter-node (4-bit) hop's group size
+  bool hadamard = false;            // smooth gradient groups with a Hadamard transform
+  bool error_feedback = false;      // keep each rank's gradient compression residual
+  int64_t reset_every = 0;          // error reset every H steps (a full-precision step); 0: never
+  bool weight_diff = true;          // weights: send the difference from the last step's replica
+  std::string rounding = "stochastic";  // stochastic | nearest
+  int64_t min_numel = 4096;         // smaller tensors (and 1-D ones, and routers) go as f32
+  bool check_replicas = false;      // compare a checksum of every replica after each step
+  bool operator==(const CompressSettings&) const = default;
+};
+
 struct ParallelConfig {
   int64_t dp = 1;
   int64_t tp = 1;
@@ -85,6 +102,7 @@ struct ParallelConfig {
   bool tp_overlap = false;
   int64_t tp_overlap_chunks = 4;  // chunks each overlapped tp collective is split into
   Recompute recompute = Recompute::kNone;
+  CompressSettings compress;
   bool operator==(const ParallelConfig&) const = default;
 };
 
@@ -143,6 +161,20 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// Where ranks sit and, for measurements on one machine, a simulated inter-node link
+// (comm/simulated_link.h).
+struct SimulatedLinkConfig {
+  double gbps = 0;  // 0: no simulated link
+  double latency_us = 0;
+  bool operator==(const SimulatedLinkConfig&) const = default;
+};
+
+struct CommConfig {
+  int64_t ranks_per_node = 0;  // 0: nodes from the hostnames
+  SimulatedLinkConfig simulate_link;
+  bool operator==(const CommConfig&) const = default;
+};
+
 struct TelemetryConfig {
   double every_s = 1.0;
   bool trace = true;
@@ -177,6 +209,7 @@ struct RunConfig {
   DataConfig data;
   CheckpointConfig checkpoint;
   TelemetryConfig telemetry;
+  CommConfig comm;
   DebugConfig debug;
   bool operator==(const RunConfig&) const = default;
 };

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/crc32c.h"
+#include "core/logging.h"
 #include "core/timer.h"
 #include "train/rank_sum.h"
 
@@ -39,7 +41,110 @@ Result<std::unique_ptr<DistributedOptimizer>> DistributedOptimizer::create(
       self->options_.zero ? self->layout_.shard_numel() : self->layout_.total_numel();
   MS_ASSIGN_OR_RETURN(self->optimizer_, Optimizer::create(optim, state_numel, params.size(),
                                                           self->options_.backend));
+  MS_RETURN_IF_ERROR(self->create_compression(params));
   return self;
+}
+
+namespace {
+
+// Whether a tensor's gradient and weights are worth quantizing: not a small one, a 1-D one
+// (norms, biases) or a router, whose bytes are few and whose precision matters most.
+bool worth_compressing(const TrainableParam& p, int64_t min_numel) {
+  return p.value->numel() >= min_numel && p.value->shape().size() >= 2 &&
+         p.name.find("router") == std::string::npos;
+}
+
+// The runs of each part of `bucket`: the compressed tensors' stretches and the rest (f32
+// tensors and padding), relative to the part's start.
+parallel::CompressedBucket bucket_runs(const FlatLayout& layout, const GradBucket& bucket,
+                                       const std::vector<bool>& compress) {
+  parallel::CompressedBucket out;
+  out.part_numel = bucket.numel / layout.dp();
+  for (int r = 0; r < layout.dp(); ++r) {
+    const int64_t begin = bucket.offset + r * out.part_numel, end = begin + out.part_numel;
+    std::vector<parallel::WireRun> runs;
+    auto add = [&](int64_t from, int64_t to, bool compressed) {
+      from = std::max(from, begin);
+      to = std::min(to, end);
+      if (from >= to) return;
+      if (!runs.empty() && runs.back().compressed == compressed &&
+          runs.back().offset + runs.back().length == from - begin) {
+        runs.back().length += to - from;
+      } else {
+        runs.push_back({from - begin, to - from, compressed});
+      }
+    };
+    int64_t covered = bucket.offset;
+    for (size_t param : bucket.params) {
+      const int64_t at = layout.param_offset(param);
+      add(covered, at, false);  // padding, if any
+      add(at, at + layout.param_numel(param), compress[param]);
+      covered = at + layout.param_numel(param);
+    }
+    add(covered, bucket.offset + bucket.numel, false);
+    out.part_runs.push_back(std::move(runs));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status DistributedOptimizer::create_compression(const std::vector<TrainableParam>& params) {
+  const parallel::CompressConfig& c = options_.compress;
+  if (!c.grads_on() && c.weight_bits == 0) return Status::OK();
+  if (!options_.zero) {
+    return InvalidArgument("compressed data-parallel communication needs ZeRO-1 "
+                           "(parallel.zero: 1)");
+  }
+  if (!options_.backend->runtime().device().is_host()) {
+    return FailedPrecondition("compressed data-parallel communication runs on the host only; "
+                              "the model is on " +
+                              device_name(options_.backend->runtime().device()) +
+                              " (set parallel.compress.weights and .grads to none)");
+  }
+  std::vector<bool> compress;
+  int64_t compressed_values = 0, total_values = 0;
+  std::string raw_names;
+  int raw = 0;
+  for (const TrainableParam& p : params) {
+    compress.push_back(worth_compressing(p, options_.compress_min_numel));
+    total_values += p.value->numel();
+    if (compress.back()) {
+      compressed_values += p.value->numel();
+    } else if (++raw <= 6) {
+      raw_names += (raw_names.empty() ? "" : ", ") + p.name;
+    }
+  }
+  std::vector<parallel::CompressedBucket> buckets;
+  for (const GradBucket& b : layout_.buckets()) buckets.push_back(bucket_runs(layout_, b, compress));
+  std::vector<int> nodes;
+  for (int w : dp_.world_ranks()) {
+    const size_t at = static_cast<size_t>(w);
+    nodes.push_back(at < options_.node_of_world_rank.size() ? options_.node_of_world_rank[at] : 0);
+  }
+  MS_ASSIGN_OR_RETURN(compressed_, parallel::CompressedDataParallel::create(
+                                       dp_, nodes, c, std::move(buckets)));
+  if (dp_.rank() == 0 && dp_.world_ranks()[0] == 0) {
+    const auto bits = [](int b) { return b == 0 ? std::string("f32") : "int" + std::to_string(b); };
+    MS_LOG(Info) << "dp compression over " << dp_.name() << ": grads "
+                 << (c.two_level ? "two-level (int8 within " + std::to_string(dp_.size() /
+                                       std::max(1, compressed_->nodes())) +
+                                       " ranks, int" + std::to_string(c.inter_bits) +
+                                       " across " + std::to_string(compressed_->nodes()) +
+                                       " nodes)"
+                                 : bits(c.grad_bits))
+                 << ", weights " << bits(c.weight_bits)
+                 << (c.weight_bits != 0 && !c.weight_diff ? " (naive: values, not differences)"
+                                                          : "")
+                 << "; " << params.size() - static_cast<size_t>(raw) << " of " << params.size()
+                 << " tensors compressed ("
+                 << (total_values > 0 ? 100.0 * static_cast<double>(compressed_values) /
+                                            static_cast<double>(total_values)
+                                      : 0.0)
+                 << "% of values); " << raw << " in f32"
+                 << (raw > 0 ? " (" + raw_names + (raw > 6 ? ", ..." : "") + ")" : "");
+  }
+  return Status::OK();
 }
 
 DistributedOptimizer::DistributedOptimizer(comm::Communicator& dp, FlatLayout layout,
@@ -107,7 +212,10 @@ std::vector<OptimSegment> DistributedOptimizer::optimizer_segments(
   return segments;
 }
 
-void DistributedOptimizer::begin_step() {
+void DistributedOptimizer::begin_step(int64_t step, bool full_precision) {
+  step_ = step;
+  full_step_ = full_precision ||
+               (options_.compress_reset_every > 0 && step % options_.compress_reset_every == 0);
   options_.backend->fill(grads_.data(), static_cast<int64_t>(grads_.size()), 0.0f);
   bucket_pending_.clear();
   for (const GradBucket& b : layout_.buckets()) {
@@ -146,7 +254,13 @@ Status DistributedOptimizer::issue_bucket(size_t bucket) {
   op.event.bytes = static_cast<uint64_t>(b.numel) * sizeof(float);
   op.event.t0 = wall_time_s();
   float* grads = grads_.data() + b.offset;
-  if (options_.zero) {
+  if (grads_compressed()) {
+    op.event.op = "reduce_scatter";
+    MS_ASSIGN_OR_RETURN(op.request, compressed_->reduce_scatter(
+                                        bucket, grads, grad_shard_.data() + b.shard_offset, step_));
+  } else if (options_.zero) {
+    // A full-precision step hands over what compression kept back.
+    if (compressed_ != nullptr) compressed_->add_residuals(bucket, grads);
     op.event.op = "reduce_scatter";
     const size_t part = static_cast<size_t>(b.numel / layout_.dp());
     MS_ASSIGN_OR_RETURN(op.request,
@@ -259,25 +373,64 @@ Status DistributedOptimizer::apply(double lr, double clip_coefficient) {
         MS_RETURN_IF_ERROR(sum_in_rank_order(dp_, sums));
         return sum_over_tp(sums);
       }));
-  return gather_parameters();
+  const bool compressed =
+      compressed_ != nullptr && compressed_->config().weight_bits != 0 && !full_step_;
+  MS_RETURN_IF_ERROR(gather_parameters(compressed));
+  return options_.check_replicas ? check_replicas(step_) : Status::OK();
 }
 
-// ZeRO: every rank's updated shard of each bucket back into the flat parameter buffer.
-Status DistributedOptimizer::gather_parameters() {
+Status DistributedOptimizer::sync_replicas() {
+  if (!options_.zero || replicas_exact_) return Status::OK();
+  return gather_parameters(false);
+}
+
+parallel::CompressedTraffic DistributedOptimizer::take_compressed_traffic() {
+  return compressed_ != nullptr ? compressed_->take_traffic() : parallel::CompressedTraffic{};
+}
+
+// ZeRO: every rank's updated shard of each bucket back into the flat parameter buffer (as
+// quantized differences when `compressed`).
+Status DistributedOptimizer::gather_parameters(bool compressed) {
   std::vector<InFlight> gathers;
-  for (const GradBucket& b : layout_.buckets()) {
+  for (size_t i = 0; i < layout_.buckets().size(); ++i) {
+    const GradBucket& b = layout_.buckets()[i];
     InFlight op;
     op.event = {"allgather", dp_.next_seq(), static_cast<uint64_t>(b.numel) * sizeof(float),
                 wall_time_s(), 0};
     const size_t part = static_cast<size_t>(b.numel / layout_.dp());
-    MS_ASSIGN_OR_RETURN(op.request, dp_.iallgather(master_.data() + b.shard_offset,
-                                                   values_.data() + b.offset, part, DType::kF32));
+    if (compressed) {
+      MS_ASSIGN_OR_RETURN(op.request,
+                          compressed_->gather_weights(i, master_.data() + b.shard_offset,
+                                                      values_.data() + b.offset, step_));
+    } else {
+      MS_ASSIGN_OR_RETURN(op.request,
+                          dp_.iallgather(master_.data() + b.shard_offset,
+                                         values_.data() + b.offset, part, DType::kF32));
+    }
     gathers.push_back(std::move(op));
   }
   for (InFlight& op : gathers) {
     MS_RETURN_IF_ERROR(op.request.wait());
     op.event.t1 = wall_time_s();
     if (options_.on_comm) options_.on_comm(op.event);
+  }
+  replicas_exact_ = !compressed;
+  return Status::OK();
+}
+
+// Every dp rank's CRC-32C of its replicated parameters, compared.
+Status DistributedOptimizer::check_replicas(int64_t step) {
+  const uint32_t mine =
+      crc32c(values_.data(), values_.size() * sizeof(float));
+  std::vector<uint32_t> all(static_cast<size_t>(dp_.size()));
+  MS_RETURN_IF_ERROR(dp_.allgather(&mine, all.data(), 1, DType::kI32));
+  for (int r = 1; r < dp_.size(); ++r) {
+    if (all[r] != all[0]) {
+      return Internal("dp replicas differ after step " + std::to_string(step) + ": rank " +
+                      std::to_string(dp_.world_ranks()[r]) + " holds parameters with CRC-32C " +
+                      std::to_string(all[r]) + ", rank " + std::to_string(dp_.world_ranks()[0]) +
+                      " " + std::to_string(all[0]) + " (group " + dp_.name() + ")");
+    }
   }
   return Status::OK();
 }

@@ -33,6 +33,7 @@
 #include "ops/backend.h"
 #include "ops/device_array.h"
 #include "parallel/comm_stats.h"
+#include "parallel/compressed_dp.h"
 #include "train/flat_layout.h"
 #include "train/optimizer.h"
 
@@ -86,6 +87,16 @@ struct DistributedOptimizerOptions {
   // The device the gradient norm and the updates run on (ops/backend.h); must outlive the
   // optimizer.
   ops::Backend* backend = &ops::cpu_backend();
+  // Compressed communication (ZeRO-1 on the host only; parallel/compressed_dp.h). Tensors with
+  // fewer than compress_min_numel values, 1-D tensors and routers are sent in f32.
+  parallel::CompressConfig compress{};
+  int64_t compress_min_numel = 4096;
+  int64_t compress_reset_every = 0;  // every H-th step goes in full precision; 0: never
+  // The node of every world rank (two-level compression and the inter-node byte count);
+  // empty: one node.
+  std::vector<int> node_of_world_rank{};
+  // After each update, compare a CRC-32C of every dp replica's parameters.
+  bool check_replicas = false;
 };
 
 class DistributedOptimizer {
@@ -99,8 +110,11 @@ class DistributedOptimizer {
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
-  // Starts a step: zeroes every gradient and the step's communication statistics.
-  void begin_step();
+  // Starts step `step` (it keys compressed communication's rounding): zeroes every gradient and
+  // the step's communication statistics. `full_precision`: this step's reduction and gather go
+  // uncompressed, carrying every kept residual, so the parameters every replica holds after it
+  // equal the master weights (the trainer asks for it on checkpoint steps).
+  void begin_step(int64_t step = 0, bool full_precision = false);
   // The coming backward pass finishes this step's gradients: from now on on_grad_ready starts
   // reductions (when overlap is on).
   void arm() { armed_ = true; }
@@ -122,6 +136,13 @@ class DistributedOptimizer {
   // Applies one optimizer update with learning rate `lr`, gradients scaled by
   // clip_coefficient / dp, then (ZeRO) all-gathers the parameters. Collective.
   Status apply(double lr, double clip_coefficient);
+
+  // With compressed weights, after a step whose update was skipped or compressed: gathers the
+  // master shards in full precision, so every replica equals the master weights (before a
+  // checkpoint). Collective; a no-op when they already are.
+  Status sync_replicas();
+  // Bytes compressed communication sent since the last take (zero when it is off).
+  parallel::CompressedTraffic take_compressed_traffic();
 
   const FlatLayout& layout() const { return layout_; }
   Optimizer& optimizer() { return *optimizer_; }
@@ -150,7 +171,12 @@ class DistributedOptimizer {
   Status issue_bucket(size_t bucket);
   Status test_in_flight();
   void complete(InFlight& op);
-  Status gather_parameters();
+  Status gather_parameters(bool compressed);
+  Status create_compression(const std::vector<TrainableParam>& params);
+  Status check_replicas(int64_t step);
+  bool grads_compressed() const {
+    return compressed_ != nullptr && compressed_->config().grads_on() && !full_step_;
+  }
 
   comm::Communicator& dp_;
   FlatLayout layout_;
@@ -173,6 +199,10 @@ class DistributedOptimizer {
   double first_issue_t_ = 0;
   double last_done_t_ = 0;
   parallel::CommStats stats_;
+  std::unique_ptr<parallel::CompressedDataParallel> compressed_;
+  int64_t step_ = 0;
+  bool full_step_ = false;
+  bool replicas_exact_ = true;  // every replica holds the master weights
 };
 
 }  // namespace ms::train

@@ -39,8 +39,19 @@ Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
   return set;
 }
 
-void OptimizerSet::begin_step() {
-  for (Part& p : parts_) p.optimizer->begin_step();
+void OptimizerSet::begin_step(int64_t step, bool full_precision) {
+  for (Part& p : parts_) p.optimizer->begin_step(step, full_precision);
+}
+
+Status OptimizerSet::sync_replicas() {
+  for (Part& p : parts_) MS_RETURN_IF_ERROR(p.optimizer->sync_replicas());
+  return Status::OK();
+}
+
+parallel::CompressedTraffic OptimizerSet::take_compressed_traffic() {
+  parallel::CompressedTraffic total;
+  for (Part& p : parts_) total.add(p.optimizer->take_compressed_traffic());
+  return total;
 }
 
 void OptimizerSet::arm() {

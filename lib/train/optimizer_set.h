@@ -40,7 +40,7 @@ class OptimizerSet {
       std::vector<TrainableParam> params, const std::vector<ParamGroup>& groups,
       const config::OptimConfig& optim, const DistributedOptimizerOptions& options);
 
-  void begin_step();
+  void begin_step(int64_t step, bool full_precision);
   void arm();
   void on_grad_ready(size_t param);
   void poll();
@@ -49,6 +49,9 @@ class OptimizerSet {
   Status apply(double lr, double clip_coefficient);
   // The step's dp (and edp) reduction statistics added up.
   parallel::CommStats step_stats() const;
+  // DistributedOptimizer's, for every part.
+  Status sync_replicas();
+  parallel::CompressedTraffic take_compressed_traffic();
 
   std::vector<Part>& parts() { return parts_; }
   // The dense optimizer (the only one without ep): its update count is the run's.

@@ -114,6 +114,7 @@ Result<TrainSummary> Trainer::run() {
     summary.losses.push_back(result.loss);
     summary.steps_done = step;
     summary.comm.add(s_->dist->step_stats());
+    summary.dp_compressed.add(s_->dist->take_compressed_traffic());
     for (const auto& chunk : s_->chunks) {
       summary.tp_comm.add(chunk->take_tp_comm_stats());
       s_->ep_stats.add(chunk->take_ep_comm_stats());
@@ -163,7 +164,10 @@ Result<Trainer::StepResult> Trainer::train_step(int64_t step) {
   Stopwatch watch;
   StepResult result;
   s_->faults->at_step_start(step);
-  s_->dist->begin_step();
+  // A checkpoint step goes in full precision: what is saved is what every replica holds.
+  const bool saved = (config_.checkpoint.every > 0 && step % config_.checkpoint.every == 0) ||
+                     step == config_.train.steps;
+  s_->dist->begin_step(step, saved);
   MS_RETURN_IF_ERROR(accumulate_gradients(step, result));
   {
     ScopedTimer wait(result.phases.comm_wait_s);

@@ -67,6 +67,7 @@ struct TrainSummary {
   int64_t skipped_updates = 0;      // updates the spike guard skipped
   parallel::CommStats comm;         // gradient reductions summed over all steps
   parallel::CommStats tp_comm;      // tensor-parallel collectives summed over all steps
+  parallel::CompressedTraffic dp_compressed;  // compressed dp bytes this rank sent, all steps
   int64_t first_step = 1;           // 1, or the step after the checkpoint resumed from
   std::vector<std::string> checkpoints;  // step directories committed by this run, in order
   int64_t checkpoint_failures = 0;  // saves that failed (logged; training went on)
@@ -110,6 +111,9 @@ class Trainer {
   // A whole-sequence micro-batch -> this rank's cp chunks of it (unchanged without cp).
   data::MicroBatch local_tokens(data::MicroBatch batch) const;
   Status build();
+  // comm.simulate_link: wraps the world for the mesh; with compression, finds the nodes too.
+  Status simulate_link();
+  void set_compression(DistributedOptimizerOptions& options) const;
   Result<std::unique_ptr<data::BatchSource>> open_source(const data::LoaderOptions& options);
   Status serve_data(TrainSummary& summary);
   void stop_loaders();
@@ -140,6 +144,7 @@ class Trainer {
   void log_step(int64_t step, const StepResult& result) const;
   Status record_step(int64_t step, const StepResult& result);
   Status finish(TrainSummary& summary);
+  void log_compression(const TrainSummary& summary) const;
   Status log_data_wait(const TrainSummary& summary);
   Status find_resume_checkpoint();
   Status load_parameters();

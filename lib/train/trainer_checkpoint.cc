@@ -207,6 +207,12 @@ Status Trainer::reserve_checkpoint_staging() {
 // failed save is logged on every rank and training continues.
 Status Trainer::save_checkpoint(int64_t step) {
   if (!s_->checkpointer) s_->checkpointer = std::make_unique<ckpt::Checkpointer>(trainers());
+  // Compressed weights: a skipped update or a stop between checkpoint steps leaves replicas
+  // that are not the master weights; the checkpoint holds the master weights.
+  if (config_.parallel.compress.weights != "none") {
+    s_->checkpointer->before_overwrite_all();
+    MS_RETURN_IF_ERROR(s_->dist->sync_replicas());
+  }
   std::vector<ckpt::SaveTensor> tensors;
   MS_RETURN_IF_ERROR(checkpoint_tensors(tensors));
   const SpikeGuardState guard = s_->guard->state();

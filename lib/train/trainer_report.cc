@@ -32,6 +32,45 @@ Status Trainer::log_data_wait(const TrainSummary& summary) {
   return Status::OK();
 }
 
+// Compressed dp communication's bytes against full precision, and the simulated link's bytes
+// per group and how much of its time the overlap hid (this rank's figures).
+void Trainer::log_compression(const TrainSummary& summary) const {
+  const int64_t steps = summary.steps_done - s_->start_step;
+  const parallel::CompressedTraffic& t = summary.dp_compressed;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  if (steps > 0 && t.full_precision_bytes > 0) {
+    const uint64_t sent = t.grad_bytes + t.weight_bytes;
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "dp compression: sent %.3f MiB per step (gradients %.3f, of them %.3f to other "
+                  "nodes; weights %.3f) against %.3f MiB in full precision: %.2fx fewer bytes "
+                  "(full-precision steps excluded)",
+                  static_cast<double>(sent) / steps / kMiB,
+                  static_cast<double>(t.grad_bytes) / steps / kMiB,
+                  static_cast<double>(t.grad_inter_node_bytes) / steps / kMiB,
+                  static_cast<double>(t.weight_bytes) / steps / kMiB,
+                  static_cast<double>(t.full_precision_bytes) / steps / kMiB,
+                  sent > 0 ? static_cast<double>(t.full_precision_bytes) / static_cast<double>(sent)
+                           : 0.0);
+    MS_LOG(Info) << line;
+  }
+  if (!s_->link || steps <= 0) return;
+  for (const auto& [group, traffic] : s_->link->traffic()) {
+    if (traffic.inter_node_bytes == 0 && traffic.intra_node_bytes == 0) continue;
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "simulated link (%.1f Gb/s, %.0f us): %s sent %.3f MiB per step to other nodes "
+                  "and %.3f within its node; link time %.3fs, of which %.3fs waited for "
+                  "(%.0f%% hidden)",
+                  config_.comm.simulate_link.gbps, config_.comm.simulate_link.latency_us,
+                  group.c_str(), static_cast<double>(traffic.inter_node_bytes) / steps / kMiB,
+                  static_cast<double>(traffic.intra_node_bytes) / steps / kMiB, traffic.delay_s,
+                  traffic.waited_s,
+                  traffic.delay_s > 0 ? (1.0 - traffic.waited_s / traffic.delay_s) * 100.0 : 0.0);
+    MS_LOG(Info) << line;
+  }
+}
+
 // Closes the writers and logs the run's summary, including how much of the gradient
 // reduction the overlap hid.
 Status Trainer::finish(TrainSummary& summary) {
@@ -46,6 +85,7 @@ Status Trainer::finish(TrainSummary& summary) {
                   c.hidden_fraction() * 100.0, c.exposed_s, c.active_s);
     MS_LOG(Info) << line;
   }
+  log_compression(summary);
   // "Up to": a chunk's completion is only seen when the model polls between GEMMs, so the
   // time in flight includes compute the transfer may not have used.
   const parallel::CommStats& t = summary.tp_comm;

@@ -47,6 +47,42 @@ Result<std::unique_ptr<Trainer>> Trainer::create(config::RunConfig config,
   return trainer;
 }
 
+Status Trainer::simulate_link() {
+  const config::CompressSettings& k = config_.parallel.compress;
+  const config::SimulatedLinkConfig& link = config_.comm.simulate_link;
+  if (k.grads == "none" && k.weights == "none" && link.gbps <= 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(s_->node_of_world_rank,
+                      comm::node_ids(world_, config_.comm.ranks_per_node));
+  if (link.gbps > 0) {
+    s_->link = std::make_unique<comm::SimulatedLink>(
+        world_, s_->node_of_world_rank, comm::LinkModel{link.gbps, link.latency_us});
+  }
+  return Status::OK();
+}
+
+void Trainer::set_compression(DistributedOptimizerOptions& options) const {
+  const config::CompressSettings& k = config_.parallel.compress;
+  const auto bits = [](const std::string& format) {
+    return format == "int8" ? 8 : format == "int4" ? 4 : 0;
+  };
+  parallel::CompressConfig& c = options.compress;
+  c.two_level = k.grads == "two-level";
+  c.grad_bits = c.two_level ? 0 : bits(k.grads);
+  c.group_size = k.group_size;
+  c.inter_group_size = k.inter_group_size;
+  c.hadamard = k.hadamard;
+  c.error_feedback = k.error_feedback;
+  c.weight_bits = bits(k.weights);
+  c.weight_group_size = k.group_size;
+  c.weight_diff = k.weight_diff;
+  c.stochastic = k.rounding == "stochastic";
+  c.seed = static_cast<uint64_t>(config_.run.seed);
+  options.compress_min_numel = k.min_numel;
+  options.compress_reset_every = k.reset_every;
+  options.check_replicas = k.check_replicas;
+  options.node_of_world_rank = s_->node_of_world_rank;
+}
+
 // Refuses bad input before anything is computed, then builds the pieces. Each stage that can
 // fail on some ranks only ends in comm::agree(), before the next collective.
 Status Trainer::build() {
@@ -58,7 +94,9 @@ Status Trainer::build() {
                               .ep = static_cast<int>(config_.parallel.ep),
                               .loaders = s_->loaders,
                               .cp = static_cast<int>(config_.parallel.cp)};
-  MS_ASSIGN_OR_RETURN(comm::Mesh mesh, comm::Mesh::create(world_, shape));
+  MS_RETURN_IF_ERROR(simulate_link());
+  MS_ASSIGN_OR_RETURN(comm::Mesh mesh,
+                      comm::Mesh::create(s_->link ? *s_->link : world_, shape));
   s_->mesh.emplace(std::move(mesh));
   // A loader rank holds no model; run() serves the trainers' batches. From here on the
   // trainers' collectives go over trainers(), which the loader ranks are not part of.
@@ -287,6 +325,7 @@ Status Trainer::build_model() {
   };
   options.tp = &s_->mesh->tp();
   if (shape.pp > 1) options.pp = &s_->mesh->pp();
+  set_compression(options);
   const bool ep = config_.parallel.ep > 1;
   MS_ASSIGN_OR_RETURN(s_->dist,
                       OptimizerSet::create(replicas(), ep ? &s_->mesh->edp() : nullptr,

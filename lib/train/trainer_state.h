@@ -11,6 +11,7 @@
 
 #include "ckpt/checkpoint.h"
 #include "comm/mesh.h"
+#include "comm/simulated_link.h"
 #include "comm/watchdog.h"
 #include "data/disaggregated.h"
 #include "data/loader.h"
@@ -29,6 +30,9 @@ namespace ms::train {
 
 struct Trainer::State {
   std::optional<io::DirectoryLock> run_dir_lock;  // rank 0: this job owns run.dir
+  // comm.simulate_link: the world as the mesh's groups see it, with the link held back.
+  std::unique_ptr<comm::SimulatedLink> link;
+  std::vector<int> node_of_world_rank;  // with compression or a simulated link
   std::optional<comm::Mesh> mesh;
   int dp = 1;
   int micro_batches = 1;
