@@ -120,210 +120,199 @@ std::pair<uint64_t, uint64_t> SimulatedLink::to_each(size_t count, DType dtype) 
           block * static_cast<uint64_t>(inner_.size() - 1 - far)};
 }
 
-double SimulatedLink::book(uint64_t sent, uint64_t received, uint64_t intra) {
+double SimulatedLink::book(const Charge& c) {
   LinkTraffic& t = shared_->traffic[inner_.name()];
-  t.intra_node_bytes += intra;
-  t.inter_node_bytes += sent;
+  t.intra_node_bytes += c.intra;
+  t.inter_node_bytes += c.sent;
   const double now = wall_time_s();
-  if ((sent == 0 && received == 0) || shared_->model.gbps <= 0) return now;
+  if ((c.sent == 0 && c.received == 0) || shared_->model.gbps <= 0) return now;
   const double busy =
       shared_->model.latency_us * 1e-6 +
-      static_cast<double>(std::max(sent, received)) * 8.0 / (shared_->model.gbps * 1e9);
+      static_cast<double>(std::max(c.sent, c.received)) * 8.0 / (shared_->model.gbps * 1e9);
   const double start = std::max(now, shared_->link_free_at);
   shared_->link_free_at = start + busy;
   t.delay_s += busy;
   return shared_->link_free_at;
 }
 
-void SimulatedLink::hold_until(double release) {
+Status SimulatedLink::blocking(const Charge& charge, const std::function<Status()>& call) {
+  const double release = book(charge);
+  MS_RETURN_IF_ERROR(call());
   const double now = wall_time_s();
-  if (now >= release) return;
+  if (now >= release) return Status::OK();
   shared_->traffic[inner_.name()].waited_s += release - now;
   std::this_thread::sleep_for(std::chrono::duration<double>(release - now));
-}
-
-Result<Request> SimulatedLink::delayed(Result<Request> inner, double release) {
-  if (!inner.ok()) return inner.status();
-  return Request(std::make_unique<DelayedRequest>(std::move(inner).value(), release,
-                                                  &shared_->traffic[inner_.name()]));
-}
-
-// The charges of each operation, as direct exchanges.
-namespace {
-struct Charge {
-  uint64_t sent = 0, received = 0, intra = 0;
-};
-}  // namespace
-
-Status SimulatedLink::blocking(uint64_t sent, uint64_t received, uint64_t intra,
-                               const std::function<Status()>& call) {
-  const double release = book(sent, received, intra);
-  MS_RETURN_IF_ERROR(call());
-  hold_until(release);
   return Status::OK();
 }
 
+Result<Request> SimulatedLink::nonblocking(const Charge& charge,
+                                           const std::function<Result<Request>()>& call) {
+  const double release = book(charge);
+  MS_ASSIGN_OR_RETURN(Request inner, call());
+  return Request(std::make_unique<DelayedRequest>(std::move(inner), release,
+                                                  &shared_->traffic[inner_.name()]));
+}
+
+// The charges of each kind of operation, as direct exchanges.
+
+SimulatedLink::Charge SimulatedLink::broadcast_charge(size_t count, DType dtype, int root) const {
+  const auto [far, near] = to_each(count, dtype);
+  const uint64_t block = count * dtype_size(dtype);
+  return rank() == root ? Charge{far, 0, near} : Charge{0, remote(root) ? block : 0, 0};
+}
+
+// A block of count / size elements to and from every other member, twice.
+SimulatedLink::Charge SimulatedLink::allreduce_charge(size_t count, DType dtype) const {
+  const auto [far, near] = to_each(count / static_cast<size_t>(size()), dtype);
+  return {2 * far, 2 * far, 2 * near};
+}
+
+// A block of `count` elements to and from every other member (reduce-scatter, all-gather,
+// all-to-all).
+SimulatedLink::Charge SimulatedLink::exchange_charge(size_t count, DType dtype) const {
+  const auto [far, near] = to_each(count, dtype);
+  return {far, far, near};
+}
+
+// Per-member counts: bytes to other nodes and to this node's other members.
+std::pair<uint64_t, uint64_t> SimulatedLink::split_counts(std::span<const size_t> counts,
+                                                          DType dtype) const {
+  uint64_t far = 0, near = 0;
+  for (size_t m = 0; m < counts.size(); ++m) {
+    if (static_cast<int>(m) == rank()) continue;
+    (remote(static_cast<int>(m)) ? far : near) += counts[m] * dtype_size(dtype);
+  }
+  return {far, near};
+}
+
+SimulatedLink::Charge SimulatedLink::gatherv_charge(size_t send_count,
+                                                    std::span<const size_t> recv_counts,
+                                                    DType dtype) const {
+  const auto [far, near] = to_each(send_count, dtype);
+  return {far, split_counts(recv_counts, dtype).first, near};
+}
+
+SimulatedLink::Charge SimulatedLink::alltoallv_charge(std::span<const size_t> send_counts,
+                                                      std::span<const size_t> recv_counts,
+                                                      DType dtype) const {
+  const auto out = split_counts(send_counts, dtype);
+  return {out.first, split_counts(recv_counts, dtype).first, out.second};
+}
+
+SimulatedLink::Charge SimulatedLink::send_charge(size_t count, DType dtype, int dest) const {
+  const uint64_t bytes = count * dtype_size(dtype);
+  return remote(dest) ? Charge{bytes, 0, 0} : Charge{0, 0, bytes};
+}
+
+SimulatedLink::Charge SimulatedLink::recv_charge(size_t count, DType dtype, int source) const {
+  return {0, remote(source) ? count * dtype_size(dtype) : 0, 0};
+}
+
 Status SimulatedLink::barrier() {
-  const Charge c = Charge{};
-  return blocking(c.sent, c.received, c.intra, [&] { return inner_.barrier(); });
+  return blocking({}, [&] { return inner_.barrier(); });
 }
 
 Status SimulatedLink::broadcast(void* buf, size_t count, DType dtype, int root) {
-  const auto [far, near] = to_each(count, dtype);
-  const uint64_t block = count * dtype_size(dtype);
-  const Charge c = rank() == root ? Charge{far, 0, near} : Charge{0, remote(root) ? block : 0, 0};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(broadcast_charge(count, dtype, root),
                   [&] { return inner_.broadcast(buf, count, dtype, root); });
 }
 
-namespace {
-// A block of count / size elements to (and from) every other member, twice for an all-reduce.
-Charge allreduce_charge(std::pair<uint64_t, uint64_t> each) {
-  return {2 * each.first, 2 * each.first, 2 * each.second};
-}
-}  // namespace
-
 Status SimulatedLink::allreduce(const void* send, void* recv, size_t count, DType dtype,
                                 ReduceOp op) {
-  const Charge c = allreduce_charge(to_each(count / static_cast<size_t>(size()), dtype));
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(allreduce_charge(count, dtype),
                   [&] { return inner_.allreduce(send, recv, count, dtype, op); });
 }
 
 Status SimulatedLink::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                                      ReduceOp op) {
-  const auto [far, near] = to_each(recv_count, dtype);
-  const Charge c = Charge{far, far, near};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(exchange_charge(recv_count, dtype),
                   [&] { return inner_.reduce_scatter(send, recv, recv_count, dtype, op); });
 }
 
 Status SimulatedLink::allgather(const void* send, void* recv, size_t send_count, DType dtype) {
-  const auto [far, near] = to_each(send_count, dtype);
-  const Charge c = Charge{far, far, near};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(exchange_charge(send_count, dtype),
                   [&] { return inner_.allgather(send, recv, send_count, dtype); });
 }
 
-namespace {
-// Bytes of per-member counts split into (other nodes, this node but not self).
-template <typename Remote>
-std::pair<uint64_t, uint64_t> split_counts(std::span<const size_t> counts, DType dtype, int self,
-                                           Remote remote) {
-  uint64_t far = 0, near = 0;
-  for (size_t m = 0; m < counts.size(); ++m) {
-    if (static_cast<int>(m) == self) continue;
-    (remote(static_cast<int>(m)) ? far : near) += counts[m] * dtype_size(dtype);
-  }
-  return {far, near};
-}
-}  // namespace
-
 Status SimulatedLink::allgatherv(const void* send, size_t send_count, void* recv,
                                  std::span<const size_t> recv_counts, DType dtype) {
-  const auto [far, near] = to_each(send_count, dtype);
-  const uint64_t in =
-      split_counts(recv_counts, dtype, rank(), [this](int m) { return remote(m); }).first;
-  const Charge c = Charge{far, in, near};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(gatherv_charge(send_count, recv_counts, dtype),
                   [&] { return inner_.allgatherv(send, send_count, recv, recv_counts, dtype); });
 }
 
 Status SimulatedLink::alltoall(const void* send, void* recv, size_t count, DType dtype) {
-  const auto [far, near] = to_each(count, dtype);
-  const Charge c = Charge{far, far, near};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(exchange_charge(count, dtype),
                   [&] { return inner_.alltoall(send, recv, count, dtype); });
 }
 
 Status SimulatedLink::alltoallv(const void* send, std::span<const size_t> send_counts, void* recv,
                                 std::span<const size_t> recv_counts, DType dtype) {
-  auto is_remote = [this](int m) { return remote(m); };
-  const auto out = split_counts(send_counts, dtype, rank(), is_remote);
-  const auto in = split_counts(recv_counts, dtype, rank(), is_remote);
-  const Charge c = Charge{out.first, in.first, out.second};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(alltoallv_charge(send_counts, recv_counts, dtype),
                   [&] { return inner_.alltoallv(send, send_counts, recv, recv_counts, dtype); });
 }
 
 Status SimulatedLink::send(const void* buf, size_t count, DType dtype, int dest, int tag) {
-  const uint64_t bytes = count * dtype_size(dtype);
-  const Charge c = remote(dest) ? Charge{bytes, 0, 0} : Charge{0, 0, bytes};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(send_charge(count, dtype, dest),
                   [&] { return inner_.send(buf, count, dtype, dest, tag); });
 }
 
 Status SimulatedLink::recv(void* buf, size_t count, DType dtype, int source, int tag) {
-  const uint64_t bytes = count * dtype_size(dtype);
-  const Charge c = Charge{0, remote(source) ? bytes : 0, 0};
-  return blocking(c.sent, c.received, c.intra,
+  return blocking(recv_charge(count, dtype, source),
                   [&] { return inner_.recv(buf, count, dtype, source, tag); });
 }
 
 Result<Request> SimulatedLink::ibroadcast(void* buf, size_t count, DType dtype, int root) {
-  const auto [far, near] = to_each(count, dtype);
-  const uint64_t block = count * dtype_size(dtype);
-  const Charge c = rank() == root ? Charge{far, 0, near} : Charge{0, remote(root) ? block : 0, 0};
-  const double release = book(c.sent, c.received, c.intra);
-  return delayed(inner_.ibroadcast(buf, count, dtype, root), release);
+  return nonblocking(broadcast_charge(count, dtype, root),
+                     [&] { return inner_.ibroadcast(buf, count, dtype, root); });
 }
 
 Result<Request> SimulatedLink::iallreduce(const void* send, void* recv, size_t count, DType dtype,
                                           ReduceOp op) {
-  const Charge c = allreduce_charge(to_each(count / static_cast<size_t>(size()), dtype));
-  const double release = book(c.sent, c.received, c.intra);
-  return delayed(inner_.iallreduce(send, recv, count, dtype, op), release);
+  return nonblocking(allreduce_charge(count, dtype),
+                     [&] { return inner_.iallreduce(send, recv, count, dtype, op); });
 }
 
 Result<Request> SimulatedLink::ireduce_scatter(const void* send, void* recv, size_t recv_count,
                                                DType dtype, ReduceOp op) {
-  const auto [far, near] = to_each(recv_count, dtype);
-  const double release = book(far, far, near);
-  return delayed(inner_.ireduce_scatter(send, recv, recv_count, dtype, op), release);
+  return nonblocking(exchange_charge(recv_count, dtype),
+                     [&] { return inner_.ireduce_scatter(send, recv, recv_count, dtype, op); });
 }
 
 Result<Request> SimulatedLink::iallgather(const void* send, void* recv, size_t send_count,
                                           DType dtype) {
-  const auto [far, near] = to_each(send_count, dtype);
-  const double release = book(far, far, near);
-  return delayed(inner_.iallgather(send, recv, send_count, dtype), release);
+  return nonblocking(exchange_charge(send_count, dtype),
+                     [&] { return inner_.iallgather(send, recv, send_count, dtype); });
 }
 
 Result<Request> SimulatedLink::iallgatherv(const void* send, size_t send_count, void* recv,
                                            std::span<const size_t> recv_counts, DType dtype) {
-  const auto [far, near] = to_each(send_count, dtype);
-  const uint64_t in =
-      split_counts(recv_counts, dtype, rank(), [this](int m) { return remote(m); }).first;
-  const double release = book(far, in, near);
-  return delayed(inner_.iallgatherv(send, send_count, recv, recv_counts, dtype), release);
+  return nonblocking(gatherv_charge(send_count, recv_counts, dtype), [&] {
+    return inner_.iallgatherv(send, send_count, recv, recv_counts, dtype);
+  });
 }
 
 Result<Request> SimulatedLink::ialltoall(const void* send, void* recv, size_t count, DType dtype) {
-  const auto [far, near] = to_each(count, dtype);
-  const double release = book(far, far, near);
-  return delayed(inner_.ialltoall(send, recv, count, dtype), release);
+  return nonblocking(exchange_charge(count, dtype),
+                     [&] { return inner_.ialltoall(send, recv, count, dtype); });
 }
 
 Result<Request> SimulatedLink::ialltoallv(const void* send, std::span<const size_t> send_counts,
                                           void* recv, std::span<const size_t> recv_counts,
                                           DType dtype) {
-  auto is_remote = [this](int m) { return remote(m); };
-  const auto out = split_counts(send_counts, dtype, rank(), is_remote);
-  const auto in = split_counts(recv_counts, dtype, rank(), is_remote);
-  const double release = book(out.first, in.first, out.second);
-  return delayed(inner_.ialltoallv(send, send_counts, recv, recv_counts, dtype), release);
+  return nonblocking(alltoallv_charge(send_counts, recv_counts, dtype), [&] {
+    return inner_.ialltoallv(send, send_counts, recv, recv_counts, dtype);
+  });
 }
 
 Result<Request> SimulatedLink::isend(const void* buf, size_t count, DType dtype, int dest,
                                      int tag) {
-  const uint64_t bytes = count * dtype_size(dtype);
-  const double release = remote(dest) ? book(bytes, 0, 0) : book(0, 0, bytes);
-  return delayed(inner_.isend(buf, count, dtype, dest, tag), release);
+  return nonblocking(send_charge(count, dtype, dest),
+                     [&] { return inner_.isend(buf, count, dtype, dest, tag); });
 }
 
 Result<Request> SimulatedLink::irecv(void* buf, size_t count, DType dtype, int source, int tag) {
-  const double release = book(0, remote(source) ? count * dtype_size(dtype) : 0, 0);
-  return delayed(inner_.irecv(buf, count, dtype, source, tag), release);
+  return nonblocking(recv_charge(count, dtype, source),
+                     [&] { return inner_.irecv(buf, count, dtype, source, tag); });
 }
 
 Result<std::unique_ptr<Communicator>> SimulatedLink::split(int color, int key,

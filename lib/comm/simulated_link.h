@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -100,19 +101,33 @@ class SimulatedLink final : public Communicator {
   struct Shared;
   class DelayedRequest;
   SimulatedLink(std::unique_ptr<Communicator> owned, std::shared_ptr<Shared> shared);
+  // What an operation moves for this rank: bytes sent to and received from members on other
+  // nodes, and bytes sent to this node's other members.
+  struct Charge {
+    uint64_t sent = 0, received = 0, intra = 0;
+  };
   bool remote(int member) const;
   int remote_members() const;
-  // Books the link for an operation that sends `sent` and receives `received` bytes across
-  // nodes (`intra` bytes stay on the node) and returns the wall time it may complete.
-  double book(uint64_t sent, uint64_t received, uint64_t intra);
-  // Holds the caller until `release` (a blocking operation's end).
-  void hold_until(double release);
-  // A blocking operation: books the link, runs `call`, holds the caller until the release.
-  Status blocking(uint64_t sent, uint64_t received, uint64_t intra,
-                  const std::function<Status()>& call);
-  Result<Request> delayed(Result<Request> inner, double release);
   // Bytes of one block of `count` elements sent to every other member: (remote, intra).
   std::pair<uint64_t, uint64_t> to_each(size_t count, DType dtype) const;
+  std::pair<uint64_t, uint64_t> split_counts(std::span<const size_t> counts, DType dtype) const;
+  Charge broadcast_charge(size_t count, DType dtype, int root) const;
+  Charge allreduce_charge(size_t count, DType dtype) const;
+  Charge exchange_charge(size_t count, DType dtype) const;
+  Charge gatherv_charge(size_t send_count, std::span<const size_t> recv_counts,
+                        DType dtype) const;
+  Charge alltoallv_charge(std::span<const size_t> send_counts,
+                          std::span<const size_t> recv_counts, DType dtype) const;
+  Charge send_charge(size_t count, DType dtype, int dest) const;
+  Charge recv_charge(size_t count, DType dtype, int source) const;
+  // Books the link for `charge` (counting its bytes) and returns the wall time the operation
+  // may complete.
+  double book(const Charge& charge);
+  // A blocking operation: books the link, runs `call`, holds the caller until the release.
+  Status blocking(const Charge& charge, const std::function<Status()>& call);
+  // A nonblocking one: books the link and wraps `call`'s request so that it completes no
+  // earlier than the release.
+  Result<Request> nonblocking(const Charge& charge, const std::function<Result<Request>()>& call);
 
   std::unique_ptr<Communicator> owned_;
   Communicator& inner_;

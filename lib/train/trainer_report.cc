@@ -56,7 +56,10 @@ void Trainer::log_compression(const TrainSummary& summary) const {
   }
   if (!s_->link || steps <= 0) return;
   for (const auto& [group, traffic] : s_->link->traffic()) {
-    if (traffic.inter_node_bytes == 0 && traffic.intra_node_bytes == 0) continue;
+    // Groups that only sum a few scalars a step (the loss, flags) are not worth a line.
+    if (traffic.inter_node_bytes + traffic.intra_node_bytes < 1024 * static_cast<uint64_t>(steps)) {
+      continue;
+    }
     char line[320];
     std::snprintf(line, sizeof(line),
                   "simulated link (%.1f Gb/s, %.0f us): %s sent %.3f MiB per step to other nodes "
