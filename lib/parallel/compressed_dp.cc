@@ -135,8 +135,8 @@ Status CompressedDataParallel::GradExchange::start(float* grads) {
   for (int d = 0; d < group.size(); ++d) {
     if (d == group.rank()) continue;
     o.traffic_.grad_bytes += static_cast<uint64_t>(send_counts_[d]);
-    const int dest = c.two_level ? o.owner_[static_cast<size_t>(d)][0] : d;
-    if (!c.two_level && o.node_of_rank_[dest] != o.node_of_rank_[me]) {
+    // Hop 1 of two stays within the node by construction.
+    if (!c.two_level && o.node_of_rank_[d] != o.node_of_rank_[me]) {
       o.traffic_.grad_inter_node_bytes += static_cast<uint64_t>(send_counts_[d]);
     }
   }
@@ -208,14 +208,19 @@ void CompressedDataParallel::GradExchange::finish(const WireQuant& q, int sender
 }
 
 Result<bool> CompressedDataParallel::GradExchange::advance() {
-  if (stage_ == 1 && owner_.config_.two_level) {
+  const bool two_level = owner_.config_.two_level;
+  // On one node hop 1 already delivered every rank's 8-bit message for this rank's part (its
+  // column is itself alone): a second, 4-bit hop would only add error.
+  if (stage_ == 1 && two_level && owner_.nodes_ > 1) {
     MS_RETURN_IF_ERROR(issue_second_hop());
     return false;
   }
-  if (owner_.config_.two_level) {
-    finish(hop2_quant(), owner_.nodes_);
-  } else {
+  if (!two_level) {
     finish(hop1_quant(), owner_.dp_.size());
+  } else if (stage_ == 1) {
+    finish(hop1_quant(), owner_.local_->size());
+  } else {
+    finish(hop2_quant(), owner_.nodes_);
   }
   return true;
 }

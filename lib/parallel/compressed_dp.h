@@ -10,7 +10,8 @@
 //   Gradients, two levels: the dp ranks form nodes of L ranks (the same L on every node). Hop 1
 //     sends, 8 bits, to each rank of the node the parts owned by that rank's "column" (the ranks
 //     with its local index, one per node); the receiver sums them, requantizes them to 4 bits
-//     and hop 2 sends each to its owner across the nodes. Only hop 2 crosses nodes.
+//     and hop 2 sends each to its owner across the nodes. Only hop 2 crosses nodes; on one
+//     node there is no hop 2.
 //   Hadamard smoothing (optional): the sender transforms each compressed run in blocks of 32
 //     before quantizing, and the owner transforms its sum back (the transform is linear and
 //     its own inverse, so sums may be formed on either side).
