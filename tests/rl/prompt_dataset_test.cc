@@ -1,11 +1,14 @@
 // The prompt dataset reader: fields, compressed files, and errors naming file:line.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "io/zstd_stream.h"
 #include "rl/prompt_dataset.h"
+#include "rl/rewards.h"
 #include "tests/io/temp_dir.h"
 
 namespace ms::rl {
@@ -56,6 +59,42 @@ TEST(PromptDataset, ReadsPlainAndCompressedFiles) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), dir.file("bad.jsonl") + ":3: not valid JSON");
   EXPECT_FALSE(read_prompt_dataset(dir.file("missing.jsonl")).ok());
+}
+
+// The arithmetic prompt files from data/corpus/make_arithmetic_prompts.sh: both read, every
+// answer an integer, the held-out split disjoint from the training prompts.
+TEST(PromptDataset, ArithmeticSplitIsDisjointAndReadable) {
+  io::testing::TempDir dir;
+  const char* root = std::getenv("MS_SOURCE_DIR");
+  const std::string script =
+      std::string(root ? root : MS_RL_TEST_SOURCE_DIR) + "/data/corpus/make_arithmetic_prompts.sh";
+  const std::string command = "bash " + script + " " + dir.path() + " 300 4242 2>/dev/null";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Result<std::vector<PromptExample>> train =
+      read_prompt_dataset(dir.file("arithmetic_prompts_train.jsonl"));
+  Result<std::vector<PromptExample>> heldout =
+      read_prompt_dataset(dir.file("arithmetic_prompts_heldout.jsonl"));
+  ASSERT_TRUE(train.ok()) << train.status().to_string();
+  ASSERT_TRUE(heldout.ok()) << heldout.status().to_string();
+  EXPECT_EQ(train->size(), 3000u);
+  EXPECT_EQ(heldout->size(), 300u);
+  std::set<std::string> seen;
+  for (const PromptExample& e : *train) {
+    seen.insert(e.prompt);
+    ASSERT_TRUE(answer_matches(e.answer, e.answer).ok()) << e.answer;
+  }
+  std::set<std::string> held;
+  for (const PromptExample& e : *heldout) {
+    EXPECT_EQ(seen.count(e.prompt), 0u) << "held-out prompt also in training: " << e.prompt;
+    EXPECT_TRUE(held.insert(e.prompt).second) << "held-out prompt twice: " << e.prompt;
+    EXPECT_NE(e.prompt.find("How many"), std::string::npos);
+    ASSERT_TRUE(answer_matches(e.answer, e.answer).ok()) << e.answer;
+  }
+  // The same seed writes the same file; the training prompts are the bundled corpus's stories.
+  EXPECT_EQ((*train)[0].prompt,
+            "Mia has 35 plums. Then Mia eats 8. Then Mia buys 5 more. Then Mia wins 2 more. How "
+            "many plums does Mia have now?");
+  EXPECT_EQ((*train)[0].answer, "34");
 }
 
 }  // namespace
