@@ -116,6 +116,41 @@ TEST(WeightedBackward, UniformWeightsEqualCrossEntropyAndAreLinear) {
                                             std::span(sum).first(3), B, T).ok());
 }
 
+// The sign of the whole chain (loss gradient -> token weights -> backward): a small step down
+// the policy loss raises the log-probs of the response with a positive advantage and lowers
+// those of the one with a negative advantage.
+TEST(WeightedBackward, DescentFollowsTheAdvantages) {
+  auto actor = make_model();
+  const std::vector<Sample> samples = make_samples();
+  const auto two = pointers(samples, 0, 2);
+  const ResponseLayout layout = *response_layout(two);
+  auto before = evaluate_policy(*actor, two, 4, 0);
+  ASSERT_TRUE(before.ok());
+  const std::vector<double> advantages = {1.0, -1.0};
+  auto token_adv = broadcast_to_tokens(layout, advantages);
+  auto loss = clipped_policy_loss(layout, before->log_probs, before->log_probs, *token_adv,
+                                  PolicyClip{}, AggregationScope{});
+  ASSERT_TRUE(loss.ok());
+  actor->zero_grads();
+  ASSERT_TRUE(backward_policy(*actor, two, loss->gradient, 4, 0).ok());
+  for (model::Parameter& p : actor->parameters()) {
+    for (int64_t k = 0; k < p.value.numel(); ++k) {
+      p.value.data<float>()[k] -= 0.05f * p.grad.data<float>()[k];
+    }
+  }
+  auto after = evaluate_policy(*actor, two, 4, 0);
+  ASSERT_TRUE(after.ok());
+  double up = 0, down = 0;
+  for (int64_t t = layout.begin(0); t < layout.end(0); ++t) {
+    up += after->log_probs[static_cast<size_t>(t)] - before->log_probs[static_cast<size_t>(t)];
+  }
+  for (int64_t t = layout.begin(1); t < layout.end(1); ++t) {
+    down += after->log_probs[static_cast<size_t>(t)] - before->log_probs[static_cast<size_t>(t)];
+  }
+  EXPECT_GT(up, 0.0) << "the positive-advantage response became less likely";
+  EXPECT_LT(down, 0.0) << "the negative-advantage response became more likely";
+}
+
 TEST(HybridEngine, SeesEachUpdateWithoutACopy) {
   auto world = comm::MpiCommunicator::world("dp");
   ASSERT_TRUE(world.ok());
