@@ -57,11 +57,20 @@ Status start_copy(const std::string& command, Copy& copy) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
     return ErrnoError("socketpair for reward program", command, errno);
   }
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    return ErrnoError("pipe for reward program", command, errno);
-  }
+  int opened[6] = {in[0], in[1], -1, -1, -1, -1};
+  auto fail = [&](const char* what) {
+    const int e = errno;
+    for (int& fd : opened) close_fd(fd);
+    return ErrnoError(what, command, e);
+  };
+  if (::pipe2(out, O_CLOEXEC) != 0) return fail("pipe for reward program");
+  opened[2] = out[0];
+  opened[3] = out[1];
+  if (::pipe2(err, O_CLOEXEC) != 0) return fail("pipe for reward program");
+  opened[4] = err[0];
+  opened[5] = err[1];
   const pid_t pid = ::fork();
-  if (pid < 0) return ErrnoError("fork for reward program", command, errno);
+  if (pid < 0) return fail("fork for reward program");
   if (pid == 0) {
     // The child: only async-signal-safe calls until exec. Its own process group, so a timeout
     // kills whatever the shell started too.

@@ -2,9 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
-#include <set>
 
 #include "io/atomic_file.h"
 
