@@ -3,14 +3,32 @@
 # per line ({"id": n, "text": "..."}), as the toolkit's second bundled source next to Tiny
 # Shakespeare. Generated text (no copyright), deterministic (a fixed linear congruential
 # generator), so re-running it reproduces the committed file byte for byte.
-#   usage: data/corpus/make_arithmetic_corpus.sh [documents] > data/corpus/arithmetic.jsonl
+#   usage: data/corpus/make_arithmetic_corpus.sh [documents] [seed] [form] [rng] > out.jsonl
+# seed defaults to 12345 (the committed corpus). rng "legacy" (the default) is the committed
+# corpus's generator: awk computes seed * 1103515245 in doubles, which round past 2^53, and the
+# stream falls into a short cycle (3000 documents hold 1148 distinct stories); "exact" keeps the
+# product exact (split in two halves), so draws stay distinct for far longer. Held-out prompts
+# use it. form is "text" (the default: whole stories) or
+# "prompts": the same stories cut at the question, for RL post-training (docs/rl.md):
+# {"id": n, "prompt": "... How many plums does Mia have now?", "answer": "34"}; the model is to
+# continue with " Mia has 34 plums.". make_arithmetic_prompts.sh builds the train and held-out
+# prompt files from this form.
 set -euo pipefail
-awk -v n="${1:-3000}" 'BEGIN {
+form="${3:-text}"
+rng="${4:-legacy}"
+if [[ "$rng" != legacy && "$rng" != exact ]]; then
+  echo "make_arithmetic_corpus.sh: rng must be 'legacy' or 'exact', got '$rng'" >&2
+  exit 2
+fi
+if [[ "$form" != text && "$form" != prompts ]]; then
+  echo "make_arithmetic_corpus.sh: form must be 'text' or 'prompts', got '$form'" >&2
+  exit 2
+fi
+awk -v n="${1:-3000}" -v seed="${2:-12345}" -v form="$form" -v exact="$([[ $rng == exact ]] && echo 1 || echo 0)" 'BEGIN {
   split("Anna Ben Chloe David Emma Felix Grace Hugo Iris Jonas Kira Liam Mia Noah Olga Pavel", names, " ");
   split("apples pears coins books stones shells cards marbles plums buttons", things, " ");
   split("gives away|loses|sells|eats|hides", verbs_sub, "|");
   split("finds|buys|receives|picks up|wins", verbs_add, "|");
-  seed = 12345;
   for (d = 0; d < n; d++) {
     who = names[rnd(16) + 1]; what = things[rnd(10) + 1];
     have = rnd(90) + 10;
@@ -21,8 +39,13 @@ awk -v n="${1:-3000}" 'BEGIN {
       if (rnd(2) == 0 && have > k) { have -= k; text = text " Then " who " " verbs_sub[rnd(5) + 1] " " k "."; }
       else { have += k; text = text " Then " who " " verbs_add[rnd(5) + 1] " " k " more."; }
     }
-    text = text " How many " what " does " who " have now? " who " has " have " " what ".";
-    printf("{\"id\": %d, \"text\": \"%s\"}\n", d, text);
+    question = text " How many " what " does " who " have now?";
+    if (form == "prompts") printf("{\"id\": %d, \"prompt\": \"%s\", \"answer\": \"%d\"}\n", d, question, have);
+    else printf("{\"id\": %d, \"text\": \"%s\"}\n", d, question " " who " has " have " " what ".");
   }
 }
-function rnd(m) { seed = (seed * 1103515245 + 12345) % 2147483648; return int(seed / 65536) % m; }'
+function rnd(m) {
+  if (exact) seed = ((seed * 16838) % 32768 * 65536 + seed * 20077 + 12345) % 2147483648;  # 1103515245 = 16838 * 65536 + 20077
+  else seed = (seed * 1103515245 + 12345) % 2147483648;
+  return int(seed / 65536) % m;
+}'

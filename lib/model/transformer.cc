@@ -283,6 +283,50 @@ Result<LossStats> Transformer::forward_backward(const int32_t* inputs, const int
   return LossStats{loss, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
 }
 
+Result<LossStats> Transformer::forward_backward_weighted(const int32_t* inputs,
+                                                         const int32_t* targets,
+                                                         std::span<const float> token_weights,
+                                                         int64_t B, int64_t T,
+                                                         std::span<float> token_losses,
+                                                         const BackwardHooks* hooks) {
+  MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_backward_weighted"));
+  if (impl_->cp.active()) {
+    return FailedPrecondition("token-weighted losses need whole sequences, but this rank holds a "
+                              "context-parallel share of them");
+  }
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(impl_->cfg, impl_->tp, inputs, targets, B, T));
+  if (static_cast<int64_t>(token_weights.size()) != d.N ||
+      (!token_losses.empty() && static_cast<int64_t>(token_losses.size()) != d.N)) {
+    return InvalidArgument("token weights and losses need one entry per token (" +
+                           std::to_string(d.N) + "), got " + std::to_string(token_weights.size()) +
+                           " and " + std::to_string(token_losses.size()));
+  }
+  Impl& m = *impl_;
+  m.pass.inputs.assign(inputs, inputs + d.N);
+  const double aux_sum = m.forward(inputs, nullptr, d);
+  // The loss with a gradient scale of 1 per row (loss() divides by N), then each row of
+  // d(CE)/d(logits) scaled by its token's weight: the gradient is linear in the row's loss.
+  MS_RETURN_IF_ERROR(m.loss(targets, d, static_cast<float>(d.N), true));
+  const size_t row = m.pass.logits.size() / static_cast<size_t>(d.N);
+  std::vector<float> grad(m.pass.logits.size());
+  MS_RETURN_IF_ERROR(m.pass.logits.read(*m.be, 0, grad));
+  for (int64_t i = 0; i < d.N; ++i) {
+    const float w = token_weights[static_cast<size_t>(i)];
+    float* r = grad.data() + static_cast<size_t>(i) * row;
+    for (size_t j = 0; j < row; ++j) r[j] *= w;
+  }
+  MS_RETURN_IF_ERROR(m.pass.logits.write(*m.be, 0, grad));
+  const double layers = static_cast<double>(m.cfg.n_layers);
+  m.pass.aux_grad = static_cast<float>(m.cfg.moe.aux_loss_coef / layers);
+  m.pass.z_grad = static_cast<float>(m.cfg.moe.z_loss_coef / layers);
+  m.backward(nullptr, nullptr, d, hooks);
+  MS_RETURN_IF_ERROR(m.tp.error);
+  MS_RETURN_IF_ERROR(m.ep.error);
+  if (!token_losses.empty()) MS_RETURN_IF_ERROR(m.pass.token_loss.read(*m.be, 0, token_losses));
+  MS_ASSIGN_OR_RETURN(const double loss, mean_loss(*m.be, m.pass.token_loss, d.N));
+  return LossStats{loss, m.is_moe() ? aux_sum / layers : 0.0, m.pass.z_sum / layers, d.N};
+}
+
 Result<LossStats> Transformer::forward_loss(const int32_t* inputs, const int32_t* targets,
                                             int64_t B, int64_t T) {
   MS_RETURN_IF_ERROR(need_whole_model(impl_->chunk, "forward_loss"));

@@ -175,6 +175,17 @@ class Transformer {
   Result<LossStats> forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B,
                                      int64_t T, float grad_scale,
                                      const BackwardHooks* hooks = nullptr);
+  // RL post-training (lib/rl, docs/rl.md): forward_backward with a weight per token instead of
+  // the uniform grad_scale / (B*T): accumulates d(sum_i token_weights[i] * CE_i)/d(param), CE_i
+  // = -log p(targets[i]), so a policy loss whose gradient with respect to token i's log-prob is
+  // g_i trains through weights -g_i (0 for prompt and padding positions). The MoE aux and z
+  // losses enter with weight 1. token_losses, when not empty, receives every CE_i of this
+  // forward (B*T). InvalidArgument for spans of the wrong size, as forward_backward otherwise;
+  // FailedPrecondition under context parallelism (a rank holds only part of each sequence).
+  Result<LossStats> forward_backward_weighted(const int32_t* inputs, const int32_t* targets,
+                                              std::span<const float> token_weights, int64_t B,
+                                              int64_t T, std::span<float> token_losses = {},
+                                              const BackwardHooks* hooks = nullptr);
   // The same loss without gradients (evaluation).
   Result<LossStats> forward_loss(const int32_t* inputs, const int32_t* targets, int64_t B,
                                  int64_t T);

@@ -1,0 +1,44 @@
+// The actor's side of an RL update on the training model (model::Transformer): the log-prob and
+// entropy of every response token under the current weights, and the backward of a loss given
+// by its gradient with respect to those log-probs. Samples of different lengths are packed
+// into padded (B, T) micro-batches of at most `micro_batch` samples; padding sits after each
+// sample's last token, where a causal model's earlier positions never see it, and gets weight 0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "model/transformer.h"
+#include "rl/response_layout.h"
+
+namespace ms::rl {
+
+struct Sample {
+  std::vector<int32_t> prompt;    // at least one token
+  std::vector<int32_t> response;  // may be empty (the model ended at once)
+};
+
+// The layout of the samples' responses, in sample order.
+Result<ResponseLayout> response_layout(std::span<const Sample* const> samples);
+
+struct PolicyEval {
+  std::vector<double> log_probs;  // per response token, layout order
+  std::vector<double> entropy;    // of the next-token distribution at each response token
+};
+
+// Forward only (Transformer::forward_logits). InvalidArgument for an empty prompt or a sample
+// longer than the model's context.
+Result<PolicyEval> evaluate_policy(model::Transformer& model,
+                                   std::span<const Sample* const> samples, int64_t micro_batch,
+                                   int32_t pad_token);
+
+// Accumulates into the model's gradients d(loss)/d(param) for a loss whose gradient with respect
+// to each response token's log-prob is grad_log_probs (layout order), through
+// Transformer::forward_backward_weighted with weight -g (CE = -log p).
+Status backward_policy(model::Transformer& model, std::span<const Sample* const> samples,
+                       std::span<const double> grad_log_probs, int64_t micro_batch,
+                       int32_t pad_token);
+
+}  // namespace ms::rl

@@ -1,0 +1,72 @@
+// The RL run's configuration: `ms-train rl --config rl.yaml` reads its own file rather than an
+// `rl:` section of the training config, because almost nothing of a pretraining run applies
+// (the model comes from the actor's checkpoint, the data is a prompt file, the step is a
+// rollout) and the two sets of keys would otherwise have to exclude each other. Every key and
+// its default is in docs/rl.md; unknown keys are errors naming the key, so a typo never falls
+// back to a default silently.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/run_config.h"
+#include "core/status.h"
+#include "rl/aggregation.h"
+#include "rl/losses.h"
+
+namespace ms::rl {
+
+enum class Algorithm { kGrpo, kDapo };
+
+struct RlConfig {
+  // run
+  std::string run_dir;
+  uint64_t seed = 1;
+  // actor: exactly one of checkpoint (ms-train's) or model_dir (Hugging Face layout)
+  std::string checkpoint;
+  std::string model_dir;
+  // prompts
+  std::string train_prompts;
+  std::string eval_prompts;  // optional held-out file: greedy accuracy at start, every
+                             // eval_every steps and at the end
+  int64_t eval_every = 0;    // 0: only at start and end
+  int64_t eval_limit = 0;    // 0: every held-out prompt
+  // rollout
+  int64_t group_size = 8;        // G responses per prompt
+  int64_t prompts_per_step = 8;  // groups per step (after dynamic sampling's filtering)
+  int64_t max_tokens = 32;       // response length bound (DAPO's max_len for overlong shaping)
+  double temperature = 1.0;
+  double top_p = 1.0;
+  std::vector<std::string> stop;  // stop strings; the response keeps the token that made one
+  // algorithm
+  Algorithm algorithm = Algorithm::kGrpo;
+  LossAggregation loss_agg = LossAggregation::kSeqMeanTokenMean;
+  PolicyClip clip{0.2, 0.2, 3.0};
+  double kl_coef = 0.0;  // k3 KL to the frozen initial actor; 0: no reference model
+  double epsilon = 1e-6;
+  bool dynamic_sampling = false;
+  int64_t max_rounds = 4;           // dynamic sampling's bound on generation rounds per step
+  int64_t overlong_cache_len = 0;   // 0: no overlong shaping
+  // update
+  int64_t steps = 10;
+  int64_t mini_batches = 1;  // updates per step: the step's responses split into this many
+  int64_t epochs = 1;        // passes over the step's responses
+  config::OptimConfig optimizer;  // name, lr, betas, eps, weight_decay, grad_clip (constant lr)
+  // reward
+  std::string reward_builtin = "exact_number";  // exact_number | format
+  std::string reward_program;                   // command; replaces the built-in reward
+  double reward_timeout_s = 60.0;
+  int reward_processes = 1;
+};
+
+std::string_view algorithm_name(Algorithm a);
+
+// Parses YAML text; `source` names it in errors. Algorithm defaults (GRPO: seq-mean-token-mean,
+// clip 0.2/0.2; DAPO: token-mean, clip 0.2/0.28, dynamic sampling, overlong shaping with
+// cache_len max_tokens / 4) apply first and explicit keys override them. InvalidArgument naming
+// the key for unknown keys, wrong types and values out of range.
+Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& source);
+Result<RlConfig> load_rl_config(const std::string& path);
+
+}  // namespace ms::rl

@@ -1,0 +1,57 @@
+// The RL post-training loop behind `ms-train rl` (docs/rl.md), one process, on the CPU. Each
+// step: sample prompts, generate G responses each with the engine on the actor's own weights
+// (rollout.h), score them, drop all-equal groups and generate again under dynamic sampling,
+// compute group-normalised advantages, take the rollout policy's log-probs, then for each
+// epoch and mini-batch evaluate the current policy, form the clipped loss (plus k3 KL to the
+// frozen initial actor when kl_coef > 0) and apply one optimizer update through the trainer's
+// DistributedOptimizer. The optimizer's flat buffers hold the model's parameters, so the next
+// rollout generates from the updated weights with no copy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "rl/rl_config.h"
+
+namespace ms::rl {
+
+struct StepMetrics {
+  int64_t step = 0;
+  double mean_reward = 0, accuracy = 0, response_length = 0, entropy = 0;
+  double clip_fraction = 0, dual_clip_fraction = 0, policy_kl = 0, ref_kl = 0;
+  double loss = 0, grad_norm = 0;
+  int64_t kept_groups = 0, dropped_groups = 0, rounds = 0, response_tokens = 0, updates = 0;
+  double rollout_s = 0, update_s = 0;
+};
+
+// One JSON object per line of <run.dir>/rl_steps.jsonl (docs/rl.md lists the keys).
+std::string step_metrics_json(const StepMetrics& m);
+
+class RlRun {
+ public:
+  // Loads the actor, the prompts, the optimizer and the engine. `dp` is the data-parallel group
+  // (one rank for now: InvalidArgument otherwise). `log` receives progress lines.
+  static Result<std::unique_ptr<RlRun>> create(const RlConfig& config, comm::Communicator& dp,
+                                               std::function<void(const std::string&)> log);
+  ~RlRun();
+
+  // Runs every step, writing <run.dir>/rl_steps.jsonl, the step records of
+  // <run.dir>/telemetry/ (as ms-train's), and <run.dir>/rl_eval.jsonl with the held-out
+  // greedy accuracy before, every eval_every steps and after. Returns the last step's metrics.
+  Result<StepMetrics> run();
+
+ private:
+  struct State;
+  explicit RlRun(std::unique_ptr<State> state);
+  Result<StepMetrics> step(int64_t step);
+  Status evaluate(int64_t step);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace ms::rl

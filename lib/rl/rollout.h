@@ -1,0 +1,66 @@
+// Rollouts: G sampled responses per prompt from ms-infer's engine (infer::Engine, continuous
+// batching over the paged KV cache) running on the actor's own model::Transformer, so every
+// generation sees the weights of the latest update without a copy (the hybrid engine), and
+// their rewards: the built-in checks (rewards.h) or a user reward program
+// (reward_program.h), plus DAPO's overlong penalty when configured.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/tokenizer.h"
+#include "infer/engine.h"
+#include "rl/actor.h"
+#include "rl/prompt_dataset.h"
+#include "rl/rl_config.h"
+
+namespace ms::rl {
+
+struct Rollout {
+  size_t prompt_index = 0;
+  Sample sample;     // prompt and response tokens
+  std::string text;  // the response decoded
+  double reward = 0.0;
+  bool correct = false;  // the reference answer matched (accuracy), whatever the reward
+  bool truncated = false;  // stopped by max_tokens
+};
+
+using RolloutGroup = std::vector<Rollout>;
+
+class RolloutGenerator {
+ public:
+  // `model`, `tokenizer` and `prompts` must outlive the generator.
+  static Result<std::unique_ptr<RolloutGenerator>> create(model::Transformer& model,
+                                                          const data::Tokenizer& tokenizer,
+                                                          const RlConfig& config,
+                                                          const std::vector<PromptExample>& prompts);
+
+  // One group of config.group_size sampled responses for each prompt index, scored. `seed`
+  // keys the sampling: the same seed and weights give the same responses.
+  Result<std::vector<RolloutGroup>> sample_groups(std::span<const size_t> prompt_indices,
+                                                  uint64_t seed);
+
+  // Greedy (temperature 0) exact-match accuracy over `examples` (a held-out file).
+  Result<double> greedy_accuracy(const std::vector<PromptExample>& examples);
+
+  const infer::EngineStats& engine_stats() const { return engine_->stats(); }
+
+ private:
+  RolloutGenerator(const data::Tokenizer& tokenizer, const RlConfig& config,
+                   const std::vector<PromptExample>& prompts)
+      : tokenizer_(tokenizer), config_(config), prompts_(prompts) {}
+  Result<std::vector<double>> rewards(const std::vector<Rollout>& rollouts,
+                                      const std::vector<const PromptExample*>& examples);
+
+  const data::Tokenizer& tokenizer_;
+  const RlConfig& config_;
+  const std::vector<PromptExample>& prompts_;
+  std::vector<std::vector<int32_t>> prompt_tokens_;
+  std::unique_ptr<infer::Engine> engine_;
+};
+
+}  // namespace ms::rl

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# ms-train rl end to end on a tiny random actor (a Hugging Face directory with GPT-2's
+# tokenizer) and the arithmetic prompt split: a GRPO run with a user reward program and KL to
+# the reference writes real per-step telemetry (rl_steps.jsonl, telemetry/, held-out accuracy);
+# DAPO with the exact-answer reward on a model that never answers fails with dynamic sampling's
+# bound; a crashing reward program and a misspelt key fail naming them.
+# Usage: rl_test.sh <bin dir> <source dir>
+set -euo pipefail
+BIN=$1
+SRC=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$BIN/ms_infer_make_tiny_model" --dir "$work/model" \
+  --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" --d-model 16 --layers 1 --heads 2 \
+  --kv-heads 1 --d-ff 32 --max-seq-len 128 > /dev/null
+bash "$SRC/data/corpus/make_arithmetic_prompts.sh" "$work/prompts" 20 2> /dev/null
+# Rewards the share of vowels: varied from the first step, so every group trains.
+cat > "$work/reward.py" <<'PY'
+import json, sys
+for line in sys.stdin:
+    q = json.loads(line)
+    print(sum(c in "aeiou" for c in q["response"]) / (1 + len(q["response"])))
+PY
+
+config() {  # config <name> <algorithm section> <reward section> [extra yaml]
+  cat > "$work/$1.yaml" <<YAML
+run: {dir: $work/$1, seed: 3}
+actor: {model_dir: $work/model}
+prompts: {train: $work/prompts/arithmetic_prompts_train.jsonl,
+          eval: $work/prompts/arithmetic_prompts_heldout.jsonl, eval_limit: 6}
+rollout: {group_size: 4, prompts_per_step: 2, max_tokens: 8, temperature: 1.0, stop: ["."]}
+algorithm: $2
+train: {steps: 3, mini_batches: 2, epochs: 2}
+optimizer: {lr: 0.01}
+reward: $3
+${4:-}
+YAML
+}
+
+config grpo "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+out=$("$BIN/ms-train" rl --config "$work/grpo.yaml" 2>&1) || { echo "$out"; fail "grpo run"; }
+grep -q "rl: done, 3 steps" <<<"$out" || { echo "$out"; fail "no final line"; }
+steps="$work/grpo/rl_steps.jsonl"
+[ "$(wc -l < "$steps")" -eq 3 ] || fail "rl_steps.jsonl has $(wc -l < "$steps") lines, want 3"
+python3 - "$steps" "$work/grpo/rl_eval.jsonl" <<'PY' || fail "telemetry check"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    assert r["kept_groups"] == 2 and r["dropped_groups"] == 0 and r["rounds"] == 1, r
+    assert r["updates"] == 4, r                        # 2 epochs x 2 mini-batches
+    assert 0 < r["response_length"] <= 8, r
+    assert r["response_tokens"] > 0 and r["entropy"] > 0, r
+    assert 0 < r["mean_reward"] < 1 and r["accuracy"] == 0, r
+    assert r["grad_norm"] > 0 and r["ref_kl"] > 0, r   # real gradients, KL to the reference
+    assert r["clip_fraction"] > 0, r                   # the second epoch moved the ratios
+    assert r["rollout_s"] > 0 and r["update_s"] > 0, r
+assert [r["step"] for r in rows] == [1, 2, 3]
+evals = [json.loads(l) for l in open(sys.argv[2])]
+assert [e["step"] for e in evals] == [0, 3] and all(e["prompts"] == 6 for e in evals), evals
+PY
+grep -q '"kind":"step"' "$work/grpo/telemetry/rank-00000.jsonl" || fail "no step telemetry"
+# DAPO drops groups whose rewards are all equal: a random model never answers, so every group
+# scores 0 and dynamic sampling gives up at its bound.
+config dapo "{name: dapo, max_rounds: 2}" "{builtin: exact_number}"
+if out=$("$BIN/ms-train" rl --config "$work/dapo.yaml" 2>&1); then fail "dapo should fail"; fi
+grep -q "0 of 2 groups with varied rewards after 2 generation rounds" <<<"$out" ||
+  { echo "$out"; fail "dapo error does not give the counts"; }
+grep -q "algorithm.max_rounds = 2" <<<"$out" || { echo "$out"; fail "dapo error names no bound"; }
+
+config crash "{name: grpo}" "{program: \"exit 7\", timeout_s: 10}"
+if out=$("$BIN/ms-train" rl --config "$work/crash.yaml" 2>&1); then fail "crash should fail"; fi
+grep -q "reward program 'exit 7' exited with status 7" <<<"$out" || { echo "$out"; fail "crash error"; }
+[ ! -s "$work/crash/rl_steps.jsonl" ] || fail "a step was recorded on failed rewards"
+
+config typo "{name: grpo, clip_hihg: 0.3}" "{builtin: exact_number}"
+if out=$("$BIN/ms-train" rl --config "$work/typo.yaml" 2>&1); then fail "typo should fail"; fi
+grep -q "unknown key 'algorithm.clip_hihg'" <<<"$out" || { echo "$out"; fail "typo error"; }
+echo "rl e2e: ok"

@@ -1,0 +1,85 @@
+// The RL config: algorithm defaults, overrides, and errors naming the key.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "rl/rl_config.h"
+
+namespace ms::rl {
+namespace {
+
+const std::string kBase =
+    "run: {dir: /tmp/x}\nactor: {checkpoint: /tmp/ck}\nprompts: {train: p.jsonl}\n";
+
+TEST(RlConfig, GrpoAndDapoDefaults) {
+  Result<RlConfig> grpo = parse_rl_config(kBase, "rl.yaml");
+  ASSERT_TRUE(grpo.ok()) << grpo.status().to_string();
+  EXPECT_EQ(grpo->algorithm, Algorithm::kGrpo);
+  EXPECT_EQ(grpo->loss_agg, LossAggregation::kSeqMeanTokenMean);
+  EXPECT_EQ(grpo->clip.high, 0.2);
+  EXPECT_FALSE(grpo->dynamic_sampling);
+  EXPECT_EQ(grpo->overlong_cache_len, 0);
+
+  Result<RlConfig> dapo =
+      parse_rl_config(kBase + "algorithm: {name: dapo}\nrollout: {max_tokens: 40}\n", "rl.yaml");
+  ASSERT_TRUE(dapo.ok()) << dapo.status().to_string();
+  EXPECT_EQ(dapo->loss_agg, LossAggregation::kTokenMean);
+  EXPECT_EQ(dapo->clip.low, 0.2);
+  EXPECT_EQ(dapo->clip.high, 0.28);
+  EXPECT_EQ(dapo->clip.dual, 3.0);
+  EXPECT_TRUE(dapo->dynamic_sampling);
+  EXPECT_EQ(dapo->overlong_cache_len, 10);
+
+  Result<RlConfig> custom = parse_rl_config(
+      kBase + "algorithm: {name: dapo, clip_high: 0.3, loss_agg: seq-mean-token-sum-norm, "
+              "dynamic_sampling: false, overlong_cache_len: 0}\n",
+      "rl.yaml");
+  ASSERT_TRUE(custom.ok()) << custom.status().to_string();
+  EXPECT_EQ(custom->clip.high, 0.3);
+  EXPECT_EQ(custom->loss_agg, LossAggregation::kSeqMeanTokenSumNorm);
+  EXPECT_FALSE(custom->dynamic_sampling);
+  EXPECT_EQ(custom->overlong_cache_len, 0);
+}
+
+std::string error_of(const std::string& yaml) {
+  Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
+  EXPECT_FALSE(r.ok()) << yaml;
+  return r.ok() ? "" : r.status().message();
+}
+
+TEST(RlConfig, ErrorsNameTheKey) {
+  EXPECT_NE(error_of(kBase + "rollout: {group_sise: 4}\n").find("unknown key 'rollout.group_sise'"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "rolout: {}\n").find("unknown section 'rolout'"), std::string::npos);
+  EXPECT_NE(error_of(kBase + "rollout: {group_size: many}\n").find("rollout.group_size"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "rollout: {group_size: 1}\n").find("rollout.group_size"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo}\n").find("algorithm.name"), std::string::npos);
+  EXPECT_NE(error_of(kBase + "algorithm: {dual_clip: 0.5}\n").find("algorithm.dual_clip"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "algorithm: {loss_agg: mean}\n").find("algorithm.loss_agg"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "reward: {builtin: magic}\n").find("reward.builtin"), std::string::npos);
+  EXPECT_NE(error_of("run: {dir: /tmp/x}\nprompts: {train: p}\n").find("actor.checkpoint"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "train: {mini_batches: 9}\n").find("train.mini_batches"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "rollout: {max_tokens: 8}\nalgorithm: {overlong_cache_len: 9}\n")
+                .find("algorithm.overlong_cache_len"),
+            std::string::npos);
+}
+
+TEST(RlConfig, BundledConfigLoads) {
+  const char* root = std::getenv("MS_SOURCE_DIR");
+  Result<RlConfig> r = load_rl_config(std::string(root ? root : MS_RL_TEST_SOURCE_DIR) +
+                                      "/configs/rl-arithmetic.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->checkpoint, "runs/tiny/checkpoints");
+  EXPECT_EQ(r->stop, std::vector<std::string>{"."});
+  EXPECT_EQ(r->reward_builtin, "exact_number");
+}
+
+}  // namespace
+}  // namespace ms::rl
