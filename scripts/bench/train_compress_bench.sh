@@ -12,11 +12,16 @@
 #   naive-int4 int4 gradients and int4 weights themselves (no differences, no smoothing, nearest
 #              rounding): what the careful schemes are measured against.
 # Prints, per scheme: the final validation loss and its gap to full precision, the bytes each
-# rank sent per step for dp (and the ratio to full precision), the median step time, and the
-# simulated link's time and the part the ranks waited for. Writes the training-loss curves to
-# docs/bench/train_compress_loss.png (PLOT=0 skips it).
+# rank sent per step for dp (and the ratio to full precision) and the simulated link's time and
+# the part the ranks waited for. Step times come from separate short runs (TIMING_STEPS steps,
+# TIMING_ROUNDS rounds with the schemes alternated, so a machine whose load drifts charges every
+# scheme alike): the median step of each run, the median over the rounds, at LINK_GBPS and at
+# SLOW_GBPS (a link as slow against this small model's compute as 10 Gb/s is against a model a
+# few hundred times larger). Writes the training-loss curves to docs/bench/train_compress_loss.png
+# (PLOT=0 skips it).
 # Usage: train_compress_bench.sh <bin dir> [work dir, default a new /tmp dir] [steps, 500]
-# Environment: LINK_GBPS (10), LINK_US (5), SCHEMES (all four, space separated).
+# Environment: LINK_GBPS (10), LINK_US (5), SLOW_GBPS (0.2), SCHEMES (all four, space
+# separated), TIMING_STEPS (60), TIMING_ROUNDS (2).
 set -euo pipefail
 BIN=${1:?usage: train_compress_bench.sh <bin dir> [work dir] [steps]}
 BIN=$(cd "$BIN" && pwd)
@@ -26,6 +31,9 @@ STEPS=${3:-500}
 LINK_GBPS=${LINK_GBPS:-10}
 LINK_US=${LINK_US:-5}
 SCHEMES=${SCHEMES:-full int8 two-level naive-int4}
+SLOW_GBPS=${SLOW_GBPS:-0.2}
+TIMING_STEPS=${TIMING_STEPS:-60}
+TIMING_ROUNDS=${TIMING_ROUNDS:-2}
 mkdir -p "$WORK/data"
 cd "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
@@ -62,23 +70,47 @@ args_of() {
   esac
 }
 
-for scheme in $SCHEMES; do
-  dir="$WORK/$scheme"
-  [ -f "$dir.done" ] && continue
+run() {  # run <run dir> <scheme> <steps> <gbps> [--set ...]
+  local dir=$1 scheme=$2 steps=$3 gbps=$4
+  shift 4
+  [ -f "$dir.done" ] && return 0
   rm -rf "$dir"
   # shellcheck disable=SC2046  # args_of prints several --set arguments
   mpirun --oversubscribe -np 4 "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" \
     --set run.dir="$dir" --set run.seed=777 --set data.plan=data/shakespeare.plan \
-    --set parallel.dp=4 --set train.steps="$STEPS" --set train.eval_every=100 \
-    --set train.log_every=100 --set checkpoint.every=0 --set comm.ranks_per_node=2 \
-    --set comm.simulate_link.gbps="$LINK_GBPS" --set comm.simulate_link.latency_us="$LINK_US" \
-    $(args_of "$scheme") > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
+    --set parallel.dp=4 --set train.steps="$steps" --set train.log_every=100 \
+    --set checkpoint.every=0 --set comm.ranks_per_node=2 \
+    --set comm.simulate_link.gbps="$gbps" --set comm.simulate_link.latency_us="$LINK_US" \
+    $(args_of "$scheme") "$@" > "$dir.log" 2>&1 || { tail -20 "$dir.log"; exit 1; }
   touch "$dir.done"
+}
+
+for scheme in $SCHEMES; do
+  run "$WORK/$scheme" "$scheme" "$STEPS" "$LINK_GBPS" --set train.eval_every=100
+done
+for round in $(seq "$TIMING_ROUNDS"); do
+  for gbps in "$LINK_GBPS" "$SLOW_GBPS"; do
+    for scheme in $SCHEMES; do
+      run "$WORK/time-$gbps-$scheme-$round" "$scheme" "$TIMING_STEPS" "$gbps" \
+        --set train.eval_every=0
+    done
+  done
 done
 
-python3 - "$WORK" "$SRC" "${PLOT:-1}" $SCHEMES <<'PY'
+python3 - "$WORK" "$SRC" "${PLOT:-1}" "$LINK_GBPS" "$SLOW_GBPS" "$TIMING_ROUNDS" $SCHEMES <<'PY'
 import json, re, statistics, subprocess, sys
-work, src, plot, schemes = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4:]
+work, src, plot = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+gbps, slow, rounds, schemes = sys.argv[4], sys.argv[5], int(sys.argv[6]), sys.argv[7:]
+
+def steps_of(run):
+    return [json.loads(l) for l in open(f"{work}/{run}/telemetry/rank-00000.jsonl")
+            if '"kind":"step"' in l]
+
+def timing(link, s):
+    # Median step (after the first 10) of each round's run, then the median over the rounds.
+    return statistics.median(statistics.median(r["step_s"] for r in steps_of(f"time-{link}-{s}-{k}")[10:])
+                             for k in range(1, rounds + 1))
+
 rows, curves = {}, {}
 for s in schemes:
     log = open(f"{work}/{s}.log").read()
@@ -86,27 +118,28 @@ for s in schemes:
     sent = re.search(r"dp compression: sent ([0-9.]+) MiB per step .* against ([0-9.]+) MiB", log)
     link = re.search(r"simulated link .*: dp sent ([0-9.]+) MiB per step to other nodes and "
                      r"([0-9.]+) within its node; link time ([0-9.]+)s, of which ([0-9.]+)s", log)
-    steps = [json.loads(l) for l in open(f"{work}/{s}/telemetry/rank-00000.jsonl")
-             if '"kind":"step"' in l]
+    steps = steps_of(s)
     curves[s] = [(r["step"], r["loss"]) for r in steps]
-    rows[s] = dict(val=float(evals[-1][1]), step_s=statistics.median(r["step_s"] for r in steps[10:]),
+    rows[s] = dict(val=float(evals[-1][1]), step_s=timing(gbps, s), slow_s=timing(slow, s),
                    sent=float(sent.group(1)) if sent else None,
                    full=float(sent.group(2)) if sent else None,
                    link_s=float(link.group(3)) if link else 0.0,
                    waited_s=float(link.group(4)) if link else 0.0)
 full_bytes = next((r["full"] for r in rows.values() if r["full"]), None)
 ref = rows.get("full")
-print("| scheme | final val loss | vs full | dp MiB sent per step per rank | fewer bytes | "
-      "median step s | vs full | link time s (waited) |")
-print("|---|---|---|---|---|---|---|---|")
+print(f"| scheme | final val loss | vs full | dp MiB sent per step per rank | fewer bytes | "
+      f"link time s (waited), {gbps} Gb/s | step s at {gbps} Gb/s | vs full | step s at {slow} Gb/s | vs full |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for s in schemes:
     r = rows[s]
     sent = r["sent"] if r["sent"] is not None else full_bytes
     gap = f"{(r['val'] / ref['val'] - 1) * 100:+.2f}%" if ref else "-"
     ratio = f"{full_bytes / sent:.2f}x" if full_bytes and sent else "-"
     speed = f"{r['step_s'] / ref['step_s']:.3f}" if ref else "-"
+    slow_speed = f"{r['slow_s'] / ref['slow_s']:.3f}" if ref else "-"
     print(f"| {s} | {r['val']:.4f} | {gap} | {sent if sent is not None else float('nan'):.3f} | "
-          f"{ratio} | {r['step_s']:.3f} | {speed} | {r['link_s']:.2f} ({r['waited_s']:.2f}) |")
+          f"{ratio} | {r['link_s']:.2f} ({r['waited_s']:.2f}) | {r['step_s']:.3f} | {speed} | "
+          f"{r['slow_s']:.3f} | {slow_speed} |")
 if plot:
     colors = [[0, 0, 0], [31, 119, 180], [44, 160, 44], [214, 39, 40]]
     def smooth(points, k=25):
