@@ -81,13 +81,7 @@ class CompressedDataParallel::GradExchange : public comm::RequestImpl {
 
 void CompressedDataParallel::GradExchange::encode(const float* values, int part, const WireQuant& q,
                                                   Hop hop, uint8_t* out, float* residual) {
-  const std::vector<WireRun>& r = runs(part);
-  encode_message(values, r, q, key(hop, part), out);
-  if (residual == nullptr) return;
-  const int64_t p = bucket().part_numel;
-  std::vector<float> sent(values, values + p);
-  decode_message(out, r, q, sent.data(), Decode::kSet);
-  for (int64_t i = 0; i < p; ++i) residual[i] = values[i] - sent[i];
+  encode_message(values, runs(part), q, key(hop, part), out, residual);
 }
 
 Status CompressedDataParallel::GradExchange::start(float* grads) {

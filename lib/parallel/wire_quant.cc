@@ -18,14 +18,22 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-int qmax_of(int bits) { return bits == 4 ? 7 : 127; }
-
 int64_t code_bytes(int64_t n, int bits) { return bits == 4 ? (n + 1) / 2 : n; }
 
-// One group: its scale, then its codes. Returns the bytes written.
-int64_t encode_group(const float* x, int64_t n, const WireQuant& q, uint64_t key, uint64_t first,
-                     uint8_t* out) {
-  const int qmax = qmax_of(q.bits);
+// The code of value t = x / s: floor(t + u) or the nearest integer, within [-qmax, qmax].
+template <bool kStochastic>
+int code_of(float t, int qmax, uint64_t key, uint64_t index) {
+  float r = kStochastic ? std::floor(t + rounding_uniform(key, index)) : std::nearbyint(t);
+  r = std::clamp(r, static_cast<float>(-qmax), static_cast<float>(qmax));
+  return static_cast<int>(r);
+}
+
+// One group: its scale, then its codes; with `lost`, what each value lost (x - q s, the same
+// float the decoder forms). Returns the bytes written.
+template <int kBits, bool kStochastic>
+int64_t encode_group(const float* x, int64_t n, uint64_t key, uint64_t first, uint8_t* out,
+                     float* lost) {
+  constexpr int qmax = kBits == 4 ? 7 : 127;
   float amax = 0.0f;
   bool finite = true;
   for (int64_t i = 0; i < n; ++i) {
@@ -36,25 +44,41 @@ int64_t encode_group(const float* x, int64_t n, const WireQuant& q, uint64_t key
       finite ? amax / static_cast<float>(qmax) : std::numeric_limits<float>::quiet_NaN();
   std::memcpy(out, &scale, sizeof(float));
   uint8_t* codes = out + sizeof(float);
-  std::memset(codes, q.bits == 4 ? 0x88 : 0, static_cast<size_t>(code_bytes(n, q.bits)));
-  if (!(scale > 0.0f)) return static_cast<int64_t>(sizeof(float)) + code_bytes(n, q.bits);
-  const float inv = 1.0f / scale;
-  for (int64_t i = 0; i < n; ++i) {
-    const float t = x[i] * inv;
-    float r = q.stochastic ? std::floor(t + rounding_uniform(key, first + static_cast<uint64_t>(i)))
-                           : std::nearbyint(t);
-    r = std::clamp(r, static_cast<float>(-qmax), static_cast<float>(qmax));
-    const int code = static_cast<int>(r);
-    if (q.bits == 8) {
-      codes[i] = static_cast<uint8_t>(static_cast<int8_t>(code));
-    } else {
-      uint8_t& byte = codes[i / 2];
-      const uint8_t nibble = static_cast<uint8_t>(code + 8);
-      byte = (i % 2 == 0) ? static_cast<uint8_t>((byte & 0xf0) | nibble)
-                          : static_cast<uint8_t>((byte & 0x0f) | (nibble << 4));
+  const int64_t bytes = static_cast<int64_t>(sizeof(float)) + code_bytes(n, kBits);
+  if (!(scale > 0.0f)) {  // all zero (codes 0), or not finite (a NaN scale)
+    std::memset(codes, kBits == 4 ? 0x88 : 0, static_cast<size_t>(code_bytes(n, kBits)));
+    if (lost != nullptr) {
+      for (int64_t i = 0; i < n; ++i) lost[i] = x[i] - 0.0f * scale;
     }
+    return bytes;
   }
-  return static_cast<int64_t>(sizeof(float)) + code_bytes(n, q.bits);
+  const float inv = 1.0f / scale;
+  auto code = [&](int64_t i) {
+    const int c = code_of<kStochastic>(x[i] * inv, qmax, key, first + static_cast<uint64_t>(i));
+    if (lost != nullptr) lost[i] = x[i] - static_cast<float>(c) * scale;
+    return c;
+  };
+  if constexpr (kBits == 8) {
+    for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<uint8_t>(static_cast<int8_t>(code(i)));
+  } else {
+    int64_t i = 0;
+    for (; i + 1 < n; i += 2) {
+      const int lo = code(i), hi = code(i + 1);
+      codes[i / 2] = static_cast<uint8_t>((lo + 8) | ((hi + 8) << 4));
+    }
+    if (i < n) codes[i / 2] = static_cast<uint8_t>((code(i) + 8) | (8 << 4));
+  }
+  return bytes;
+}
+
+int64_t encode_group(const float* x, int64_t n, const WireQuant& q, uint64_t key, uint64_t first,
+                     uint8_t* out, float* lost) {
+  if (q.bits == 4) {
+    return q.stochastic ? encode_group<4, true>(x, n, key, first, out, lost)
+                        : encode_group<4, false>(x, n, key, first, out, lost);
+  }
+  return q.stochastic ? encode_group<8, true>(x, n, key, first, out, lost)
+                      : encode_group<8, false>(x, n, key, first, out, lost);
 }
 
 template <bool kAdd>
@@ -115,17 +139,22 @@ int64_t message_bytes(std::span<const WireRun> runs, const WireQuant& q) {
 }
 
 void encode_message(const float* values, std::span<const WireRun> runs, const WireQuant& q,
-                    uint64_t key, uint8_t* out) {
+                    uint64_t key, uint8_t* out, float* lost) {
   for (const WireRun& run : runs) {
     const float* x = values + run.offset;
+    float* run_lost = lost == nullptr ? nullptr : lost + run.offset;
     if (!run.compressed) {
       std::memcpy(out, x, static_cast<size_t>(run.length) * 4);
       out += run.length * 4;
+      if (run_lost != nullptr) {
+        for (int64_t i = 0; i < run.length; ++i) run_lost[i] = x[i] - x[i];
+      }
       continue;
     }
     for (int64_t g = 0; g < run.length; g += q.group_size) {
       out += encode_group(x + g, std::min(q.group_size, run.length - g), q, key,
-                          static_cast<uint64_t>(run.offset + g), out);
+                          static_cast<uint64_t>(run.offset + g), out,
+                          run_lost == nullptr ? nullptr : run_lost + g);
     }
   }
 }

@@ -48,9 +48,11 @@ int64_t quantized_bytes(int64_t n, const WireQuant& q);
 int64_t message_bytes(std::span<const WireRun> runs, const WireQuant& q);
 
 // Encodes `values` (the message's values, indexed by the runs' offsets) into `out`
-// (message_bytes). Value i of the message draws its rounding from (key, i).
+// (message_bytes). Value i of the message draws its rounding from (key, i). With `lost`
+// (indexed like `values`), also writes what each value of the runs lost: its value less the one
+// the message stands for (0 for raw runs), for error feedback without a second decode pass.
 void encode_message(const float* values, std::span<const WireRun> runs, const WireQuant& q,
-                    uint64_t key, uint8_t* out);
+                    uint64_t key, uint8_t* out, float* lost = nullptr);
 // How a decoded value meets dst: added, stored, or added for quantized runs and stored for raw
 // ones (a weight update that sends quantized differences and exact raw values).
 enum class Decode { kAdd, kSet, kAddQuantizedSetRaw };

@@ -1,7 +1,7 @@
 // The wire quantizer of compressed data parallelism: nearest rounding within half a step of
 // every value, stochastic rounding unbiased over many keys, exact message sizes (odd int4 tails,
-// raw runs), raw runs bit-exact, non-finite groups poisoned, and the Hadamard transform
-// orthonormal and its own inverse.
+// raw runs), what each value lost as the decoder forms it, raw runs bit-exact, non-finite groups
+// poisoned, and the Hadamard transform orthonormal and its own inverse.
 #include "parallel/wire_quant.h"
 
 #include <gtest/gtest.h>
@@ -88,6 +88,20 @@ TEST_P(WireQuantBits, SameKeySameBytesOtherKeyOtherBytes) {
   encode_message(x.data(), runs, q, 43, c.data());
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+}
+
+TEST_P(WireQuantBits, LostIsTheValueLessWhatTheDecoderForms) {
+  const WireQuant q{GetParam(), 50, true};
+  const std::vector<float> x = random_values(301, 12);
+  const std::vector<WireRun> runs{{0, 11, false}, {11, 257, true}, {268, 33, false}};
+  std::vector<uint8_t> wire(static_cast<size_t>(message_bytes(runs, q)));
+  std::vector<float> lost(x.size(), -1.0f);
+  encode_message(x.data(), runs, q, 77, wire.data(), lost.data());
+  std::vector<uint8_t> again(wire.size());
+  encode_message(x.data(), runs, q, 77, again.data());
+  EXPECT_EQ(wire, again);  // asking for what was lost does not change the message
+  const std::vector<float> y = round_trip(x, runs, q, 77);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(lost[i], x[i] - y[i]) << "value " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Bits, WireQuantBits, ::testing::Values(8, 4));
