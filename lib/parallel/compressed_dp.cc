@@ -11,8 +11,6 @@ namespace {
 // The hops of the rounding keys: each quantization of a step draws its own numbers.
 enum Hop : uint64_t { kOneLevel = 0, kIntraNode = 1, kInterNode = 2, kWeights = 3 };
 
-std::vector<size_t> to_sizes(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
-
 }  // namespace
 
 void CompressedTraffic::add(const CompressedTraffic& other) {
@@ -75,7 +73,7 @@ class CompressedDataParallel::GradExchange : public comm::RequestImpl {
   int64_t step_;
   int stage_ = 0;  // 1: the first hop is in flight; 2: the second
   std::vector<uint8_t> send_, recv_;
-  std::vector<int64_t> send_counts_, recv_counts_;
+  std::vector<size_t> send_counts_, recv_counts_;  // bytes, as ialltoallv takes them
   comm::Request inner_;
 };
 
@@ -108,13 +106,13 @@ Status CompressedDataParallel::GradExchange::start(float* grads) {
   for (int d = 0; d < group.size(); ++d) {
     for (int part : parts_for(d)) send_counts_[d] += message_bytes(runs(part), q);
   }
-  int64_t from_each = 0;
+  size_t from_each = 0;
   for (int part : parts_for(group.rank())) from_each += message_bytes(runs(part), q);
   std::fill(recv_counts_.begin(), recv_counts_.end(), from_each);
-  int64_t total = 0;
-  for (int64_t n : send_counts_) total += n;
-  send_.resize(static_cast<size_t>(total));
-  recv_.resize(static_cast<size_t>(from_each * group.size()));
+  size_t total = 0;
+  for (size_t n : send_counts_) total += n;
+  send_.resize(total);
+  recv_.resize(from_each * static_cast<size_t>(group.size()));
   uint8_t* out = send_.data();
   for (int d = 0; d < group.size(); ++d) {
     for (int part : parts_for(d)) {
@@ -136,8 +134,8 @@ Status CompressedDataParallel::GradExchange::start(float* grads) {
   }
   o.traffic_.full_precision_bytes += static_cast<uint64_t>((dp - 1) * p) * sizeof(float);
   stage_ = 1;
-  MS_ASSIGN_OR_RETURN(inner_, group.ialltoallv(send_.data(), to_sizes(send_counts_), recv_.data(),
-                                               to_sizes(recv_counts_), DType::kU8));
+  MS_ASSIGN_OR_RETURN(inner_, group.ialltoallv(send_.data(), send_counts_, recv_.data(),
+                                               recv_counts_, DType::kU8));
   return Status::OK();
 }
 
@@ -165,10 +163,10 @@ Status CompressedDataParallel::GradExchange::issue_second_hop() {
   send_counts_.assign(static_cast<size_t>(nodes), 0);
   recv_counts_.assign(static_cast<size_t>(nodes),
                       message_bytes(runs(column[o.cross_->rank()]), q2));
-  int64_t total = 0;
+  size_t total = 0;
   for (int n = 0; n < nodes; ++n) total += send_counts_[n] = message_bytes(runs(column[n]), q2);
-  send_.assign(static_cast<size_t>(total), 0);
-  recv_.assign(static_cast<size_t>(recv_counts_[0] * nodes), 0);
+  send_.assign(total, 0);
+  recv_.assign(recv_counts_[0] * static_cast<size_t>(nodes), 0);
   uint8_t* out = send_.data();
   for (int n = 0; n < nodes; ++n) {
     encode(partial.data() + n * p, column[n], q2, kInterNode, out,
@@ -181,8 +179,8 @@ Status CompressedDataParallel::GradExchange::issue_second_hop() {
   }
   stage_ = 2;
   MS_ASSIGN_OR_RETURN(inner_,
-                      o.cross_->ialltoallv(send_.data(), to_sizes(send_counts_), recv_.data(),
-                                           to_sizes(recv_counts_), DType::kU8));
+                      o.cross_->ialltoallv(send_.data(), send_counts_, recv_.data(),
+                                           recv_counts_, DType::kU8));
   return Status::OK();
 }
 
@@ -244,21 +242,21 @@ class CompressedDataParallel::WeightExchange : public comm::RequestImpl {
       }
     }
     counts_.resize(static_cast<size_t>(dp));
-    int64_t total = 0;
+    size_t total = 0;
     for (int r = 0; r < dp; ++r) {
       counts_[r] = message_bytes(b.part_runs[static_cast<size_t>(r)], q);
       total += counts_[r];
     }
-    send_.resize(static_cast<size_t>(counts_[me]));
-    recv_.resize(static_cast<size_t>(total));
+    send_.resize(counts_[me]);
+    recv_.resize(total);
     encode_message(message.data(), mine, q,
                    rounding_key({c.seed, static_cast<uint64_t>(step), bucket_,
                                  static_cast<uint64_t>(me), kWeights, 0}),
                    send_.data());
-    o.traffic_.weight_bytes += static_cast<uint64_t>(counts_[me] * (dp - 1));
+    o.traffic_.weight_bytes += counts_[me] * static_cast<uint64_t>(dp - 1);
     o.traffic_.full_precision_bytes += static_cast<uint64_t>(p * (dp - 1)) * sizeof(float);
     MS_ASSIGN_OR_RETURN(inner_, o.dp_.iallgatherv(send_.data(), send_.size(), recv_.data(),
-                                                  to_sizes(counts_), DType::kU8));
+                                                  counts_, DType::kU8));
     return Status::OK();
   }
   Status wait() override {
@@ -292,7 +290,7 @@ class CompressedDataParallel::WeightExchange : public comm::RequestImpl {
   size_t bucket_;
   float* values_;
   std::vector<uint8_t> send_, recv_;
-  std::vector<int64_t> counts_;
+  std::vector<size_t> counts_;  // bytes of each rank's message
   comm::Request inner_;
 };
 

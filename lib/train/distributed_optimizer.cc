@@ -126,22 +126,21 @@ Status DistributedOptimizer::create_compression(const std::vector<TrainableParam
                                        dp_, nodes, c, std::move(buckets)));
   if (dp_.rank() == 0 && dp_.world_ranks()[0] == 0) {
     const auto bits = [](int b) { return b == 0 ? std::string("f32") : "int" + std::to_string(b); };
-    MS_LOG(Info) << "dp compression over " << dp_.name() << ": grads "
-                 << (c.two_level ? "two-level (int8 within " + std::to_string(dp_.size() /
-                                       std::max(1, compressed_->nodes())) +
-                                       " ranks, int" + std::to_string(c.inter_bits) +
-                                       " across " + std::to_string(compressed_->nodes()) +
-                                       " nodes)"
-                                 : bits(c.grad_bits))
-                 << ", weights " << bits(c.weight_bits)
+    const int nodes = compressed_->nodes();
+    const std::string grads =
+        c.two_level ? "two-level (int8 within " + std::to_string(dp_.size() / nodes) +
+                          " ranks, int" + std::to_string(c.inter_bits) + " across " +
+                          std::to_string(nodes) + " nodes)"
+                    : bits(c.grad_bits);
+    const double share = total_values > 0 ? 100.0 * static_cast<double>(compressed_values) /
+                                                static_cast<double>(total_values)
+                                          : 0.0;
+    MS_LOG(Info) << "dp compression over " << dp_.name() << ": grads " << grads << ", weights "
+                 << bits(c.weight_bits)
                  << (c.weight_bits != 0 && !c.weight_diff ? " (naive: values, not differences)"
                                                           : "")
                  << "; " << params.size() - static_cast<size_t>(raw) << " of " << params.size()
-                 << " tensors compressed ("
-                 << (total_values > 0 ? 100.0 * static_cast<double>(compressed_values) /
-                                            static_cast<double>(total_values)
-                                      : 0.0)
-                 << "% of values); " << raw << " in f32"
+                 << " tensors compressed (" << share << "% of values); " << raw << " in f32"
                  << (raw > 0 ? " (" + raw_names + (raw > 6 ? ", ..." : "") + ")" : "");
   }
   return Status::OK();
