@@ -7,6 +7,8 @@
 #include <limits>
 #include <optional>
 
+#include "core/device.h"
+
 namespace ms::config {
 namespace {
 
@@ -25,6 +27,11 @@ constexpr std::array<EnumName<Recompute>, 3> kRecomputeNames{{
     {"none", Recompute::kNone},
     {"selective", Recompute::kSelective},
     {"full", Recompute::kFull},
+}};
+
+constexpr std::array<EnumName<Precision>, 2> kPrecisionNames{{
+    {"f32", Precision::kF32},
+    {"bf16", Precision::kBf16},
 }};
 
 using Cfg = RunConfig;
@@ -294,6 +301,15 @@ void add_train_keys(Schema<Cfg>& s) {
         "With train.document_mask: rotary positions restart at 0 at each document start "
         "instead of counting from the start of the sample.",
         &Cfg::train, &T::document_positions);
+  s.add("train.device",
+        "Where each rank trains: `cpu`, or `cuda` / `cuda:N` (the GPU of that ordinal, device 0 "
+        "for `cuda`). A GPU run needs a build with CUDA (kernels/) and a visible device; the "
+        "trainer refuses to start without one, naming what is missing.",
+        &Cfg::train, &T::device).non_empty();
+  s.add("train.precision",
+        "Number format of the matmuls and attention: `f32` everywhere. `bf16` (bf16 compute with "
+        "f32 master weights) is not built yet and is refused.",
+        &Cfg::train, &T::precision);
 }
 
 void add_io_keys(Schema<Cfg>& s) {
@@ -531,6 +547,19 @@ void add_compress_rules(Schema<Cfg>& s) {
              });
 }
 
+void add_device_rules(Schema<Cfg>& s) {
+  s.add_rule("`train.device` names a device", [](const Cfg& c) -> std::optional<std::string> {
+    const Result<Device> device = parse_device(c.train.device);
+    if (device.ok()) return std::nullopt;
+    return "train.device: " + device.status().message();
+  });
+  s.add_rule("`train.precision` is built", [](const Cfg& c) -> std::optional<std::string> {
+    if (c.train.precision == Precision::kF32) return std::nullopt;
+    return "train.precision: bf16 is not built yet (bf16 GEMMs and attention with f32 master "
+           "weights are planned for the CUDA backend); use f32";
+  });
+}
+
 void add_optim_rules(Schema<Cfg>& s) {
   s.add_rule("`optim.min_lr` at most `optim.lr`", [](const Cfg& c) -> std::optional<std::string> {
     if (c.optim.min_lr <= c.optim.lr) return std::nullopt;
@@ -554,6 +583,7 @@ Schema<Cfg> build_run_config_schema() {
   add_parallel_rules(s);
   add_compress_rules(s);
   add_optim_rules(s);
+  add_device_rules(s);
   return s;
 }
 
@@ -562,6 +592,7 @@ Schema<Cfg> build_run_config_schema() {
 std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind) { return kOptimizerNames; }
 std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kScheduleNames; }
 std::span<const EnumName<Recompute>> enum_names(Recompute) { return kRecomputeNames; }
+std::span<const EnumName<Precision>> enum_names(Precision) { return kPrecisionNames; }
 
 const Schema<RunConfig>& run_config_schema() {
   static const Schema<RunConfig> schema = build_run_config_schema();

@@ -20,10 +20,13 @@ enum class OptimizerKind { kAdamW, kLamb };
 enum class LrSchedule { kCosine, kLinear, kConstant };
 // parallel.recompute: which activations the backward recomputes instead of keeping.
 enum class Recompute { kNone, kSelective, kFull };
+// train.precision: the number format of the matmuls and attention.
+enum class Precision { kF32, kBf16 };
 
 std::span<const EnumName<OptimizerKind>> enum_names(OptimizerKind);
 std::span<const EnumName<LrSchedule>> enum_names(LrSchedule);
 std::span<const EnumName<Recompute>> enum_names(Recompute);
+std::span<const EnumName<Precision>> enum_names(Precision);
 
 struct RunSettings {
   std::string name = "run";
@@ -142,6 +145,8 @@ struct TrainConfig {
   double bucket_mb = 4.0;
   bool document_mask = false;       // attention stays inside each document of a packed sample
   bool document_positions = false;  // rotary positions restart per document (needs the mask)
+  std::string device = "cpu";        // "cpu", "cuda" or "cuda:N" (core/device.h parse_device)
+  Precision precision = Precision::kF32;
   bool operator==(const TrainConfig&) const = default;
 };
 

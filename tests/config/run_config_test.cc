@@ -151,6 +151,19 @@ TEST(RunConfig, DocumentMaskKeys) {
             "--set data.eod_id=-2: 'data.eod_id' must be >= -1, got -2");
 }
 
+TEST(RunConfig, DeviceAndPrecisionKeys) {
+  const RunConfig cpu = load_ok("");
+  EXPECT_EQ(cpu.train.device, "cpu");
+  EXPECT_EQ(cpu.train.precision, Precision::kF32);
+  EXPECT_EQ(load_ok("", {"train.device=cuda:1"}).train.device, "cuda:1");
+  const std::string bad = error_of("", {"train.device=gpu"});
+  EXPECT_NE(bad.find("train.device: "), std::string::npos) << bad;
+  EXPECT_NE(bad.find("gpu"), std::string::npos) << bad;
+  const std::string bf16 = error_of("", {"train.precision=bf16"});
+  EXPECT_NE(bf16.find("train.precision: bf16 is not built yet"), std::string::npos) << bf16;
+  EXPECT_NE(error_of("", {"train.precision=fp8"}).find("f32"), std::string::npos);
+}
+
 // Products of parallel sizes are checked, never wrapped: a wrapped product once read as
 // "2 * parallel.cp (-9223372036854775808)" or divided by zero.
 TEST(RunConfig, OverflowingParallelProductsAreNamedNotWrapped) {
