@@ -126,6 +126,7 @@ Result<std::unique_ptr<Transformer>> Transformer::create(const ModelConfig& conf
   MS_RETURN_IF_ERROR(validate_model_config(config));
   auto impl = std::make_unique<Impl>();
   impl->cfg = config;
+  if (parallel.backend != nullptr) impl->be = parallel.backend;
   // The tp, ep and cp exchanges move the activations where the backend keeps them.
   const Device device = impl->be->runtime().device();
   for (const comm::Communicator* group : {parallel.tp, parallel.ep, parallel.cp}) {

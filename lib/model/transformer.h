@@ -122,6 +122,9 @@ struct ModelParallel {
   // (parallel::tp_chunk of the micro-batch), their outputs summed over tp like partial sums and
   // their weight gradients summed over tp.
   bool expert_tp = true;
+  // The device the model runs on (ops/backend.h); null: the host's. Parameters are made on the
+  // host and moved to the device by whoever owns them (the trainer's distributed optimizer).
+  ops::Backend* backend = nullptr;
 };
 
 // One micro-batch as a pipeline stage sees it (stage_forward).

@@ -120,6 +120,9 @@ class Trainer {
   Status check_config();
   Status lock_run_dir();
   Status open_data();
+  // train.device: its backend (the host, or the registered CUDA one), refused by name when
+  // missing.
+  Status open_device();
   Status build_model();
   Status start_watchdog();
   Status build_pipeline();

@@ -15,6 +15,7 @@
 #include "data/disaggregated.h"
 #include "data/loader.h"
 #include "model/transformer.h"
+#include "ops/backend_registry.h"
 #include "ops/sgemm_rate.h"
 #include "telemetry/writer.h"
 #include "train/document_mask.h"
@@ -265,7 +266,27 @@ void Trainer::stop_loaders() {
 
 // This rank's model chunks: the whole model, or with pipeline parallelism the virtual stages
 // chunk * pp + pp rank (check_pipeline's layers).
+Status Trainer::open_device() {
+  MS_ASSIGN_OR_RETURN(s_->device, parse_device(config_.train.device));
+  if (!s_->device.is_host() && trainers().size() > 1) {
+    // The layouts' exchanges move host memory over MPI; NCCL on device memory is issue 44's.
+    return FailedPrecondition("train.device: " + config_.train.device + " trains on one rank "
+                              "for now (this layout has " + std::to_string(trainers().size()) +
+                              " model ranks); multi-GPU layouts are not built yet");
+  }
+  Result<ops::Backend*> backend = ops::backend_for(s_->device);
+  if (!backend.ok()) {
+    return Status(backend.status().code(), "train.device: " + backend.status().message());
+  }
+  s_->backend = *backend;
+  if (!s_->device.is_host() && world_.rank() == 0) {
+    MS_LOG(Info) << "device: " << ops::describe_device(s_->device) << ", precision f32";
+  }
+  return Status::OK();
+}
+
 Status Trainer::build_model() {
+  MS_RETURN_IF_ERROR(open_device());
   model::ModelParallel parallel{&s_->mesh->tp(), config_.parallel.sequence_parallel,
                                 config_.parallel.recompute,
                                 config_.parallel.tp_overlap
@@ -288,6 +309,7 @@ Status Trainer::build_model() {
     const int stage = c * shape.pp + s_->mesh->coord().pp;
     const parallel::StageLayers& layers = s_->pipeline.stages[static_cast<size_t>(stage)];
     parallel.chunk = {layers.first, layers.count, stage == 0, stage == stages - 1};
+    parallel.backend = s_->backend;
     MS_ASSIGN_OR_RETURN(std::unique_ptr<model::Transformer> chunk,
                         model::Transformer::create(config_.model,
                                                    static_cast<uint64_t>(config_.run.seed),
@@ -324,6 +346,7 @@ Status Trainer::build_model() {
     if (s_->trace && !dp_alone) s_->trace->comm(e.op, dp_group, e.seq, e.bytes, e.t0, e.t1);
   };
   options.tp = &s_->mesh->tp();
+  options.backend = s_->backend;
   if (shape.pp > 1) options.pp = &s_->mesh->pp();
   set_compression(options);
   const bool ep = config_.parallel.ep > 1;

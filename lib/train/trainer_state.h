@@ -48,6 +48,9 @@ struct Trainer::State {
   // virtual stage c * pp + pp rank). `model` is chunks[0].
   std::vector<std::unique_ptr<model::Transformer>> chunks;
   model::Transformer* model = nullptr;
+  // train.device: where the chunks and the optimizer run (ops/backend_registry.h).
+  Device device;
+  ops::Backend* backend = nullptr;
   PipelineLayout pipeline;
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps
