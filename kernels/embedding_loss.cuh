@@ -10,8 +10,9 @@
 // Ids and targets are device data and cannot be validated before the launch; the CPU twins
 // require them in range (their callers validate) and read out of bounds otherwise. Here:
 // embedding_forward gives a negative id a row of zeros but reads row ids[i] >= vocab past the
-// table like its twin (it is not told the vocabulary size); a target outside [0, vocab) in softmax_cross_entropy makes that row's loss
-// and, with write_grad, its gradient row NaN, so bad data cannot pass unnoticed.
+// table like its twin (it is not told the vocabulary size); a target outside [0, vocab) in
+// softmax_cross_entropy makes that row's loss and, with write_grad, its gradient row NaN, so
+// bad data cannot pass unnoticed.
 //
 // Determinism: no atomics; each output element is written by one thread, row sums are fixed
 // trees in double as on the CPU, so two runs give the same bits.

@@ -1,6 +1,7 @@
-// Shape checks shared by the layer kernels' entry points (kernels/nn.cu, kernels/embedding_loss.cu):
-// a size that is negative, or below what another argument requires, becomes InvalidArgument
-// naming the op and the argument before anything reaches the GPU. Host code only.
+// Shape checks shared by the layer kernels' entry points (kernels/nn.cu and
+// kernels/embedding_loss.cu): a size that is negative, or below what another argument
+// requires, becomes InvalidArgument naming the op and the argument before anything reaches the
+// GPU. Host code only.
 #pragma once
 
 #include <cstdint>
