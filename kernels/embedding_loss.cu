@@ -197,10 +197,12 @@ Status embedding_backward_grouped(const int32_t* rows, const int64_t* starts,
   constexpr const char* kOp = "kernels::embedding_backward_grouped";
   MS_RETURN_IF_ERROR(check_at_least(kOp, "groups", groups, 0));
   MS_RETURN_IF_ERROR(check_at_least(kOp, "d", d, 0));
-  const size_t work = elements(groups, d);
-  MS_RETURN_IF_ERROR(check_buffer(kOp, "rows", rows, work > 0 ? elements(groups) : 0));
+  // The token count lives on the device (starts[groups]); each group has at least one token
+  // and one distinct dtable row, which is what the checks below can ask for.
+  const size_t work = elements(groups, d), groups_if_work = work > 0 ? elements(groups) : 0;
+  MS_RETURN_IF_ERROR(check_buffer(kOp, "rows", rows, groups_if_work));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "starts", starts, work > 0 ? elements(groups + 1) : 0));
-  MS_RETURN_IF_ERROR(check_buffer(kOp, "tokens", tokens, work));
+  MS_RETURN_IF_ERROR(check_buffer(kOp, "tokens", tokens, groups_if_work));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "dout", dout, work));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "dtable", dtable, work));
   if (work == 0) return Status::OK();
