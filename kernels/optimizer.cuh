@@ -9,6 +9,9 @@
 // double like the CPU, in a fixed two-pass tree (grid size fixed by n, no atomics), so they are
 // the same bits on every run and agree with the CPU's left-to-right sum to double rounding
 // (each term is exact in double; only the order of the additions differs).
+//
+// Call these qualified (kernels::adamw_update): ops::AdamCoefficients brings the ops:: twins of
+// the same names and parameters in by argument-dependent lookup.
 #pragma once
 
 #include <cstdint>
