@@ -200,7 +200,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     ops::moe_route_backward(probs.data(), weights.data(), r.host, dweights.data(),
                             expected.data());
     const DeviceBuffer d_dweights = upload(dweights);
-    const auto got = run_twice<float>({dprobs0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({dprobs0}, [&](auto& out) {
       return moe_route_backward(d_probs.as<float>(), d_weights.as<float>(), view,
                                 d_dweights.as<float>(), out[0]);
     }, "moe_route_backward");
@@ -211,7 +211,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
   {  // permute forward: overwrites xp
     std::vector<float> expected(rd);
     ops::moe_permute_forward(x.data(), r.host, expected.data(), c.d);
-    const auto got = run_twice<float>({test::random_floats(rd, rng)}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({test::random_floats(rd, rng)}, [&](auto& out) {
       return moe_permute_forward(d_x.as<float>(), view, out[0], c.d);
     }, "moe_permute_forward");
     expect_exact(got[0], expected, "moe_permute_forward xp");
@@ -222,7 +222,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     const auto dx0 = test::random_floats(nd, rng);
     std::vector<float> expected = dx0;
     ops::moe_permute_backward(yp.data(), r.host, expected.data(), c.d);
-    const auto got = run_twice<float>({dx0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({dx0}, [&](auto& out) {
       return moe_permute_backward(d_yp.as<float>(), view, out[0], c.d);
     }, "moe_permute_backward");
     expect_exact(got[0], expected, "moe_permute_backward dx");
@@ -230,7 +230,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
   {  // unpermute forward: overwrites y (a token with every slot dropped gets 0)
     std::vector<float> expected(nd);
     ops::moe_unpermute_forward(yp.data(), weights.data(), r.host, expected.data(), c.d);
-    const auto got = run_twice<float>({test::random_floats(nd, rng)}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({test::random_floats(nd, rng)}, [&](auto& out) {
       return moe_unpermute_forward(d_yp.as<float>(), d_weights.as<float>(), view, out[0], c.d);
     }, "moe_unpermute_forward");
     expect_exact(got[0], expected, "moe_unpermute_forward y");
@@ -254,7 +254,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
       }
     }
     const DeviceBuffer d_dy = upload(dy);
-    const auto got = run_twice<float>({dyp0, dweights0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({dyp0, dweights0}, [&](auto& out) {
       return moe_unpermute_backward(d_yp.as<float>(), d_weights.as<float>(), view,
                                     d_dy.as<float>(), out[0], out[1], c.d);
     }, "moe_unpermute_backward");
@@ -267,14 +267,14 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     std::vector<double> expected_sums(static_cast<size_t>(c.e));
     ops::moe_probability_sums(probs.data(), c.n, c.e, expected_sums.data());
     const auto sums = run_twice<double>({std::vector<double>(c.e, 42.0)},
-                                        [&](std::vector<double*>& out) {
+                                        [&](auto& out) {
       return moe_probability_sums(d_probs.as<float>(), c.n, c.e, out[0]);
     }, "moe_probability_sums");
     expect_matches<double>(sums[0], expected_sums, [&](size_t j) {
       return kDoubleSumTolerance * (1 + std::fabs(expected_sums[j]));
     }, "moe_probability_sums");
     const double expected_aux = ops::moe_aux_loss(probs.data(), r.host);
-    const auto aux = run_twice<double>({{42.0}}, [&](std::vector<double*>& out) {
+    const auto aux = run_twice<double>({{42.0}}, [&](auto& out) {
       return moe_aux_loss(d_probs.as<float>(), view, out[0]);
     }, "moe_aux_loss");
     expect_matches<double>(aux[0], {expected_aux}, [&](size_t) {
@@ -283,7 +283,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     const auto dprobs0 = test::random_floats(ne, rng, -1.0f, 1.0f);
     std::vector<float> expected = dprobs0;
     ops::moe_aux_loss_backward(r.host, 0.37f, expected.data());
-    const auto got = run_twice<float>({dprobs0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({dprobs0}, [&](auto& out) {
       return moe_aux_loss_backward(view, 0.37f, out[0]);
     }, "moe_aux_loss_backward");
     expect_exact(got[0], expected, "moe_aux_loss_backward dprobs");
@@ -293,10 +293,15 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     std::vector<float> expected_lse(static_cast<size_t>(c.n));
     const double expected_z = ops::moe_z_loss(logits.data(), expected_lse.data(), c.n, c.e);
     const DeviceBuffer d_logits = upload(logits);
-    DeviceGuarded<double> z_out({42.0});
-    const auto lse = run_twice<float>({test::random_floats(c.n, rng)}, [&](std::vector<float*>& out) {
-      return moe_z_loss(d_logits.as<float>(), out[0], c.n, c.e, z_out.data());
+    std::vector<test::Guarded<double>> z_runs;  // the scalar output of each run
+    const auto lse = run_twice<float>({test::random_floats(c.n, rng)}, [&](auto& out) {
+      DeviceGuarded<double> z_out({42.0});
+      const Status s = moe_z_loss(d_logits.as<float>(), out[0], c.n, c.e, z_out.data());
+      if (s.ok() && succeeded(synchronize(nullptr))) z_runs.push_back(z_out.fetch());
+      return s;
     }, "moe_z_loss lse");
+    ASSERT_EQ(z_runs.size(), 2u);
+    expect_same_bits(z_runs[0], z_runs[1], "moe_z_loss z");
     // lse is max + log(sum of exponentials in double): the doubles differ by a few units of
     // 2^-53 (order, exp/log ulps), so the fp32 result may round one ulp apart.
     expect_matches<float>(lse[0], expected_lse, [&](size_t i) {
@@ -305,7 +310,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     // z from the device's own lse, summed on the host in double: differs only in order.
     double z_of_gpu_lse = 0;
     for (size_t i = 0; i < lse[0].size(); ++i) z_of_gpu_lse += double{lse[0][i]} * lse[0][i];
-    const test::Guarded<double> z = z_out.fetch();
+    const test::Guarded<double>& z = z_runs[0];
     expect_matches<double>(z, {z_of_gpu_lse}, [&](size_t) {
       return kDoubleSumTolerance * (1 + z_of_gpu_lse);
     }, "moe_z_loss z");
@@ -315,7 +320,7 @@ void check_moe_case(const RoutingCase& c, Rng& rng) {
     const auto dlogits0 = test::random_floats(ne, rng, -1.0f, 1.0f);
     std::vector<float> expected = dlogits0;
     ops::moe_z_loss_backward(probs.data(), expected_lse.data(), scale, expected.data(), c.n, c.e);
-    const auto got = run_twice<float>({dlogits0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({dlogits0}, [&](auto& out) {
       return moe_z_loss_backward(d_probs.as<float>(), d_lse.as<float>(), scale, out[0], c.n, c.e);
     }, "moe_z_loss_backward");
     expect_exact(got[0], expected, "moe_z_loss_backward dlogits");
@@ -372,7 +377,7 @@ TEST_F(MoeOptimGpuTest, AdamwUpdateMatchesTheCpuBitForBit) {
       std::vector<float> w = w0, m = m0, v = v0;
       ops::adamw_update(c, decay, w.data(), g.data(), m.data(), v.data(), static_cast<int64_t>(n));
       const DeviceBuffer d_g = upload(g);
-      const auto got = run_twice<float>({w0, m0, v0}, [&](std::vector<float*>& out) {
+      const auto got = run_twice<float>({w0, m0, v0}, [&](auto& out) {
         return kernels::adamw_update(c, decay, out[0], d_g.as<float>(), out[1], out[2],
                             static_cast<int64_t>(n));
       }, "adamw_update");
@@ -400,16 +405,21 @@ TEST_F(MoeOptimGpuTest, LambPassesMatchTheCpu) {
       ops::lamb_direction(c, decay, w0.data(), g.data(), m.data(), v.data(), d.data(),
                           norms.data(), count);
       const DeviceBuffer d_w = upload(w0), d_g = upload(g);
-      DeviceGuarded<double> d_norms({42.0, 42.0});
-      const auto got = run_twice<float>({m0, v0, d0}, [&](std::vector<float*>& out) {
-        return kernels::lamb_direction(c, decay, d_w.as<float>(), d_g.as<float>(), out[0], out[1], out[2],
-                              d_norms.data(), count);
+      std::vector<test::Guarded<double>> norm_runs;  // the norms of each run
+      const auto got = run_twice<float>({m0, v0, d0}, [&](auto& out) {
+        DeviceGuarded<double> d_norms({42.0, 42.0});
+        const Status s = kernels::lamb_direction(c, decay, d_w.as<float>(), d_g.as<float>(),
+                                                 out[0], out[1], out[2], d_norms.data(), count);
+        if (s.ok() && succeeded(synchronize(nullptr))) norm_runs.push_back(d_norms.fetch());
+        return s;
       }, "lamb_direction");
+      ASSERT_EQ(norm_runs.size(), 2u);
+      expect_same_bits(norm_runs[0], norm_runs[1], "lamb norms");
       expect_exact(got[0], m, "lamb m");
       expect_exact(got[1], v, "lamb v");
       expect_exact(got[2], d, "lamb d");
       // Squares of fp32 values are exact in double; the sums differ only in order.
-      expect_matches<double>(d_norms.fetch(), norms, [&](size_t i) {
+      expect_matches<double>(norm_runs[0], norms, [&](size_t i) {
         return kDoubleSumTolerance * norms[i];
       }, "lamb norms");
 
@@ -417,7 +427,7 @@ TEST_F(MoeOptimGpuTest, LambPassesMatchTheCpu) {
       std::vector<float> w = w0;
       ops::lamb_update(step, d.data(), w.data(), count);
       const DeviceBuffer d_d = upload(d);
-      const auto updated = run_twice<float>({w0}, [&](std::vector<float*>& out) {
+      const auto updated = run_twice<float>({w0}, [&](auto& out) {
         return kernels::lamb_update(step, d_d.as<float>(), out[0], count);
       }, "lamb_update");
       expect_exact(updated[0], w, "lamb_update w");
@@ -432,7 +442,7 @@ TEST_F(MoeOptimGpuTest, SumOfSquaresF64MatchesTheCpuAndRepeatsItsBits) {
     const auto x = test::random_floats(n, rng, -3.0f, 2.0f);
     const double expected = ops::sum_of_squares_f64(x.data(), n);
     const DeviceBuffer d_x = upload(x);
-    const auto got = run_twice<double>({{42.0}}, [&](std::vector<double*>& out) {
+    const auto got = run_twice<double>({{42.0}}, [&](auto& out) {
       return sum_of_squares_f64(d_x.as<float>(), static_cast<int64_t>(n), out[0]);
     }, "sum_of_squares_f64");
     expect_matches<double>(got[0], {expected}, [&](size_t) {
@@ -452,7 +462,7 @@ TEST_F(MoeOptimGpuTest, FillAndAddToColumnsMatchTheCpu) {
     const auto x0 = test::random_floats(static_cast<size_t>(n), rng);
     std::vector<float> expected = x0;
     ops::fill(expected.data(), static_cast<size_t>(n), -2.5f);
-    const auto got = run_twice<float>({x0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({x0}, [&](auto& out) {
       return fill(out[0], n, -2.5f);
     }, "fill");
     expect_exact(got[0], expected, "fill");
@@ -465,7 +475,7 @@ TEST_F(MoeOptimGpuTest, FillAndAddToColumnsMatchTheCpu) {
     std::vector<float> expected = x0;
     ops::add_to_columns(expected.data(), column.data(), rows, cols);
     const DeviceBuffer d_column = upload(column);
-    const auto got = run_twice<float>({x0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({x0}, [&](auto& out) {
       return add_to_columns(out[0], d_column.as<float>(), rows, cols);
     }, "add_to_columns");
     expect_exact(got[0], expected, "add_to_columns");
@@ -484,10 +494,11 @@ TEST_F(MoeOptimGpuTest, CopyHasMemmoveSemantics) {
                             CopyCase{(int64_t{1} << 20) + 3, 0, 4099}}) {
     SCOPED_TRACE("n=" + std::to_string(c.n) + " from=" + std::to_string(c.from) +
                  " to=" + std::to_string(c.to));
-    const auto buffer0 = test::random_floats(static_cast<size_t>(c.n + std::max(c.from, c.to)), rng);
+    const auto extent = static_cast<size_t>(c.n + std::max(c.from, c.to));
+    const auto buffer0 = test::random_floats(extent, rng);
     std::vector<float> expected = buffer0;
     ops::copy(expected.data() + c.from, expected.data() + c.to, static_cast<size_t>(c.n));
-    const auto got = run_twice<float>({buffer0}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({buffer0}, [&](auto& out) {
       return copy(out[0] + c.from, out[0] + c.to, c.n);
     }, "copy");
     expect_exact(got[0], expected, "copy");
@@ -514,7 +525,7 @@ TEST_F(MoeOptimGpuTest, GatherAndScatterRowsMatchTheCpu) {
     std::vector<float> gathered(packed.size());
     ops::gather_rows(table.data(), repeated.data(), count, width, gathered.data());
     const DeviceBuffer d_table = upload(table), d_repeated = upload(repeated);
-    const auto got = run_twice<float>({packed}, [&](std::vector<float*>& out) {
+    const auto got = run_twice<float>({packed}, [&](auto& out) {
       return gather_rows(d_table.as<float>(), d_repeated.as<int64_t>(), count, width, out[0]);
     }, "gather_rows");
     expect_exact(got[0], gathered, "gather_rows");
@@ -522,7 +533,7 @@ TEST_F(MoeOptimGpuTest, GatherAndScatterRowsMatchTheCpu) {
     std::vector<float> scattered = table;
     ops::scatter_rows(packed.data(), distinct.data(), count, width, scattered.data());
     const DeviceBuffer d_packed = upload(packed), d_distinct = upload(distinct);
-    const auto put = run_twice<float>({table}, [&](std::vector<float*>& out) {
+    const auto put = run_twice<float>({table}, [&](auto& out) {
       return scatter_rows(d_packed.as<float>(), d_distinct.as<int64_t>(), count, width, out[0]);
     }, "scatter_rows");
     expect_exact(put[0], scattered, "scatter_rows");
