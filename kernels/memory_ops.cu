@@ -1,6 +1,6 @@
-// Grid-stride memory kernels: one thread per element, so every value is written once by one
-// thread and the results are the CPU twin's bits. add_to_columns adds with __fadd_rn, the one
-// rounding the CPU does.
+// Memory kernels: grid-stride loops over elements, or one warp per row for the row ops; every
+// value is written once by one thread, so the results are the CPU twin's bits. add_to_columns
+// adds with __fadd_rn, the one rounding the CPU does.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -21,21 +21,32 @@ __global__ void fill_kernel(float* x, int64_t n, float value) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] = value;
 }
 
+constexpr unsigned kWarpSize = 32;
+constexpr unsigned kWarpsPerBlock = kBlockThreads / kWarpSize;
+__device__ int64_t first_warp() {
+  return static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+}
+__device__ int64_t warp_stride() { return static_cast<int64_t>(gridDim.x) * kWarpsPerBlock; }
+
+// The row kernels take one warp per row: lanes stride over the width, so loads and stores along
+// a row are coalesced and no element index is divided by the width.
 __global__ void gather_rows_kernel(const float* src, const int64_t* rows, int64_t count,
                                    int64_t width, float* dst) {
-  const int64_t n = count * width;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const int64_t row = i / width, col = i - row * width;
-    dst[i] = src[rows[row] * width + col];
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (int64_t i = first_warp(); i < count; i += warp_stride()) {
+    const float* from = src + rows[i] * width;
+    float* to = dst + i * width;
+    for (int64_t c = lane; c < width; c += kWarpSize) to[c] = from[c];
   }
 }
 
 __global__ void scatter_rows_kernel(const float* src, const int64_t* rows, int64_t count,
                                     int64_t width, float* dst) {
-  const int64_t n = count * width;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const int64_t row = i / width, col = i - row * width;
-    dst[rows[row] * width + col] = src[i];
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (int64_t i = first_warp(); i < count; i += warp_stride()) {
+    const float* from = src + i * width;
+    float* to = dst + rows[i] * width;
+    for (int64_t c = lane; c < width; c += kWarpSize) to[c] = from[c];
   }
 }
 
@@ -54,6 +65,10 @@ Status check_count(const char* op, const char* name, int64_t value) {
 }
 
 unsigned grid_for(int64_t n) { return blocks_for(static_cast<size_t>(n), kMaxElementwiseBlocks); }
+// Blocks for one warp per row.
+unsigned warp_grid_for(int64_t rows) {
+  return grid_for(rows * static_cast<int64_t>(kWarpSize));
+}
 
 // Checks shared by gather_rows and scatter_rows: the sizes and the buffers they touch. Only the
 // row-table side (count x width) is known; the other side's extent follows from the indices.
@@ -110,8 +125,8 @@ Status gather_rows(const float* src, const int64_t* rows, int64_t count, int64_t
   MS_RETURN_IF_ERROR(check_row_op("kernels::gather_rows", src, rows, count, width, dst));
   const int64_t n = count * width;
   if (n == 0) return Status::OK();
-  gather_rows_kernel<<<grid_for(n), kBlockThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, rows, count, width, dst);
+  gather_rows_kernel<<<warp_grid_for(count), kBlockThreads, 0,
+                           static_cast<cudaStream_t>(stream)>>>(src, rows, count, width, dst);
   MS_CUDA_CHECK(cudaGetLastError());
   return Status::OK();
 }
@@ -121,8 +136,8 @@ Status scatter_rows(const float* src, const int64_t* rows, int64_t count, int64_
   MS_RETURN_IF_ERROR(check_row_op("kernels::scatter_rows", src, rows, count, width, dst));
   const int64_t n = count * width;
   if (n == 0) return Status::OK();
-  scatter_rows_kernel<<<grid_for(n), kBlockThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, rows, count, width, dst);
+  scatter_rows_kernel<<<warp_grid_for(count), kBlockThreads, 0,
+                            static_cast<cudaStream_t>(stream)>>>(src, rows, count, width, dst);
   MS_CUDA_CHECK(cudaGetLastError());
   return Status::OK();
 }

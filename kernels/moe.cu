@@ -1,8 +1,9 @@
-// MoE kernels along a host-built routing (see moe.cuh). Token-major ops give one thread each
-// output element and walk the token's k slots in order, like the CPU; the dot products of the
-// unpermute backward take one warp per (token, slot); sums over tokens are a column reduction
-// with per-chunk partials and one ordered pass. All fp32 arithmetic that should match the CPU
-// bit for bit is spelled with __f*_rn so nvcc cannot contract it into FMAs.
+// MoE kernels along a host-built routing (see moe.cuh). Row ops take one warp per row, a lane
+// per column, and walk a token's k slots in order, like the CPU; the unpermute backward takes
+// one warp per (token, slot), its dot product summed by the warp's fixed shuffle tree; sums
+// over tokens are a column reduction with per-chunk partials and one ordered pass. All fp32
+// arithmetic that should match the CPU bit for bit is spelled with __f*_rn so nvcc cannot
+// contract it into FMAs.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -73,41 +74,49 @@ __global__ void route_backward_kernel(const float* probs, const float* weights,
   }
 }
 
+// The row ops below take one warp per row (lanes stride over the d columns, so loads along a
+// row are coalesced and no element index is divided by d).
 __global__ void permute_forward_kernel(const float* x, const int64_t* token_of_row, int64_t rows,
                                        int64_t d, float* xp) {
-  const int64_t total = rows * d;
-  for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t row = i / d, c = i - row * d;
-    xp[i] = x[token_of_row[row] * d + c];
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (int64_t row = first_warp(); row < rows; row += warp_stride()) {
+    const float* src = x + token_of_row[row] * d;
+    float* dst = xp + row * d;
+    for (int64_t c = lane; c < d; c += kWarpSize) dst[c] = src[c];
   }
 }
 
 __global__ void permute_backward_kernel(const float* dxp, const int64_t* row_of, int64_t n,
                                         int64_t k, int64_t d, float* dx) {
-  const int64_t total = n * d;
-  for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t token = i / d, c = i - token * d;
-    float acc = dx[i];
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t row = row_of[token * k + s];
-      if (row >= 0) acc = __fadd_rn(acc, dxp[row * d + c]);
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (int64_t token = first_warp(); token < n; token += warp_stride()) {
+    const int64_t* rows = row_of + token * k;
+    float* out = dx + token * d;
+    for (int64_t c = lane; c < d; c += kWarpSize) {
+      float acc = out[c];
+      for (int64_t s = 0; s < k; ++s) {
+        if (rows[s] >= 0) acc = __fadd_rn(acc, dxp[rows[s] * d + c]);
+      }
+      out[c] = acc;
     }
-    dx[i] = acc;
   }
 }
 
 __global__ void unpermute_forward_kernel(const float* yp, const float* weights,
                                          const int64_t* row_of, int64_t n, int64_t k, int64_t d,
                                          float* y) {
-  const int64_t total = n * d;
-  for (int64_t i = first_index(); i < total; i += grid_stride()) {
-    const int64_t token = i / d, c = i - token * d;
-    float acc = 0.0f;
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t row = row_of[token * k + s];
-      if (row >= 0) acc = __fadd_rn(acc, __fmul_rn(weights[token * k + s], yp[row * d + c]));
+  const unsigned lane = threadIdx.x % kWarpSize;
+  for (int64_t token = first_warp(); token < n; token += warp_stride()) {
+    const int64_t* rows = row_of + token * k;
+    const float* w = weights + token * k;
+    float* out = y + token * d;
+    for (int64_t c = lane; c < d; c += kWarpSize) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < k; ++s) {
+        if (rows[s] >= 0) acc = __fadd_rn(acc, __fmul_rn(w[s], yp[rows[s] * d + c]));
+      }
+      out[c] = acc;
     }
-    y[i] = acc;
   }
 }
 
@@ -327,7 +336,7 @@ Status moe_permute_forward(const float* x, const MoeRoutingView& r, float* xp, i
   MS_RETURN_IF_ERROR(check_floats(kOp, "xp", xp, r.rows * d));
   MS_RETURN_IF_ERROR(check_apart(kOp, "xp", xp, r.rows * d, "x", x, r.tokens * d));
   if (r.rows * d == 0) return Status::OK();
-  permute_forward_kernel<<<grid_for(r.rows * d), kBlockThreads, 0,
+  permute_forward_kernel<<<warp_grid_for(r.rows), kBlockThreads, 0,
                            static_cast<cudaStream_t>(stream)>>>(x, r.token_of_row, r.rows, d, xp);
   MS_CUDA_CHECK(cudaGetLastError());
   return Status::OK();
@@ -342,7 +351,7 @@ Status moe_permute_backward(const float* dxp, const MoeRoutingView& r, float* dx
   MS_RETURN_IF_ERROR(check_floats(kOp, "dx", dx, r.tokens * d));
   MS_RETURN_IF_ERROR(check_apart(kOp, "dx", dx, r.tokens * d, "dxp", dxp, r.rows * d));
   if (r.tokens * d == 0) return Status::OK();
-  permute_backward_kernel<<<grid_for(r.tokens * d), kBlockThreads, 0,
+  permute_backward_kernel<<<warp_grid_for(r.tokens), kBlockThreads, 0,
                             static_cast<cudaStream_t>(stream)>>>(dxp, r.row_of, r.tokens,
                                                                  r.top_k, d, dx);
   MS_CUDA_CHECK(cudaGetLastError());
@@ -361,7 +370,7 @@ Status moe_unpermute_forward(const float* yp, const float* weights, const MoeRou
   MS_RETURN_IF_ERROR(check_apart(kOp, "y", y, r.tokens * d, "yp", yp, r.rows * d));
   MS_RETURN_IF_ERROR(check_apart(kOp, "y", y, r.tokens * d, "weights", weights, nk));
   if (r.tokens * d == 0) return Status::OK();
-  unpermute_forward_kernel<<<grid_for(r.tokens * d), kBlockThreads, 0,
+  unpermute_forward_kernel<<<warp_grid_for(r.tokens), kBlockThreads, 0,
                              static_cast<cudaStream_t>(stream)>>>(yp, weights, r.row_of,
                                                                   r.tokens, r.top_k, d, y);
   MS_CUDA_CHECK(cudaGetLastError());
