@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <tuple>
@@ -119,10 +120,10 @@ const AttentionCase kAttentionCases[] = {
     {"docs_i32_hd128", 2, 70, 70, 4, 2, 128, 0, Placement::kSelf, Docs::kI32},
     {"docs_i64_window_hd64", 2, 90, 90, 2, 1, 64, 20, Placement::kSelf, Docs::kI64},
     {"cp_query_runs_docs_hd64", 2, 48, 40, 4, 2, 64, 0, Placement::kCpQueryRuns, Docs::kI64},
-    {"cp_key_runs_window_hd16", 1, 45, 66, 4, 2, 16, 30, Placement::kCpKeyRuns, Docs::kI32},
+    {"cp_key_runs_window_hd16", 1, 45, 66, 4, 2, 16, 9, Placement::kCpKeyRuns, Docs::kI32},
     {"tq_ne_tk_hd40", 2, 37, 70, 4, 4, 40, 0, Placement::kSelf, Docs::kNone},
     {"tq_gt_tk_hd128", 1, 65, 33, 4, 1, 128, 0, Placement::kSelf, Docs::kNone},
-    {"long_window_docs_hd128", 1, 300, 300, 4, 1, 128, 100, Placement::kSelf, Docs::kI32},
+    {"long_window_docs_hd128", 1, 300, 300, 4, 1, 128, 40, Placement::kSelf, Docs::kI32},
     {"head_dim_256", 1, 45, 45, 2, 1, 256, 0, Placement::kSelf, Docs::kNone},
     {"single_token_hd1", 3, 1, 1, 1, 1, 1, 0, Placement::kSelf, Docs::kNone},
 };
@@ -135,6 +136,8 @@ std::vector<int64_t> runs(std::initializer_list<std::pair<int64_t, int64_t>> par
   }
   return out;
 }
+
+void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 
 struct DeviceMask;
 
@@ -176,10 +179,11 @@ struct HostAttention {
         k_index.insert(k_index.end(), k_pos.begin(), k_pos.end());
       }
       if (c.docs == Docs::kNone) continue;
-      // Documents of 1..24 tokens over the row's global positions, different per row.
+      // Documents of 1..60 tokens over the row's global positions, different per row: longer
+      // than the windows, so that both masks bind.
       const int64_t span = c.tq + c.tk;
       std::vector<int64_t> doc_of(static_cast<size_t>(span));
-      std::uniform_int_distribution<int64_t> length(1, 24);
+      std::uniform_int_distribution<int64_t> length(1, 60);
       for (int64_t pos = 0, id = 0; pos < span; ++id) {
         for (int64_t end = std::min(span, pos + length(rng)); pos < end; ++pos) doc_of[pos] = id;
       }
@@ -449,6 +453,8 @@ struct HostPaged {
     return out;
   }
 };
+
+void PrintTo(const PagedCase& c, std::ostream* os) { *os << c.name; }
 
 class PagedTwinTest : public AttentionKernelTest,
                       public ::testing::WithParamInterface<PagedCase> {};
