@@ -1,9 +1,11 @@
 // Paged decode attention and the cache store (see paged_attention.cuh). A query head's visible
-// positions are split round robin over the block's 8 warps; a warp scores one position at a
-// time (lanes over head_dim, a fixed shuffle tree) and keeps an online softmax, and the warps'
-// partial results are merged in warp order, so every sum has a fixed order.
+// positions are split into fixed chunks over 4 blocks and, inside a chunk, round robin over a
+// block's 8 warps; a warp scores one position at a time (lanes over head_dim, a fixed shuffle
+// tree) and keeps an online softmax; warps merge in warp order, blocks in split order, so every
+// sum has a fixed order.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -18,6 +20,14 @@ namespace {
 constexpr int kWarpSize = 32;
 constexpr int kWarps = static_cast<int>(kBlockThreads) / kWarpSize;
 constexpr unsigned kFullMask = 0xffffffffu;
+// Flash-decoding: a token's visible positions are cut into chunks of kChunk, dealt round robin
+// to kSplits blocks whose partial results a second pass merges. Both constants are fixed (not
+// chosen per call), so how a token's sum is split and ordered depends only on its own positions
+// and a decode step still repeats the prefill's bits.
+constexpr int kChunk = 64;
+constexpr unsigned kSplits = 4;
+// Most tokens one pass of paged_attention takes (bounds its workspace to a few MB).
+constexpr size_t kTokensPerPass = 128;
 
 struct PagedArgs {
   int64_t tokens, heads, kv_heads, hd, block_size, window;
@@ -47,19 +57,23 @@ __global__ void kv_store_kernel(PagedArgs a, const float* k, const float* v, flo
   }
 }
 
-// One block per (token, query head).
+// One block per (token, query head, split): split z takes the chunks z, z + kSplits, ... of
+// kChunk visible positions (counted from the first visible one); inside a chunk the 8 warps take
+// the positions round robin. Writes the split's unnormalized partial (max, sum, acc[head_dim])
+// to `partials`; a split with no position writes sum 0.
 template <int kMaxHd>
 __global__ void __launch_bounds__(kBlockThreads)
     paged_attention_kernel(PagedArgs a, const float* q, const float* k_cache, const float* v_cache,
-                           float* out) {
+                           float* partials) {
   constexpr int kPerLane = kMaxHd / kWarpSize;
   __shared__ float part_max[kWarps], part_sum[kWarps];
   __shared__ float part_acc[kWarps][kMaxHd];
-  const int64_t token = blockIdx.x, h = blockIdx.y;
+  const int64_t token = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
   const int64_t kvh = h / (a.heads / a.kv_heads);
   const ops::PagedQuery t = a.queries[token];
   const int64_t windowed = t.pos - a.window + 1;
   const int64_t first = a.window > 0 && windowed > t.first ? windowed : t.first;
+  const int64_t visible = t.pos - first + 1;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int hd = static_cast<int>(a.hd);
   const float* q_row = q + (token * a.heads + h) * a.hd;
@@ -71,30 +85,33 @@ __global__ void __launch_bounds__(kBlockThreads)
     acc[c] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int64_t pos = first + warp; pos <= t.pos; pos += kWarps) {
-    const int64_t at = cache_offset(a, t, pos, kvh);
-    const float* k_row = k_cache + at;
-    const float* v_row = v_cache + at;
-    float dot = 0.0f;
+  for (int64_t chunk = split * kChunk; chunk < visible; chunk += kSplits * kChunk) {
+    const int64_t chunk_end = chunk + kChunk < visible ? chunk + kChunk : visible;
+    for (int64_t n = chunk + warp; n < chunk_end; n += kWarps) {
+      const int64_t at = cache_offset(a, t, first + n, kvh);
+      const float* k_row = k_cache + at;
+      const float* v_row = v_cache + at;
+      float dot = 0.0f;
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int d = lane + kWarpSize * c;
-      if (d < hd) dot += qv[c] * k_row[d];
-    }
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      dot += __shfl_xor_sync(kFullMask, dot, offset);
-    }
-    const float score = dot * a.scale;
-    const float m_new = fmaxf(m, score);
-    const float correction = expf(m - m_new);  // 0 on the warp's first position
-    const float prob = expf(score - m_new);
-    l = l * correction + prob;
+      for (int c = 0; c < kPerLane; ++c) {
+        const int d = lane + kWarpSize * c;
+        if (d < hd) dot += qv[c] * k_row[d];
+      }
+      for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        dot += __shfl_xor_sync(kFullMask, dot, offset);
+      }
+      const float score = dot * a.scale;
+      const float m_new = fmaxf(m, score);
+      const float correction = expf(m - m_new);  // 0 on the warp's first position
+      const float prob = expf(score - m_new);
+      l = l * correction + prob;
 #pragma unroll
-    for (int c = 0; c < kPerLane; ++c) {
-      const int d = lane + kWarpSize * c;
-      if (d < hd) acc[c] = acc[c] * correction + prob * v_row[d];
+      for (int c = 0; c < kPerLane; ++c) {
+        const int d = lane + kWarpSize * c;
+        if (d < hd) acc[c] = acc[c] * correction + prob * v_row[d];
+      }
+      m = m_new;
     }
-    m = m_new;
   }
 #pragma unroll
   for (int c = 0; c < kPerLane; ++c) {
@@ -118,11 +135,39 @@ __global__ void __launch_bounds__(kBlockThreads)
     weight[w] = part_sum[w] > 0.0f ? expf(part_max[w] - max_all) : 0.0f;
     sum += part_sum[w] * weight[w];
   }
-  float* out_row = out + (token * a.heads + h) * a.hd;
+  float* partial = partials + ((token * a.heads + h) * kSplits + split) * (a.hd + 2);
+  if (threadIdx.x == 0) {
+    partial[0] = max_all;
+    partial[1] = sum;
+  }
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float o = 0.0f;
     for (int w = 0; w < kWarps; ++w) o += part_acc[w][d] * weight[w];
-    out_row[d] = o / sum;
+    partial[2 + d] = o;
+  }
+}
+
+// out = the splits' partials merged in split order, normalized; one thread per output element.
+__global__ void combine_splits_kernel(PagedArgs a, const float* partials, float* out) {
+  const int64_t n = a.tokens * a.heads * a.hd;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const int64_t d = i % a.hd, row = i / a.hd;  // row: token * heads + head
+    const float* partial = partials + row * kSplits * (a.hd + 2);
+    float max_all = -INFINITY;
+    for (int z = 0; z < kSplits; ++z) {
+      const float* p = partial + z * (a.hd + 2);
+      if (p[1] > 0.0f) max_all = fmaxf(max_all, p[0]);
+    }
+    float sum = 0.0f, o = 0.0f;
+    for (int z = 0; z < kSplits; ++z) {
+      const float* p = partial + z * (a.hd + 2);
+      const float weight = p[1] > 0.0f ? expf(p[0] - max_all) : 0.0f;
+      sum += p[1] * weight;
+      o += p[2 + d] * weight;
+    }
+    out[i] = o / sum;
   }
 }
 
@@ -142,6 +187,31 @@ Status check_shape(const char* op, const ops::PagedAttentionShape& s) {
   if (s.window < 0) return InvalidArgument(name + ": window must not be negative");
   if (s.heads > 65535) return InvalidArgument(name + ": heads must be at most 65535");
   if (s.tokens > 0x7fffffff) return InvalidArgument(name + ": more than 2^31 - 1 tokens");
+  return Status::OK();
+}
+
+// The split pass for the head_dim bucket of a.hd, then the combining pass.
+Status launch_splits(const PagedArgs& a, const float* q, const float* k_cache, const float* v_cache,
+                     float* partials, float* out, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(a.tokens), static_cast<unsigned>(a.heads), kSplits);
+  if (a.hd <= 32) {
+    paged_attention_kernel<32>
+        <<<grid, kBlockThreads, 0, stream>>>(a, q, k_cache, v_cache, partials);
+  } else if (a.hd <= 64) {
+    paged_attention_kernel<64>
+        <<<grid, kBlockThreads, 0, stream>>>(a, q, k_cache, v_cache, partials);
+  } else if (a.hd <= 128) {
+    paged_attention_kernel<128>
+        <<<grid, kBlockThreads, 0, stream>>>(a, q, k_cache, v_cache, partials);
+  } else {
+    paged_attention_kernel<256>
+        <<<grid, kBlockThreads, 0, stream>>>(a, q, k_cache, v_cache, partials);
+  }
+  MS_CUDA_CHECK(cudaGetLastError());
+  const size_t elements = static_cast<size_t>(a.tokens * a.heads * a.hd);
+  combine_splits_kernel<<<blocks_for(elements, kMaxElementwiseBlocks), kBlockThreads, 0, stream>>>(
+      a, partials, out);
+  MS_CUDA_CHECK(cudaGetLastError());
   return Status::OK();
 }
 
@@ -193,24 +263,24 @@ Status paged_attention(const ops::PagedAttentionShape& s, const ops::PagedQuery*
   MS_RETURN_IF_ERROR(
       check_disjoint(kOp, "out", out, q_count * sizeof(float), "q", q, q_count * sizeof(float)));
   if (tokens == 0) return Status::OK();
-  const PagedArgs a = args_of(s, queries);
-  const dim3 grid(static_cast<unsigned>(s.tokens), static_cast<unsigned>(s.heads));
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
-  if (s.head_dim <= 32) {
-    paged_attention_kernel<32>
-        <<<grid, kBlockThreads, 0, cuda_stream>>>(a, q, k_cache, v_cache, out);
-  } else if (s.head_dim <= 64) {
-    paged_attention_kernel<64>
-        <<<grid, kBlockThreads, 0, cuda_stream>>>(a, q, k_cache, v_cache, out);
-  } else if (s.head_dim <= 128) {
-    paged_attention_kernel<128>
-        <<<grid, kBlockThreads, 0, cuda_stream>>>(a, q, k_cache, v_cache, out);
-  } else {
-    paged_attention_kernel<256>
-        <<<grid, kBlockThreads, 0, cuda_stream>>>(a, q, k_cache, v_cache, out);
+  // Tokens go in passes of at most kTokensPerPass, which bounds the partials' workspace; a
+  // token's result does not depend on the pass it is in.
+  const size_t pass_tokens = std::min(tokens, kTokensPerPass);
+  const size_t row = static_cast<size_t>(s.heads * s.head_dim);
+  const size_t partial_count =
+      pass_tokens * static_cast<size_t>(s.heads) * kSplits * static_cast<size_t>(s.head_dim + 2);
+  void* workspace = nullptr;
+  MS_CUDA_CHECK(cudaMallocAsync(&workspace, partial_count * sizeof(float), cuda_stream));
+  Status launched = Status::OK();
+  for (size_t first = 0; first < tokens && launched.ok(); first += pass_tokens) {
+    ops::PagedAttentionShape pass = s;
+    pass.tokens = static_cast<int64_t>(std::min(pass_tokens, tokens - first));
+    launched = launch_splits(args_of(pass, queries + first), q + first * row, k_cache, v_cache,
+                             static_cast<float*>(workspace), out + first * row, cuda_stream);
   }
-  MS_CUDA_CHECK(cudaGetLastError());
-  return Status::OK();
+  MS_CUDA_CHECK(cudaFreeAsync(workspace, cuda_stream));
+  return launched;
 }
 
 }  // namespace ms::kernels

@@ -7,13 +7,16 @@
 // DEVICE block tables (int32, covering positions 0 .. pos of the token's sequence); the caches
 // are one layer's (num_blocks, kv_heads, block_size, head_dim) arenas on the device.
 //
-// paged_attention runs one thread block per (token, query head); its 8 warps take the visible
-// positions round robin (position first' + n goes to warp n % 8), each keeping an online
-// softmax, and the 8 partial results are merged in warp order. The order of every sum depends
-// only on the token's own (pos, first, window) and head_dim, so the result does not depend on
-// the other tokens of the call: a decode step gives bitwise the result of the prefill that saw
-// the same positions, and two runs give the same bits. Agreement with the CPU twin is within
-// f32 rounding of differently ordered sums (tests: 1e-5 relative).
+// paged_attention is flash-decoding: a token's visible positions (counted from the first one
+// it sees) are cut into chunks of 64 dealt round robin to 4 thread blocks per (token, query
+// head), so one long sequence keeps several SMs busy; each block's 8 warps take a chunk's
+// positions round robin, each with an online softmax, merged in warp order, and a second pass
+// merges the 4 partial results in order (workspace from the stream-ordered allocator). The
+// chunking and the order of every sum depend only on the token's own (pos, first, window) and
+// head_dim, so the result does not depend on the other tokens of the call: a decode step gives
+// bitwise the result of the prefill that saw the same positions, and two runs give the same
+// bits. Agreement with the CPU twin is within f32 rounding of differently ordered sums (tests:
+// 1e-5 relative).
 //
 // head_dim may be 1 .. kMaxPagedHeadDim. Each entry point checks its arguments (null or
 // misaligned pointers, non-positive heads / kv_heads / head_dim / block_size, heads not a

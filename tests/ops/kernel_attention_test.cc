@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -139,8 +140,6 @@ std::vector<int64_t> runs(std::initializer_list<std::pair<int64_t, int64_t>> par
 
 void PrintTo(const AttentionCase& c, std::ostream* os) { *os << c.name; }
 
-struct DeviceMask;
-
 // A problem's host data: inputs, mask arrays (empty when absent) and the shape.
 struct HostAttention {
   ops::AttentionShape shape;
@@ -194,42 +193,40 @@ struct HostAttention {
     k_doc32.assign(k_doc.begin(), k_doc.end());
   }
 
-  // The mask over host arrays (cpu) or over their device copies (`device` non-null).
-  ops::AttentionMask mask(const DeviceMask* device = nullptr) const;
+  // The mask over the host arrays.
+  ops::AttentionMask mask() const {
+    return mask_over(q_index.data(), k_index.data(), q_doc32.data(), k_doc32.data(), q_doc.data(),
+                     k_doc.data());
+  }
+  // The mask over arrays laid out as this problem's (host or device copies).
+  ops::AttentionMask mask_over(const int64_t* qi, const int64_t* ki, const int32_t* qd32,
+                               const int32_t* kd32, const int64_t* qd64,
+                               const int64_t* kd64) const {
+    ops::AttentionMask m;
+    if (!q_index.empty()) m.q_index = qi, m.k_index = ki;
+    if (docs == Docs::kI32) m.q_doc.i32 = qd32, m.k_doc.i32 = kd32;
+    if (docs == Docs::kI64) m.q_doc.i64 = qd64, m.k_doc.i64 = kd64;
+    return m;
+  }
 };
 
-// Device copies of a problem's mask arrays.
-struct DeviceMask {
-  DeviceBuffer q_index, k_index, q_doc, k_doc;
-  explicit DeviceMask(const HostAttention& h)
-      : q_index(upload(h.q_index)),
-        k_index(upload(h.k_index)),
-        q_doc(h.docs == Docs::kI32 ? upload(h.q_doc32) : upload(h.q_doc)),
-        k_doc(h.docs == Docs::kI32 ? upload(h.k_doc32) : upload(h.k_doc)) {}
-};
-
-ops::AttentionMask HostAttention::mask(const DeviceMask* device) const {
-  ops::AttentionMask m;
-  if (!q_index.empty()) {
-    m.q_index = device ? device->q_index.as<int64_t>() : q_index.data();
-    m.k_index = device ? device->k_index.as<int64_t>() : k_index.data();
-  }
-  if (docs == Docs::kI32) {
-    m.q_doc.i32 = device ? device->q_doc.as<int32_t>() : q_doc32.data();
-    m.k_doc.i32 = device ? device->k_doc.as<int32_t>() : k_doc32.data();
-  } else if (docs == Docs::kI64) {
-    m.q_doc.i64 = device ? device->q_doc.as<int64_t>() : q_doc.data();
-    m.k_doc.i64 = device ? device->k_doc.as<int64_t>() : k_doc.data();
-  }
-  return m;
-}
-
-// The problem's device inputs.
+// The problem's device inputs and mask arrays.
 struct DeviceAttention {
-  DeviceBuffer q, k, v, dout;
-  DeviceMask mask;
+  DeviceBuffer q, k, v, dout, q_index, k_index, q_doc32, k_doc32, q_doc, k_doc;
+  ops::AttentionMask mask;
   explicit DeviceAttention(const HostAttention& h)
-      : q(upload(h.q)), k(upload(h.k)), v(upload(h.v)), dout(upload(h.dout)), mask(h) {}
+      : q(upload(h.q)),
+        k(upload(h.k)),
+        v(upload(h.v)),
+        dout(upload(h.dout)),
+        q_index(upload(h.q_index)),
+        k_index(upload(h.k_index)),
+        q_doc32(upload(h.q_doc32)),
+        k_doc32(upload(h.k_doc32)),
+        q_doc(upload(h.q_doc)),
+        k_doc(upload(h.k_doc)),
+        mask(h.mask_over(q_index.as<int64_t>(), k_index.as<int64_t>(), q_doc32.as<int32_t>(),
+                         k_doc32.as<int32_t>(), q_doc.as<int64_t>(), k_doc.as<int64_t>())) {}
 };
 
 size_t lse_size(const ops::AttentionShape& s) { return size_t(s.batch * s.heads * s.seq); }
@@ -244,7 +241,7 @@ TEST_P(AttentionTwinTest, ForwardMatchesCpuAndRepeatsItsBits) {
   ops::attention_block_forward(s, h.mask(), h.q.data(), h.k.data(), h.v.data(), out.data(),
                                lse.data());
   const DeviceAttention d(h);
-  const ops::AttentionMask mask = h.mask(&d.mask);
+  const ops::AttentionMask& mask = d.mask;
   // Outputs start as garbage: the forward overwrites every element.
   DeviceOutput out1(std::vector<float>(out.size(), 7.5f)), lse1(std::vector<float>(lse.size(), 3));
   DeviceOutput out2(std::vector<float>(out.size(), -2)), lse2(std::vector<float>(lse.size(), 9));
@@ -277,7 +274,7 @@ TEST_P(AttentionTwinTest, BackwardAccumulatesLikeCpuAndRepeatsItsBits) {
                                 lse.data(), h.dout.data(), dq.data(), dk.data(), dv.data());
   const DeviceAttention d(h);
   const DeviceBuffer d_out = upload(out), d_lse = upload(lse);
-  const ops::AttentionMask mask = h.mask(&d.mask);
+  const ops::AttentionMask& mask = d.mask;
   DeviceOutput dq1(dq0), dk1(dk0), dv1(dv0), dq2(dq0), dk2(dk0), dv2(dv0);
   for (auto [gq, gk, gv] : {std::tuple{&dq1, &dk1, &dv1}, std::tuple{&dq2, &dk2, &dv2}}) {
     ASSERT_TRUE(succeeded(kernels::attention_block_backward(
@@ -316,70 +313,33 @@ TEST_F(AttentionKernelTest, MergeMatchesCpuIncludingRowsWithoutKeys) {
   expect_output("lse", lse1.fetch(), lse2.fetch(), lse);
 }
 
-// A cp rank's ring on the device: its queries against two key blocks, merged in either
-// order, equal the CPU forward over both blocks at once.
-TEST_F(AttentionKernelTest, RingOfBlocksMergedOnTheDeviceMatchesOneCpuBlock) {
-  const AttentionCase c{"ring", 2, 40, 80, 4, 2, 64, 0, Placement::kSelf, Docs::kI64};
-  const HostAttention h(c, 31);
-  const ops::AttentionShape& s = h.shape;
-  std::vector<float> want_out(h.q.size()), want_lse(lse_size(s));
-  // Queries are the last 40 of 80 positions, with those positions' documents; keys are all 80.
-  std::vector<int64_t> q_index, q_doc;
-  for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t i = 0; i < s.seq; ++i) {
-      q_index.push_back(40 + i);
-      q_doc.push_back(h.k_doc[size_t(b * 80 + 40 + i)]);
-    }
-  }
-  ops::AttentionMask cpu_mask = h.mask();
-  cpu_mask.q_index = q_index.data();
-  cpu_mask.q_doc.i64 = q_doc.data();
-  ops::attention_block_forward(s, cpu_mask, h.q.data(), h.k.data(), h.v.data(), want_out.data(),
-                               want_lse.data());
-  // The two key blocks: positions 0..39 and 40..79 of every batch row.
-  ops::AttentionShape half = s;
-  half.kv_seq = 40;
-  const int64_t kv_row = s.kv_heads * s.head_dim;
-  const DeviceBuffer d_q = upload(h.q), d_q_index = upload(q_index);
-  std::vector<DeviceBuffer> k_blocks, v_blocks, index_blocks, doc_blocks;
-  for (int64_t block = 0; block < 2; ++block) {
-    std::vector<float> k, v;
-    std::vector<int64_t> index, doc;
-    for (int64_t b = 0; b < s.batch; ++b) {
-      const int64_t t0 = b * 80 + block * 40;
-      k.insert(k.end(), h.k.begin() + t0 * kv_row, h.k.begin() + (t0 + 40) * kv_row);
-      v.insert(v.end(), h.v.begin() + t0 * kv_row, h.v.begin() + (t0 + 40) * kv_row);
-      for (int64_t j = 0; j < 40; ++j) index.push_back(block * 40 + j);
-      doc.insert(doc.end(), h.k_doc.begin() + t0, h.k_doc.begin() + t0 + 40);
-    }
-    k_blocks.push_back(upload(k));
-    v_blocks.push_back(upload(v));
-    index_blocks.push_back(upload(index));
-    doc_blocks.push_back(upload(doc));
-  }
-  const DeviceBuffer d_q_doc = upload(q_doc);
-  for (const std::vector<int64_t>& order :
-       {std::vector<int64_t>{0, 1}, std::vector<int64_t>{1, 0}}) {
-    DeviceOutput acc_out(std::vector<float>(h.q.size(), 0.0f));
-    DeviceOutput acc_lse(std::vector<float>(lse_size(s), -INFINITY));
-    DeviceOutput part_out(std::vector<float>(h.q.size())),
-        part_lse(std::vector<float>(lse_size(s)));
-    for (int64_t block : order) {
-      ops::AttentionMask m;
-      m.q_index = d_q_index.as<int64_t>();
-      m.k_index = index_blocks[block].as<int64_t>();
-      m.q_doc.i64 = d_q_doc.as<int64_t>();
-      m.k_doc.i64 = doc_blocks[block].as<int64_t>();
+// A ring on the device: one query block against two key blocks, merged in either order,
+// against the same ring on the CPU (whose equality with one whole block attention_block_test
+// checks). The cp placement leaves query rows that see no key of either block.
+TEST_F(AttentionKernelTest, RingOfBlocksMergedOnTheDeviceMatchesTheCpuRing) {
+  const AttentionCase c{"ring", 2, 40, 48, 4, 2, 64, 0, Placement::kCpQueryRuns, Docs::kI64};
+  const HostAttention blocks[2] = {HostAttention(c, 31), HostAttention(c, 32)};
+  const DeviceAttention device[2] = {DeviceAttention(blocks[0]), DeviceAttention(blocks[1])};
+  const ops::AttentionShape& s = blocks[0].shape;
+  const std::vector<float>& q = blocks[0].q;  // both blocks' keys see block 0's queries
+  for (const auto& order : {std::array<int, 2>{0, 1}, std::array<int, 2>{1, 0}}) {
+    std::vector<float> out(q.size(), 0.0f), lse(lse_size(s), -INFINITY);
+    std::vector<float> part_out(out.size()), part_lse(lse.size());
+    DeviceOutput acc_out(out), acc_lse(lse), d_part_out(part_out), d_part_lse(part_lse);
+    for (int b : order) {
+      const HostAttention& h = blocks[b];
+      ops::attention_block_forward(s, h.mask(), q.data(), h.k.data(), h.v.data(), part_out.data(),
+                                   part_lse.data());
+      ops::attention_merge(s, part_out.data(), part_lse.data(), out.data(), lse.data());
       ASSERT_TRUE(succeeded(kernels::attention_block_forward(
-          half, m, d_q.as<float>(), k_blocks[block].as<float>(), v_blocks[block].as<float>(),
-          part_out.data(), part_lse.data())));
-      ASSERT_TRUE(succeeded(kernels::attention_merge(half, part_out.data(), part_lse.data(),
+          s, device[b].mask, device[0].q.as<float>(), device[b].k.as<float>(),
+          device[b].v.as<float>(), d_part_out.data(), d_part_lse.data())));
+      ASSERT_TRUE(succeeded(kernels::attention_merge(s, d_part_out.data(), d_part_lse.data(),
                                                      acc_out.data(), acc_lse.data())));
     }
-    const test::Guarded<float>& got_out = acc_out.fetch();
-    const test::Guarded<float>& got_lse = acc_lse.fetch();
-    EXPECT_LE(worst_error(got_out, want_out), kTolerance) << "block order " << order[0];
-    EXPECT_LE(worst_error(got_lse, want_lse), kTolerance) << "block order " << order[0];
+    EXPECT_LE(worst_error(acc_out.fetch(), out), kTolerance) << "block order " << order[0];
+    EXPECT_LE(worst_error(acc_lse.fetch(), lse), kTolerance) << "block order " << order[0];
+    EXPECT_EQ(acc_lse.fetch()[0], -INFINITY) << "row 0 sees no key of either block";
   }
 }
 
@@ -397,25 +357,30 @@ const PagedCase kPagedCases[] = {
     {"hd256", 2, 1, 256, 0, false},
 };
 
-// Sequences of different lengths in a shuffled arena of 16-position blocks; one query token
-// per cached position (a prefill), with the cache filled by paged_kv_store.
+// Sequences of different lengths in a shuffled arena of 16-position blocks, the cache filled by
+// paged_kv_store with every position (a prefill). Attention runs for every position of the short
+// sequences and every 5th (and the last) of the long ones: the 300-position sequence spans more
+// than the 4 x 64 positions of the kernel's splits, so they wrap around, and the 140 attending
+// tokens take two of the kernel's passes (128 tokens each).
 struct HostPaged {
-  ops::PagedAttentionShape shape;
-  std::vector<int64_t> lengths{1, 17, 40, 100};
-  std::vector<int32_t> tables;       // every sequence's block table, concatenated
-  std::vector<int64_t> table_start;  // per sequence
-  std::vector<ops::PagedQuery> queries;
-  std::vector<int64_t> table_of;  // per query: its sequence's table_start
-  std::vector<float> q, k, v;
+  ops::PagedAttentionShape store_shape, attend_shape;
+  std::vector<int64_t> lengths{1, 17, 40, 100, 300};
+  std::vector<int32_t> tables;          // every sequence's block table, concatenated
+  std::vector<ops::PagedQuery> stored;  // one per cached position
+  std::vector<int64_t> table_of;        // per stored token: its sequence's table offset
+  std::vector<int64_t> attending;       // stored tokens that attend
+  std::vector<bool> last_of_sequence;   // per attending token
+  std::vector<float> q, k, v;           // q per attending token, k and v per stored one
   int64_t num_blocks = 0;
 
   HostPaged(const PagedCase& c, uint64_t seed) {
-    shape.heads = c.heads;
-    shape.kv_heads = c.kv_heads;
-    shape.head_dim = c.head_dim;
-    shape.block_size = 16;
-    shape.window = c.window;
-    for (int64_t len : lengths) num_blocks += (len + shape.block_size - 1) / shape.block_size;
+    store_shape.heads = c.heads;
+    store_shape.kv_heads = c.kv_heads;
+    store_shape.head_dim = c.head_dim;
+    store_shape.block_size = 16;
+    store_shape.window = c.window;
+    const int64_t bs = store_shape.block_size;
+    for (int64_t len : lengths) num_blocks += (len + bs - 1) / bs;
     num_blocks += 3;  // unused blocks in the arena
     Rng rng(seed);
     std::vector<int32_t> arena(static_cast<size_t>(num_blocks));
@@ -423,33 +388,41 @@ struct HostPaged {
     std::shuffle(arena.begin(), arena.end(), rng);
     size_t next = 0;
     for (int64_t len : lengths) {
-      table_start.push_back(int64_t(tables.size()));
-      for (int64_t b = 0; b < (len + shape.block_size - 1) / shape.block_size; ++b) {
-        tables.push_back(arena[next++]);
-      }
-    }
-    for (size_t seq = 0; seq < lengths.size(); ++seq) {
-      for (int64_t pos = 0; pos < lengths[seq]; ++pos) {
+      const auto table = int64_t(tables.size());
+      for (int64_t b = 0; b < (len + bs - 1) / bs; ++b) tables.push_back(arena[next++]);
+      for (int64_t pos = 0; pos < len; ++pos) {
         ops::PagedQuery t;
         t.pos = pos;
         t.first = c.documents ? pos / 13 * 13 : 0;  // documents of 13 tokens
-        queries.push_back(t);
-        table_of.push_back(table_start[seq]);
+        if (len <= 40 || pos % 5 == 0 || pos == len - 1) {
+          attending.push_back(int64_t(stored.size()));
+          last_of_sequence.push_back(pos == len - 1);
+        }
+        stored.push_back(t);
+        table_of.push_back(table);
       }
     }
-    shape.tokens = int64_t(queries.size());
-    for (size_t i = 0; i < queries.size(); ++i) queries[i].blocks = tables.data() + table_of[i];
-    q = test::random_floats(size_t(shape.tokens * c.heads * c.head_dim), rng, -1, 1);
-    k = test::random_floats(size_t(shape.tokens * c.kv_heads * c.head_dim), rng, -1, 1);
+    store_shape.tokens = int64_t(stored.size());
+    attend_shape = store_shape;
+    attend_shape.tokens = int64_t(attending.size());
+    q = test::random_floats(size_t(attend_shape.tokens * c.heads * c.head_dim), rng, -1, 1);
+    k = test::random_floats(size_t(store_shape.tokens * c.kv_heads * c.head_dim), rng, -1, 1);
     v = test::random_floats(k.size(), rng, -1, 1);
   }
   size_t cache_size() const {
-    return size_t(num_blocks * shape.kv_heads * shape.block_size * shape.head_dim);
+    return size_t(num_blocks * store_shape.kv_heads * store_shape.block_size *
+                  store_shape.head_dim);
   }
-  // The queries with block tables at `device_tables` (a device copy of `tables`).
-  std::vector<ops::PagedQuery> on_device(const int32_t* device_tables) const {
-    std::vector<ops::PagedQuery> out = queries;
-    for (size_t i = 0; i < out.size(); ++i) out[i].blocks = device_tables + table_of[i];
+  // The stored tokens (or only the attending ones) with their block tables inside
+  // `table_base` (`tables` or its device copy).
+  std::vector<ops::PagedQuery> with_tables(const int32_t* table_base, bool attending_only) const {
+    std::vector<ops::PagedQuery> out;
+    for (size_t i = 0, a = 0; i < stored.size(); ++i) {
+      if (attending_only && (a == attending.size() || attending[a] != int64_t(i))) continue;
+      a += attending_only;
+      out.push_back(stored[i]);
+      out.back().blocks = table_base + table_of[i];
+    }
     return out;
   }
 };
@@ -460,46 +433,51 @@ class PagedTwinTest : public AttentionKernelTest,
                       public ::testing::WithParamInterface<PagedCase> {};
 
 TEST_P(PagedTwinTest, StoreAndAttentionMatchCpuAndDecodeRepeatsPrefillBits) {
-  HostPaged h(GetParam(), 41);
-  const ops::PagedAttentionShape& s = h.shape;
+  const HostPaged h(GetParam(), 41);
   // CPU: store, then attend (positions never written keep the sentinel 0.25).
   std::vector<float> k_cache(h.cache_size(), 0.25f), v_cache(h.cache_size(), 0.25f);
-  ops::paged_kv_store(s, h.queries.data(), h.k.data(), h.v.data(), k_cache.data(), v_cache.data());
+  const std::vector<ops::PagedQuery> cpu_stored = h.with_tables(h.tables.data(), false);
+  const std::vector<ops::PagedQuery> cpu_attending = h.with_tables(h.tables.data(), true);
+  ops::paged_kv_store(h.store_shape, cpu_stored.data(), h.k.data(), h.v.data(), k_cache.data(),
+                      v_cache.data());
   std::vector<float> out(h.q.size());
-  ops::paged_attention(s, h.queries.data(), h.q.data(), k_cache.data(), v_cache.data(), out.data());
+  ops::paged_attention(h.attend_shape, cpu_attending.data(), h.q.data(), k_cache.data(),
+                       v_cache.data(), out.data());
+
   const DeviceBuffer d_tables = upload(h.tables);
-  const std::vector<ops::PagedQuery> device_queries = h.on_device(d_tables.as<int32_t>());
-  const DeviceBuffer d_queries = upload(device_queries);
+  const DeviceBuffer d_stored = upload(h.with_tables(d_tables.as<int32_t>(), false));
+  const std::vector<ops::PagedQuery> attending = h.with_tables(d_tables.as<int32_t>(), true);
+  const DeviceBuffer d_attending = upload(attending);
   const DeviceBuffer d_q = upload(h.q), d_k = upload(h.k), d_v = upload(h.v);
   DeviceOutput gk(std::vector<float>(h.cache_size(), 0.25f));
   DeviceOutput gv(std::vector<float>(h.cache_size(), 0.25f));
-  ASSERT_TRUE(succeeded(kernels::paged_kv_store(s, d_queries.as<ops::PagedQuery>(), d_k.as<float>(),
-                                                d_v.as<float>(), gk.data(), gv.data())));
+  ASSERT_TRUE(
+      succeeded(kernels::paged_kv_store(h.store_shape, d_stored.as<ops::PagedQuery>(),
+                                        d_k.as<float>(), d_v.as<float>(), gk.data(), gv.data())));
   EXPECT_TRUE(gk.fetch().guards_intact() && gv.fetch().guards_intact());
   EXPECT_EQ(std::vector<float>(gk.fetch().data(), gk.fetch().data() + k_cache.size()), k_cache);
   EXPECT_EQ(std::vector<float>(gv.fetch().data(), gv.fetch().data() + v_cache.size()), v_cache);
 
   DeviceOutput out1(std::vector<float>(out.size(), 5)), out2(std::vector<float>(out.size(), -5));
   for (DeviceOutput* o : {&out1, &out2}) {
-    ASSERT_TRUE(succeeded(kernels::paged_attention(
-        s, d_queries.as<ops::PagedQuery>(), d_q.as<float>(), gk.data(), gv.data(), o->data())));
+    ASSERT_TRUE(
+        succeeded(kernels::paged_attention(h.attend_shape, d_attending.as<ops::PagedQuery>(),
+                                           d_q.as<float>(), gk.data(), gv.data(), o->data())));
   }
   expect_output("out", out1.fetch(), out2.fetch(), out);
 
   // Decode: each sequence's last token alone gives bitwise the prefill's row.
-  const int64_t row = s.heads * s.head_dim;
+  const int64_t row = h.attend_shape.heads * h.attend_shape.head_dim;
   std::vector<ops::PagedQuery> last;
   std::vector<float> last_q;
-  std::vector<int64_t> last_token;
-  for (size_t i = 0; i < device_queries.size(); ++i) {
-    if (i + 1 == device_queries.size() || device_queries[i + 1].pos == 0) {
-      last.push_back(device_queries[i]);
-      last_token.push_back(int64_t(i));
-      last_q.insert(last_q.end(), h.q.begin() + int64_t(i) * row,
-                    h.q.begin() + int64_t(i + 1) * row);
-    }
+  std::vector<int64_t> last_row;
+  for (size_t i = 0; i < attending.size(); ++i) {
+    if (!h.last_of_sequence[i]) continue;
+    last.push_back(attending[i]);
+    last_row.push_back(int64_t(i));
+    last_q.insert(last_q.end(), h.q.begin() + int64_t(i) * row, h.q.begin() + int64_t(i + 1) * row);
   }
-  ops::PagedAttentionShape decode = s;
+  ops::PagedAttentionShape decode = h.attend_shape;
   decode.tokens = int64_t(last.size());
   const DeviceBuffer d_last = upload(last), d_last_q = upload(last_q);
   DeviceOutput decoded(std::vector<float>(last_q.size(), 1));
@@ -509,8 +487,8 @@ TEST_P(PagedTwinTest, StoreAndAttentionMatchCpuAndDecodeRepeatsPrefillBits) {
   const test::Guarded<float>& prefill = out1.fetch();
   const test::Guarded<float>& got = decoded.fetch();
   EXPECT_TRUE(got.guards_intact());
-  for (size_t n = 0; n < last_token.size(); ++n) {
-    EXPECT_EQ(std::memcmp(got.data() + int64_t(n) * row, prefill.data() + last_token[n] * row,
+  for (size_t n = 0; n < last_row.size(); ++n) {
+    EXPECT_EQ(std::memcmp(got.data() + int64_t(n) * row, prefill.data() + last_row[n] * row,
                           size_t(row) * sizeof(float)),
               0)
         << "decode of sequence " << n << " differs from its prefill row";
