@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -155,6 +156,13 @@ Result<std::unique_ptr<CudaRuntime>> CudaRuntime::create(const CudaRuntimeOption
   }
   state->arena = std::make_unique<RangeArena>(want);
   MS_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
+  // Some kernels take their small per-call workspaces (reduction partials) from the device's
+  // stream-ordered pool; keeping what it frees instead of returning it to the driver at each
+  // synchronisation makes those reuse memory, not call the driver, from step to step.
+  cudaMemPool_t pool = nullptr;
+  MS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, options.ordinal));
+  uint64_t keep = UINT64_MAX;
+  MS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
   return std::unique_ptr<CudaRuntime>(new CudaRuntime(std::move(state)));
 }
 

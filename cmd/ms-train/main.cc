@@ -4,6 +4,7 @@
 // parallel layout (--ranks N plans for N ranks);
 // --config-help prints the config reference. The loop itself is ms::train::Trainer.
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string_view>
@@ -14,9 +15,16 @@
 #include "comm/mpi_communicator.h"
 #include "config/run_config.h"
 #include "core/logging.h"
+#include "ops/backend_registry.h"
+#include "plan/layout.h"
+#include "plan/memory.h"
 #include "train/layout_report.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
+
+#if MS_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace {
 
@@ -75,17 +83,41 @@ ms::Result<int> run_training(ms::config::RunConfig config, ms::comm::Communicato
   return 0;
 }
 
-// The layout --dry-run prints: for --ranks, else the launcher's world size above 1 (a refusal
-// then says which variable set it), else tp + loaders ranks.
-ms::Result<std::string> dry_run_layout(const TrainOptions& opts,
-                                       const ms::config::RunConfig& config) {
-  if (opts.ranks > 0) return ms::train::describe_layout(config, opts.ranks);
+// The world size --dry-run plans for: --ranks, else the launcher's, else tp + loaders ranks.
+ms::Result<int> dry_run_ranks(const TrainOptions& opts, const ms::config::RunConfig& config) {
+  if (opts.ranks > 0) return opts.ranks;
   MS_ASSIGN_OR_RETURN(const LauncherSize launcher, launcher_size());
-  if (launcher.ranks == 1) {
-    return ms::train::describe_layout(
-        config, static_cast<int>(config.parallel.tp + config.parallel.loaders));
-  }
-  ms::Result<std::string> layout = ms::train::describe_layout(config, launcher.ranks);
+  if (launcher.ranks > 1) return launcher.ranks;
+  return static_cast<int>(config.parallel.tp + config.parallel.loaders);
+}
+
+// The device line --dry-run prints: where a rank trains, in what precision, and the planner's
+// memory for the busiest pipeline rank (plan/memory.h): what the device's arena must hold.
+ms::Result<std::string> dry_run_device(const ms::config::RunConfig& config, int ranks) {
+  MS_ASSIGN_OR_RETURN(const ms::plan::Layout layout, ms::plan::layout_of(config, ranks));
+  MS_ASSIGN_OR_RETURN(const std::vector<ms::plan::RankElements> elements,
+                      ms::plan::rank_elements(config, layout));
+  MS_ASSIGN_OR_RETURN(const std::vector<ms::plan::RankMemory> memory,
+                      ms::plan::rank_memory(config, layout, elements, 4, 0.0));
+  const ms::plan::RankMemory& peak = ms::plan::peak_rank(memory);
+  char line[320];
+  std::snprintf(line, sizeof(line),
+                "# device: %s, precision %s; expected peak memory per model rank %.1f MiB "
+                "(weights %.1f, gradients %.1f, optimizer state %.1f, activations %.1f)\n",
+                config.train.device.c_str(),
+                config.train.precision == ms::config::Precision::kF32 ? "f32" : "bf16",
+                peak.total_mib(), peak.weights_mib, peak.gradients_mib, peak.optimizer_mib,
+                peak.activations_mib);
+  return std::string(line);
+}
+
+// The layout --dry-run prints for `ranks`; under a launcher a refusal says which variable set
+// the count.
+ms::Result<std::string> dry_run_layout(const TrainOptions& opts,
+                                       const ms::config::RunConfig& config, int ranks) {
+  ms::Result<std::string> layout = ms::train::describe_layout(config, ranks);
+  MS_ASSIGN_OR_RETURN(const LauncherSize launcher, launcher_size());
+  if (layout.ok() || opts.ranks > 0 || launcher.ranks == 1) return layout;
   if (layout.ok()) return layout;
   return ms::Status(layout.status().code(),
                     layout.status().message() + " (the " + std::to_string(launcher.ranks) +
@@ -104,10 +136,22 @@ ms::Result<int> train(const TrainOptions& opts) {
       ms::config::load_run_config(opts.config_path, opts.sets);
   if (!config.ok()) return report_config_error(config.status());
   if (opts.dry_run) {
-    MS_ASSIGN_OR_RETURN(const std::string layout, dry_run_layout(opts, *config));
+    MS_ASSIGN_OR_RETURN(const int ranks, dry_run_ranks(opts, *config));
+    MS_ASSIGN_OR_RETURN(const std::string layout, dry_run_layout(opts, *config, ranks));
+    MS_ASSIGN_OR_RETURN(const std::string device, dry_run_device(*config, ranks));
     std::cout << "# resolved from " << opts.config_path << "\n" << ms::config::dump_yaml(*config)
-              << layout;
+              << device << layout;
     return 0;
+  }
+  // A device that cannot be used stops the run before MPI, like a bad key: exit 2 naming
+  // train.device and what is missing (a CUDA build, a GPU, its driver).
+  const ms::Result<ms::Device> device = ms::parse_device(config->train.device);
+  if (device.ok() && !device->is_host()) {
+    const ms::Result<ms::ops::Backend*> backend = ms::ops::backend_for(*device);
+    if (!backend.ok()) {
+      ms::cli::Tool::print_running_error("train.device: " + backend.status().message());
+      return 2;
+    }
   }
   return ms::cli::run_in_world([&](ms::comm::MpiCommunicator& world) {
     return run_training(std::move(*config), world);
@@ -130,8 +174,9 @@ int main(int argc, char** argv) {
   CLI::App& app = tool.app();
   ms::cli::add_config_options(&app, &opts.config_path, &opts.sets);
   app.add_flag("--dry-run", opts.dry_run,
-               "Resolve and validate the config (file plus --set), print it with its parallel "
-               "layout (which rank holds which slice of each tensor) and exit");
+               "Resolve and validate the config (file plus --set), print it with the device, the "
+               "precision, the expected peak memory per model rank and its parallel layout "
+               "(which rank holds which slice of each tensor) and exit");
   app.add_option("--ranks", opts.ranks,
                  "With --dry-run: the number of ranks to lay out (default: the launcher's, or "
                  "parallel.tp + parallel.loaders when run alone)")
@@ -141,6 +186,9 @@ int main(int argc, char** argv) {
   app.add_flag("--config-help", opts.config_help,
                "List every config key with its type, default and meaning, then exit");
   ms::train::treat_user_signals_as_term();
+#if MS_HAVE_CUDA
+  ms::kernels::register_cuda_backend();
+#endif
   tool.set_default_action([&opts] { return train(opts); });
   ms::cli::add_registered_commands(tool);
   return tool.run(argc, argv);

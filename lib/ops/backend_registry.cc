@@ -43,4 +43,16 @@ std::string describe_device(Device device) {
   return cuda_backends.describe != nullptr ? cuda_backends.describe(device) : device_name(device);
 }
 
+Result<DeviceRates> device_rates(Device device) {
+  Result<DeviceRates> (*rates)(Device) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    rates = cuda_backends.rates;
+  }
+  if (device.is_host() || rates == nullptr) {
+    return Unavailable("no device rates for " + device_name(device));
+  }
+  return rates(device);
+}
+
 }  // namespace ms::ops

@@ -19,6 +19,14 @@ struct DeviceMemory {
   size_t capacity = 0;
 };
 
+// A device's GEMM rates in GFLOP/s: the f32 dense peak (architecture table x SMs x clock; 0 for
+// an architecture the table lacks) and a measured cuBLASLt sgemm, the MFU yardsticks.
+struct DeviceRates {
+  double peak_gflops = 0;
+  double measured_gflops = 0;
+  double bf16_peak_gflops = 0;  // the tensor cores' dense bf16 peak, for comparisons
+};
+
 // What a device kind provides: its backend for a device (made once and kept for the process's
 // life), its memory use, and a line describing it ("NVIDIA H100 80GB HBM3 (cuda:0, sm_90,
 // 79.1 GiB)").
@@ -26,6 +34,7 @@ struct DeviceBackends {
   Result<Backend*> (*open)(Device device) = nullptr;
   DeviceMemory (*memory)(Device device) = nullptr;
   std::string (*describe)(Device device) = nullptr;
+  Result<DeviceRates> (*rates)(Device device) = nullptr;
 };
 
 void register_cuda_backends(const DeviceBackends& cuda);
@@ -38,5 +47,8 @@ Result<Backend*> backend_for(Device device);
 DeviceMemory device_memory(Device device);
 // "cpu" for the host; the registered description for a device.
 std::string describe_device(Device device);
+// The device's GEMM rates (backend_for(device) first). Unavailable for the host, whose rate
+// ops/sgemm_rate.h measures.
+Result<DeviceRates> device_rates(Device device);
 
 }  // namespace ms::ops

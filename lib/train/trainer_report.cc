@@ -10,6 +10,7 @@
 #include "core/host_metrics.h"
 #include "core/logging.h"
 #include "model/transformer.h"
+#include "ops/backend_registry.h"
 #include "train/trainer_state.h"
 
 namespace ms::train {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "comm/agree.h"
@@ -399,7 +400,6 @@ void Trainer::log_model_size() const {
 }
 
 void Trainer::log_memory_plan() const {
-  if (world_.rank() != 0) return;
   int64_t local = 0;
   int64_t activation_bytes = 0;
   for (const auto& chunk : s_->chunks) {
@@ -414,6 +414,8 @@ void Trainer::log_memory_plan() const {
   std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
   if (config_.parallel.cp > 1) pp_part += "cp " + std::to_string(config_.parallel.cp) + ", ";
   const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
+  s_->predicted_mib = mem.weights_mib + mem.gradients_mib + mem.optimizer_mib + acts;
+  if (world_.rank() != 0) return;
   char line[400];
   std::snprintf(line, sizeof(line),
                 "memory per model rank (%stp %d, dp %d, zero %d): weights %.1f MiB, "
@@ -434,6 +436,19 @@ Status Trainer::open_telemetry() {
   MS_ASSIGN_OR_RETURN(s_->telemetry, telemetry::TelemetryWriter::open(
                                          config_.run.dir, world_.rank(), log::host(),
                                          {coord.dp, coord.tp, coord.pp, coord.cp}, config_.telemetry.every_s));
+  if (!s_->device.is_host()) {
+    // The device arena's use beside the memory plan's prediction, in every host record.
+    const Device device = s_->device;
+    const double predicted = s_->predicted_mib * 1024.0 * 1024.0;
+    s_->telemetry->set_host_extra([device, predicted] {
+      const ops::DeviceMemory m = ops::device_memory(device);
+      return std::map<std::string, double>{
+          {"device_mem_in_use_bytes", static_cast<double>(m.in_use)},
+          {"device_mem_peak_bytes", static_cast<double>(m.peak)},
+          {"device_mem_arena_bytes", static_cast<double>(m.capacity)},
+          {"device_mem_predicted_bytes", predicted}};
+    });
+  }
   return Status::OK();
 }
 
@@ -450,6 +465,20 @@ Status Trainer::measure_yardsticks() {
   }
   MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
+  if (peak_gflops <= 0 && !s_->device.is_host()) {
+    // A GPU's f32 dense peak from its architecture (TF32 off: the CUDA cores), the measured
+    // cuBLASLt sgemm beside it; the measured rate where the architecture is not in the table.
+    MS_ASSIGN_OR_RETURN(const ops::DeviceRates rates, ops::device_rates(s_->device));
+    peak_gflops = rates.peak_gflops > 0 ? rates.peak_gflops : rates.measured_gflops;
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "%s: f32 dense peak %.0f GFLOP/s, cuBLASLt sgemm measured %.0f GFLOP/s, bf16 "
+                  "dense peak %.0f GFLOP/s; MFU against the f32 %s",
+                  ops::describe_device(s_->device).c_str(), rates.peak_gflops,
+                  rates.measured_gflops, rates.bf16_peak_gflops,
+                  rates.peak_gflops > 0 ? "peak" : "measured rate");
+    MS_LOG(Info) << line;
+  }
   if (peak_gflops <= 0) {
     // n = 512 for at least 0.3 s: long enough to reach the steady rate of the training matmuls.
     peak_gflops = ops::measure_sgemm_gflops(512, 3, 0.3);

@@ -51,6 +51,7 @@ struct Trainer::State {
   // train.device: where the chunks and the optimizer run (ops/backend_registry.h).
   Device device;
   ops::Backend* backend = nullptr;
+  double predicted_mib = 0;  // the memory plan's total per model rank (log_memory_plan)
   PipelineLayout pipeline;
   std::unique_ptr<PipelineStep> pipeline_step;  // with parallel.pp > 1
   parallel::PpP2pStats pp_stats;                // summed over the run's steps

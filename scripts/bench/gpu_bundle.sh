@@ -4,7 +4,9 @@
 # libraries other than the C/C++ runtime and CUDA's own (found on the GPU machine), and the
 # scripts that run them. Then, on the GPU machine: DIR/gpu_check.sh DIR OUT_DIR.
 # When ms-diagnose and ms_diag_gpu_tests are built too, they are packed with Open MPI's
-# components (DIR/ompi, found there through OPAL_PREFIX), for DIR/gpu_diagnose.sh DIR OUT_DIR.
+# components (DIR/ompi, found there through OPAL_PREFIX), for DIR/gpu_diagnose.sh DIR OUT_DIR;
+# when ms-train and ms-data are, with the Shakespeare corpus, the GPT-2 tokenizer and the tiny
+# configs, for DIR/gpu_train_check.sh DIR OUT_DIR (which gpu_check.sh runs too).
 #
 # Usage: scripts/bench/gpu_bundle.sh BUILD_DIR DIR
 #   BUILD_DIR: configured with -DMS_CUDA=ON -DMS_BUILD_TESTS=ON -DMS_BUILD_BENCH=ON, with the
@@ -23,6 +25,12 @@ if [[ -x ${diagnose[0]} && -x ${diagnose[1]} ]]; then
 else
   echo "gpu_bundle: ms-diagnose or ms_diag_gpu_tests not built; gpu_diagnose.sh will lack them" >&2
 fi
+training=("$build/bin/ms-train" "$build/bin/ms-data")
+if [[ -x ${training[0]} && -x ${training[1]} ]]; then
+  bins+=("${training[@]}")
+else
+  echo "gpu_bundle: ms-train or ms-data not built; gpu_train_check.sh will lack them" >&2
+fi
 rm -rf "$dir"
 mkdir -p "$dir/lib"
 for b in "${bins[@]}"; do
@@ -39,7 +47,7 @@ for b in "${bins[@]}"; do
 done
 # Open MPI's components (dlopened by libmpi from OPAL_PREFIX's tree) and the libraries they
 # need, so ms-diagnose runs as an MPI singleton where Open MPI is not installed.
-if [[ -x $dir/ms-diagnose ]] && command -v ompi_info > /dev/null; then
+if [[ -x $dir/ms-diagnose || -x $dir/ms-train ]] && command -v ompi_info > /dev/null; then
   pkglib=$(ompi_info --path pkglibdir --parsable | sed 's/^path:pkglibdir://')
   prefix=$(ompi_info --path prefix --parsable | sed 's/^path:prefix://')
   target="$dir/ompi/${pkglib#"$prefix"/}"
@@ -63,6 +71,14 @@ if [[ -x $dir/ms-diagnose ]] && command -v ompi_info > /dev/null; then
     esac
   done
 fi
+if [[ -x $dir/ms-train ]]; then
+  src=$(cd "$here/../.." && pwd)
+  mkdir -p "$dir/train_data" "$dir/train_configs"
+  cp "$src/data/corpus/tinyshakespeare.txt" "$src/data/tokenizers/gpt2/tokenizer.json" \
+     "$dir/train_data/"
+  cp "$src/configs/tiny-dense.yaml" "$src/configs/tiny-moe.yaml" "$dir/train_configs/"
+fi
 cp "$here/gpu_check.sh" "$here/gpu_env.sh" "$here/kernel_bench_torch.py" "$here/gpu_diagnose.sh" \
-   "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$dir/"
+   "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$here/gpu_train_check.sh" \
+   "$here/train_gpu_bench.sh" "$here/train_gpu_bench_torch.py" "$dir/"
 du -sh "$dir"

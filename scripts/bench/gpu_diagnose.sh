@@ -24,13 +24,6 @@ bytes=${DIAG_BYTES:-1073741824}
 # The bundle's library path, CUDA's libraries included.
 # shellcheck source=scripts/bench/gpu_env.sh
 source "$dir/gpu_env.sh" "$dir"
-# The carried Open MPI (gpu_bundle.sh): found through OPAL_PREFIX; a singleton that starts no
-# daemon, with shared memory and self transports only.
-if [[ -d $dir/ompi ]]; then
-  export OPAL_PREFIX="$dir/ompi" OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_pmix=isolated \
-         OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader
-fi
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 diag="$dir/ms-diagnose"
 status=0
 step() { echo; echo "== $*"; }

@@ -82,4 +82,21 @@ refused 1 "model.vocab_size" --set model.vocab_size=1000
 refused 2 "train.global_batch" --set parallel.dp=1 --set train.global_batch=6
 refused 1 "parallel.tp (2) must divide the 1 trainer" --set parallel.tp=2 --set model.n_kv_heads=2
 refused 1 "data.plan" --set data.plan="$work/none.plan"
-echo "ms-train end to end: 9 passed, 0 failed"
+refused 1 "train.precision: bf16 is not built yet" --set train.precision=bf16
+
+# A GPU that cannot be used (no CUDA build, or no device here) is refused before MPI starts:
+# exit 2 naming train.device and what is missing. On a machine with a GPU the run goes ahead.
+if ! nvidia-smi -L > /dev/null 2>&1; then
+  status=0
+  got=$("$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" "${shrink[@]}" \
+        --set run.dir="$work/bad-device" --set train.device=cuda 2>&1) || status=$?
+  [ "$status" -eq 2 ] || { echo "$got"; fail "train.device=cuda without a GPU: exit $status"; }
+  grep -qE "train.device: cuda:0 (needs a build with CUDA|cannot be used)" <<<"$got" ||
+    { echo "$got"; fail "the device refusal does not say why"; }
+  [ ! -e "$work/bad-device/telemetry" ] || fail "a run started on a missing device"
+fi
+dry=$("$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" "${shrink[@]}" \
+      --set train.device=cuda:1 --dry-run) || fail "--dry-run with train.device=cuda:1"
+grep -qE "^# device: cuda:1, precision f32; expected peak memory per model rank [0-9.]+ MiB" \
+  <<<"$dry" || { echo "$dry"; fail "--dry-run prints no device line"; }
+echo "ms-train end to end: 12 passed, 0 failed"

@@ -13,6 +13,7 @@
 #include "backend_cases.h"
 #include "host_facing_backend.h"
 #include "ops/backend.h"
+#include "ops/backend_registry.h"
 
 namespace ms::ops {
 namespace {
@@ -41,6 +42,18 @@ TEST(Backend, CpuBackendIsTheHostAndIssuesOnItsStream) {
   EXPECT_EQ(be.device(), Device::host());
   EXPECT_EQ(be.stream().device, Device::host());
   EXPECT_TRUE(be.runtime().synchronize(be.stream()).ok());
+}
+
+TEST(Backend, ADeviceThisBuildCannotRunIsRefusedByName) {
+  // ms_ops_tests links no kernels/: nothing registers a CUDA backend.
+  EXPECT_EQ(*backend_for(Device::host()), &cpu_backend());
+  const Result<Backend*> cuda = backend_for(Device::cuda(1));
+  ASSERT_FALSE(cuda.ok());
+  EXPECT_EQ(cuda.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(cuda.status().message().find("cuda:1 needs a build with CUDA"), std::string::npos)
+      << cuda.status().message();
+  EXPECT_EQ(describe_device(Device::host()), "cpu");
+  EXPECT_EQ(device_memory(Device::cuda(0)).peak, 0u);
 }
 
 }  // namespace
