@@ -13,7 +13,6 @@
 #include "core/cuda_check.h"
 #include "kernels/embedding_loss.cuh"
 #include "kernels/launch.h"
-#include "kernels/nn_args.h"
 #include "kernels/row_reduce_device.h"
 
 namespace ms::kernels {

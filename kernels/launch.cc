@@ -50,6 +50,20 @@ Status check_disjoint(std::string_view op, std::string_view a_name, const void* 
                          " overlap; they must be disjoint buffers");
 }
 
+Status check_not_negative(std::string_view op, std::string_view name, int64_t value) {
+  if (value >= 0) return Status::OK();
+  return InvalidArgument(std::string(op) + ": " + std::string(name) + " is negative (" +
+                         std::to_string(value) + ")");
+}
+
+Status check_at_least(std::string_view op, std::string_view name, int64_t value,
+                      int64_t minimum) {
+  if (value >= minimum) return Status::OK();
+  return InvalidArgument(std::string(op) + ": " + std::string(name) + " is " +
+                         std::to_string(value) + "; it must be at least " +
+                         std::to_string(minimum));
+}
+
 unsigned blocks_for(size_t n, unsigned max_blocks) {
   const size_t needed = (n + kBlockThreads - 1) / kBlockThreads;
   return static_cast<unsigned>(std::clamp<size_t>(needed, 1, max_blocks));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "core/status.h"
@@ -32,6 +33,18 @@ Status check_same_or_disjoint(std::string_view op, std::string_view a_name, cons
 // InvalidArgument when [a, a + a_bytes) and [b, b + b_bytes) overlap at all.
 Status check_disjoint(std::string_view op, std::string_view a_name, const void* a, size_t a_bytes,
                       std::string_view b_name, const void* b, size_t b_bytes);
+
+// InvalidArgument "<op>: <name> is negative (<value>)" for a size below 0.
+Status check_not_negative(std::string_view op, std::string_view name, int64_t value);
+
+// InvalidArgument "<op>: <name> is <value>; it must be at least <minimum>" when value < minimum.
+Status check_at_least(std::string_view op, std::string_view name, int64_t value,
+                      int64_t minimum);
+
+// Elements in an (a, b) array, as the size_t check_buffer takes (both already checked >= 0).
+inline size_t elements(int64_t a, int64_t b = 1) {
+  return static_cast<size_t>(a) * static_cast<size_t>(b);
+}
 
 // Blocks of kBlockThreads covering n elements, at least 1 and at most max_blocks.
 unsigned blocks_for(size_t n, unsigned max_blocks);

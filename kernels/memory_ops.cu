@@ -57,13 +57,6 @@ __global__ void add_to_columns_kernel(float* x, const float* column, int64_t row
   }
 }
 
-// InvalidArgument "<op>: <name> is negative (<value>)".
-Status check_count(const char* op, const char* name, int64_t value) {
-  if (value >= 0) return Status::OK();
-  return InvalidArgument(std::string(op) + ": " + name + " is negative (" +
-                         std::to_string(value) + ")");
-}
-
 unsigned grid_for(int64_t n) { return blocks_for(static_cast<size_t>(n), kMaxElementwiseBlocks); }
 // Blocks for one warp per row.
 unsigned warp_grid_for(int64_t rows) {
@@ -74,8 +67,8 @@ unsigned warp_grid_for(int64_t rows) {
 // row-table side (count x width) is known; the other side's extent follows from the indices.
 Status check_row_op(const char* op, const float* src, const int64_t* rows, int64_t count,
                     int64_t width, float* dst) {
-  MS_RETURN_IF_ERROR(check_count(op, "count", count));
-  MS_RETURN_IF_ERROR(check_count(op, "width", width));
+  MS_RETURN_IF_ERROR(check_not_negative(op, "count", count));
+  MS_RETURN_IF_ERROR(check_not_negative(op, "width", width));
   const auto elements = static_cast<size_t>(count * width);
   MS_RETURN_IF_ERROR(check_buffer(op, "src", src, elements));
   MS_RETURN_IF_ERROR(check_buffer(op, "rows", rows, static_cast<size_t>(count)));
@@ -86,7 +79,7 @@ Status check_row_op(const char* op, const float* src, const int64_t* rows, int64
 
 Status fill(float* x, int64_t n, float value, Stream stream) {
   constexpr const char* kOp = "kernels::fill";
-  MS_RETURN_IF_ERROR(check_count(kOp, "n", n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "x", x, static_cast<size_t>(n)));
   if (n == 0) return Status::OK();
   fill_kernel<<<grid_for(n), kBlockThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, n, value);
@@ -96,7 +89,7 @@ Status fill(float* x, int64_t n, float value, Stream stream) {
 
 Status copy(const float* src, float* dst, int64_t n, Stream stream) {
   constexpr const char* kOp = "kernels::copy";
-  MS_RETURN_IF_ERROR(check_count(kOp, "n", n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "src", src, static_cast<size_t>(n)));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "dst", dst, static_cast<size_t>(n)));
   if (n == 0 || src == dst) return Status::OK();
@@ -145,8 +138,8 @@ Status scatter_rows(const float* src, const int64_t* rows, int64_t count, int64_
 Status add_to_columns(float* x, const float* column, int64_t rows, int64_t cols,
                       Stream stream) {
   constexpr const char* kOp = "kernels::add_to_columns";
-  MS_RETURN_IF_ERROR(check_count(kOp, "rows", rows));
-  MS_RETURN_IF_ERROR(check_count(kOp, "cols", cols));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "rows", rows));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "cols", cols));
   const auto elements = static_cast<size_t>(rows * cols);
   MS_RETURN_IF_ERROR(check_buffer(kOp, "x", x, elements));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "column", column, static_cast<size_t>(cols)));

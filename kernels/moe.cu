@@ -237,12 +237,6 @@ std::string describe(const MoeRoutingView& r) {
          " top_k=" + std::to_string(r.top_k) + " rows=" + std::to_string(r.rows);
 }
 
-Status check_count(const char* op, const char* name, int64_t value) {
-  if (value >= 0) return Status::OK();
-  return InvalidArgument(std::string(op) + ": " + name + " is negative (" +
-                         std::to_string(value) + ")");
-}
-
 // The routing's sizes (1 <= k <= e, 0 <= rows <= n * k) and its five arrays.
 Status check_routing(const char* op, const MoeRoutingView& r) {
   if (r.tokens < 0 || r.experts < 1 || r.top_k < 1 || r.top_k > r.experts || r.rows < 0 ||
@@ -331,7 +325,7 @@ Status moe_permute_forward(const float* x, const MoeRoutingView& r, float* xp, i
                            Stream stream) {
   constexpr const char* kOp = "kernels::moe_permute_forward";
   MS_RETURN_IF_ERROR(check_routing(kOp, r));
-  MS_RETURN_IF_ERROR(check_count(kOp, "d", d));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "d", d));
   MS_RETURN_IF_ERROR(check_floats(kOp, "x", x, r.tokens * d));
   MS_RETURN_IF_ERROR(check_floats(kOp, "xp", xp, r.rows * d));
   MS_RETURN_IF_ERROR(check_apart(kOp, "xp", xp, r.rows * d, "x", x, r.tokens * d));
@@ -346,7 +340,7 @@ Status moe_permute_backward(const float* dxp, const MoeRoutingView& r, float* dx
                             Stream stream) {
   constexpr const char* kOp = "kernels::moe_permute_backward";
   MS_RETURN_IF_ERROR(check_routing(kOp, r));
-  MS_RETURN_IF_ERROR(check_count(kOp, "d", d));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "d", d));
   MS_RETURN_IF_ERROR(check_floats(kOp, "dxp", dxp, r.rows * d));
   MS_RETURN_IF_ERROR(check_floats(kOp, "dx", dx, r.tokens * d));
   MS_RETURN_IF_ERROR(check_apart(kOp, "dx", dx, r.tokens * d, "dxp", dxp, r.rows * d));
@@ -362,7 +356,7 @@ Status moe_unpermute_forward(const float* yp, const float* weights, const MoeRou
                              float* y, int64_t d, Stream stream) {
   constexpr const char* kOp = "kernels::moe_unpermute_forward";
   MS_RETURN_IF_ERROR(check_routing(kOp, r));
-  MS_RETURN_IF_ERROR(check_count(kOp, "d", d));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "d", d));
   const int64_t nk = r.tokens * r.top_k;
   MS_RETURN_IF_ERROR(check_floats(kOp, "yp", yp, r.rows * d));
   MS_RETURN_IF_ERROR(check_floats(kOp, "weights", weights, nk));
@@ -382,7 +376,7 @@ Status moe_unpermute_backward(const float* yp, const float* weights, const MoeRo
                               Stream stream) {
   constexpr const char* kOp = "kernels::moe_unpermute_backward";
   MS_RETURN_IF_ERROR(check_routing(kOp, r));
-  MS_RETURN_IF_ERROR(check_count(kOp, "d", d));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "d", d));
   const int64_t nk = r.tokens * r.top_k, rd = r.rows * d, nd = r.tokens * d;
   MS_RETURN_IF_ERROR(check_floats(kOp, "yp", yp, rd));
   MS_RETURN_IF_ERROR(check_floats(kOp, "weights", weights, nk));
@@ -438,8 +432,8 @@ Status moe_aux_loss_backward(const MoeRoutingView& r, float daux, float* dprobs,
 Status moe_probability_sums(const float* probs, int64_t n, int64_t e, double* sums,
                             Stream stream) {
   constexpr const char* kOp = "kernels::moe_probability_sums";
-  MS_RETURN_IF_ERROR(check_count(kOp, "n", n));
-  MS_RETURN_IF_ERROR(check_count(kOp, "e", e));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "e", e));
   MS_RETURN_IF_ERROR(check_floats(kOp, "probs", probs, n * e));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "sums", sums, static_cast<size_t>(e)));
   if (e == 0) return Status::OK();  // no sums to write; n == 0 still writes e zeros
@@ -449,8 +443,8 @@ Status moe_probability_sums(const float* probs, int64_t n, int64_t e, double* su
 Status moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e, double* out,
                   Stream stream) {
   constexpr const char* kOp = "kernels::moe_z_loss";
-  MS_RETURN_IF_ERROR(check_count(kOp, "n", n));
-  MS_RETURN_IF_ERROR(check_count(kOp, "e", e));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "e", e));
   if (n > 0 && e == 0) {
     return InvalidArgument(std::string(kOp) + ": e is 0 but " + std::to_string(n) +
                            " tokens need a logsumexp over at least one logit");
@@ -471,8 +465,8 @@ Status moe_z_loss(const float* logits, float* lse, int64_t n, int64_t e, double*
 Status moe_z_loss_backward(const float* probs, const float* lse, float scale, float* dlogits,
                            int64_t n, int64_t e, Stream stream) {
   constexpr const char* kOp = "kernels::moe_z_loss_backward";
-  MS_RETURN_IF_ERROR(check_count(kOp, "n", n));
-  MS_RETURN_IF_ERROR(check_count(kOp, "e", e));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "e", e));
   MS_RETURN_IF_ERROR(check_floats(kOp, "probs", probs, n * e));
   MS_RETURN_IF_ERROR(check_floats(kOp, "lse", lse, n));
   MS_RETURN_IF_ERROR(check_floats(kOp, "dlogits", dlogits, n * e));

@@ -12,7 +12,6 @@
 #include "core/cuda_check.h"
 #include "kernels/launch.h"
 #include "kernels/nn.cuh"
-#include "kernels/nn_args.h"
 #include "kernels/row_reduce_device.h"
 
 namespace ms::kernels {

@@ -136,11 +136,6 @@ unsigned reduce_blocks_for(int64_t n) {
   return blocks_for(per_thread, kMaxReduceBlocks);
 }
 
-Status check_count(const char* op, int64_t n) {
-  if (n >= 0) return Status::OK();
-  return InvalidArgument(std::string(op) + ": n is negative (" + std::to_string(n) + ")");
-}
-
 // Checks that each named array of n floats is non-null (n > 0), aligned, and disjoint from the
 // others.
 struct NamedArray {
@@ -190,7 +185,7 @@ Status two_pass_sum(unsigned blocks, unsigned values, double* out, cudaStream_t 
 Status adamw_update(const AdamCoefficients& c, bool weight_decay, float* w, const float* g,
                     float* m, float* v, int64_t n, Stream stream) {
   constexpr const char* kOp = "kernels::adamw_update";
-  MS_RETURN_IF_ERROR(check_count(kOp, n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(check_arrays(kOp, {{"w", w}, {"g", g}, {"m", m}, {"v", v}}, n));
   if (n == 0) return Status::OK();
   adamw_kernel<<<blocks_for(static_cast<size_t>(n), kMaxElementwiseBlocks), kBlockThreads, 0,
@@ -203,7 +198,7 @@ Status lamb_direction(const AdamCoefficients& c, bool weight_decay, const float*
                       const float* g, float* m, float* v, float* d, double* norms, int64_t n,
                       Stream stream) {
   constexpr const char* kOp = "kernels::lamb_direction";
-  MS_RETURN_IF_ERROR(check_count(kOp, n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(
       check_arrays(kOp, {{"w", w}, {"g", g}, {"m", m}, {"v", v}, {"d", d}}, n));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "norms", norms, 2));
@@ -218,7 +213,7 @@ Status lamb_direction(const AdamCoefficients& c, bool weight_decay, const float*
 
 Status lamb_update(float step, const float* d, float* w, int64_t n, Stream stream) {
   constexpr const char* kOp = "kernels::lamb_update";
-  MS_RETURN_IF_ERROR(check_count(kOp, n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(check_arrays(kOp, {{"d", d}, {"w", w}}, n));
   if (n == 0) return Status::OK();
   lamb_update_kernel<<<blocks_for(static_cast<size_t>(n), kMaxElementwiseBlocks), kBlockThreads,
@@ -229,7 +224,7 @@ Status lamb_update(float step, const float* d, float* w, int64_t n, Stream strea
 
 Status sum_of_squares_f64(const float* x, int64_t n, double* out, Stream stream) {
   constexpr const char* kOp = "kernels::sum_of_squares_f64";
-  MS_RETURN_IF_ERROR(check_count(kOp, n));
+  MS_RETURN_IF_ERROR(check_not_negative(kOp, "n", n));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "x", x, static_cast<size_t>(n)));
   MS_RETURN_IF_ERROR(check_buffer(kOp, "out", out, 1));
   const auto cuda_stream = static_cast<cudaStream_t>(stream);
