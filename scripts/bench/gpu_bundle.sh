@@ -80,5 +80,6 @@ if [[ -x $dir/ms-train ]]; then
 fi
 cp "$here/gpu_check.sh" "$here/gpu_env.sh" "$here/kernel_bench_torch.py" "$here/gpu_diagnose.sh" \
    "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$here/gpu_train_check.sh" \
-   "$here/train_gpu_bench.sh" "$here/train_gpu_bench_torch.py" "$dir/"
+   "$here/train_gpu_bench.sh" "$here/train_gpu_bench_torch.py" "$here/train_bench_torch.py" \
+   "$dir/"
 du -sh "$dir"

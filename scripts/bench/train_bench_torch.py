@@ -1,7 +1,8 @@
 """The PyTorch yardstick for scripts/bench/train_bench.sh: the same decoder-only model shape
 (RMSNorm, rotary GQA attention, SwiGLU MLP, tied embeddings) trained with AdamW on random tokens
 on the CPU with a fixed thread count, reporting tokens/s over the timed steps. Written for
-Debian's python3-torch 1.13 (no fused attention), run with /usr/bin/python3."""
+Debian's python3-torch 1.13 (no fused attention), run with /usr/bin/python3; its Block is also
+train_gpu_bench_torch.py's, which takes scaled_dot_product_attention where PyTorch has it."""
 import argparse
 import time
 
@@ -33,10 +34,13 @@ class Block(torch.nn.Module):
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         rep = self.heads // self.kv_heads
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        scores = (q @ k.transpose(-1, -2)) / self.hd ** 0.5
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-        scores = scores.masked_fill(mask, float("-inf"))
-        out = F.softmax(scores, -1) @ v
+        if hasattr(F, "scaled_dot_product_attention"):  # PyTorch 2 (the GPU bench's)
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-1, -2)) / self.hd ** 0.5
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
+            scores = scores.masked_fill(mask, float("-inf"))
+            out = F.softmax(scores, -1) @ v
         return self.o(out.transpose(1, 2).reshape(b, t, -1))
 
     def forward(self, x, cos, sin):

@@ -1,58 +1,17 @@
 """The PyTorch yardstick for scripts/bench/train_gpu_bench.sh: the Llama-shaped decoder ms-train
-trains (RMSNorm, rotary grouped-query attention, SwiGLU, untied embeddings), AdamW on random
-tokens, on one device. Eager with scaled_dot_product_attention (a manual causal softmax where
-the installed PyTorch lacks it), optionally torch.compile; f32 (TF32 off, as ms-train) or bf16
+trains (RMSNorm, rotary grouped-query attention, SwiGLU, untied embeddings; the block is
+train_bench_torch.py's), AdamW on random tokens, on one device. Eager with
+scaled_dot_product_attention (a manual causal softmax where the installed PyTorch lacks it),
+optionally torch.compile; f32 (TF32 off, as ms-train) or bf16
 autocast. Prints one JSON line: tokens/s and MFU over the timed steps, peak memory."""
 import argparse
 import json
-import math
 import time
 
 import torch
 import torch.nn.functional as F
 
-
-def rotate(x, cos, sin):
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
-
-
-class Block(torch.nn.Module):
-    def __init__(self, d, heads, kv_heads, d_ff):
-        super().__init__()
-        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
-        self.norm1 = torch.nn.Parameter(torch.ones(d))
-        self.norm2 = torch.nn.Parameter(torch.ones(d))
-        self.q = torch.nn.Linear(d, d, bias=False)
-        self.kv = torch.nn.Linear(d, 2 * kv_heads * self.hd, bias=False)
-        self.o = torch.nn.Linear(d, d, bias=False)
-        self.gate_up = torch.nn.Linear(d, 2 * d_ff, bias=False)
-        self.down = torch.nn.Linear(d_ff, d, bias=False)
-
-    @staticmethod
-    def rms(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w
-
-    def attention(self, x, cos, sin):
-        b, t, _ = x.shape
-        q = self.q(x).view(b, t, self.heads, self.hd).transpose(1, 2)
-        k, v = self.kv(x).view(b, t, 2, self.kv_heads, self.hd).unbind(2)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        rep = self.heads // self.kv_heads
-        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        if hasattr(F, "scaled_dot_product_attention"):
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.hd)
-            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)
-            out = F.softmax(scores.masked_fill(mask, float("-inf")), -1) @ v
-        return self.o(out.transpose(1, 2).reshape(b, t, -1))
-
-    def forward(self, x, cos, sin):
-        x = x + self.attention(self.rms(x, self.norm1), cos, sin)
-        gate, up = self.gate_up(self.rms(x, self.norm2)).chunk(2, -1)
-        return x + self.down(F.silu(gate) * up)
+from train_bench_torch import Block  # the CPU bench's block: one model definition
 
 
 class Model(torch.nn.Module):
