@@ -246,6 +246,12 @@ Status Trainer::run_micro_batch(int64_t step, int micro_index, StepResult& resul
                                                   batch->rows, batch->seq_len,
                                                   1.0f / static_cast<float>(s_->micro_batches),
                                                   &hooks));
+  if (!s_->device.is_host()) {
+    // A device's backward is enqueued when forward_backward returns: wait for it, so the
+    // phases and the trace's bwd span time the kernels, not their launches (the forward's
+    // end is already timed by the loss it read back).
+    MS_RETURN_IF_ERROR(s_->backend->runtime().synchronize(s_->backend->stream()));
+  }
   const double t1 = wall_time_s();
   const double split = backward_t0 > 0 ? backward_t0 : t1;
   result.phases.fwd_s += seconds_between(t0, split);
