@@ -84,7 +84,17 @@ std::vector<Case> cases() {
   model::ModelParallel selective;
   selective.recompute = config::Recompute::kSelective;
   const model::DocumentMask docs{true, true, 3};
+  config::ModelConfig tied_parallel = tiny_dense();
+  tied_parallel.tie_embeddings = true;
+  tied_parallel.parallel_block = true;
+  config::ModelConfig window = tiny_dense();
+  window.sliding_window = 3;
+  config::ModelConfig capacity = tiny_moe();
+  capacity.moe.capacity_factor = 1.0;
   return {{"dense", tiny_dense(), {}, {}},
+          {"tied_parallel_block", tied_parallel, {}, {}},
+          {"sliding_window", window, {}, {}},
+          {"moe_capacity", capacity, {}, {}},
           {"moe", tiny_moe(), {}, {}},
           {"dense_documents", tiny_dense(), {}, docs},
           {"moe_documents_full_recompute", tiny_moe(), full, docs},
@@ -146,6 +156,12 @@ TEST_P(FakeDeviceModelTest, ForwardBackwardEqualsTheHostBitwise) {
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   ASSERT_TRUE(got.ok()) << got.status().to_string();
   EXPECT_EQ(std::memcmp(&got->loss, &want->loss, sizeof(double)), 0);
+  Result<Tensor> want_logits = (*host)->forward_logits(inputs.data(), B, T);
+  Result<Tensor> got_logits = (*dev)->forward_logits(inputs.data(), B, T);
+  ASSERT_TRUE(want_logits.ok()) << want_logits.status().to_string();
+  ASSERT_TRUE(got_logits.ok()) << got_logits.status().to_string();
+  EXPECT_TRUE(got_logits->device().is_host());
+  EXPECT_TRUE(same_bits(host_values(*got_logits, fake), host_values(*want_logits, fake)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, FakeDeviceModelTest, ::testing::ValuesIn(cases()),
