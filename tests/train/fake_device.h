@@ -20,6 +20,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "core/device_runtime.h"
 #include "ops/backend.h"
@@ -65,5 +67,11 @@ class FakeDevice {
   FakeDevice();
   State* state_;  // lives for the process
 };
+
+// The pieces fake_device.cc and fake_device_ops.cc share: the Backend half (its ops on the
+// instance's memory), and the abort that names a broken contract (no caller may go on).
+std::unique_ptr<ops::Backend> make_fake_backend(DeviceRuntime& runtime);
+[[noreturn]] void fake_device_abort(const std::string& what);
+std::string fake_device_address(const void* p);
 
 }  // namespace ms::test

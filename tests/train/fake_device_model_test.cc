@@ -108,8 +108,10 @@ TEST_P(FakeDeviceModelTest, ForwardBackwardEqualsTheHostBitwise) {
   ops::Backend& fake = FakeDevice::get().backend();
   model::ModelParallel on_fake = c.parallel;
   on_fake.backend = &fake;
-  Result<std::unique_ptr<model::Transformer>> host = model::Transformer::create(c.config, 11, c.parallel);
-  Result<std::unique_ptr<model::Transformer>> dev = model::Transformer::create(c.config, 11, on_fake);
+  Result<std::unique_ptr<model::Transformer>> host =
+      model::Transformer::create(c.config, 11, c.parallel);
+  Result<std::unique_ptr<model::Transformer>> dev =
+      model::Transformer::create(c.config, 11, on_fake);
   ASSERT_TRUE(host.ok()) << host.status().to_string();
   ASSERT_TRUE(dev.ok()) << dev.status().to_string();
   if (c.documents.enabled) {
@@ -131,8 +133,10 @@ TEST_P(FakeDeviceModelTest, ForwardBackwardEqualsTheHostBitwise) {
   (*dev)->zero_grads();
   // Two micro-batches: the second accumulates into the first's gradients.
   for (int micro = 0; micro < 2; ++micro) {
-    Result<model::LossStats> want = (*host)->forward_backward(inputs.data(), targets.data(), B, T, 0.5f);
-    Result<model::LossStats> got = (*dev)->forward_backward(inputs.data(), targets.data(), B, T, 0.5f);
+    Result<model::LossStats> want =
+        (*host)->forward_backward(inputs.data(), targets.data(), B, T, 0.5f);
+    Result<model::LossStats> got =
+        (*dev)->forward_backward(inputs.data(), targets.data(), B, T, 0.5f);
     ASSERT_TRUE(want.ok()) << want.status().to_string();
     ASSERT_TRUE(got.ok()) << got.status().to_string();
     EXPECT_EQ(std::memcmp(&got->loss, &want->loss, sizeof(double)), 0)

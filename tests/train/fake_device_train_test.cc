@@ -55,7 +55,8 @@ class FakeDeviceTrainTest : public ::testing::Test {
   }
 
   static Result<TrainSummary> train(config::RunConfig config) {
-    MS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::create(std::move(config), *world_));
+    MS_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer,
+                        Trainer::create(std::move(config), *world_));
     return trainer->run();
   }
 
@@ -77,8 +78,8 @@ class FakeDeviceTrainTest : public ::testing::Test {
     ASSERT_EQ(dev->losses.size(), host->losses.size());
     for (size_t i = 0; i < host->losses.size(); ++i) {
       EXPECT_EQ(std::memcmp(&dev->losses[i], &host->losses[i], sizeof(double)), 0)
-          << "step " << i + 1 << ": " << dev->losses[i] << " on the fake vs "
-          << host->losses[i] << " on the host";
+          << "step " << i + 1 << ": " << dev->losses[i] << " on the fake vs " << host->losses[i]
+          << " on the host";
     }
     ASSERT_EQ(dev->eval_losses.size(), host->eval_losses.size());
     for (size_t i = 0; i < host->eval_losses.size(); ++i) {
@@ -97,7 +98,9 @@ class FakeDeviceTrainTest : public ::testing::Test {
 std::unique_ptr<comm::MpiCommunicator> FakeDeviceTrainTest::world_;
 std::string FakeDeviceTrainTest::dir_;
 
-TEST_F(FakeDeviceTrainTest, DenseRunEqualsTheHostRun) { expect_device_equals_host(short_run("dense")); }
+TEST_F(FakeDeviceTrainTest, DenseRunEqualsTheHostRun) {
+  expect_device_equals_host(short_run("dense"));
+}
 
 TEST_F(FakeDeviceTrainTest, ZeroOneRunEqualsTheHostRun) {
   config::RunConfig c = short_run("zero1");
@@ -174,16 +177,17 @@ TEST_F(FakeDeviceTrainTest, CheckpointsMoveBetweenHostAndDevice) {
     r.train.device = device;
     r.run.dir += r.train.device == "cpu" ? "-resumed-on-cpu" : "-resumed-on-cuda";
     // The cpu resumes the fake device's save, the fake device the cpu's.
-    r.checkpoint.resume = (r.train.device == "cpu" ? c.run.dir + "-cuda-async" : c.run.dir + "-cpu") +
-                          "/checkpoints/step-00000002";
+    r.checkpoint.resume =
+        (r.train.device == "cpu" ? c.run.dir + "-cuda-async" : c.run.dir + "-cpu") +
+        "/checkpoints/step-00000002";
     Result<TrainSummary> resumed = train(r);
     ASSERT_TRUE(resumed.ok()) << resumed.status().to_string();
     ASSERT_EQ(resumed->first_step, 3);
     ASSERT_EQ(resumed->losses.size(), 2u);
     for (size_t i = 0; i < 2; ++i) {
       EXPECT_EQ(std::memcmp(&resumed->losses[i], &host->losses[2 + i], sizeof(double)), 0)
-          << "step " << i + 3 << " resumed on " << device << ": " << resumed->losses[i]
-          << " vs " << host->losses[2 + i];
+          << "step " << i + 3 << " resumed on " << device << ": " << resumed->losses[i] << " vs "
+          << host->losses[2 + i];
     }
   }
 }
