@@ -40,6 +40,7 @@
 #include "comm/communicator.h"
 #include "comm/shard_spec.h"
 #include "core/buffer.h"
+#include "core/device_runtime.h"
 #include "core/status.h"
 #include "io/env.h"
 
@@ -131,6 +132,13 @@ struct SaveRequest {
   // into staging before writing, and the caller must call Checkpointer::before_overwrite() (or
   // before_overwrite_all()) before changing any saved tensor while the save is in flight.
   bool copy_on_write = false;
+  // Where the tensors' data lives: null for host memory; else the runtime of the device that
+  // holds it (core/device_runtime.h), which the host never reads directly. Every box is then
+  // copied into host staging through source->copy on `source_stream`, in save() on the calling
+  // thread (async or not, copy_on_write ignored), so the work the caller issues after save()
+  // cannot change what is saved.
+  DeviceRuntime* source = nullptr;
+  Stream source_stream;
 };
 
 // What a committed save cost; the same on every rank except bytes_written.

@@ -94,6 +94,10 @@ struct Checkpointer::Pending {
   std::vector<CopyBucket> buckets;
   std::unique_ptr<std::atomic<uint8_t>[]> copy_state;
   std::atomic<size_t> copied{0};  // buckets in kCopied
+  // SaveRequest::source: the buckets are device memory, copied through it; the first failure.
+  DeviceRuntime* source = nullptr;
+  Stream source_stream;
+  Status source_status;
   uint64_t caller_copied_bytes = 0;
   double caller_copy_s = 0;
   uint64_t staging_allocated_bytes = 0;
@@ -211,7 +215,19 @@ bool Checkpointer::Pending::copy_bucket(size_t i, bool checksum) {
     // training's working set and cost a read of every line first. The checksum is taken on the
     // way, while each piece is in the cache.
     std::byte* dst = staging.bytes().data() + b.staging_offset;
-    if (checksum) {
+    if (source != nullptr) {
+      // Device memory: the runtime copies it down; the checksum is then taken on the host.
+      Tensor to = Tensor::view_of(DType::kU8, {static_cast<int64_t>(b.bytes)}, dst);
+      const Tensor from = Tensor::view_of(DType::kU8, {static_cast<int64_t>(b.bytes)},
+                                          const_cast<std::byte*>(b.src), source->device());
+      Status s = source->copy(to, from, source_stream);
+      if (s.ok()) s = source->synchronize(source_stream);
+      if (!s.ok() && source_status.ok()) source_status = std::move(s);
+      if (checksum) {
+        b.crc = crc32c(dst, b.bytes);
+        b.has_crc = true;
+      }
+    } else if (checksum) {
       b.crc = copy_streaming_crc32c(dst, b.src, b.bytes);
       b.has_crc = true;
     } else {
@@ -345,10 +361,20 @@ Status Checkpointer::save(std::span<const SaveTensor> tensors, SaveRequest reque
   pending->final_dir = request.checkpoints_dir + "/" + step_dir_name(request.step);
   const bool async = request.async;
   // A sync save writes straight from the tensors: the caller waits for the write anyway, so a
-  // snapshot would only add a copy. The staging buffer is kept for the next async save.
-  if (async) {
+  // snapshot would only add a copy. The staging buffer is kept for the next async save. Device
+  // memory is always staged, at once (SaveRequest::source).
+  if (async || request.source != nullptr) {
+    pending->source = request.source;
+    pending->source_stream = request.source_stream;
     pending->prepare_staging(std::move(spare_staging_));
-    if (!request.copy_on_write) pending->copy_all(/*checksum=*/false);
+    if (!request.copy_on_write || request.source != nullptr) {
+      pending->copy_all(/*checksum=*/false);
+    }
+    if (!pending->source_status.ok()) {
+      return pending->source_status.with_context("checkpoint at step " +
+                                                 std::to_string(request.step) +
+                                                 ": copying the tensors from the device");
+    }
   }
   pending->request = std::move(request);
   // make_room() above emptied the writing slot; with nothing committing either, no earlier

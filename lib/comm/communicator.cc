@@ -66,7 +66,9 @@ Status wait_all(std::span<Request> requests) {
 }
 
 Status check_memory(const Communicator* comm, Device device, std::string_view what) {
-  if (comm == nullptr || comm->memory() == device) return Status::OK();
+  // A group of one moves no buffers: its callers keep the data where it is (a device trains on
+  // one rank with MPI groups of one).
+  if (comm == nullptr || comm->size() <= 1 || comm->memory() == device) return Status::OK();
   return InvalidArgument("communicator '" + comm->name() + "' moves buffers on " +
                          device_name(comm->memory()) + ", but " + std::string(what) +
                          " are on " + device_name(device));

@@ -65,8 +65,9 @@ Status wait_all(std::span<Request> requests);
 
 class Communicator;
 // InvalidArgument naming the group, `what` and both devices when `comm` cannot take buffers on
-// `device` (a null comm takes any): for the places where a group meets the device its buffers
-// come from (the optimizer's flat buffers, the model's activations).
+// `device` (a null comm, or a group of one, takes any): for the places where a group meets the
+// device its buffers come from (the optimizer's flat buffers, the model's activations). A caller
+// that passes a group of one must not hand it device buffers: it keeps such data local.
 Status check_memory(const Communicator* comm, Device device, std::string_view what);
 
 class Communicator {

@@ -192,7 +192,14 @@ Status Transformer::set_document_mask(const DocumentMask& mask) {
 const DocumentMask& Transformer::document_mask() const { return impl_->documents; }
 
 void Transformer::zero_grads() {
-  for (Parameter& p : impl_->params) p.grad.fill(0.0f);
+  for (Parameter& p : impl_->params) {
+    // Gradients their owner moved to the backend's device are zeroed there, never by the host.
+    if (p.grad.device().is_host()) {
+      p.grad.fill(0.0f);
+    } else {
+      impl_->be->fill(p.grad.data<float>(), p.grad.numel(), 0.0f);
+    }
+  }
 }
 
 namespace {

@@ -257,6 +257,18 @@ Status DistributedOptimizer::issue_bucket(size_t bucket) {
     op.event.op = "reduce_scatter";
     MS_ASSIGN_OR_RETURN(op.request, compressed_->reduce_scatter(
                                         bucket, grads, grad_shard_.data() + b.shard_offset, step_));
+  } else if (dp_.size() == 1 && compressed_ == nullptr) {
+    // A group of one sums nothing: the reduction is a copy on the backend (the transport
+    // would memcpy device memory on the host), recorded like the collective it stands for.
+    op.event.op = options_.zero ? "reduce_scatter" : "allreduce";
+    if (options_.zero) {
+      options_.backend->copy(grads, grad_shard_.data() + b.shard_offset, b.numel);
+    }
+    if (stats_.collectives == 0) first_issue_t_ = op.event.t0;
+    ++stats_.collectives;
+    stats_.bytes += op.event.bytes;
+    complete(op);
+    return Status::OK();
   } else if (options_.zero) {
     // A full-precision step hands over what compression kept back.
     if (compressed_ != nullptr) compressed_->add_residuals(bucket, grads);
@@ -401,6 +413,10 @@ Status DistributedOptimizer::gather_parameters(bool compressed) {
       MS_ASSIGN_OR_RETURN(op.request,
                           compressed_->gather_weights(i, master_.data() + b.shard_offset,
                                                       values_.data() + b.offset, step_));
+    } else if (dp_.size() == 1) {
+      // As issue_bucket: a group of one gathers by a copy on the backend.
+      options_.backend->copy(master_.data() + b.shard_offset, values_.data() + b.offset,
+                             static_cast<int64_t>(part));
     } else {
       MS_ASSIGN_OR_RETURN(op.request,
                           dp_.iallgather(master_.data() + b.shard_offset,
@@ -419,8 +435,15 @@ Status DistributedOptimizer::gather_parameters(bool compressed) {
 
 // Every dp rank's CRC-32C of its replicated parameters, compared.
 Status DistributedOptimizer::check_replicas(int64_t step) {
-  const uint32_t mine =
-      crc32c(values_.data(), values_.size() * sizeof(float));
+  uint32_t mine = 0;
+  if (options_.backend->runtime().device().is_host()) {
+    mine = crc32c(values_.data(), values_.size() * sizeof(float));
+  } else {
+    // The host checksums a copy of device memory.
+    std::vector<float> values(values_.size());
+    MS_RETURN_IF_ERROR(values_.read(*options_.backend, 0, values));
+    mine = crc32c(values.data(), values.size() * sizeof(float));
+  }
   std::vector<uint32_t> all(static_cast<size_t>(dp_.size()));
   MS_RETURN_IF_ERROR(dp_.allgather(&mine, all.data(), 1, DType::kI32));
   for (int r = 1; r < dp_.size(); ++r) {

@@ -18,6 +18,7 @@ Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
   for (size_t i = 0; i < params.size(); ++i) {
     if (groups[i] == ParamGroup::kNotTrained) {
       set->slot_[i] = {kNoPart, 0};
+      MS_RETURN_IF_ERROR(set->keep_on_device(params[i], *options.backend));
       continue;
     }
     const size_t part = split && groups[i] == ParamGroup::kExpert ? 1 : 0;
@@ -37,6 +38,21 @@ Result<std::unique_ptr<OptimizerSet>> OptimizerSet::create(
                                                      std::move(expert)));
   }
   return set;
+}
+
+// No optimizer adopts an untrained parameter (the routing bias), so its value moves to the
+// backend's memory here, as DistributedOptimizer::adopt moves the others: the model then runs
+// every op on it where it runs the rest. It has no gradient: the host tensor stays unused.
+Status OptimizerSet::keep_on_device(TrainableParam& param, ops::Backend& be) {
+  const Device device = be.runtime().device();
+  if (device.is_host() || param.value->device() == device) return Status::OK();
+  ops::DeviceArray& array = untrained_.emplace_back();
+  array.resize(be, static_cast<size_t>(param.value->numel()));
+  Tensor on_device = Tensor::view_of(DType::kF32, param.value->shape(), array.data(), device);
+  MS_RETURN_IF_ERROR(be.runtime().copy(on_device, *param.value, be.stream())
+                         .with_context("parameter " + param.name));
+  *param.value = std::move(on_device);
+  return Status::OK();
 }
 
 void OptimizerSet::begin_step(int64_t step, bool full_precision) {

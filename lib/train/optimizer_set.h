@@ -8,18 +8,21 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "config/run_config.h"
 #include "core/status.h"
+#include "ops/device_array.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::train {
 
 // Which optimizer a parameter belongs to: the dense one (over dp), the routed experts' (over
-// edp, with ep), or none (model.moe.expert_bias's routing bias, which the trainer moves).
+// edp, with ep), or none (model.moe.expert_bias's routing bias, which the trainer moves; on a
+// device the set keeps its value in device memory).
 enum class ParamGroup { kDense, kExpert, kNotTrained };
 
 class OptimizerSet {
@@ -62,6 +65,9 @@ class OptimizerSet {
   // param -> (part, index in it); part kNoPart for a parameter no optimizer trains.
   static constexpr size_t kNoPart = static_cast<size_t>(-1);
   std::vector<std::pair<size_t, size_t>> slot_;
+  // The untrained parameters' values on a device (keep_on_device); empty on the host.
+  std::deque<ops::DeviceArray> untrained_;
+  Status keep_on_device(TrainableParam& param, ops::Backend& be);
 };
 
 }  // namespace ms::train

@@ -93,6 +93,11 @@ Status Trainer::load_parameters() {
 Status Trainer::load_optimizer_state() {
   const std::vector<model::Parameter*> params = all_parameters();
   std::vector<ckpt::LoadTensor> load;
+  // On a device the moments are read into host buffers and copied up: the reader writes
+  // through host pointers.
+  const bool on_device = !s_->device.is_host();
+  std::vector<std::vector<float>> staged;
+  std::vector<float*> device_targets;
   for (OptimizerSet::Part& part : s_->dist->parts()) {
     Optimizer& optimizer = part.optimizer->optimizer();
     for (const ShardSegment& segment : part.optimizer->owned_segments()) {
@@ -100,14 +105,26 @@ Status Trainer::load_optimizer_state() {
       MS_ASSIGN_OR_RETURN(comm::ShardSpec spec, zero_shard_spec(p.shard, segment));
       float* moments[] = {optimizer.exp_avg().data(), optimizer.exp_avg_sq().data()};
       for (size_t i = 0; i < 2; ++i) {
-        load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                        moments[i] + segment.shard_offset});
+        float* into = moments[i] + segment.shard_offset;
+        if (on_device) {
+          device_targets.push_back(into);
+          into = staged.emplace_back(static_cast<size_t>(segment.length())).data();
+        }
+        load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec, into});
       }
     }
   }
   MS_RETURN_IF_ERROR(
       ckpt::load_tensors(s_->resume_dir, *s_->resume_manifest, load, load_options(config_),
                          io::default_env()));
+  DeviceRuntime& runtime = s_->backend->runtime();
+  for (size_t k = 0; k < device_targets.size(); ++k) {
+    const auto n = static_cast<int64_t>(staged[k].size());
+    Tensor to = Tensor::view_of(DType::kF32, {n}, device_targets[k], s_->device);
+    const Tensor from = Tensor::view_of(DType::kF32, {n}, staged[k].data());
+    MS_RETURN_IF_ERROR(runtime.copy(to, from, s_->backend->stream()).with_context(load[k].name));
+  }
+  if (on_device) MS_RETURN_IF_ERROR(runtime.synchronize(s_->backend->stream()));
   return restore_state();
 }
 
@@ -239,6 +256,11 @@ Status Trainer::save_checkpoint(int64_t step) {
   // The writer copies the state while the next step runs; update() calls before_overwrite_all()
   // before the optimizer changes it, so the save still holds this step's state.
   request.copy_on_write = config_.checkpoint.async;
+  if (!s_->device.is_host()) {
+    // The weights and moments are device memory: staged through the backend's runtime at save.
+    request.source = &s_->backend->runtime();
+    request.source_stream = s_->backend->stream();
+  }
   request.max_write_mbps = config_.checkpoint.max_write_mbps;
   request.direct_io = config_.checkpoint.direct_io;
   request.keep = config_.checkpoint.keep;
