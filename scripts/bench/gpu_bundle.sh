@@ -6,7 +6,8 @@
 # When ms-diagnose and ms_diag_gpu_tests are built too, they are packed with Open MPI's
 # components (DIR/ompi, found there through OPAL_PREFIX), for DIR/gpu_diagnose.sh DIR OUT_DIR;
 # when ms-train and ms-data are, with the Shakespeare corpus, the GPT-2 tokenizer and the tiny
-# configs, for DIR/gpu_train_check.sh DIR OUT_DIR (which gpu_check.sh runs too).
+# configs, for DIR/gpu_train_check.sh DIR OUT_DIR (which gpu_check.sh runs too). DIR.tar.gz
+# (about 23 MiB with everything packed; the folder is about 67 MiB) is the folder to carry.
 #
 # Usage: scripts/bench/gpu_bundle.sh BUILD_DIR DIR
 #   BUILD_DIR: configured with -DMS_CUDA=ON -DMS_BUILD_TESTS=ON -DMS_BUILD_BENCH=ON, with the
@@ -82,4 +83,8 @@ cp "$here/gpu_check.sh" "$here/gpu_env.sh" "$here/kernel_bench_torch.py" "$here/
    "$here/diagnose_torch.py" "$here/diagnose_compare.py" "$here/gpu_train_check.sh" \
    "$here/train_gpu_bench.sh" "$here/train_gpu_bench_torch.py" "$here/train_bench_torch.py" \
    "$dir/"
-du -sh "$dir"
+# The folder and a gzip'd tarball of it: the tarball is what travels to a GPU machine whose
+# transfer limit the folder exceeds (OpenBLAS alone is 36 MiB unpacked); unpack it there with
+# `tar -xzf DIR.tar.gz` (gzip is everywhere; zstd may not be).
+tar -C "$(dirname "$dir")" -czf "$dir.tar.gz" "$(basename "$dir")"
+du -sh "$dir" "$dir.tar.gz"
