@@ -415,10 +415,18 @@ class CudaBackend final : public ops::Backend {
   Upload up_;
   DeviceScratch results_;      // device scalars the host reads back
   DeviceScratch norm_scratch_;  // rmsnorm_backward's partial column sums
+  // A host table's device copy. A table freed and another made at the same address is told
+  // apart by its last cos and sin, which depend on the base (rope_theta) through the lowest
+  // frequency, so a stale copy is never used.
   struct RopeUpload {
     const float* cos = nullptr;  // the host table it was made from
     int64_t seq_len = 0, half = 0;
+    float last_cos = 0, last_sin = 0;
     Buffer device;
+    bool holds(const ops::RopeTable& t) const {
+      return cos == t.cos.data() && seq_len == t.seq_len && half == t.half &&
+             (t.cos.empty() || (last_cos == t.cos.back() && last_sin == t.sin.back()));
+    }
   };
   std::vector<RopeUpload> ropes_;  // one per distinct table (a model has one or two)
 
@@ -457,7 +465,7 @@ class CudaBackend final : public ops::Backend {
   // The table's device copy, uploaded once: a model keeps its table for its whole life.
   RopeTableView rope_view(const ops::RopeTable& table) {
     for (RopeUpload& r : ropes_) {
-      if (r.cos == table.cos.data() && r.seq_len == table.seq_len && r.half == table.half) {
+      if (r.holds(table)) {
         const float* base = static_cast<const float*>(r.device.data());
         return {base, base + table.cos.size(), table.seq_len, table.half};
       }
@@ -468,7 +476,11 @@ class CudaBackend final : public ops::Backend {
     float* base = static_cast<float*>(buffer->data());
     upload_to(base, table.cos, "rope table");
     upload_to(base + n, table.sin, "rope table");
-    ropes_.push_back({table.cos.data(), table.seq_len, table.half, std::move(*buffer)});
+    // A stale copy of a table once at this address is dropped (freed stream-ordered).
+    std::erase_if(ropes_, [&](const RopeUpload& r) { return r.cos == table.cos.data(); });
+    ropes_.push_back({table.cos.data(), table.seq_len, table.half,
+                      n != 0 ? table.cos.back() : 0.0f, n != 0 ? table.sin.back() : 0.0f,
+                      std::move(*buffer)});
     return {base, base + n, table.seq_len, table.half};
   }
 
