@@ -236,9 +236,4 @@ ArenaUsage CudaRuntime::usage() const {
   return {state_->arena->capacity(), state_->arena->in_use(), state_->arena->peak()};
 }
 
-void CudaRuntime::reset_peak() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->arena->reset_peak();
-}
-
 }  // namespace ms::kernels

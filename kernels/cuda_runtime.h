@@ -51,7 +51,6 @@ class CudaRuntime final : public DeviceRuntime {
   Status copy(Tensor& dst, const Tensor& src, const Stream& stream) override;
 
   ArenaUsage usage() const;
-  void reset_peak();
   // "NVIDIA H100 80GB HBM3 (cuda:0, sm_90, 79.1 GiB)".
   const std::string& description() const;
 
