@@ -22,6 +22,9 @@ struct FromBf16 {
     return __uint_as_float(static_cast<unsigned>(v.bits) << 16);
   }
 };
+struct RoundBf16 {
+  __device__ float operator()(float v) const { return __bfloat162float(__float2bfloat16_rn(v)); }
+};
 struct ToF16 {
   __device__ f16 operator()(float v) const { return f16{__half_as_ushort(__float2half_rn(v))}; }
 };
@@ -39,11 +42,16 @@ static __global__ void convert_kernel(const In* x, Out* out, size_t n) {
   }
 }
 
+// in_place: out may be x (an element-wise map of one type to itself); otherwise they must be
+// disjoint.
 template <typename Convert, typename In, typename Out>
-static Status launch_convert(const char* op, const In* x, Out* out, size_t n, Stream stream) {
+static Status launch_convert(const char* op, const In* x, Out* out, size_t n, Stream stream,
+                             bool in_place = false) {
   MS_RETURN_IF_ERROR(check_buffer(op, "x", x, n));
   MS_RETURN_IF_ERROR(check_buffer(op, "out", out, n));
-  MS_RETURN_IF_ERROR(check_disjoint(op, "x", x, n * sizeof(In), "out", out, n * sizeof(Out)));
+  if (!(in_place && static_cast<const void*>(x) == static_cast<const void*>(out))) {
+    MS_RETURN_IF_ERROR(check_disjoint(op, "x", x, n * sizeof(In), "out", out, n * sizeof(Out)));
+  }
   if (n == 0) return Status::OK();
   convert_kernel<In, Out, Convert><<<blocks_for(n, kMaxElementwiseBlocks), kBlockThreads, 0,
                                      static_cast<cudaStream_t>(stream)>>>(x, out, n);
@@ -57,6 +65,10 @@ Status f32_to_bf16(const float* x, bf16* out, size_t n, Stream stream) {
 
 Status bf16_to_f32(const bf16* x, float* out, size_t n, Stream stream) {
   return launch_convert<FromBf16>("kernels::bf16_to_f32", x, out, n, stream);
+}
+
+Status round_to_bf16(const float* x, float* out, size_t n, Stream stream) {
+  return launch_convert<RoundBf16>("kernels::round_to_bf16", x, out, n, stream, true);
 }
 
 Status f32_to_f16(const float* x, f16* out, size_t n, Stream stream) {

@@ -17,5 +17,7 @@ Status f32_to_bf16(const float* x, bf16* out, size_t n, Stream stream = nullptr)
 Status bf16_to_f32(const bf16* x, float* out, size_t n, Stream stream = nullptr);
 Status f32_to_f16(const float* x, f16* out, size_t n, Stream stream = nullptr);
 Status f16_to_f32(const f16* x, float* out, size_t n, Stream stream = nullptr);
+// out[i] = x[i] rounded to the nearest bf16, kept as fp32 (ops::round_to_bf16); out may be x.
+Status round_to_bf16(const float* x, float* out, size_t n, Stream stream = nullptr);
 
 }  // namespace ms::kernels

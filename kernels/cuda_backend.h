@@ -17,11 +17,15 @@
 
 namespace ms::kernels {
 
-std::unique_ptr<ops::Backend> make_cuda_backend(CudaRuntime& runtime);
+// A backend on `runtime` whose matmul-class ops read `precision` (ops/backend.h); backends of
+// both precisions may share one runtime and its stream.
+std::unique_ptr<ops::Backend> make_cuda_backend(
+    CudaRuntime& runtime, ops::MatmulPrecision precision = ops::MatmulPrecision::kF32);
 
 // Registers the CUDA backends with ops::backend_for (ops/backend_registry.h): the first
 // backend_for(cuda:N) creates device N's runtime, reserving its arena (fraction of free memory,
-// MS_CUDA_ARENA_FRACTION overrides the 0.9 default), and its backend. Call once from main.
+// MS_CUDA_ARENA_FRACTION overrides the 0.9 default), and its backends (f32 and bf16, sharing
+// the runtime). Call once from main.
 void register_cuda_backend();
 
 }  // namespace ms::kernels

@@ -30,6 +30,17 @@
 
 namespace ms::ops {
 
+// The number format a backend's matmul-class ops read (mixed precision as in Megatron's bf16 or
+// PyTorch autocast). kF32: fp32 throughout. kBf16: linear_forward, linear_backward,
+// grouped_linear_backward, attention_block_forward and attention_block_backward round their
+// matrix inputs (x, w, dy; q, k, v, dout) to the nearest bf16 before multiplying, then
+// multiply and accumulate in fp32 and write fp32: the products of two bf16 values are exact in
+// fp32, so a CPU and a GPU backend differ only in summation order. Everything else (norms,
+// activations, the loss, the optimizer, master weights, gradients) stays fp32. The gradients
+// treat the rounding as the identity, as every bf16 trainer does.
+enum class MatmulPrecision { kF32, kBf16 };
+const char* matmul_precision_name(MatmulPrecision p);
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -38,6 +49,8 @@ class Backend {
   Device device() { return runtime().device(); }
   // The stream the ops below are issued on.
   virtual Stream stream() const = 0;
+  // What the matmul-class ops read (above).
+  virtual MatmulPrecision matmul_precision() const = 0;
 
   // ---- Linear layers, y = x W^T with W (out, in): ops/linear.h ----
   virtual void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
@@ -172,7 +185,8 @@ class Backend {
   virtual double sum_of_squares_f64(const float* x, int64_t n) = 0;
 };
 
-// lib/ops on the host: every op forwards to the lib/ops function of the same name.
-Backend& cpu_backend();
+// lib/ops on the host: every op forwards to the lib/ops function of the same name; at kBf16 the
+// matmul-class ops first round their inputs into per-thread scratch (ops/cast.h round_to_bf16).
+Backend& cpu_backend(MatmulPrecision precision = MatmulPrecision::kF32);
 
 }  // namespace ms::ops

@@ -16,8 +16,8 @@ void register_cuda_backends(const DeviceBackends& cuda) {
   cuda_backends = cuda;
 }
 
-Result<Backend*> backend_for(Device device) {
-  if (device.is_host()) return &cpu_backend();
+Result<Backend*> backend_for(Device device, MatmulPrecision precision) {
+  if (device.is_host()) return &cpu_backend(precision);
   DeviceBackends cuda;
   {
     std::lock_guard<std::mutex> lock(registry_mutex);
@@ -28,7 +28,7 @@ Result<Backend*> backend_for(Device device) {
                        " needs a build with CUDA, and this one has none (kernels/ was not "
                        "built: configure with -DMS_CUDA=ON on a machine with nvcc)");
   }
-  return cuda.open(device);
+  return cuda.open(device, precision);
 }
 
 DeviceMemory device_memory(Device device) {

@@ -19,19 +19,21 @@ struct DeviceMemory {
   size_t capacity = 0;
 };
 
-// A device's GEMM rates in GFLOP/s: the f32 dense peak (architecture table x SMs x clock; 0 for
-// an architecture the table lacks) and a measured cuBLASLt sgemm, the MFU yardsticks.
+// A device's GEMM rates in GFLOP/s, the MFU yardsticks: per precision, the dense peak
+// (architecture table x SMs x clock; 0 for an architecture the table lacks) and a measured
+// cuBLASLt rate (sgemm; bf16 inputs with fp32 accumulation on the tensor cores).
 struct DeviceRates {
   double peak_gflops = 0;
   double measured_gflops = 0;
-  double bf16_peak_gflops = 0;  // the tensor cores' dense bf16 peak, for comparisons
+  double bf16_peak_gflops = 0;
+  double bf16_measured_gflops = 0;
 };
 
 // What a device kind provides: its backend for a device (made once and kept for the process's
 // life), its memory use, and a line describing it ("NVIDIA H100 80GB HBM3 (cuda:0, sm_90,
 // 79.1 GiB)").
 struct DeviceBackends {
-  Result<Backend*> (*open)(Device device) = nullptr;
+  Result<Backend*> (*open)(Device device, MatmulPrecision precision) = nullptr;
   DeviceMemory (*memory)(Device device) = nullptr;
   std::string (*describe)(Device device) = nullptr;
   Result<DeviceRates> (*rates)(Device device) = nullptr;
@@ -39,10 +41,12 @@ struct DeviceBackends {
 
 void register_cuda_backends(const DeviceBackends& cuda);
 
-// The backend of `device`: cpu_backend() for the host; for cuda:N the registered CUDA backend
-// (the device runtime and its arena are set up on the first call). kUnavailable naming what is
-// missing: a build without CUDA, no usable GPU or driver, no device of that ordinal.
-Result<Backend*> backend_for(Device device);
+// The backend of `device` whose matmul-class ops read `precision` (ops/backend.h):
+// cpu_backend(precision) for the host; for cuda:N the registered CUDA backend (the device
+// runtime and its arena are set up on the first call and shared by both precisions).
+// kUnavailable naming what is missing: a build without CUDA, no usable GPU or driver, no device
+// of that ordinal.
+Result<Backend*> backend_for(Device device, MatmulPrecision precision = MatmulPrecision::kF32);
 // The device's memory use (zeros for the host, whose memory the host samples report).
 DeviceMemory device_memory(Device device);
 // "cpu" for the host; the registered description for a device.

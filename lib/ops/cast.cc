@@ -20,4 +20,8 @@ void f16_to_f32(const f16* x, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = f16_to_float(x[i].bits);
 }
 
+void round_to_bf16(const float* x, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(float_to_bf16(x[i]));
+}
+
 }  // namespace ms::ops

@@ -15,4 +15,8 @@ void bf16_to_f32(const bf16* x, float* out, size_t n);
 void f32_to_f16(const float* x, f16* out, size_t n);
 void f16_to_f32(const f16* x, float* out, size_t n);
 
+// out[i] = x[i] rounded to the nearest bf16 (ties to even), kept as fp32: what a bf16 matmul
+// reads, in the layout the fp32 ops take (ops/backend.h, MatmulPrecision::kBf16). out may be x.
+void round_to_bf16(const float* x, float* out, size_t n);
+
 }  // namespace ms::ops

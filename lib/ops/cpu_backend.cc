@@ -1,7 +1,10 @@
 // The CPU backend: lib/ops behind the seam of ops/backend.h, op for op.
+#include <vector>
+
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/backend.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -14,25 +17,63 @@
 #include "ops/rope.h"
 
 namespace ms::ops {
+
+const char* matmul_precision_name(MatmulPrecision p) {
+  return p == MatmulPrecision::kBf16 ? "bf16" : "f32";
+}
+
 namespace {
+
+// Input `slot` (0-3) of the matmul-class call in progress, rounded to bf16 into per-thread
+// scratch (a rank may issue ops from several threads, never one call's inputs from two). An
+// input the call does not read (null) stays null.
+const float* rounded_input(int slot, const float* x, int64_t n) {
+  if (x == nullptr) return nullptr;
+  static thread_local std::vector<float> scratch[4];
+  std::vector<float>& buffer = scratch[slot];
+  if (buffer.size() < static_cast<size_t>(n)) buffer.resize(static_cast<size_t>(n));
+  round_to_bf16(x, buffer.data(), static_cast<size_t>(n));
+  return buffer.data();
+}
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(MatmulPrecision precision) : precision_(precision) {}
+
   DeviceRuntime& runtime() override { return host_runtime(); }
   Stream stream() const override { return Stream{}; }
+  MatmulPrecision matmul_precision() const override { return precision_; }
 
   void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
                       int64_t out) override {
+    if (mixed()) {
+      x = rounded_input(0, x, n * in);
+      w = rounded_input(1, w, out * in);
+    }
     ops::linear_forward(x, w, y, n, in, out);
   }
   void linear_backward(const float* x, const float* w, const float* dy, float* dx, float* dw,
                        int64_t n, int64_t in, int64_t out) override {
+    if (mixed()) {
+      x = rounded_input(0, x, n * in);
+      w = rounded_input(1, w, out * in);
+      dy = rounded_input(2, dy, n * out);
+    }
     ops::linear_backward(x, w, dy, dx, dw, n, in, out);
   }
   void grouped_linear_backward(const float* x, const float* const* w, const int64_t* offsets,
                                int64_t groups, const float* dy, float* dx, float* const* dw,
                                int64_t in, int64_t out) override {
-    ops::grouped_linear_backward(x, w, offsets, groups, dy, dx, dw, in, out);
+    if (!mixed()) {
+      ops::grouped_linear_backward(x, w, offsets, groups, dy, dx, dw, in, out);
+      return;
+    }
+    // Group by group, so only one expert's weights are rounded at a time.
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r0 = offsets[g];
+      linear_backward(x + r0 * in, w[g], dy + r0 * out, dx == nullptr ? nullptr : dx + r0 * in,
+                      dw[g], offsets[g + 1] - r0, in, out);
+    }
   }
 
   void swiglu_forward(const float* gate, const float* up, float* out, int64_t n) override {
@@ -79,6 +120,7 @@ class CpuBackend final : public Backend {
   void attention_block_forward(const AttentionShape& s, const AttentionMask& mask,
                                const float* q, const float* k, const float* v, float* out,
                                float* lse) override {
+    if (mixed()) round_qkv(s, q, k, v);
     ops::attention_block_forward(s, mask, q, k, v, out, lse);
   }
   void attention_merge(const AttentionShape& s, const float* out_b, const float* lse_b,
@@ -89,6 +131,10 @@ class CpuBackend final : public Backend {
                                 const float* q, const float* k, const float* v,
                                 const float* out, const float* lse, const float* dout,
                                 float* dq, float* dk, float* dv) override {
+    if (mixed()) {
+      round_qkv(s, q, k, v);
+      dout = rounded_input(3, dout, s.batch * s.seq * s.heads * s.head_dim);
+    }
     ops::attention_block_backward(s, mask, q, k, v, out, lse, dout, dq, dk, dv);
   }
 
@@ -228,13 +274,27 @@ class CpuBackend final : public Backend {
   double sum_of_squares_f64(const float* x, int64_t n) override {
     return ops::sum_of_squares_f64(x, static_cast<size_t>(n));
   }
+
+ private:
+  // Mixed precision: the matmul-class ops read bf16.
+  bool mixed() const { return precision_ == MatmulPrecision::kBf16; }
+  static void round_qkv(const AttentionShape& s, const float*& q, const float*& k,
+                        const float*& v) {
+    const int64_t kv_rows = s.batch * (s.kv_seq > 0 ? s.kv_seq : s.seq) * s.kv_heads;
+    q = rounded_input(0, q, s.batch * s.seq * s.heads * s.head_dim);
+    k = rounded_input(1, k, kv_rows * s.head_dim);
+    v = rounded_input(2, v, kv_rows * s.head_dim);
+  }
+
+  MatmulPrecision precision_;
 };
 
 }  // namespace
 
-Backend& cpu_backend() {
-  static CpuBackend backend;
-  return backend;
+Backend& cpu_backend(MatmulPrecision precision) {
+  static CpuBackend f32(MatmulPrecision::kF32);
+  static CpuBackend bf16(MatmulPrecision::kBf16);
+  return precision == MatmulPrecision::kBf16 ? bf16 : f32;
 }
 
 }  // namespace ms::ops

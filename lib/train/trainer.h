@@ -49,6 +49,7 @@
 #include "core/status.h"
 #include "data/loader.h"
 #include "model/transformer.h"
+#include "ops/backend.h"
 #include "parallel/comm_stats.h"
 #include "train/distributed_optimizer.h"
 
@@ -123,6 +124,11 @@ class Trainer {
   // train.device: its backend (the host, or the registered CUDA one), refused by name when
   // missing.
   Status open_device();
+  // train.precision as the backend's matmul precision.
+  ops::MatmulPrecision matmul_precision() const {
+    return config_.train.precision == config::Precision::kBf16 ? ops::MatmulPrecision::kBf16
+                                                               : ops::MatmulPrecision::kF32;
+  }
   Status build_model();
   Status start_watchdog();
   Status build_pipeline();

@@ -275,13 +275,15 @@ Status Trainer::open_device() {
                               "for now (this layout has " + std::to_string(trainers().size()) +
                               " model ranks); multi-GPU layouts are not built yet");
   }
-  Result<ops::Backend*> backend = ops::backend_for(s_->device);
+  const ops::MatmulPrecision precision = matmul_precision();
+  Result<ops::Backend*> backend = ops::backend_for(s_->device, precision);
   if (!backend.ok()) {
     return Status(backend.status().code(), "train.device: " + backend.status().message());
   }
   s_->backend = *backend;
-  if (!s_->device.is_host() && world_.rank() == 0) {
-    MS_LOG(Info) << "device: " << ops::describe_device(s_->device) << ", precision f32";
+  if (world_.rank() == 0 && (!s_->device.is_host() || precision != ops::MatmulPrecision::kF32)) {
+    MS_LOG(Info) << "device: " << ops::describe_device(s_->device) << ", precision "
+                 << ops::matmul_precision_name(precision);
   }
   return Status::OK();
 }
@@ -466,17 +468,21 @@ Status Trainer::measure_yardsticks() {
   MS_RETURN_IF_ERROR(comm::agree(trainers(), local, "opening the trace"));
   double peak_gflops = config_.train.mfu_peak_gflops;
   if (peak_gflops <= 0 && !s_->device.is_host()) {
-    // A GPU's f32 dense peak from its architecture (TF32 off: the CUDA cores), the measured
-    // cuBLASLt sgemm beside it; the measured rate where the architecture is not in the table.
+    // A GPU's dense peak at the run's precision from its architecture (f32: the CUDA cores, TF32
+    // off; bf16: the tensor cores), the measured cuBLASLt rates beside it; the measured rate
+    // where the architecture is not in the table.
     MS_ASSIGN_OR_RETURN(const ops::DeviceRates rates, ops::device_rates(s_->device));
-    peak_gflops = rates.peak_gflops > 0 ? rates.peak_gflops : rates.measured_gflops;
-    char line[320];
+    const bool bf16 = matmul_precision() == ops::MatmulPrecision::kBf16;
+    const double peak = bf16 ? rates.bf16_peak_gflops : rates.peak_gflops;
+    peak_gflops = peak > 0 ? peak : bf16 ? rates.bf16_measured_gflops : rates.measured_gflops;
+    char line[384];
     std::snprintf(line, sizeof(line),
-                  "%s: f32 dense peak %.0f GFLOP/s, cuBLASLt sgemm measured %.0f GFLOP/s, bf16 "
-                  "dense peak %.0f GFLOP/s; MFU against the f32 %s",
+                  "%s: f32 dense peak %.0f GFLOP/s, cuBLASLt sgemm measured %.0f GFLOP/s; bf16 "
+                  "dense peak %.0f GFLOP/s, cuBLASLt bf16 measured %.0f GFLOP/s; MFU against the "
+                  "%s %s",
                   ops::describe_device(s_->device).c_str(), rates.peak_gflops,
-                  rates.measured_gflops, rates.bf16_peak_gflops,
-                  rates.peak_gflops > 0 ? "peak" : "measured rate");
+                  rates.measured_gflops, rates.bf16_peak_gflops, rates.bf16_measured_gflops,
+                  bf16 ? "bf16" : "f32", peak > 0 ? "peak" : "measured rate");
     MS_LOG(Info) << line;
   }
   if (peak_gflops <= 0) {

@@ -3,14 +3,18 @@
 # Shakespeare plan with the bundled ms-data, then for a dense and a MoE model trains N steps
 # with train.device: cpu and twice with the GPU device, and checks that
 #   - every step's loss on the GPU is within 1e-5 relative of the CPU's (f32, TF32 off), and
-#   - the two GPU runs are bitwise identical (deterministic kernels).
+#   - the two GPU runs are bitwise identical (deterministic kernels);
+# then trains each model M steps on the GPU in f32 and twice in bf16 (train.precision) and
+# checks that every bf16 step's loss is within 2e-2 relative of the f32 one's and that the two
+# bf16 runs are bitwise identical.
 # Seed and shapes differ from the unit tests' (GPU_TRAIN_SEED, GPU_TRAIN_DMODEL to vary them).
 #
 # Usage: gpu_train_check.sh DIR OUT_DIR
 #   DIR: a gpu_bundle.sh folder (ms-train, ms-data, the corpus and tokenizer, lib/, ompi/).
 #   OUT_DIR: receives data/, runs/<model>-<device>[-again]/ and train_parity.md.
 # Environment: GPU_TRAIN_DEVICE (default cuda:0; `cpu` tries the script's plumbing on a machine
-# without a GPU), GPU_TRAIN_STEPS (5), GPU_TRAIN_SEED (1234), GPU_TRAIN_DMODEL (96).
+# without a GPU), GPU_TRAIN_STEPS (5), GPU_TRAIN_BF16_STEPS (20), GPU_TRAIN_SEED (1234),
+# GPU_TRAIN_DMODEL (96).
 set -uo pipefail
 dir=$(cd "${1:?usage: gpu_train_check.sh DIR OUT_DIR}" && pwd)
 out=${2:?usage: gpu_train_check.sh DIR OUT_DIR}
@@ -18,6 +22,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 device=${GPU_TRAIN_DEVICE:-cuda:0}
 steps=${GPU_TRAIN_STEPS:-5}
+bf16_steps=${GPU_TRAIN_BF16_STEPS:-20}
 seed=${GPU_TRAIN_SEED:-1234}
 dmodel=${GPU_TRAIN_DMODEL:-96}
 # shellcheck source=scripts/bench/gpu_env.sh
@@ -40,9 +45,11 @@ YAML
     { echo "ms-data plan failed"; exit 1; }
 fi
 
-# train <config> <device> <run name>: N steps of the shipped config, shrunk, on one rank.
+# train <config> <device> <run name> [--set ...]: N steps of the shipped config, shrunk, on one
+# rank; later --set values win.
 train() {
   local config=$1 dev=$2 name=$3
+  shift 3
   rm -rf "${out:?}/runs/$name"
   mkdir -p "$out/runs"
   "$dir/ms-train" --config "$dir/train_configs/$config" --set data.plan="$out/data/s128.plan" \
@@ -51,7 +58,7 @@ train() {
     --set train.seq_len=128 --set model.max_seq_len=128 --set model.d_model="$dmodel" \
     --set model.n_heads=6 --set model.n_kv_heads=2 --set model.d_ff=256 \
     --set model.n_layers=3 --set train.eval_every=0 --set checkpoint.every=0 \
-    --set train.log_every=1 --set train.mfu_peak_gflops=1 > "$out/runs/$name.log" 2>&1
+    --set train.log_every=1 --set train.mfu_peak_gflops=1 "$@" > "$out/runs/$name.log" 2>&1
 }
 losses() { grep -o '"loss":[^,}]*' "$out/runs/$1/telemetry/rank-00000.jsonl" | cut -d: -f2; }
 
@@ -79,6 +86,34 @@ for model in tiny-dense tiny-moe; do
               exit bad }' >> "$out/train_parity.md" || ok=0
   fi
   [[ $ok -eq 1 ]] || { echo "$model: parity FAILED"; status=1; }
+done
+{
+  echo
+  echo "# bf16 against f32 on $device, $bf16_steps steps"
+  echo
+  echo "| model | step | f32 loss | bf16 loss | relative difference | bf16 again |"
+  echo "|---|---|---|---|---|---|"
+} >> "$out/train_parity.md"
+for model in tiny-dense tiny-moe; do
+  echo "== $model bf16"
+  ok=1
+  long=(--set train.steps="$bf16_steps")
+  train "$model.yaml" "$device" "$model-f32-long" "${long[@]}" || { echo "f32 run failed"; ok=0; }
+  for run in bf16 bf16-again; do
+    train "$model.yaml" "$device" "$model-$run" "${long[@]}" --set train.precision=bf16 ||
+      { echo "$model-$run failed"; tail "$out/runs/$model-$run.log"; ok=0; }
+  done
+  if [[ $ok -eq 1 ]]; then
+    paste <(losses "$model-f32-long") <(losses "$model-bf16") <(losses "$model-bf16-again") |
+      awk -v model="$model" -v steps="$bf16_steps" '
+        { d = $1 - $2; if (d < 0) d = -d; rel = d / ($1 < 0 ? -$1 : $1);
+          same = ($2 == $3) ? "bitwise" : "DIFFERS";
+          printf "| %s | %d | %s | %s | %.2e | %s |\n", model, NR, $1, $2, rel, same;
+          if (rel > 2e-2 || same != "bitwise") bad = 1 }
+        END { if (NR != steps) { printf "| %s | only %d of %d steps |\n", model, NR, steps; bad = 1 }
+              exit bad }' >> "$out/train_parity.md" || ok=0
+  fi
+  [[ $ok -eq 1 ]] || { echo "$model: bf16 check FAILED"; status=1; }
 done
 cat "$out/train_parity.md"
 exit $status

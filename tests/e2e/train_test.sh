@@ -82,7 +82,12 @@ refused 1 "model.vocab_size" --set model.vocab_size=1000
 refused 2 "train.global_batch" --set parallel.dp=1 --set train.global_batch=6
 refused 1 "parallel.tp (2) must divide the 1 trainer" --set parallel.tp=2 --set model.n_kv_heads=2
 refused 1 "data.plan" --set data.plan="$work/none.plan"
-refused 1 "train.precision: bf16 is not built yet" --set train.precision=bf16
+
+# bf16 mixed precision on the CPU: the run logs its precision and learns (the loss curve against
+# f32 is checked in tests/train/fake_device_train_test.cc).
+out=$(train 1 tiny-dense.yaml "$work/bf16" --set train.precision=bf16) ||
+  { echo "$out"; fail "tiny-dense in bf16"; }
+grep -q "device: cpu, precision bf16" <<<"$out" || { echo "$out"; fail "no bf16 precision line"; }
 
 # A GPU that cannot be used (no CUDA build, or no device here) is refused before MPI starts:
 # exit 2 naming train.device and what is missing. On a machine with a GPU the run goes ahead.
@@ -99,4 +104,7 @@ dry=$("$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" "${shrink[@]}" \
       --set train.device=cuda:1 --dry-run) || fail "--dry-run with train.device=cuda:1"
 grep -qE "^# device: cuda:1, precision f32; expected peak memory per model rank [0-9.]+ MiB" \
   <<<"$dry" || { echo "$dry"; fail "--dry-run prints no device line"; }
-echo "ms-train end to end: 12 passed, 0 failed"
+dry=$("$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" "${shrink[@]}" \
+      --set train.precision=bf16 --dry-run) || fail "--dry-run with train.precision=bf16"
+grep -qE "^# device: cpu, precision bf16;" <<<"$dry" || { echo "$dry"; fail "no bf16 in --dry-run"; }
+echo "ms-train end to end: 13 passed, 0 failed"

@@ -12,6 +12,7 @@
 #include "core/philox.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -55,33 +56,47 @@ void append_double(Floats& out, double v) {
   out.push_back(static_cast<float>(v - static_cast<double>(hi)));
 }
 
+// What a matmul-class op reads at `precision`: at bf16 each value through a bf16 and back.
+Floats as_read(const Floats& v, MatmulPrecision precision) {
+  if (precision == MatmulPrecision::kF32) return v;
+  std::vector<bf16> narrow(v.size());
+  f32_to_bf16(v.data(), narrow.data(), v.size());
+  Floats out(v.size());
+  bf16_to_f32(narrow.data(), out.data(), v.size());
+  return out;
+}
+
 }  // namespace
 
-std::vector<OpCase> backend_cases() {
+std::vector<OpCase> backend_cases(MatmulPrecision precision) {
   std::vector<OpCase> out;
   const int64_t n = 5, in = 7, o = 6;
   const Floats x = random(n * in, 1), w = random(o * in, 2), dy = random(n * o, 3);
+  // The reference's copies of the matmul-class inputs (a backend gets x, w, dy as they are).
+  const Floats xr = as_read(x, precision), wr = as_read(w, precision),
+               dyr = as_read(dy, precision);
   out.push_back({"linear_forward", [=](Backend* be) {
                    Floats y(n * o);
                    if (be) be->linear_forward(x.data(), w.data(), y.data(), n, in, o);
-                   else linear_forward(x.data(), w.data(), y.data(), n, in, o);
+                   else linear_forward(xr.data(), wr.data(), y.data(), n, in, o);
                    return y;
                  }});
   out.push_back({"linear_backward", [=](Backend* be) {
                    Floats dx = random(n * in, 4), dw = random(o * in, 5);  // accumulated into
                    if (be) be->linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), n, in, o);
-                   else linear_backward(x.data(), w.data(), dy.data(), dx.data(), dw.data(), n, in, o);
+                   else linear_backward(xr.data(), wr.data(), dyr.data(), dx.data(), dw.data(), n, in, o);
                    dx.insert(dx.end(), dw.begin(), dw.end());
                    return dx;
                  }});
   out.push_back({"grouped_linear_backward", [=](Backend* be) {
-                   const Floats w2 = random(o * in, 6);
+                   const Floats w2 = random(o * in, 6), w2r = as_read(w2, precision);
                    const float* ws[] = {w.data(), w2.data()};
+                   const float* wsr[] = {wr.data(), w2r.data()};
                    Floats dx(n * in, 0.0f), dw0(o * in, 0.0f), dw1(o * in, 0.0f);
                    float* dws[] = {dw0.data(), dw1.data()};
                    const int64_t offsets[] = {0, 2, n};
                    if (be) be->grouped_linear_backward(x.data(), ws, offsets, 2, dy.data(), dx.data(), dws, in, o);
-                   else grouped_linear_backward(x.data(), ws, offsets, 2, dy.data(), dx.data(), dws, in, o);
+                   else grouped_linear_backward(xr.data(), wsr, offsets, 2, dyr.data(), dx.data(), dws, in, o);
                    dx.insert(dx.end(), dw0.begin(), dw0.end());
                    dx.insert(dx.end(), dw1.begin(), dw1.end());
                    return dx;
@@ -153,7 +168,15 @@ std::vector<OpCase> backend_cases() {
   s.block = 4;
   const size_t qn = 2 * 6 * 4 * 4, kn = 2 * 6 * 2 * 4, ln = 2 * 4 * 6;
   const Floats q = random(qn, 15), k = random(kn, 16), v = random(kn, 17), da = random(qn, 18);
+  const Floats qr = as_read(q, precision), kr = as_read(k, precision),
+               vr = as_read(v, precision), dar = as_read(da, precision);
   out.push_back({"attention_blocks", [=](Backend* be) {
+                   // The reference reads the inputs as a matmul-class op does (rounding is
+                   // element-wise, so the key blocks below are rounded too).
+                   const Floats& qa = be ? q : qr;
+                   const Floats& ka = be ? k : kr;
+                   const Floats& va = be ? v : vr;
+                   const Floats& daa = be ? da : dar;
                    // Two halves of the keys as blocks, merged, then the backward of each.
                    AttentionShape half = s;
                    half.kv_seq = 3;
@@ -172,8 +195,8 @@ std::vector<OpCase> backend_cases() {
                        Floats& kd = t < 3 ? k_0 : k_1;
                        Floats& vd = t < 3 ? v_0 : v_1;
                        const size_t src = (b * 6 + t) * row, dst = (b * 3 + t % 3) * row;
-                       std::copy_n(k.begin() + src, row, kd.begin() + dst);
-                       std::copy_n(v.begin() + src, row, vd.begin() + dst);
+                       std::copy_n(ka.begin() + src, row, kd.begin() + dst);
+                       std::copy_n(va.begin() + src, row, vd.begin() + dst);
                      }
                    }
                    Floats o(qn), lse(ln), o1(qn), lse1(ln), dq(qn, 0.0f), dk0(kn / 2, 0.0f),
@@ -185,11 +208,11 @@ std::vector<OpCase> backend_cases() {
                      be->attention_block_backward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data(), da.data(), dq.data(), dk0.data(), dv0.data());
                      be->attention_block_backward(half, m1, q.data(), k_1.data(), v_1.data(), o.data(), lse.data(), da.data(), dq.data(), dk1.data(), dv1.data());
                    } else {
-                     attention_block_forward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data());
-                     attention_block_forward(half, m1, q.data(), k_1.data(), v_1.data(), o1.data(), lse1.data());
+                     attention_block_forward(half, m0, qa.data(), k_0.data(), v_0.data(), o.data(), lse.data());
+                     attention_block_forward(half, m1, qa.data(), k_1.data(), v_1.data(), o1.data(), lse1.data());
                      attention_merge(half, o1.data(), lse1.data(), o.data(), lse.data());
-                     attention_block_backward(half, m0, q.data(), k_0.data(), v_0.data(), o.data(), lse.data(), da.data(), dq.data(), dk0.data(), dv0.data());
-                     attention_block_backward(half, m1, q.data(), k_1.data(), v_1.data(), o.data(), lse.data(), da.data(), dq.data(), dk1.data(), dv1.data());
+                     attention_block_backward(half, m0, qa.data(), k_0.data(), v_0.data(), o.data(), lse.data(), daa.data(), dq.data(), dk0.data(), dv0.data());
+                     attention_block_backward(half, m1, qa.data(), k_1.data(), v_1.data(), o.data(), lse.data(), daa.data(), dq.data(), dk1.data(), dv1.data());
                    }
                    for (const Floats* f : {&lse, &dq, &dk0, &dv0, &dk1, &dv1}) o.insert(o.end(), f->begin(), f->end());
                    return o;

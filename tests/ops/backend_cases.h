@@ -23,6 +23,8 @@ struct OpCase {
   std::function<Floats(Backend*)> run;
 };
 
-std::vector<OpCase> backend_cases();
+// At kBf16 the reference reads the matmul-class ops' inputs rounded to bf16 (ops/backend.h), so
+// a bf16 backend matches it as an f32 one matches the plain reference.
+std::vector<OpCase> backend_cases(MatmulPrecision precision = MatmulPrecision::kF32);
 
 }  // namespace ms::ops

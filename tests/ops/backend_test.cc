@@ -5,6 +5,8 @@
 // accumulation), so the table pins what the model relies on when it calls through the seam.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -34,6 +36,38 @@ TEST(Backend, EveryOpMatchesTheCpuReference) {
             << want[i];
       }
     }
+  }
+}
+
+TEST(Backend, Bf16BackendRoundsTheMatmulInputsAndNothingElse) {
+  // Against the reference that reads the matmul-class inputs through bf16 (backend_cases.h):
+  // bitwise, directly and behind the adapter; every other op is the f32 one.
+  Backend& bf16 = cpu_backend(MatmulPrecision::kBf16);
+  EXPECT_EQ(bf16.matmul_precision(), MatmulPrecision::kBf16);
+  EXPECT_EQ(cpu_backend().matmul_precision(), MatmulPrecision::kF32);
+  EXPECT_EQ(*backend_for(Device::host(), MatmulPrecision::kBf16), &bf16);
+  const std::unique_ptr<Backend> mirrored = host_facing(bf16);
+  for (Backend* be : {&bf16, mirrored.get()}) {
+    for (const OpCase& c : backend_cases(MatmulPrecision::kBf16)) {
+      const Floats want = c.run(nullptr);
+      const Floats got = c.run(be);
+      ASSERT_EQ(got.size(), want.size()) << c.name;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << "bf16 " << c.name << " element " << i << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+  // And the rounding is there: a linear layer's output moves by about bf16's 2^-9 relative.
+  for (const OpCase& c : backend_cases()) {
+    if (std::string(c.name) != "linear_forward") continue;
+    const Floats f32 = c.run(&cpu_backend()), mixed = c.run(&bf16);
+    double worst = 0;
+    for (size_t i = 0; i < f32.size(); ++i) {
+      worst = std::max(worst, std::fabs(static_cast<double>(mixed[i]) - f32[i]));
+    }
+    EXPECT_GT(worst, 1e-5) << "the bf16 backend did not round";
+    EXPECT_LT(worst, 3e-2) << "more than bf16 rounding";
   }
 }
 

@@ -193,6 +193,25 @@ TEST(CastTest, RoundTripThroughSixteenBitsIsIdentityOnCodes) {
   }
 }
 
+// round_to_bf16 is the narrowing cast widened back: the nearest bf16 value, in fp32, out of
+// place and in place.
+TEST(CastTest, RoundToBf16IsTheNearestBf16Value) {
+  std::mt19937_64 rng(11);
+  std::vector<float> x = special_floats();
+  const std::vector<float> random = test::random_float_bits(20000, rng);
+  x.insert(x.end(), random.begin(), random.end());
+  test::Guarded<float> out(x.size());
+  round_to_bf16(x.data(), out.data(), x.size());
+  EXPECT_TRUE(out.guards_intact()) << "wrote outside its output";
+  std::vector<float> in_place = x;
+  round_to_bf16(in_place.data(), in_place.data(), in_place.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = decode(kBf16, nearest_code(kBf16, x[i]));
+    ASSERT_TRUE(same_value(out[i], expected)) << "i=" << i << " x=" << std::hexfloat << x[i];
+    ASSERT_TRUE(same_value(in_place[i], expected)) << "in place, i=" << i;
+  }
+}
+
 TEST(CastTest, EmptyInputWritesNothing) {
   test::Guarded<bf16> out(0);
   f32_to_bf16(nullptr, out.data(), 0);

@@ -92,6 +92,7 @@ class HostFacing final : public Backend {
   explicit HostFacing(Backend& dev) : d_(dev) {}
   DeviceRuntime& runtime() override { return d_.runtime(); }
   Stream stream() const override { return d_.stream(); }
+  MatmulPrecision matmul_precision() const override { return d_.matmul_precision(); }
 
   void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
                       int64_t out) override {

@@ -35,32 +35,42 @@ std::unique_ptr<CudaRuntime> open_runtime(size_t arena_bytes = 64 << 20) {
     if (!count.ok()) GTEST_SKIP() << "no CUDA device: " << count.status().message();   \
   } while (0)
 
+// One case of the table on a device backend: within the f32 tolerance of the reference, and the
+// same bits when run twice.
+void expect_matches(const ops::OpCase& c, ops::Backend* be) {
+  const ops::Floats want = c.run(nullptr);
+  const ops::Floats got = c.run(be);
+  const ops::Floats again = c.run(be);
+  ASSERT_EQ(got.size(), want.size()) << c.name;
+  // f32 on both sides; only the summation order differs (cuBLAS's, the kernels' trees), so
+  // |got - want| <= 1e-5 * max|want| + 1e-4 * |want|, the normalized error of kernels/.
+  float scale = 0;
+  for (const float w : want) scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float bound = 1e-5f * scale + 1e-4f * std::fabs(want[i]);
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << c.name << " element " << i;
+    } else {
+      EXPECT_LE(std::fabs(got[i] - want[i]), bound)
+          << c.name << " element " << i << ": " << got[i] << " vs " << want[i];
+    }
+    EXPECT_EQ(std::memcmp(&got[i], &again[i], sizeof(float)), 0)
+        << c.name << " element " << i << " differs between two runs";
+  }
+}
+
 TEST(CudaBackend, EveryOpMatchesTheCpuReferenceAndRepeatsItsBits) {
   SKIP_WITHOUT_DEVICE();
   std::unique_ptr<CudaRuntime> rt = open_runtime();
   ASSERT_NE(rt, nullptr);
-  std::unique_ptr<ops::Backend> cuda = make_cuda_backend(*rt);
-  std::unique_ptr<ops::Backend> be = ops::host_facing(*cuda);
-  for (const ops::OpCase& c : ops::backend_cases()) {
-    const ops::Floats want = c.run(nullptr);
-    const ops::Floats got = c.run(be.get());
-    const ops::Floats again = c.run(be.get());
-    ASSERT_EQ(got.size(), want.size()) << c.name;
-    // f32 on both sides; only the summation order differs (cuBLAS's, the kernels' trees), so
-    // |got - want| <= 1e-5 * max|want| + 1e-4 * |want|, the normalized error of kernels/.
-    float scale = 0;
-    for (const float w : want) scale = std::max(scale, std::fabs(w));
-    for (size_t i = 0; i < want.size(); ++i) {
-      const float bound = 1e-5f * scale + 1e-4f * std::fabs(want[i]);
-      if (std::isnan(want[i])) {
-        EXPECT_TRUE(std::isnan(got[i])) << c.name << " element " << i;
-      } else {
-        EXPECT_LE(std::fabs(got[i] - want[i]), bound)
-            << c.name << " element " << i << ": " << got[i] << " vs " << want[i];
-      }
-      EXPECT_EQ(std::memcmp(&got[i], &again[i], sizeof(float)), 0)
-          << c.name << " element " << i << " differs between two runs";
-    }
+  // Both precisions: at bf16 the reference reads the matmul-class inputs through bf16, and the
+  // products of two bf16 values are exact in fp32, so the same tolerance holds.
+  for (const ops::MatmulPrecision precision :
+       {ops::MatmulPrecision::kF32, ops::MatmulPrecision::kBf16}) {
+    SCOPED_TRACE(ops::matmul_precision_name(precision));
+    std::unique_ptr<ops::Backend> cuda = make_cuda_backend(*rt, precision);
+    std::unique_ptr<ops::Backend> be = ops::host_facing(*cuda);
+    for (const ops::OpCase& c : ops::backend_cases(precision)) expect_matches(c, be.get());
   }
 }
 

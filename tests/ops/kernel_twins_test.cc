@@ -227,6 +227,14 @@ struct TwinCase {
   double tolerance;  // largest normalized error allowed; 0: identical values
   Comparison (*run)(size_t n, Rng& rng);
 };
+Comparison twin_round_to_bf16(size_t n, Rng& rng) {
+  const auto x = test::random_float_bits(n, rng);
+  const DeviceBuffer dx = upload(x);
+  return compare_map<float>(
+      std::vector<float>(n), [&](float* out) { ops::round_to_bf16(x.data(), out, n); },
+      [&](float* out) { return round_to_bf16(dx.as<float>(), out, n); });
+}
+
 void PrintTo(const TwinCase& c, std::ostream* os) { *os << c.name; }
 
 // Pairwise (CPU) and tree (GPU) sums each stay within about 100 ulps of sum|x| at 2^20 terms.
@@ -238,6 +246,7 @@ const TwinCase kTwinCases[] = {
     {"axpy", 0, twin_axpy},
     {"f32_to_bf16", 0, twin_f32_to_bf16},
     {"bf16_to_f32", 0, twin_bf16_to_f32},
+    {"round_to_bf16", 0, twin_round_to_bf16},
     {"f32_to_f16", 0, twin_f32_to_f16},
     {"f16_to_f32", 0, twin_f16_to_f32},
     {"sum_f32", kSumTolerance, twin_reduce_f32<ops::sum, sum, abs_sum>},

@@ -49,7 +49,7 @@ struct FakeDevice::State {
   int open_windows = 0;
   int64_t windows_opened = 0;
   DeviceRuntime* runtime = nullptr;
-  ops::Backend* backend = nullptr;
+  ops::Backend* backends[2] = {nullptr, nullptr};  // f32, bf16 (ops::MatmulPrecision)
 
   void protect(int prot) const {
     if (::mprotect(base, kCapacity, prot) != 0) {
@@ -156,11 +156,11 @@ void on_segv(int sig, siginfo_t* info, void*) {
   ::sigaction(sig, &previous_segv, nullptr);
 }
 
-Result<ops::Backend*> open_fake(Device device) {
+Result<ops::Backend*> open_fake(Device device, ops::MatmulPrecision precision) {
   if (device != kDevice) {
     return Unavailable("the fake device is cuda:0 only, not " + device_name(device));
   }
-  return &FakeDevice::get().backend();
+  return &FakeDevice::get().backend(precision);
 }
 
 ops::DeviceMemory fake_memory(Device) {
@@ -187,7 +187,9 @@ FakeDevice::FakeDevice() : state_(new State) {
   sigemptyset(&action.sa_mask);
   ::sigaction(SIGSEGV, &action, &previous_segv);
   state_->runtime = new FakeRuntime(*state_);
-  state_->backend = make_fake_backend(*state_->runtime).release();
+  for (ops::MatmulPrecision p : {ops::MatmulPrecision::kF32, ops::MatmulPrecision::kBf16}) {
+    state_->backends[static_cast<int>(p)] = make_fake_backend(*state_->runtime, p).release();
+  }
 }
 
 FakeDevice& FakeDevice::get() {
@@ -200,7 +202,9 @@ void FakeDevice::register_as_cuda() {
   ops::register_cuda_backends({&open_fake, &fake_memory, &describe_fake});
 }
 
-ops::Backend& FakeDevice::backend() { return *state_->backend; }
+ops::Backend& FakeDevice::backend(ops::MatmulPrecision precision) {
+  return *state_->backends[static_cast<int>(precision)];
+}
 DeviceRuntime& FakeDevice::runtime() { return *state_->runtime; }
 
 bool FakeDevice::contains(const void* p, size_t bytes) const {

@@ -38,7 +38,7 @@ class FakeDevice {
   // Makes it the process's CUDA backend for cuda:0 (ops::backend_for(Device::cuda(0))).
   static void register_as_cuda();
 
-  ops::Backend& backend();
+  ops::Backend& backend(ops::MatmulPrecision precision = ops::MatmulPrecision::kF32);
   DeviceRuntime& runtime();
 
   // Whether [p, p + bytes) lies inside the mapping.
@@ -70,7 +70,8 @@ class FakeDevice {
 
 // The pieces fake_device.cc and fake_device_ops.cc share: the Backend half (its ops on the
 // instance's memory), and the abort that names a broken contract (no caller may go on).
-std::unique_ptr<ops::Backend> make_fake_backend(DeviceRuntime& runtime);
+std::unique_ptr<ops::Backend> make_fake_backend(DeviceRuntime& runtime,
+                                               ops::MatmulPrecision precision);
 [[noreturn]] void fake_device_abort(const std::string& what);
 std::string fake_device_address(const void* p);
 

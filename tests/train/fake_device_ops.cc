@@ -39,9 +39,11 @@ using Window = FakeDevice::Access;
 // Every op: its arguments checked, then lib/ops inside an access window.
 class FakeBackend final : public ops::Backend {
  public:
-  explicit FakeBackend(DeviceRuntime& runtime) : runtime_(runtime) {}
+  FakeBackend(DeviceRuntime& runtime, ops::MatmulPrecision precision)
+      : runtime_(runtime), precision_(precision) {}
   DeviceRuntime& runtime() override { return runtime_; }
   Stream stream() const override { return Stream{kDevice, nullptr}; }
+  ops::MatmulPrecision matmul_precision() const override { return precision_; }
 
   void linear_forward(const float* x, const float* w, float* y, int64_t n, int64_t in,
                       int64_t out) override {
@@ -468,13 +470,16 @@ class FakeBackend final : public ops::Backend {
 
  private:
   DeviceRuntime& runtime_;
-  static ops::Backend& cpu() { return ops::cpu_backend(); }
+  ops::MatmulPrecision precision_;
+  // The host's ops at the same precision (its bf16 rounding scratch is host memory).
+  ops::Backend& cpu() const { return ops::cpu_backend(precision_); }
 };
 
 }  // namespace
 
-std::unique_ptr<ops::Backend> make_fake_backend(DeviceRuntime& runtime) {
-  return std::make_unique<FakeBackend>(runtime);
+std::unique_ptr<ops::Backend> make_fake_backend(DeviceRuntime& runtime,
+                                               ops::MatmulPrecision precision) {
+  return std::make_unique<FakeBackend>(runtime, precision);
 }
 
 }  // namespace ms::test
