@@ -293,14 +293,19 @@ Status read_overlap(MapReader& top, Cluster& c, const std::string& file) {
   if (!top.has("overlap")) return Status::OK();
   MapReader r(top.child("overlap"), "overlap", file);
   MS_RETURN_IF_ERROR(r.check_is_map());
-  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"dp_hidden", "dp_hidden_oversubscribed"}));
+  MS_RETURN_IF_ERROR(r.refuse_keys_other_than({"dp_s_per_mib", "dp_s_per_mib_oversubscribed"}));
   for (const auto& [key, value] :
-       {std::pair<const char*, std::optional<double>*>{"dp_hidden", &c.dp_hidden},
-        {"dp_hidden_oversubscribed", &c.dp_hidden_oversubscribed}}) {
+       {std::pair<const char*, std::optional<DpReductionCost>*>{"dp_s_per_mib", &c.dp_cost},
+        {"dp_s_per_mib_oversubscribed", &c.dp_cost_oversubscribed}}) {
     if (!r.has(key)) continue;
-    MS_ASSIGN_OR_RETURN(const double v, r.number(key, true, 0, -1));
-    if (v > 1) return r.error(r.key(key), "must be at most 1 (a share of the reduction)");
-    *value = v;
+    MapReader m(r.child(key), std::string("overlap.") + key, file);
+    MS_RETURN_IF_ERROR(m.check_is_map());
+    DpReductionCost cost;
+    MS_ASSIGN_OR_RETURN(cost.reduce_scatter_s_per_mib, m.number("reduce_scatter", true, 0, 0));
+    MS_ASSIGN_OR_RETURN(cost.allreduce_s_per_mib, m.number("allreduce", true, 0, 0));
+    MS_ASSIGN_OR_RETURN(cost.ranks, m.integer("ranks", true, 0, 2));
+    MS_RETURN_IF_ERROR(m.refuse_unknown());
+    *value = cost;
   }
   return r.refuse_unknown();
 }
@@ -430,11 +435,16 @@ std::string cluster_to_yaml(const Cluster& c) {
         << YAML::Value << link.latency_us << YAML::EndMap;
   }
   out << YAML::EndMap;
-  if (c.dp_hidden || c.dp_hidden_oversubscribed) {
+  if (c.dp_cost || c.dp_cost_oversubscribed) {
     out << YAML::Key << "overlap" << YAML::Value << YAML::Flow << YAML::BeginMap;
-    if (c.dp_hidden) out << YAML::Key << "dp_hidden" << YAML::Value << *c.dp_hidden;
-    if (c.dp_hidden_oversubscribed) {
-      out << YAML::Key << "dp_hidden_oversubscribed" << YAML::Value << *c.dp_hidden_oversubscribed;
+    for (const auto& [key, cost] :
+         {std::pair<const char*, const std::optional<DpReductionCost>*>{"dp_s_per_mib", &c.dp_cost},
+          {"dp_s_per_mib_oversubscribed", &c.dp_cost_oversubscribed}}) {
+      if (!*cost) continue;
+      out << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key
+          << "reduce_scatter" << YAML::Value << (*cost)->reduce_scatter_s_per_mib << YAML::Key
+          << "allreduce" << YAML::Value << (*cost)->allreduce_s_per_mib << YAML::Key << "ranks"
+          << YAML::Value << (*cost)->ranks << YAML::EndMap;
     }
     out << YAML::EndMap;
   }

@@ -71,6 +71,17 @@ struct ProfileQuality {
 // predictions made from it say so.
 inline constexpr double kDisturbedLoadShare = 0.1;
 
+// The step time a data-parallel gradient reduction adds per MiB of gradients a rank reduces,
+// issued as the trainer issues it (nonblocking buckets while the backward runs, then the wait),
+// for each collective the trainer uses, measured over a group of `ranks`. It counts what is
+// left to wait for after the backward and what the backward slowed by (a CPU moves the bytes
+// inside the MPI calls of the same cores).
+struct DpReductionCost {
+  double reduce_scatter_s_per_mib = 0;  // ZeRO-1
+  double allreduce_s_per_mib = 0;       // plain data parallelism
+  int ranks = 2;
+};
+
 struct Cluster {
   std::string source;  // the file it came from
   std::string name;
@@ -91,11 +102,11 @@ struct Cluster {
   // intra_node serves. `--profile` under mpirun with more ranks than cores measures it.
   Link oversubscribed;
   ProfileQuality profile;  // `profile:` in the file
-  // The share of the dp gradient reduction the backward hid when `--profile` ran the trainer's
-  // pattern on this machine (profile_overlap.h; below 0: the overlap cost more than it hid), one
-  // rank per core and, where measured, every rank of an oversubscribed node at once. Unset:
-  // `overlap_dp` decides, as for the shipped GPU files. `overlap:` in the file.
-  std::optional<double> dp_hidden, dp_hidden_oversubscribed;
+  // What the dp gradient reduction added to a step when `--profile` ran it the trainer's way on
+  // this machine (profile_overlap.h), one rank per core and, where measured, every rank of an
+  // oversubscribed node at once. Unset: `overlap_dp` decides, as for the shipped GPU files.
+  // `overlap:` in the file.
+  std::optional<DpReductionCost> dp_cost, dp_cost_oversubscribed;
 
   bool disturbed() const { return profile.load_share >= kDisturbedLoadShare; }
   double peak_flops() const;  // per device, in the compute dtype

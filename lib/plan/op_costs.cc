@@ -106,11 +106,9 @@ double CostModel::measured_cp_attention_seconds(const AttentionOp& a, int cp,
   return it->second * measured_share / share_ / scaling_.compute;
 }
 
-std::optional<double> CostModel::dp_hidden_share() const {
-  if (oversubscribed_ && cluster_.dp_hidden_oversubscribed) {
-    return cluster_.dp_hidden_oversubscribed;
-  }
-  return cluster_.dp_hidden;
+std::optional<DpReductionCost> CostModel::dp_reduction_cost() const {
+  if (oversubscribed_ && cluster_.dp_cost_oversubscribed) return cluster_.dp_cost_oversubscribed;
+  return cluster_.dp_cost;
 }
 
 double CostModel::elementwise_seconds(double bytes) const {

@@ -73,10 +73,10 @@ class CostModel {
 
   // The GEMM rate the curve gives for one call of `flops` FLOPs (before sharing), flop/s.
   double curve_rate(double flops) const;
-  // The measured share of the dp reduction the backward hides for a job with this many ranks on
-  // a node (Cluster::dp_hidden, or dp_hidden_oversubscribed where the node is oversubscribed and
-  // it was measured); nullopt where the cluster file has none.
-  std::optional<double> dp_hidden_share() const;
+  // The measured cost of the dp reduction for a job with this many ranks on a node
+  // (Cluster::dp_cost, or dp_cost_oversubscribed where the node is oversubscribed and it was
+  // measured); nullopt where the cluster file has none.
+  std::optional<DpReductionCost> dp_reduction_cost() const;
   double compute_share() const { return share_; }
   const Cluster& cluster() const { return cluster_; }
 

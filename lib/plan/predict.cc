@@ -319,6 +319,31 @@ AxisTraffic dp_traffic(const CostModel& model, const Layout& l, const RankElemen
   return out;
 }
 
+// The dp reduction's step time from the profile's measured cost (DpReductionCost): each
+// gradient MiB the rank reduces at the measured cost of the trainer's collective, scaled from
+// the measured group to this one by the collective's bus factor; ZeRO-1's all-gather of the
+// updated parameters (blocking, after the update) from the link model.
+double measured_dp_seconds(const CostModel& model, const DpReductionCost& cost, const Layout& l,
+                           const RankElements& e, int bytes) {
+  const bool inter = l.tp * l.cp * l.dp > model.cluster().ranks_per_node;
+  const Collective op = l.zero ? Collective::kReduceScatter : Collective::kAllReduce;
+  const double per_mib = l.zero ? cost.reduce_scatter_s_per_mib : cost.allreduce_s_per_mib;
+  const double measured_factor = bus_factor(op, cost.ranks);
+  double seconds = 0;
+  auto reduce = [&](int64_t elements, int n) {
+    if (n <= 1) return;
+    const double mib = static_cast<double>(elements) * 4.0 / (1 << 20);
+    seconds += mib * per_mib * (measured_factor > 0 ? bus_factor(op, n) / measured_factor : 1);
+    if (l.zero) {
+      seconds += model.comm_seconds(Collective::kAllGather, static_cast<double>(elements) * bytes,
+                                    n, inter);
+    }
+  };
+  reduce(e.dense, l.dp * l.cp);
+  reduce(e.expert, std::max(1, l.dp * l.cp / l.ep));
+  return seconds;
+}
+
 // The update: AdamW reads and writes parameter, gradient and both moments of the elements the
 // rank updates (its ZeRO-1 shard), plus zeroing and the norm over every local gradient. Where
 // the profile timed the trainer's AdamW (device.adamw_ns_per_element), the update takes that
@@ -386,17 +411,19 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
   MS_ASSIGN_OR_RETURN(p.memory,
                       rank_memory(config, l, elements, bytes, cluster.runtime_overhead_mib));
   p.peak = peak_rank(p.memory);
-  double dp_seconds = 0, opt_seconds = 0;
+  double dp_seconds = 0, opt_seconds = 0, measured_dp = 0;
+  const std::optional<DpReductionCost> dp_cost = model.dp_reduction_cost();
   for (const RankElements& e : elements) {
     const AxisTraffic t = dp_traffic(model, l, e, bytes);
     if (t.seconds >= dp_seconds) p.dp = t;
     dp_seconds = std::max(dp_seconds, t.seconds);
     opt_seconds = std::max(opt_seconds, optimizer_seconds(model, l, e));
+    if (dp_cost) measured_dp = std::max(measured_dp, measured_dp_seconds(model, *dp_cost, l, e, bytes));
   }
-  // Measured: the backward hides that share of as much of the reduction as it lasts (a negative
-  // share: the overlap costs extra). Else overlap_dp: all of it that the last backward lasts.
-  if (const std::optional<double> hidden = model.dp_hidden_share(); hidden && l.dp * l.cp > 1) {
-    p.dp_exposed_s = dp_seconds - *hidden * std::min(dp_seconds, replay.last_backward);
+  // Measured: what the trainer's reduction added to a step on the profiled machine, whether
+  // hidden or not. Else overlap_dp: all of it that the last backward lasts.
+  if (dp_cost && l.dp * l.cp > 1) {
+    p.dp_exposed_s = measured_dp;
     p.dp_overlap_measured = true;
   } else {
     p.dp_exposed_s =

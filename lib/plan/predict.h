@@ -29,7 +29,7 @@ struct Prediction {
   double bubble = 0;        // pipeline idle fraction from the replay
   double compute_s = 0;     // pipeline makespan (compute, tp/ep collectives, p2p)
   double dp_exposed_s = 0;  // dp reduction left after any overlap
-  bool dp_overlap_measured = false;  // from the profile's overlap probe (Cluster::dp_hidden)
+  bool dp_overlap_measured = false;  // from the profile's dp probe (Cluster::dp_cost)
   double optimizer_s = 0;
   // Pipeline rank 0's forward and backward (input and weight) time per step, summed over its
   // micro-batches and chunks, collectives inside them included: what the trainer's telemetry

@@ -452,7 +452,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
     MS_ASSIGN_OR_RETURN(c.concurrency_efficiency, measure_concurrency(*busy, alone));
     if (options.config != nullptr) MS_RETURN_IF_ERROR(measure_concurrent_ops(*busy, options, c));
     MS_ASSIGN_OR_RETURN(c.intra_node, measure_links(*busy));
-    MS_ASSIGN_OR_RETURN(c.dp_hidden, measure_dp_hidden_share(*busy));
+    MS_ASSIGN_OR_RETURN(c.dp_cost, measure_dp_reduction_cost(*busy));
     return Status::OK();
   }));
   c.inter_node = c.intra_node;
@@ -460,7 +460,7 @@ Result<Cluster> measure_cluster(comm::Communicator& world, const ProfileOptions&
   // Every rank at once on fewer cores: the links as an oversubscribed job sees them.
   if (world.size() > c.devices_per_node) {
     MS_ASSIGN_OR_RETURN(c.oversubscribed, measure_links(world));
-    MS_ASSIGN_OR_RETURN(c.dp_hidden_oversubscribed, measure_dp_hidden_share(world));
+    MS_ASSIGN_OR_RETURN(c.dp_cost_oversubscribed, measure_dp_reduction_cost(world));
   }
   c.runtime_overhead_mib = resident_mib();
   return c;

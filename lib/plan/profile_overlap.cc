@@ -1,4 +1,4 @@
-// The dp-reduction overlap probe; see profile_overlap.h.
+// The dp-reduction cost probe; see profile_overlap.h.
 #include "plan/profile_overlap.h"
 
 #include <algorithm>
@@ -11,20 +11,22 @@
 namespace ms::plan {
 namespace {
 
-// 16 MiB of gradients in 4 buckets: large enough that bandwidth, not latency, sets the
-// reduction's time, as for a model's gradients.
+// 16 MiB of gradients in 4 buckets of 4 MiB, about a layer's worth each as the trainer's
+// buckets are: bandwidth, not latency, sets the reduction's time.
 constexpr size_t kGradientFloats = size_t{4} << 20;
 constexpr int kBuckets = 4;
-constexpr int kRounds = 5;  // rank 0 takes the lower quartile of each phase over these
-constexpr int64_t kChunk = 192;  // a GEMM of 192^3: a backward chunk of a few milliseconds
+constexpr int kLayers = 16;          // compute chunks of the backward, one test after each
+constexpr double kLayerSeconds = 0.01;  // a chunk: a layer's backward of a small model
+constexpr int kRounds = 3;           // rank 0 takes the lower quartile of each phase over these
+constexpr int64_t kGemm = 192;       // chunks are made of 192^3 GEMMs (a fraction of a ms each)
 
 struct Gemm {
-  std::vector<float> a = std::vector<float>(kChunk * kChunk, 0.01f),
-                     b = std::vector<float>(kChunk * kChunk, 0.02f),
-                     c = std::vector<float>(kChunk * kChunk, 0.0f);
+  std::vector<float> a = std::vector<float>(kGemm * kGemm, 0.01f),
+                     b = std::vector<float>(kGemm * kGemm, 0.02f),
+                     c = std::vector<float>(kGemm * kGemm, 0.0f);
   void run() {
-    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, kChunk, kChunk, kChunk, 1.0f, a.data(),
-               kChunk, b.data(), kChunk, 0.0f, c.data(), kChunk);
+    ops::sgemm(ops::Transpose::kNo, ops::Transpose::kNo, kGemm, kGemm, kGemm, 1.0f, a.data(),
+               kGemm, b.data(), kGemm, 0.0f, c.data(), kGemm);
   }
 };
 
@@ -34,59 +36,79 @@ Result<double> agreed(comm::Communicator& group, double value) {
   return value;
 }
 
-}  // namespace
+enum class Kind { kReduceScatter, kAllReduce };
 
-Result<double> measure_dp_hidden_share(comm::Communicator& group) {
-  std::vector<float> send(kGradientFloats, 1.0f), recv(kGradientFloats);
+// Seconds per MiB of gradients the overlapped reduction of `kind` adds to a backward of
+// kLayers chunks of `gemms` GEMMs each.
+Result<double> cost_per_mib(comm::Communicator& group, Kind kind, int gemms) {
+  const size_t n = static_cast<size_t>(group.size());
+  const size_t bucket = kGradientFloats / kBuckets / n * n;  // divisible by the group
+  std::vector<float> send(bucket * kBuckets, 1.0f), recv(bucket * kBuckets / n);
   Gemm gemm;
-  const size_t bucket = kGradientFloats / kBuckets;
-  const auto reduce_all = [&]() -> Status {
-    return group.allreduce(send.data(), recv.data(), kGradientFloats, DType::kF32,
-                           comm::ReduceOp::kSum);
+  const auto layer = [&] {
+    for (int g = 0; g < gemms; ++g) gemm.run();
   };
-  MS_RETURN_IF_ERROR(reduce_all());  // warm: connections, buffers
-  gemm.run();
-  std::vector<double> reduce_s, chunk_s;
-  for (int i = 0; i < kRounds; ++i) {
-    MS_RETURN_IF_ERROR(group.barrier());
-    Stopwatch watch;
-    MS_RETURN_IF_ERROR(reduce_all());
-    reduce_s.push_back(watch.elapsed_s());
-    watch.reset();
-    gemm.run();
-    chunk_s.push_back(watch.elapsed_s());
+  // As the trainer calls them: the all-reduce in place on the gradients (MPI_IN_PLACE), the
+  // reduce-scatter from the gradients into a shard.
+  const auto issue = [&](size_t b) -> Result<comm::Request> {
+    float* in = send.data() + b * bucket;
+    if (kind == Kind::kAllReduce) {
+      return group.iallreduce(in, in, bucket, DType::kF32, comm::ReduceOp::kSum);
+    }
+    return group.ireduce_scatter(in, recv.data() + b * (bucket / n), bucket / n, DType::kF32,
+                                 comm::ReduceOp::kSum);
+  };
+  {  // warm: connections, buffers, the collective's first-call setup
+    MS_ASSIGN_OR_RETURN(comm::Request warm, issue(0));
+    MS_RETURN_IF_ERROR(warm.wait());
   }
-  MS_ASSIGN_OR_RETURN(const double reduce, agreed(group, lower_quartile(reduce_s)));
-  MS_ASSIGN_OR_RETURN(const double chunk, agreed(group, std::max(1e-6, lower_quartile(chunk_s))));
-  // A backward about as long as the reduction alone, in whole quarters.
-  const int chunks = kBuckets * std::clamp(static_cast<int>(reduce / chunk / kBuckets) + 1, 1, 500);
   std::vector<double> compute_s, overlapped_s;
   for (int i = 0; i < kRounds; ++i) {
     MS_RETURN_IF_ERROR(group.barrier());
     Stopwatch watch;
-    for (int c = 0; c < chunks; ++c) gemm.run();
+    for (int l = 0; l < kLayers; ++l) layer();
     compute_s.push_back(watch.elapsed_s());
     MS_RETURN_IF_ERROR(group.barrier());
     watch.reset();
     std::vector<comm::Request> inflight;
-    for (int c = 0; c < chunks; ++c) {
-      gemm.run();
+    for (int l = 0; l < kLayers; ++l) {
+      layer();
       for (comm::Request& r : inflight) {
         if (!r.done()) MS_RETURN_IF_ERROR(r.test().status());
       }
-      if ((c + 1) % (chunks / kBuckets) == 0) {
-        const size_t at = bucket * inflight.size();
-        MS_ASSIGN_OR_RETURN(comm::Request r,
-                            group.iallreduce(send.data() + at, recv.data() + at, bucket,
-                                             DType::kF32, comm::ReduceOp::kSum));
+      if ((l + 1) % (kLayers / kBuckets) == 0) {
+        MS_ASSIGN_OR_RETURN(comm::Request r, issue(inflight.size()));
         inflight.push_back(std::move(r));
       }
     }
     for (comm::Request& r : inflight) MS_RETURN_IF_ERROR(r.wait());
     overlapped_s.push_back(watch.elapsed_s());
   }
-  const double exposed = lower_quartile(overlapped_s) - lower_quartile(compute_s);
-  return agreed(group, std::clamp(1.0 - exposed / std::max(1e-9, reduce), -1.0, 1.0));
+  const double mib = static_cast<double>(send.size()) * sizeof(float) / (1 << 20);
+  const double added = std::max(0.0, lower_quartile(overlapped_s) - lower_quartile(compute_s));
+  return agreed(group, added / mib);
+}
+
+}  // namespace
+
+Result<DpReductionCost> measure_dp_reduction_cost(comm::Communicator& group) {
+  // The chunk: as many GEMMs as take about a layer's backward, timed on rank 0.
+  Gemm gemm;
+  gemm.run();
+  std::vector<double> gemm_s;
+  for (int i = 0; i < 5; ++i) {
+    Stopwatch watch;
+    gemm.run();
+    gemm_s.push_back(watch.elapsed_s());
+  }
+  MS_ASSIGN_OR_RETURN(const double one, agreed(group, std::max(1e-6, lower_quartile(gemm_s))));
+  const int gemms = std::clamp(static_cast<int>(kLayerSeconds / one), 1, 1000);
+  DpReductionCost cost;
+  cost.ranks = group.size();
+  MS_ASSIGN_OR_RETURN(cost.reduce_scatter_s_per_mib,
+                      cost_per_mib(group, Kind::kReduceScatter, gemms));
+  MS_ASSIGN_OR_RETURN(cost.allreduce_s_per_mib, cost_per_mib(group, Kind::kAllReduce, gemms));
+  return cost;
 }
 
 }  // namespace ms::plan

@@ -165,8 +165,9 @@ grep -q "^  measured_ops:" "$work/measured.yaml" || fail "no measured op shapes:
 grep -q "^profile: {spread: [0-9.e-]*, load_share: [0-9.e-]*, repeated: [0-9]*}" "$work/measured.yaml" ||
   fail "no profile quality: $(tail -3 "$work/measured.yaml")"
 grep -q "other processes took .*% of the CPU" "$work/profile.out" || fail "profile load line: $(cat "$work/profile.out")"
-# ... and how much of a dp reduction the backward hid, measured with the trainer's pattern.
-grep -q "^overlap: {dp_hidden: [0-9.e-]*}" "$work/measured.yaml" || fail "no measured dp overlap: $(tail -4 "$work/measured.yaml")"
+# ... and what a dp reduction adds to a step, measured with the trainer's pattern.
+dp_cost='{reduce_scatter: [0-9.e-]*, allreduce: [0-9.e-]*, ranks: [0-9]*}'
+grep -q "^overlap: {dp_s_per_mib: $dp_cost}" "$work/measured.yaml" || fail "no measured dp cost: $(tail -4 "$work/measured.yaml")"
 # ... and the context-parallel ring run on a cp group at the model's shapes, which a cp layout's
 # prediction then takes instead of 1/cp of the attention.
 grep -q "^    cp_attn_fwd [0-9x]*x2: " "$work/measured.yaml" && grep -q "^    cp_attn_bwd [0-9x]*x2: " "$work/measured.yaml" ||
@@ -190,8 +191,8 @@ over=$(( cores + 1 ))
 "$MPIRUN" --oversubscribe -np "$over" "$BIN/ms-train" plan --profile "$work/over.yaml" > "$work/over.out" 2>&1 ||
   fail "oversubscribed profile: $(cat "$work/over.out")"
 grep -q "^  oversubscribed: {bandwidth_gbs: " "$work/over.yaml" || fail "no oversubscribed link: $(grep -A4 '^links' "$work/over.yaml")"
-grep -q "^overlap: {dp_hidden: [0-9.e-]*, dp_hidden_oversubscribed: [0-9.e-]*}" "$work/over.yaml" ||
-  fail "no oversubscribed dp overlap: $(tail -4 "$work/over.yaml")"
+grep -q "^overlap: {dp_s_per_mib: $dp_cost, dp_s_per_mib_oversubscribed: $dp_cost}" "$work/over.yaml" ||
+  fail "no oversubscribed dp cost: $(tail -4 "$work/over.yaml")"
 grep -q "^  oversubscribed:" "$work/measured.yaml" && [ "$cores" -ge 2 ] && fail "an oversubscribed link from one rank per core"
 "$BIN/ms-train" plan --config "$config" "${model[@]}" --cluster "$work/over.yaml" --ranks 4 > /dev/null ||
   fail "the oversubscribed cluster file does not plan"
