@@ -8,8 +8,10 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "core/vendor_check.h"
 #include "core/cuda_check.h"
@@ -50,7 +52,7 @@ Result<cublasLtHandle_t> handle_for_current_device() {
   return handle;
 }
 
-// Owns the descriptors of one matmul call.
+// Owns the descriptors of one matmul shape (MatmulPlan below).
 struct MatmulDescriptors {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t first = nullptr;   // B of the row-major problem
@@ -141,24 +143,60 @@ Status check_operands(const char* op, const RowMajorGemm& g, size_t input_bytes)
   return check_buffer(op, "c", g.c, used, sizeof(float));
 }
 
-Status run_matmul(const char* op, const RowMajorGemm& g, cudaDataType_t input_type,
-                  size_t input_bytes, float alpha, float beta, Stream stream) {
-  MS_RETURN_IF_ERROR(check_operands(op, g, input_bytes));
-  if (g.m == 0 || g.n == 0) return Status::OK();
-  MS_ASSIGN_OR_RETURN(cublasLtHandle_t handle, handle_for_current_device());
+// One shape's matmul, planned once: its descriptors and the algorithm cuBLASLt's heuristic chose.
+// A training step repeats the same few dozen shapes, so the heuristic query and the descriptors'
+// creation (tens of microseconds of host time per call) happen at the first step only. Plans
+// are kept for the life of the process, like the handles.
+struct MatmulPlan {
   MatmulDescriptors d;
-  MS_RETURN_IF_ERROR(describe(g, input_type, d));
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// What a plan depends on: the device, the types, the transposes, the sizes and leading
+// dimensions, and the alignments the preference promised (a plan made for 256-byte aligned
+// operands must not serve 4-byte aligned ones).
+using PlanKey = std::tuple<int, int, int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           uint32_t, uint32_t, uint32_t>;
+
+Result<const MatmulPlan*> plan_for(cublasLtHandle_t handle, const RowMajorGemm& g,
+                                   cudaDataType_t input_type) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<PlanKey, std::unique_ptr<MatmulPlan>>();  // kept to exit
+  int device = 0;
+  MS_CUDA_CHECK(cudaGetDevice(&device));
+  const PlanKey key{device,        static_cast<int>(input_type), static_cast<int>(g.ta),
+                    static_cast<int>(g.tb), g.m, g.n, g.k, g.lda, g.ldb, g.ldc,
+                    alignment_of(g.a), alignment_of(g.b), alignment_of(g.c)};
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = plans->find(key); it != plans->end()) return it->second.get();
+  auto plan = std::make_unique<MatmulPlan>();
+  MS_RETURN_IF_ERROR(describe(g, input_type, plan->d));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  MS_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, d.op, d.first, d.second, d.result,
-                                                   d.result, d.preference, 1, &heuristic, &found));
+  MS_CUBLASLT_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, plan->d.op, plan->d.first,
+                                                   plan->d.second, plan->d.result,
+                                                   plan->d.result, plan->d.preference, 1,
+                                                   &heuristic, &found));
   if (found == 0) {
     return Unavailable("cuBLASLt has no algorithm for gemm m=" + std::to_string(g.m) +
                        " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) +
                        " with these leading dimensions and alignments");
   }
+  plan->algo = heuristic.algo;
+  const MatmulPlan* made = plan.get();
+  plans->emplace(key, std::move(plan));
+  return made;
+}
+
+Status run_matmul(const char* op, const RowMajorGemm& g, cudaDataType_t input_type,
+                  size_t input_bytes, float alpha, float beta, Stream stream) {
+  MS_RETURN_IF_ERROR(check_operands(op, g, input_bytes));
+  if (g.m == 0 || g.n == 0) return Status::OK();
+  MS_ASSIGN_OR_RETURN(cublasLtHandle_t handle, handle_for_current_device());
+  MS_ASSIGN_OR_RETURN(const MatmulPlan* plan, plan_for(handle, g, input_type));
+  const MatmulDescriptors& d = plan->d;
   MS_CUBLASLT_CHECK(cublasLtMatmul(handle, d.op, &alpha, g.b, d.first, g.a, d.second, &beta, g.c,
-                                   d.result, g.c, d.result, &heuristic.algo, nullptr, 0,
+                                   d.result, g.c, d.result, &plan->algo, nullptr, 0,
                                    static_cast<cudaStream_t>(stream)));
   return Status::OK();
 }

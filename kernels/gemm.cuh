@@ -4,8 +4,11 @@
 // A and B and accumulates and writes fp32, like the CPU gemm_bf16.
 //
 // Shapes are checked by ops::check_gemm_shape (InvalidArgument); m or n of 0 does nothing. One
-// cuBLASLt handle per device is created on first use and kept for the life of the process; no
-// workspace is used, so calls on different streams never share scratch memory. Call them as
+// cuBLASLt handle per device is created on first use and kept for the life of the process, and
+// so is each shape's plan (descriptors and the heuristic's algorithm, chosen once per device,
+// types, transposes, sizes, leading dimensions and operand alignments). No workspace is used,
+// so calls on different streams never share scratch memory and no algorithm splits K over one
+// (the same call gives the same bits). Call them as
 // kernels::sgemm: an unqualified call also finds ops::sgemm through ops::Transpose.
 #pragma once
 
