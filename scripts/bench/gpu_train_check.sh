@@ -61,6 +61,20 @@ train() {
     --set train.log_every=1 --set train.mfu_peak_gflops=1 "$@" > "$out/runs/$name.log" 2>&1
 }
 losses() { grep -o '"loss":[^,}]*' "$out/runs/$1/telemetry/rank-00000.jsonl" | cut -d: -f2; }
+# compare <model> <steps> <tolerance> <reference run> <run> <run again>: a table row per step
+# (appended to train_parity.md); fails when a step of <run> is further than <tolerance>
+# relative from the reference, differs from <run again>, or a run has the wrong step count.
+compare() {
+  local model=$1 steps=$2 tolerance=$3
+  paste <(losses "$4") <(losses "$5") <(losses "$6") |
+    awk -v model="$model" -v steps="$steps" -v tol="$tolerance" '
+      { d = $1 - $2; if (d < 0) d = -d; rel = d / ($1 < 0 ? -$1 : $1);
+        same = ($2 == $3) ? "bitwise" : "DIFFERS";
+        printf "| %s | %d | %s | %s | %.2e | %s |\n", model, NR, $1, $2, rel, same;
+        if (rel > tol || same != "bitwise") bad = 1 }
+      END { if (NR != steps) { printf "| %s | only %d of %d steps |\n", model, NR, steps; bad = 1 }
+            exit bad }' >> "$out/train_parity.md"
+}
 
 status=0
 {
@@ -76,14 +90,7 @@ for model in tiny-dense tiny-moe; do
   train "$model.yaml" "$device" "$model-dev" || { echo "$device run failed"; tail "$out/runs/$model-dev.log"; ok=0; }
   train "$model.yaml" "$device" "$model-dev-again" || { echo "$device rerun failed"; ok=0; }
   if [[ $ok -eq 1 ]]; then
-    paste <(losses "$model-cpu") <(losses "$model-dev") <(losses "$model-dev-again") |
-      awk -v model="$model" -v steps="$steps" '
-        { d = $1 - $2; if (d < 0) d = -d; rel = d / ($1 < 0 ? -$1 : $1);
-          same = ($2 == $3) ? "bitwise" : "DIFFERS";
-          printf "| %s | %d | %s | %s | %.2e | %s |\n", model, NR, $1, $2, rel, same;
-          if (rel > 1e-5 || same != "bitwise") bad = 1 }
-        END { if (NR != steps) { printf "| %s | only %d of %d steps |\n", model, NR, steps; bad = 1 }
-              exit bad }' >> "$out/train_parity.md" || ok=0
+    compare "$model" "$steps" 1e-5 "$model-cpu" "$model-dev" "$model-dev-again" || ok=0
   fi
   [[ $ok -eq 1 ]] || { echo "$model: parity FAILED"; status=1; }
 done
@@ -104,14 +111,7 @@ for model in tiny-dense tiny-moe; do
       { echo "$model-$run failed"; tail "$out/runs/$model-$run.log"; ok=0; }
   done
   if [[ $ok -eq 1 ]]; then
-    paste <(losses "$model-f32-long") <(losses "$model-bf16") <(losses "$model-bf16-again") |
-      awk -v model="$model" -v steps="$bf16_steps" '
-        { d = $1 - $2; if (d < 0) d = -d; rel = d / ($1 < 0 ? -$1 : $1);
-          same = ($2 == $3) ? "bitwise" : "DIFFERS";
-          printf "| %s | %d | %s | %s | %.2e | %s |\n", model, NR, $1, $2, rel, same;
-          if (rel > 2e-2 || same != "bitwise") bad = 1 }
-        END { if (NR != steps) { printf "| %s | only %d of %d steps |\n", model, NR, steps; bad = 1 }
-              exit bad }' >> "$out/train_parity.md" || ok=0
+    compare "$model" "$bf16_steps" 2e-2 "$model-f32-long" "$model-bf16" "$model-bf16-again" || ok=0
   fi
   [[ $ok -eq 1 ]] || { echo "$model: bf16 check FAILED"; status=1; }
 done
