@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <typeinfo>
 
+#include "core/device_runtime.h"
 #include "core/logging.h"
 #include "core/version.h"
 
@@ -105,6 +106,10 @@ Status unexpected_exception(const std::exception& e) {
   if (dynamic_cast<const std::length_error*>(&e) != nullptr) {
     return Internal(message + " (a count too large for memory: an input probably claims a size "
                               "larger than it is; please report which input did it)");
+  }
+  if (dynamic_cast<const DeviceOutOfMemory*>(&e) != nullptr) {
+    // The allocator's message already names the device and the sizes.
+    return Unavailable(Tool::command() + ": " + e.what());
   }
   if (type != e.what()) message += std::string(": ") + e.what();
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {

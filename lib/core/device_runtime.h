@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <new>
+#include <string>
 #include <vector>
 
 #include "core/buffer.h"
@@ -28,6 +30,19 @@ class Allocator {
   // `bytes` of uninitialized memory on device(), usable by work on `stream` (a stream of
   // device()). kUnavailable naming the size when the device's memory is exhausted.
   virtual Result<Buffer> allocate(size_t bytes, const Stream& stream) = 0;
+};
+
+// What code that cannot return a Status (a growing array, as std::vector throws bad_alloc)
+// throws when an allocator refuses: a bad_alloc whose what() is the allocator's message, which
+// names the device, the size asked for, what is in use and the largest free block. The tools
+// print it as it is.
+class DeviceOutOfMemory final : public std::bad_alloc {
+ public:
+  explicit DeviceOutOfMemory(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
 };
 
 class DeviceRuntime {

@@ -3,6 +3,7 @@
 
 #include <cassert>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "core/device_runtime.h"
@@ -14,7 +15,11 @@ float* DeviceArray::resize(Backend& be, size_t n) {
   if (n > capacity()) {
     Result<Tensor> grown = empty_tensor(be.runtime().allocator(), DType::kF32,
                                         {static_cast<int64_t>(n)}, be.stream());
-    if (!grown.ok()) throw std::bad_alloc();
+    if (!grown.ok()) {
+      throw DeviceOutOfMemory(grown.status().message() + " (a device array growing to " +
+                              std::to_string(n) + " floats, " +
+                              std::to_string(n * sizeof(float) / (1 << 20)) + " MiB)");
+    }
     if (kept > 0) be.copy(storage_.data<float>(), grown->data<float>(), static_cast<int64_t>(kept));
     storage_ = std::move(*grown);
   }

@@ -10,8 +10,9 @@
 //
 // resize keeps the first min(old, new) elements and makes the new ones zero (as std::vector
 // does); shrinking keeps the allocation, so a buffer sized for the largest micro-batch is
-// reused by smaller ones. An allocation the device cannot serve throws std::bad_alloc, as
-// std::vector does (the tools report it with the subcommand's name).
+// reused by smaller ones. An allocation the device cannot serve throws DeviceOutOfMemory
+// (core/device_runtime.h: a std::bad_alloc, as std::vector throws, whose message names the
+// device and the sizes; the tools print it with the subcommand's name).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // ms::cli::Tool: a word that names no subcommand is a usage error (exit 2) naming it, even
 // when --help follows it; options' values are not taken for subcommands; an escaped
-// std::length_error is worded without the library's internals.
+// std::length_error is worded without the library's internals, and a device out of memory as
+// its allocator said it.
 #include "cmd/common/tool.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "core/device_runtime.h"
 
 namespace ms::cli {
 namespace {
@@ -62,6 +65,13 @@ TEST(Tool, LengthErrorIsWordedWithoutLibraryInternals) {
   const Status s = unexpected_exception(std::length_error("vector::_M_default_append"));
   EXPECT_EQ(s.message().find("_M_default_append"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("a count too large for memory"), std::string::npos) << s.message();
+}
+
+TEST(Tool, DeviceOutOfMemoryIsPrintedAsTheAllocatorSaidIt) {
+  const std::string said = "cuda:0 is out of arena memory allocating 3.0 GiB (in use 70.1 GiB)";
+  const Status s = unexpected_exception(DeviceOutOfMemory(said));
+  EXPECT_NE(s.message().find(said), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("an input probably claims"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "core/device_runtime.h"
 #include "fake_device.h"
 #include "model/transformer.h"
+#include "ops/device_array.h"
 
 namespace ms::test {
 namespace {
@@ -190,6 +191,29 @@ TEST(FakeDeviceTest, HostAccessOutsideAnOpFaults) {
     auto* at = static_cast<volatile float*>(block->data());
     EXPECT_DEATH({ (void)at[0]; }, "fake device: SIGSEGV");
   }
+  EXPECT_EQ(fake.blocks(), blocks);
+}
+
+// A device array the device cannot hold: DeviceOutOfMemory (a bad_alloc) whose message is the
+// allocator's, with the array's size; nothing is leaked.
+TEST(FakeDeviceTest, AnArrayTooLargeForTheDeviceNamesTheSizes) {
+  FakeDevice& fake = FakeDevice::get();
+  const size_t blocks = fake.blocks();
+  ops::DeviceArray too_big;
+  const size_t floats = FakeDevice::kCapacity / sizeof(float) + 1;
+  try {
+    too_big.resize(fake.backend(), floats);
+    FAIL() << "an array larger than the device was allocated";
+  } catch (const DeviceOutOfMemory& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("fake device: out of memory for " + std::to_string(floats * 4) + " bytes"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("a device array growing to " + std::to_string(floats) + " floats, 2048 MiB"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_TRUE(too_big.empty());
   EXPECT_EQ(fake.blocks(), blocks);
 }
 
