@@ -243,7 +243,7 @@ class CudaBackend final : public ops::Backend {
                                 float* dv) override {
     if (mixed()) {
       round_qkv(sh, q, k, v);
-      dout = rounded(rounded_inputs_[3], dout, sh.batch * sh.seq * sh.heads * sh.head_dim);
+      dout = rounded(rounded_inputs_[3], dout, sh.q_elements());
     }
     const ops::AttentionMask m = upload_mask(sh, mask);
     check(kernels::attention_block_backward(sh, m, q, k, v, out, lse, dout, dq, dk, dv, s()),
@@ -472,10 +472,9 @@ class CudaBackend final : public ops::Backend {
   }
   void round_qkv(const ops::AttentionShape& sh, const float*& q, const float*& k,
                  const float*& v) {
-    const int64_t kv_rows = sh.batch * (sh.kv_seq > 0 ? sh.kv_seq : sh.seq) * sh.kv_heads;
-    q = rounded(rounded_inputs_[0], q, sh.batch * sh.seq * sh.heads * sh.head_dim);
-    k = rounded(rounded_inputs_[1], k, kv_rows * sh.head_dim);
-    v = rounded(rounded_inputs_[2], v, kv_rows * sh.head_dim);
+    q = rounded(rounded_inputs_[0], q, sh.q_elements());
+    k = rounded(rounded_inputs_[1], k, sh.kv_elements());
+    v = rounded(rounded_inputs_[2], v, sh.kv_elements());
   }
   // A host table's device copy. A table freed and another made at the same address is told
   // apart by its last cos and sin, which depend on the base (rope_theta) through the lowest

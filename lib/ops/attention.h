@@ -46,6 +46,10 @@ struct AttentionShape {
   int64_t window = 0;    // 0: full causal
   int64_t block = 64;    // tile size in tokens
   int64_t kv_seq = 0;    // keys per batch row (Tk); 0: equal to seq
+
+  int64_t keys() const { return kv_seq > 0 ? kv_seq : seq; }  // Tk
+  int64_t q_elements() const { return batch * seq * heads * head_dim; }    // q, out, dout
+  int64_t kv_elements() const { return batch * keys() * kv_heads * head_dim; }  // k, v
 };
 
 // Optional per-token ids of either width (document ids); null when absent.

@@ -133,7 +133,7 @@ class CpuBackend final : public Backend {
                                 float* dq, float* dk, float* dv) override {
     if (mixed()) {
       round_qkv(s, q, k, v);
-      dout = rounded_input(3, dout, s.batch * s.seq * s.heads * s.head_dim);
+      dout = rounded_input(3, dout, s.q_elements());
     }
     ops::attention_block_backward(s, mask, q, k, v, out, lse, dout, dq, dk, dv);
   }
@@ -280,10 +280,9 @@ class CpuBackend final : public Backend {
   bool mixed() const { return precision_ == MatmulPrecision::kBf16; }
   static void round_qkv(const AttentionShape& s, const float*& q, const float*& k,
                         const float*& v) {
-    const int64_t kv_rows = s.batch * (s.kv_seq > 0 ? s.kv_seq : s.seq) * s.kv_heads;
-    q = rounded_input(0, q, s.batch * s.seq * s.heads * s.head_dim);
-    k = rounded_input(1, k, kv_rows * s.head_dim);
-    v = rounded_input(2, v, kv_rows * s.head_dim);
+    q = rounded_input(0, q, s.q_elements());
+    k = rounded_input(1, k, s.kv_elements());
+    v = rounded_input(2, v, s.kv_elements());
   }
 
   MatmulPrecision precision_;
