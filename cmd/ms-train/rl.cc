@@ -27,8 +27,9 @@ ms::Result<int> rl(const RlOptions& opts) {
                           MS_LOG(Info) << line;
                         }));
     MS_ASSIGN_OR_RETURN(const ms::rl::StepMetrics last, run->run());
-    std::cout << "rl: done, " << last.step << " steps; last " << ms::rl::step_metrics_json(last)
-              << "\n";
+    std::cout << "rl: done, " << last.step << " steps";
+    if (last.rounds > 0) std::cout << "; last " << ms::rl::step_metrics_json(last);
+    std::cout << "\n";
     return 0;
   });
 }
@@ -39,7 +40,8 @@ void add_rl(ms::cli::Tool& tool) {
       "rl",
       "RL post-training with verifiable rewards (GRPO, DAPO): sample G responses per prompt "
       "with the inference engine on the actor's own weights, score them, and update the actor "
-      "on clipped, group-normalised advantages; one process for now (docs/rl.md)",
+      "on clipped, group-normalised advantages; one process or data-parallel ranks under "
+      "mpirun (docs/rl.md)",
       [opts] { return rl(*opts); });
   cmd->add_option("--config", opts->config_path, "The RL config (rl.yaml; keys in docs/rl.md)")
       ->required();

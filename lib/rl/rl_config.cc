@@ -103,6 +103,10 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"eps", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.eps); }},
         {"weight_decay", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.weight_decay); }},
         {"grad_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.grad_clip); }}}},
+      {"checkpoint",
+       {{"every", [&](auto& n, auto& k) { return read_scalar(n, k, c.checkpoint_every); }},
+        {"keep", [&](auto& n, auto& k) { return read_scalar(n, k, c.checkpoint_keep); }},
+        {"resume", [&](auto& n, auto& k) { return read_scalar(n, k, c.resume); }}}},
       {"reward",
        {{"builtin", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_builtin); }},
         {"program", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_program); }},
@@ -179,6 +183,11 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   if (!(c.reward_timeout_s > 0.0)) return bad("reward.timeout_s must be positive");
   if (c.reward_processes < 1) return bad("reward.processes must be at least 1");
   if (!(c.optimizer.lr > 0.0)) return bad("optimizer.lr must be positive");
+  if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
+  if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");
+  if (c.resume != "auto" && c.resume != "none") {
+    return bad("checkpoint.resume must be auto or none, got '" + c.resume + "'");
+  }
   return c;
 }
 

@@ -53,6 +53,11 @@ struct RlConfig {
   int64_t mini_batches = 1;  // updates per step: the step's responses split into this many
   int64_t epochs = 1;        // passes over the step's responses
   config::OptimConfig optimizer;  // name, lr, betas, eps, weight_decay, grad_clip (constant lr)
+  // checkpoint: the actor, its optimizer moments and the run's position, in ms-train's format
+  // under <run.dir>/checkpoints (servable by ms-infer --checkpoint)
+  int64_t checkpoint_every = 0;  // also every N steps; 0: only after the last step
+  int64_t checkpoint_keep = 0;   // keep the newest N; 0: all
+  std::string resume = "auto";   // auto: continue from the newest checkpoint of run.dir; none
   // reward
   std::string reward_builtin = "exact_number";  // exact_number | format
   std::string reward_program;                   // command; replaces the built-in reward

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "comm/agree.h"
 #include "core/timer.h"
 #include "infer/model_loader.h"
 #include "io/env.h"
@@ -17,6 +18,7 @@
 #include "rl/advantage.h"
 #include "rl/dynamic_sampling.h"
 #include "rl/losses.h"
+#include "rl/rl_state.h"
 #include "rl/rollout.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
@@ -33,37 +35,33 @@ std::string hostname() {
   return name;
 }
 
-}  // namespace
-
-struct RlRun::State {
-  RlConfig config;
-  comm::Communicator* dp = nullptr;
-  std::function<void(const std::string&)> log;
-  std::optional<io::DirectoryLock> lock;
-  infer::LoadedModel reference;  // the checkpoint as loaded: the frozen reference for KL
-  std::unique_ptr<model::Transformer> actor;
-  std::unique_ptr<train::DistributedOptimizer> optimizer;
-  std::vector<PromptExample> prompts, eval_prompts;
-  std::unique_ptr<RolloutGenerator> rollouts;
-  std::unique_ptr<telemetry::TelemetryWriter> telemetry;
-  std::ofstream steps_file, eval_file;
-  std::vector<size_t> order;  // shuffled prompt order
-  size_t cursor = 0;
-  std::mt19937_64 shuffle_rng;
-  int32_t pad = 0;
-
-  std::vector<size_t> next_prompts(int64_t n) {
-    std::vector<size_t> out;
-    for (int64_t i = 0; i < n; ++i) {
-      if (cursor == order.size()) {
-        std::shuffle(order.begin(), order.end(), shuffle_rng);
-        cursor = 0;
-      }
-      out.push_back(order[cursor++]);
-    }
-    return out;
+// Every rank's `local` values, rank 0's first. The communicator has no f64 type, so the doubles
+// travel as 64-bit words (allgather copies them unchanged).
+Result<std::vector<double>> gather_over_ranks(comm::Communicator& dp, std::span<const double> local) {
+  static_assert(sizeof(double) == sizeof(int64_t));
+  std::vector<double> all(local.size() * static_cast<size_t>(dp.size()));
+  if (dp.size() == 1) {
+    std::copy(local.begin(), local.end(), all.begin());
+    return all;
   }
-};
+  MS_RETURN_IF_ERROR(dp.allgather(local.data(), all.data(), local.size(), DType::kI64));
+  return all;
+}
+
+// `values` summed element-wise over the ranks, added in rank order so every rank holds the
+// same bits.
+Status sum_over_ranks(comm::Communicator& dp, std::vector<double>& values) {
+  if (dp.size() == 1) return Status::OK();
+  MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, values));
+  for (size_t i = 0; i < values.size(); ++i) {
+    double sum = 0.0;
+    for (size_t r = 0; r < static_cast<size_t>(dp.size()); ++r) sum += all[r * values.size() + i];
+    values[i] = sum;
+  }
+  return Status::OK();
+}
+
+}  // namespace
 
 std::string step_metrics_json(const StepMetrics& m) {
   nlohmann::ordered_json j = {
@@ -83,32 +81,75 @@ RlRun::~RlRun() = default;
 
 Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& dp,
                                              std::function<void(const std::string&)> log) {
-  if (dp.size() != 1) {
-    return InvalidArgument("ms-train rl runs on one rank for now; got " +
-                           std::to_string(dp.size()) + " (docs/rl.md: what is not built yet)");
+  if (config.prompts_per_step % dp.size() != 0) {
+    return InvalidArgument("rollout.prompts_per_step (" + std::to_string(config.prompts_per_step) +
+                           ") must be a multiple of the data-parallel ranks (" +
+                           std::to_string(dp.size()) + "): each rank generates and trains an " +
+                           "equal share of every round's groups");
   }
   auto s = std::make_unique<State>();
   s->config = config;
   s->dp = &dp;
-  s->log = std::move(log);
-  MS_ASSIGN_OR_RETURN(io::DirectoryLock lock, train::lock_run_directory(config.run_dir));
-  s->lock.emplace(std::move(lock));
-  MS_ASSIGN_OR_RETURN(s->prompts, read_prompt_dataset(config.train_prompts));
+  s->log = dp.rank() == 0 ? std::move(log) : [](const std::string&) {};
+  // Rank 0 holds the run directory's lock, taken before anything is written there; the others
+  // learn of a refusal from the agreement below.
+  Status local = Status::OK();
+  if (dp.rank() == 0) {
+    Result<io::DirectoryLock> lock = train::lock_run_directory(config.run_dir);
+    if (lock.ok()) s->lock.emplace(std::move(*lock));
+    local = lock.status();
+  }
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "locking run.dir"));
+  local = s->load(dp);
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "loading the actor and the prompts"));
+  std::vector<train::TrainableParam> params;
+  for (model::Parameter& p : s->actor->parameters()) {
+    if (!p.trainable) continue;
+    params.push_back({p.name, &p.value, &p.grad, p.weight_decay, true, true});
+    s->trainable.push_back(&p);
+  }
+  train::DistributedOptimizerOptions options;
+  options.overlap = false;
+  MS_ASSIGN_OR_RETURN(s->optimizer,
+                      train::DistributedOptimizer::create(dp, std::move(params), config.optimizer,
+                                                          options));
+  local = s->restore_optimizer_and_position();
+  if (local.ok() && dp.rank() == 0) local = s->trim_run_files();
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "resuming from " + s->resume_dir));
+  // After the optimizer adopted the parameters (their values now live in its flat buffer), so
+  // the engine reads exactly what each update writes.
+  local = s->open_outputs(dp);
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "starting the rollout engine and the run's files"));
+  s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
+         std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
+         ", " + std::to_string(config.prompts_per_step) + " groups per step over " +
+         std::to_string(dp.size()) + " data-parallel rank(s), loss " +
+         std::string(loss_aggregation_name(config.loss_agg)) + ", actor " +
+         std::to_string(s->actor->parameter_count()) + " parameters");
+  return std::unique_ptr<RlRun>(new RlRun(std::move(s)));
+}
+
+// Every rank loads the same actor, reference and prompts; each takes a contiguous share of the
+// held-out prompts.
+Status RlRun::State::load(comm::Communicator& group) {
+  MS_ASSIGN_OR_RETURN(prompts, read_prompt_dataset(config.train_prompts));
   if (!config.eval_prompts.empty()) {
-    MS_ASSIGN_OR_RETURN(s->eval_prompts, read_prompt_dataset(config.eval_prompts));
-    if (config.eval_limit > 0 && static_cast<int64_t>(s->eval_prompts.size()) > config.eval_limit) {
-      s->eval_prompts.resize(static_cast<size_t>(config.eval_limit));
+    MS_ASSIGN_OR_RETURN(eval_prompts, read_prompt_dataset(config.eval_prompts));
+    if (config.eval_limit > 0 && static_cast<int64_t>(eval_prompts.size()) > config.eval_limit) {
+      eval_prompts.resize(static_cast<size_t>(config.eval_limit));
     }
+    const size_t n = eval_prompts.size(), ranks = static_cast<size_t>(group.size());
+    const size_t r = static_cast<size_t>(group.rank());
+    eval_share = std::span<const PromptExample>(eval_prompts).subspan(
+        n * r / ranks, n * (r + 1) / ranks - n * r / ranks);
   }
-  MS_ASSIGN_OR_RETURN(s->reference, infer::load_model(config.model_dir, config.checkpoint));
-  if (!s->reference.tokenizer) {
-    return InvalidArgument("the actor has no tokenizer.json beside its weights");
-  }
+  MS_ASSIGN_OR_RETURN(reference, infer::load_model(config.model_dir, config.checkpoint));
+  if (!reference.tokenizer) return InvalidArgument("the actor has no tokenizer.json beside its weights");
   // The actor: a training model (gradients, kRandom layout) with the loaded values copied in.
-  const config::ModelConfig& mc = s->reference.model->config();
-  MS_ASSIGN_OR_RETURN(s->actor, model::Transformer::create(mc, config.seed));
-  auto& dst = s->actor->parameters();
-  const auto& src = s->reference.model->parameters();
+  const config::ModelConfig& mc = reference.model->config();
+  MS_ASSIGN_OR_RETURN(actor, model::Transformer::create(mc, config.seed));
+  auto& dst = actor->parameters();
+  const auto& src = reference.model->parameters();
   if (dst.size() != src.size()) return Internal("actor and checkpoint parameter tables differ");
   for (size_t i = 0; i < dst.size(); ++i) {
     if (dst[i].name != src[i].name || dst[i].value.numel() != src[i].value.numel()) {
@@ -116,44 +157,42 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     }
     std::copy_n(src[i].value.data<float>(), src[i].value.numel(), dst[i].value.data<float>());
   }
-  if (config.kl_coef == 0.0) s->reference.model.reset();  // no reference model needed
-  std::vector<train::TrainableParam> params;
-  for (model::Parameter& p : dst) {
-    if (!p.trainable) continue;
-    params.push_back({p.name, &p.value, &p.grad, p.weight_decay, true, true});
-  }
-  train::DistributedOptimizerOptions options;
-  options.overlap = false;
-  MS_ASSIGN_OR_RETURN(s->optimizer,
-                      train::DistributedOptimizer::create(dp, std::move(params), config.optimizer,
-                                                          options));
-  // After the optimizer adopted the parameters (their values now live in its flat buffer), so
-  // the engine reads exactly what each update writes.
-  MS_ASSIGN_OR_RETURN(s->rollouts, RolloutGenerator::create(*s->actor, *s->reference.tokenizer,
-                                                            s->config, s->prompts));
-  s->pad = s->reference.tokenizer->eos_id();
-  s->order.resize(s->prompts.size());
-  std::iota(s->order.begin(), s->order.end(), size_t{0});
-  s->shuffle_rng.seed(config.seed);
-  std::shuffle(s->order.begin(), s->order.end(), s->shuffle_rng);
-  MS_ASSIGN_OR_RETURN(s->telemetry, telemetry::TelemetryWriter::open(config.run_dir, 0, hostname(),
-                                                                     telemetry::MeshCoord{}, 0.0));
-  s->steps_file.open(config.run_dir + "/rl_steps.jsonl", std::ios::app);
-  s->eval_file.open(config.run_dir + "/rl_eval.jsonl", std::ios::app);
-  if (!s->steps_file || !s->eval_file) {
+  if (config.kl_coef == 0.0) reference.model.reset();  // no reference model needed
+  MS_RETURN_IF_ERROR(find_and_load_weights());  // a resumed run's actor replaces the loaded one
+  pad = reference.tokenizer->eos_id();
+  order.resize(prompts.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  shuffle_rng.seed(config.seed);
+  std::shuffle(order.begin(), order.end(), shuffle_rng);
+  return Status::OK();
+}
+
+// The engine on the actor, this rank's telemetry file and, on rank 0, the run's JSON lines.
+Status RlRun::State::open_outputs(comm::Communicator& group) {
+  MS_ASSIGN_OR_RETURN(rollouts, RolloutGenerator::create(*actor, *reference.tokenizer, config,
+                                                         prompts));
+  telemetry::MeshCoord coord;
+  coord.dp = group.rank();
+  MS_ASSIGN_OR_RETURN(telemetry, telemetry::TelemetryWriter::open(config.run_dir, group.rank(),
+                                                                  hostname(), coord, 0.0));
+  if (group.rank() != 0) return Status::OK();
+  steps_file.open(config.run_dir + "/rl_steps.jsonl", std::ios::app);
+  eval_file.open(config.run_dir + "/rl_eval.jsonl", std::ios::app);
+  if (!steps_file || !eval_file) {
     return IOError("cannot open rl_steps.jsonl / rl_eval.jsonl in " + config.run_dir);
   }
-  s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
-         std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
-         ", " + std::to_string(config.prompts_per_step) + " groups per step, loss " +
-         std::string(loss_aggregation_name(config.loss_agg)) + ", actor " +
-         std::to_string(s->actor->parameter_count()) + " parameters");
-  return std::unique_ptr<RlRun>(new RlRun(std::move(s)));
+  return Status::OK();
 }
 
 Status RlRun::evaluate(int64_t step) {
   if (s_->eval_prompts.empty()) return Status::OK();
-  MS_ASSIGN_OR_RETURN(const double accuracy, s_->rollouts->greedy_accuracy(s_->eval_prompts));
+  comm::Communicator& dp = *s_->dp;
+  Result<int64_t> correct = s_->rollouts->greedy_correct(s_->eval_share);
+  MS_RETURN_IF_ERROR(comm::agree(dp, correct.status(), "the held-out evaluation"));
+  std::vector<double> count = {static_cast<double>(*correct)};
+  MS_RETURN_IF_ERROR(sum_over_ranks(dp, count));
+  const double accuracy = count[0] / static_cast<double>(s_->eval_prompts.size());
+  if (dp.rank() != 0) return Status::OK();
   nlohmann::ordered_json j = {{"step", step}, {"heldout_accuracy", accuracy},
                               {"prompts", s_->eval_prompts.size()}};
   s_->eval_file << j.dump() << "\n" << std::flush;
@@ -163,13 +202,25 @@ Status RlRun::evaluate(int64_t step) {
   return Status::OK();
 }
 
+// Data parallelism: every rank draws the same prompts for a round (the prompt order is seeded
+// by run.seed) and generates the groups at its share of the round's positions, seeded by
+// position, so the rollouts are those one rank would generate for the whole round. The rewards
+// are gathered, so every rank runs the same dynamic-sampling decision over the whole round and
+// keeps the same groups; each trains the kept groups it generated. The loss weights carry the
+// global token and response counts of each mini-batch (aggregation.h), so after the
+// optimizer's gradient average every update equals one rank's on the whole mini-batch.
 Result<StepMetrics> RlRun::step(int64_t step) {
   const RlConfig& c = s_->config;
+  comm::Communicator& dp = *s_->dp;
+  const size_t G = static_cast<size_t>(c.group_size);
+  const size_t share = static_cast<size_t>(c.prompts_per_step / dp.size());
+  const size_t first = share * static_cast<size_t>(dp.rank());
   StepMetrics m;
   m.step = step;
   Stopwatch rollout_clock;
-  // Rollouts, with dynamic sampling's rounds when on.
+  // Rollouts, with dynamic sampling's rounds when on; rounds[k] holds this rank's groups.
   std::vector<std::vector<RolloutGroup>> rounds;
+  std::vector<double> generated(4, 0.0);  // sums of reward, correct, length; responses
   MS_ASSIGN_OR_RETURN(
       const FilledBatch batch,
       fill_batch(c.prompts_per_step, c.dynamic_sampling ? c.max_rounds : 1, c.dynamic_sampling,
@@ -179,15 +230,26 @@ Result<StepMetrics> RlRun::step(int64_t step) {
                    const uint64_t seed = c.seed * 0x9e3779b97f4a7c15ULL +
                                          static_cast<uint64_t>(step) * 1000 +
                                          static_cast<uint64_t>(round);
-                   MS_ASSIGN_OR_RETURN(std::vector<RolloutGroup> groups,
-                                       s_->rollouts->sample_groups(prompts, seed));
-                   std::vector<std::vector<double>> rewards;
-                   for (const RolloutGroup& g : groups) {
-                     std::vector<double> r;
-                     for (const Rollout& x : g) r.push_back(x.reward);
-                     rewards.push_back(std::move(r));
+                   Result<std::vector<RolloutGroup>> groups = s_->rollouts->sample_groups(
+                       std::span(prompts).subspan(first, share), seed, first);
+                   MS_RETURN_IF_ERROR(comm::agree(dp, groups.status(), "generating rollouts"));
+                   std::vector<double> local;
+                   for (const RolloutGroup& g : *groups) {
+                     for (const Rollout& x : g) {
+                       local.push_back(x.reward);
+                       generated[0] += x.reward;
+                       generated[1] += x.correct;
+                       generated[2] += static_cast<double>(x.sample.response.size());
+                       generated[3] += 1.0;
+                     }
                    }
-                   rounds.push_back(std::move(groups));
+                   rounds.push_back(std::move(*groups));
+                   MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, local));
+                   std::vector<std::vector<double>> rewards(all.size() / G);
+                   for (size_t i = 0; i < rewards.size(); ++i) {
+                     rewards[i].assign(all.begin() + static_cast<ptrdiff_t>(i * G),
+                                       all.begin() + static_cast<ptrdiff_t>((i + 1) * G));
+                   }
                    return rewards;
                  }));
   m.kept_groups = static_cast<int64_t>(batch.kept.size());
@@ -195,24 +257,23 @@ Result<StepMetrics> RlRun::step(int64_t step) {
   m.rounds = batch.rounds;
   // Every generated response counts in the reward and accuracy figures (what the policy does),
   // the kept ones in training.
-  int64_t generated = 0;
-  for (const auto& round : rounds) {
-    for (const RolloutGroup& g : round) {
-      for (const Rollout& r : g) {
-        m.mean_reward += r.reward;
-        m.accuracy += r.correct;
-        m.response_length += static_cast<double>(r.sample.response.size());
-        ++generated;
-      }
-    }
-  }
-  m.mean_reward /= static_cast<double>(generated);
-  m.accuracy /= static_cast<double>(generated);
-  m.response_length /= static_cast<double>(generated);
+  MS_RETURN_IF_ERROR(sum_over_ranks(dp, generated));
+  m.mean_reward = generated[0] / generated[3];
+  m.accuracy = generated[1] / generated[3];
+  m.response_length = generated[2] / generated[3];
+  // This rank's kept groups in the batch's order; before[k]: how many of them precede the
+  // batch's k-th kept group, so a mini-batch of kept groups [g0, g1) is this rank's
+  // [before[g0], before[g1]).
   std::vector<const Rollout*> kept;
   std::vector<double> scores;
-  for (const GroupRef& ref : batch.kept) {
-    for (const Rollout& r : rounds[static_cast<size_t>(ref.round)][static_cast<size_t>(ref.index)]) {
+  std::vector<size_t> before(batch.kept.size() + 1, 0);
+  for (size_t k = 0; k < batch.kept.size(); ++k) {
+    const GroupRef& ref = batch.kept[k];
+    const size_t index = static_cast<size_t>(ref.index);
+    const bool mine = index >= first && index < first + share;
+    before[k + 1] = before[k] + (mine ? 1 : 0);
+    if (!mine) continue;
+    for (const Rollout& r : rounds[static_cast<size_t>(ref.round)][index - first]) {
       kept.push_back(&r);
       scores.push_back(r.reward);
     }
@@ -221,23 +282,27 @@ Result<StepMetrics> RlRun::step(int64_t step) {
                       group_normalized_advantages(scores, c.group_size, {c.epsilon, true}));
   std::vector<const Sample*> samples;
   for (const Rollout* r : kept) samples.push_back(&r->sample);
-  MS_ASSIGN_OR_RETURN(const PolicyEval old_policy,
-                      evaluate_policy(*s_->actor, samples, kMicroBatch, s_->pad));
-  PolicyEval reference;
-  if (c.kl_coef > 0.0) {
-    MS_ASSIGN_OR_RETURN(reference, evaluate_policy(*s_->reference.model, samples, kMicroBatch, s_->pad));
-  }
+  PolicyEval old_policy, reference;
+  Status local = [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(old_policy, evaluate_policy(*s_->actor, samples, kMicroBatch, s_->pad));
+    if (c.kl_coef > 0.0) {
+      MS_ASSIGN_OR_RETURN(reference,
+                          evaluate_policy(*s_->reference.model, samples, kMicroBatch, s_->pad));
+    }
+    return Status::OK();
+  }();
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the rollout policy's log-probs"));
   m.rollout_s = rollout_clock.elapsed_s();
-  if (!old_policy.entropy.empty()) {
-    m.entropy = std::accumulate(old_policy.entropy.begin(), old_policy.entropy.end(), 0.0) /
-                static_cast<double>(old_policy.entropy.size());
-  }
-  m.response_tokens = static_cast<int64_t>(old_policy.log_probs.size());
+  std::vector<double> entropy = {
+      std::accumulate(old_policy.entropy.begin(), old_policy.entropy.end(), 0.0),
+      static_cast<double>(old_policy.entropy.size())};
+  MS_RETURN_IF_ERROR(sum_over_ranks(dp, entropy));
+  if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
+  m.response_tokens = static_cast<int64_t>(entropy[1]);
 
   // Updates: mini-batches of whole groups.
   Stopwatch update_clock;
-  const size_t G = static_cast<size_t>(c.group_size);
-  const size_t groups = kept.size() / G;
+  const size_t groups = batch.kept.size();
   std::vector<size_t> token_offset(kept.size() + 1, 0);
   for (size_t i = 0; i < kept.size(); ++i) {
     token_offset[i + 1] = token_offset[i] + kept[i]->sample.response.size();
@@ -246,41 +311,65 @@ Result<StepMetrics> RlRun::step(int64_t step) {
     for (int64_t mb = 0; mb < c.mini_batches; ++mb) {
       const size_t g0 = groups * static_cast<size_t>(mb) / static_cast<size_t>(c.mini_batches);
       const size_t g1 = groups * static_cast<size_t>(mb + 1) / static_cast<size_t>(c.mini_batches);
-      const size_t r0 = g0 * G, r1 = g1 * G;
-      if (r0 == r1) continue;
+      if (g0 == g1) continue;
+      const size_t r0 = before[g0] * G, r1 = before[g1] * G;
       const std::span<const Sample* const> mb_samples(samples.data() + r0, r1 - r0);
       const size_t t0 = token_offset[r0], t1 = token_offset[r1];
-      MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
-      MS_ASSIGN_OR_RETURN(const PolicyEval current,
-                          evaluate_policy(*s_->actor, mb_samples, kMicroBatch, s_->pad));
-      const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
-      MS_ASSIGN_OR_RETURN(
-          const std::vector<double> token_adv,
-          broadcast_to_tokens(layout, std::span(advantages.data() + r0, r1 - r0)));
-      AggregationScope scope{c.loss_agg, 0, 0, static_cast<double>(c.max_tokens), 1};
-      MS_ASSIGN_OR_RETURN(LossResult policy,
-                          clipped_policy_loss(layout, current.log_probs, old_lp, token_adv,
-                                              c.clip, scope));
-      m.clip_fraction += policy.clip_fraction;
-      m.dual_clip_fraction += policy.dual_clip_fraction;
-      m.policy_kl += policy.kl;
-      if (c.kl_coef > 0.0) {
-        const std::span<const double> ref_lp(reference.log_probs.data() + t0, t1 - t0);
-        MS_ASSIGN_OR_RETURN(const LossResult kl,
-                            k3_kl_loss(layout, current.log_probs, ref_lp, c.kl_coef, scope));
-        policy.loss += kl.loss;
-        for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
-        m.ref_kl += kl.kl;
+      // The mini-batch's global token and response counts, then the loss over this rank's part.
+      std::vector<double> counts(2, 0.0);
+      for (const Sample* x : mb_samples) {
+        counts[0] += static_cast<double>(x->response.size());
+        counts[1] += x->response.empty() ? 0.0 : 1.0;
       }
-      m.loss += policy.loss;
+      MS_RETURN_IF_ERROR(sum_over_ranks(dp, counts));
+      const AggregationScope scope{c.loss_agg, static_cast<int64_t>(counts[0]),
+                                   static_cast<int64_t>(counts[1]),
+                                   static_cast<double>(c.max_tokens), dp.size()};
+      // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
+      std::vector<double> sums(5, 0.0);
       s_->optimizer->begin_step();
-      MS_RETURN_IF_ERROR(backward_policy(*s_->actor, mb_samples, policy.gradient, kMicroBatch, s_->pad));
+      local = [&]() -> Status {
+        MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
+        MS_ASSIGN_OR_RETURN(const PolicyEval current,
+                            evaluate_policy(*s_->actor, mb_samples, kMicroBatch, s_->pad));
+        const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
+        MS_ASSIGN_OR_RETURN(
+            const std::vector<double> token_adv,
+            broadcast_to_tokens(layout, std::span(advantages.data() + r0, r1 - r0)));
+        MS_ASSIGN_OR_RETURN(LossResult policy,
+                            clipped_policy_loss(layout, current.log_probs, old_lp, token_adv,
+                                                c.clip, scope));
+        const double n = static_cast<double>(t1 - t0);
+        sums[0] = policy.loss;
+        sums[1] = policy.clip_fraction * n;
+        sums[2] = policy.dual_clip_fraction * n;
+        sums[3] = policy.kl * n;
+        if (c.kl_coef > 0.0) {
+          const std::span<const double> ref_lp(reference.log_probs.data() + t0, t1 - t0);
+          MS_ASSIGN_OR_RETURN(const LossResult kl,
+                              k3_kl_loss(layout, current.log_probs, ref_lp, c.kl_coef, scope));
+          sums[0] += kl.loss;
+          sums[4] = kl.kl * n;
+          for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
+        }
+        return backward_policy(*s_->actor, mb_samples, policy.gradient, kMicroBatch, s_->pad);
+      }();
+      MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
       MS_RETURN_IF_ERROR(s_->optimizer->finish_reduction());
       MS_ASSIGN_OR_RETURN(const double norm, s_->optimizer->grad_norm());
       const double clip = c.optimizer.grad_clip > 0.0 && norm > c.optimizer.grad_clip
                               ? c.optimizer.grad_clip / (norm + 1e-6)
                               : 1.0;
       MS_RETURN_IF_ERROR(s_->optimizer->apply(c.optimizer.lr, clip));
+      MS_RETURN_IF_ERROR(sum_over_ranks(dp, sums));
+      // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
+      m.loss += sums[0] / static_cast<double>(dp.size());
+      if (counts[0] > 0.0) {
+        m.clip_fraction += sums[1] / counts[0];
+        m.dual_clip_fraction += sums[2] / counts[0];
+        m.policy_kl += sums[3] / counts[0];
+        m.ref_kl += sums[4] / counts[0];
+      }
       m.grad_norm += norm;
       ++m.updates;
     }
@@ -298,13 +387,21 @@ Result<StepMetrics> RlRun::step(int64_t step) {
 
 Result<StepMetrics> RlRun::run() {
   const RlConfig& c = s_->config;
-  MS_RETURN_IF_ERROR(evaluate(0));
   StepMetrics last;
-  for (int64_t i = 1; i <= c.steps; ++i) {
+  last.step = s_->start_step;
+  if (s_->start_step >= c.steps) {
+    s_->log("rl: the checkpoint is at step " + std::to_string(s_->start_step) +
+            ", train.steps is " + std::to_string(c.steps) + ": nothing left to do");
+    return last;
+  }
+  if (s_->start_step == 0) MS_RETURN_IF_ERROR(evaluate(0));
+  for (int64_t i = s_->start_step + 1; i <= c.steps; ++i) {
     Stopwatch clock;
     MS_ASSIGN_OR_RETURN(last, step(i));
-    s_->steps_file << step_metrics_json(last) << "\n" << std::flush;
-    if (!s_->steps_file) return IOError("writing " + c.run_dir + "/rl_steps.jsonl failed");
+    if (s_->dp->rank() == 0) {
+      s_->steps_file << step_metrics_json(last) << "\n" << std::flush;
+      if (!s_->steps_file) return IOError("writing " + c.run_dir + "/rl_steps.jsonl failed");
+    }
     telemetry::StepRecord record;
     record.step = i;
     record.loss = last.loss;
@@ -325,8 +422,12 @@ Result<StepMetrics> RlRun::run() {
                   static_cast<long long>(last.dropped_groups), last.rollout_s, last.update_s);
     s_->log(line);
     if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) MS_RETURN_IF_ERROR(evaluate(i));
+    if (c.checkpoint_every > 0 && i % c.checkpoint_every == 0 && i != c.steps) {
+      MS_RETURN_IF_ERROR(s_->save_checkpoint(i));
+    }
   }
   MS_RETURN_IF_ERROR(evaluate(c.steps));
+  MS_RETURN_IF_ERROR(s_->save_checkpoint(c.steps));
   MS_RETURN_IF_ERROR(s_->telemetry->close());
   return last;
 }

@@ -1,10 +1,10 @@
-// The RL post-training loop behind `ms-train rl` (docs/rl.md), one process, on the CPU. Each
-// step: sample prompts, generate G responses each with the engine on the actor's own weights
-// (rollout.h), score them, drop all-equal groups and generate again under dynamic sampling,
-// compute group-normalised advantages, take the rollout policy's log-probs, then for each
-// epoch and mini-batch evaluate the current policy, form the clipped loss (plus k3 KL to the
-// frozen initial actor when kl_coef > 0) and apply one optimizer update through the trainer's
-// DistributedOptimizer. The optimizer's flat buffers hold the model's parameters, so the next
+// The RL post-training loop behind `ms-train rl` (docs/rl.md), over data-parallel ranks on the
+// CPU. Each step: sample prompts, generate G responses each with the engine on the actor's own
+// weights (rollout.h), score them, drop all-equal groups and generate again under dynamic
+// sampling, compute group-normalised advantages, take the rollout policy's log-probs, then for
+// each epoch and mini-batch evaluate the current policy, form the clipped loss (plus k3 KL to
+// the frozen initial actor when kl_coef > 0) and apply one optimizer update through the
+// trainer's DistributedOptimizer. The optimizer's flat buffers hold the model's parameters, so the next
 // rollout generates from the updated weights with no copy.
 #pragma once
 
@@ -35,15 +35,17 @@ std::string step_metrics_json(const StepMetrics& m);
 
 class RlRun {
  public:
-  // Loads the actor, the prompts, the optimizer and the engine. `dp` is the data-parallel group
-  // (one rank for now: InvalidArgument otherwise). `log` receives progress lines.
+  // Loads the actor, the prompts, the optimizer and the engine on every rank of `dp`, the
+  // data-parallel group (rollout.prompts_per_step must be a multiple of its size). `log`
+  // receives rank 0's progress lines. Collective: a failure on one rank is every rank's error.
   static Result<std::unique_ptr<RlRun>> create(const RlConfig& config, comm::Communicator& dp,
                                                std::function<void(const std::string&)> log);
   ~RlRun();
 
-  // Runs every step, writing <run.dir>/rl_steps.jsonl, the step records of
-  // <run.dir>/telemetry/ (as ms-train's), and <run.dir>/rl_eval.jsonl with the held-out
-  // greedy accuracy before, every eval_every steps and after. Returns the last step's metrics.
+  // Runs every step, writing (rank 0) <run.dir>/rl_steps.jsonl and <run.dir>/rl_eval.jsonl with
+  // the held-out greedy accuracy before, every eval_every steps and after, and each rank's step
+  // records in <run.dir>/telemetry/ (as ms-train's). Returns the last step's metrics, the same
+  // on every rank.
   Result<StepMetrics> run();
 
  private:

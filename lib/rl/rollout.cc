@@ -86,19 +86,20 @@ Result<std::vector<double>> RolloutGenerator::rewards(
 }
 
 Result<std::vector<RolloutGroup>> RolloutGenerator::sample_groups(
-    std::span<const size_t> prompt_indices, uint64_t seed) {
+    std::span<const size_t> prompt_indices, uint64_t seed, size_t first_position) {
   std::vector<infer::Request> requests;
   const int64_t g_size = config_.group_size;
   requests.reserve(prompt_indices.size() * static_cast<size_t>(g_size));
   for (size_t p = 0; p < prompt_indices.size(); ++p) {
     for (int64_t g = 0; g < g_size; ++g) {
       infer::Request r;
-      r.id = std::to_string(p) + "/" + std::to_string(g);
+      const uint64_t position = first_position + p;
+      r.id = std::to_string(position) + "/" + std::to_string(g);
       r.prompt = prompt_tokens_[prompt_indices[p]];
       r.max_tokens = config_.max_tokens;
       r.sampling.temperature = config_.temperature;
       r.sampling.top_p = config_.top_p;
-      r.sampling.seed = mix(seed ^ mix(p * 1000003ULL + static_cast<uint64_t>(g)));
+      r.sampling.seed = mix(seed ^ mix(position * 1000003ULL + static_cast<uint64_t>(g)));
       r.stop = config_.stop;
       requests.push_back(std::move(r));
     }
@@ -130,8 +131,8 @@ Result<std::vector<RolloutGroup>> RolloutGenerator::sample_groups(
   return groups;
 }
 
-Result<double> RolloutGenerator::greedy_accuracy(const std::vector<PromptExample>& examples) {
-  if (examples.empty()) return 0.0;
+Result<int64_t> RolloutGenerator::greedy_correct(std::span<const PromptExample> examples) {
+  if (examples.empty()) return 0;
   std::vector<infer::Request> requests;
   requests.reserve(examples.size());
   for (size_t i = 0; i < examples.size(); ++i) {
@@ -152,7 +153,7 @@ Result<double> RolloutGenerator::greedy_accuracy(const std::vector<PromptExample
     Result<std::string> text = tokenizer_.decode(done[i].tokens);
     correct += matches(text.ok() ? *text : "", examples[i].answer);
   }
-  return static_cast<double>(correct) / static_cast<double>(examples.size());
+  return correct;
 }
 
 }  // namespace ms::rl

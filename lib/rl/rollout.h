@@ -40,12 +40,15 @@ class RolloutGenerator {
                                                           const std::vector<PromptExample>& prompts);
 
   // One group of config.group_size sampled responses for each prompt index, scored. `seed`
-  // keys the sampling: the same seed and weights give the same responses.
+  // and each group's position in the step's round (first_position + its index here) key the
+  // sampling: the same seed, positions and weights give the same responses, so a round split
+  // over data-parallel ranks generates what one rank generating all of it would.
   Result<std::vector<RolloutGroup>> sample_groups(std::span<const size_t> prompt_indices,
-                                                  uint64_t seed);
+                                                  uint64_t seed, size_t first_position = 0);
 
-  // Greedy (temperature 0) exact-match accuracy over `examples` (a held-out file).
-  Result<double> greedy_accuracy(const std::vector<PromptExample>& examples);
+  // How many of `examples` (held-out prompts) the greedy (temperature 0) response answers
+  // exactly.
+  Result<int64_t> greedy_correct(std::span<const PromptExample> examples);
 
   const infer::EngineStats& engine_stats() const { return engine_->stats(); }
 

@@ -8,7 +8,7 @@
 # only the job-end agreement's abort can end (ckpt_export also fails rank 0 after its work,
 # when every rank reaches the end). `timeout 60` turns a hang into a failed test.
 # Usage: mpi_failure_test.sh <mpirun> <ranks> <bin dir> <source dir> <make_tiny_model> <case>
-#   case: train data_build ckpt_reshard ckpt_import ckpt_export infer_generate infer_bench
+#   case: train train_rl data_build ckpt_reshard ckpt_import ckpt_export infer_generate infer_bench
 #         infer_plan diagnose_check
 set -euo pipefail
 MPIRUN=$1
@@ -96,6 +96,29 @@ case "$CASE:$NP" in
   train:*)
     tiny_plan
     expect_injected "ms-train" "$BIN/ms-train" "${train_args[@]}" --set data.plan="$work/mix.plan"
+    ;;
+  train_rl:*)
+    # ms-train rl: with 2 ranks the reward program fails on rank 1 only (its share of the
+    # round's rollouts); with 3, the last rank fails before the body runs.
+    "$MAKE" --dir "$work/actor" --tokenizer "$tok" --d-model 16 --layers 1 --heads 2 \
+      --kv-heads 1 --d-ff 32 --max-seq-len 64 > /dev/null
+    bash "$SRC/data/corpus/make_arithmetic_prompts.sh" "$work/prompts" 10 2> /dev/null
+    cat > "$work/rl.yaml" <<YAML
+run: {dir: $work/rl}
+actor: {model_dir: $work/actor}
+prompts: {train: $work/prompts/arithmetic_prompts_train.jsonl}
+rollout: {group_size: 2, prompts_per_step: $NP, max_tokens: 4}
+train: {steps: 2}
+reward: {program: 'if [ "\$OMPI_COMM_WORLD_RANK" = 1 ]; then exit 3; fi; sed "s/.*/0/"'}
+YAML
+    if [ "$NP" = 2 ]; then
+      expect_failure "ms-train rl, the reward program failing on rank 1" \
+        "generating rollouts failed on rank 1: .*exited with status 3" \
+        -np 2 "$BIN/ms-train" rl --config "$work/rl.yaml"
+    else
+      sed -i "s/if \[.*fi; //" "$work/rl.yaml"
+      expect_injected "ms-train rl" "$BIN/ms-train" rl --config "$work/rl.yaml"
+    fi
     ;;
   data_build:2)
     head -c 4000 "$SRC/data/corpus/tinyshakespeare.txt" > "$work/corpus.txt"

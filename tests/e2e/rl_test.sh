@@ -61,6 +61,46 @@ evals = [json.loads(l) for l in open(sys.argv[2])]
 assert [e["step"] for e in evals] == [0, 3] and all(e["prompts"] == 6 for e in evals), evals
 PY
 grep -q '"kind":"step"' "$work/grpo/telemetry/rank-00000.jsonl" || fail "no step telemetry"
+# Checkpoints and resume: 4 steps in one go against 2 steps, then the same config with 4 steps
+# resuming in the same run directory, must take the same steps bit for bit (rollouts, losses,
+# gradient norms; not the timings). A line past the checkpoint (as a crash after step 3 would
+# leave) is dropped on resume. The RL checkpoint serves with ms-infer --checkpoint.
+config full "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}" \
+  "checkpoint: {every: 2}"
+sed -i 's/steps: 3,/steps: 4,/' "$work/full.yaml"
+"$BIN/ms-train" rl --config "$work/full.yaml" > "$work/full.log" 2>&1 || { cat "$work/full.log"; fail "full run"; }
+[ -d "$work/full/checkpoints/step-00000002" ] && [ -d "$work/full/checkpoints/step-00000004" ] ||
+  { ls -R "$work/full/checkpoints"; fail "no checkpoints at steps 2 and 4"; }
+config split "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+sed -i 's/steps: 3,/steps: 2,/' "$work/split.yaml"
+"$BIN/ms-train" rl --config "$work/split.yaml" > "$work/split.log" 2>&1 || { cat "$work/split.log"; fail "first half"; }
+echo '{"step": 3, "mean_reward": 123}' >> "$work/split/rl_steps.jsonl"
+sed -i 's/steps: 2,/steps: 4,/' "$work/split.yaml"
+"$BIN/ms-train" rl --config "$work/split.yaml" > "$work/split2.log" 2>&1 || { cat "$work/split2.log"; fail "resumed half"; }
+grep -q "resumed from .*step-00000002 after step 2" "$work/split2.log" || { cat "$work/split2.log"; fail "no resume"; }
+python3 - "$work/full" "$work/split" <<'PY' || fail "the resumed run differs from the uninterrupted one"
+import json, sys
+def rows(d, f):
+    return [json.loads(l) for l in open(f"{d}/{f}")]
+full, split = rows(sys.argv[1], "rl_steps.jsonl"), rows(sys.argv[2], "rl_steps.jsonl")
+assert [r["step"] for r in split] == [1, 2, 3, 4], [r["step"] for r in split]
+for a, b in zip(full, split):
+    for k in a:
+        if k not in ("rollout_s", "update_s"):
+            assert a[k] == b[k], (k, a, b)
+ef = {e["step"]: e for e in rows(sys.argv[1], "rl_eval.jsonl")}
+es = {e["step"]: e for e in rows(sys.argv[2], "rl_eval.jsonl")}
+assert sorted(es) == [0, 2, 4] and ef[0] == es[0] and ef[4] == es[4], (ef, es)
+PY
+"$BIN/ms-infer" generate --checkpoint "$work/split/checkpoints/latest" --prompt "Mia has" \
+  --max-tokens 3 > "$work/gen.txt" 2>&1 || { cat "$work/gen.txt"; fail "ms-infer cannot serve the RL checkpoint"; }
+# Done: the same command again has nothing left to do; another seed is refused.
+out=$("$BIN/ms-train" rl --config "$work/split.yaml" 2>&1) || { echo "$out"; fail "a finished run failed"; }
+grep -q "nothing left to do" <<<"$out" || { echo "$out"; fail "a finished run ran again"; }
+sed -i 's/seed: 3}/seed: 4}/; s/steps: 4,/steps: 6,/' "$work/split.yaml"
+if out=$("$BIN/ms-train" rl --config "$work/split.yaml" 2>&1); then fail "another seed should be refused"; fi
+grep -q "saved by a run with run.seed 3, this one has 4" <<<"$out" || { echo "$out"; fail "seed error"; }
+
 # DAPO drops groups whose rewards are all equal: a random model never answers, so every group
 # scores 0 and dynamic sampling gives up at its bound.
 config dapo "{name: dapo, max_rounds: 2}" "{builtin: exact_number}"

@@ -69,6 +69,25 @@ TEST(RlConfig, ErrorsNameTheKey) {
   EXPECT_NE(error_of(kBase + "rollout: {max_tokens: 8}\nalgorithm: {overlong_cache_len: 9}\n")
                 .find("algorithm.overlong_cache_len"),
             std::string::npos);
+  EXPECT_NE(error_of(kBase + "checkpoint: {resume: latest}\n").find("checkpoint.resume"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "checkpoint: {every: -1}\n").find("checkpoint.every"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "checkpoint: {keep: -2}\n").find("checkpoint.keep"),
+            std::string::npos);
+}
+
+TEST(RlConfig, CheckpointKeys) {
+  Result<RlConfig> plain = parse_rl_config(kBase, "rl.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->checkpoint_every, 0);
+  EXPECT_EQ(plain->resume, "auto");
+  Result<RlConfig> set =
+      parse_rl_config(kBase + "checkpoint: {every: 5, keep: 2, resume: none}\n", "rl.yaml");
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  EXPECT_EQ(set->checkpoint_every, 5);
+  EXPECT_EQ(set->checkpoint_keep, 2);
+  EXPECT_EQ(set->resume, "none");
 }
 
 TEST(RlConfig, BundledConfigLoads) {

@@ -1,0 +1,180 @@
+// Checkpoints of an RL run (docs/rl.md, "Checkpoints and resume"): ms-train's checkpoint format
+// under <run.dir>/checkpoints, holding the actor's weights (so ms-infer --checkpoint serves the
+// post-trained model and ms-ckpt reshards or exports it), the optimizer's moments, and in the
+// manifest's state the optimizer's update count and the run's position in its prompt stream.
+// Rollout seeds are a function of (run.seed, step, round, position), so a run resumed from the
+// checkpoint after step k takes exactly the steps k+1... the uninterrupted run takes.
+#include <algorithm>
+#include <sstream>
+
+#include "core/logging.h"
+#include "io/atomic_file.h"
+#include "io/env.h"
+#include "rl/rl_state.h"
+#include "train/flat_layout.h"
+
+namespace ms::rl {
+namespace {
+
+const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+
+// The model description a save writes as config_yaml (what ms-infer and ms-ckpt read): the
+// actor checkpoint's own, or for a Hugging Face actor a run config holding its model section.
+Result<std::string> actor_config_yaml(const RlConfig& config, const config::ModelConfig& model) {
+  if (!config.checkpoint.empty()) {
+    MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(config.checkpoint));
+    MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(step_dir));
+    return m.config_yaml;
+  }
+  config::RunConfig run;
+  run.model = model;
+  run.train.seq_len = std::min(run.train.seq_len, model.max_seq_len);  // the config must validate
+  return config::dump_yaml(run);
+}
+
+// Keeps the lines of a JSON-lines file whose "step" is at most `step`.
+Status trim_jsonl(const std::string& path, int64_t step) {
+  if (!io::default_env().exists(path)) return Status::OK();
+  MS_ASSIGN_OR_RETURN(const std::string text, io::read_file(path));
+  std::istringstream in(text);
+  std::string line, kept;
+  int64_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+      return Corruption(path + ":" + std::to_string(number) + ": not a step record");
+    }
+    if (j["step"].get<int64_t>() <= step) kept += line + "\n";
+  }
+  return io::write_file_atomic(path, kept);
+}
+
+}  // namespace
+
+Status RlRun::State::find_and_load_weights() {
+  const std::string checkpoints = config.run_dir + "/checkpoints";
+  if (config.resume == "auto") {
+    MS_ASSIGN_OR_RETURN(const ckpt::AutoResumeChoice choice,
+                        ckpt::newest_complete_checkpoint(checkpoints, io::default_env()));
+    if (!choice.warning.empty()) MS_LOG(Warn) << "checkpoint.resume auto: " << choice.warning;
+    resume_dir = choice.step_dir;
+  }
+  MS_ASSIGN_OR_RETURN(config_yaml, actor_config_yaml(config, actor->config()));
+  if (!config.checkpoint.empty()) {
+    MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(config.checkpoint));
+    tokenizer_path = step_dir + "/tokenizer.json";
+  } else {
+    tokenizer_path = config.model_dir + "/tokenizer.json";
+  }
+  if (resume_dir.empty()) return Status::OK();
+  MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(resume_dir));
+  std::vector<ckpt::ExpectedTensor> expected;
+  std::vector<ckpt::LoadTensor> load;
+  for (model::Parameter& p : actor->parameters()) {
+    expected.push_back({p.name, DType::kF32, p.global_shape});
+    load.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
+    if (!p.trainable) continue;
+    for (const char* prefix : kMomentPrefixes) {
+      expected.push_back({prefix + p.name, DType::kF32, p.global_shape});
+    }
+  }
+  MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(resume_dir));
+  MS_RETURN_IF_ERROR(ckpt::load_tensors(resume_dir, m, load, {}, io::default_env()));
+  start_step = m.step;
+  return Status::OK();
+}
+
+Status RlRun::State::restore_optimizer_and_position() {
+  if (resume_dir.empty()) return Status::OK();
+  MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(resume_dir));
+  train::Optimizer& moments = optimizer->optimizer();
+  std::vector<ckpt::LoadTensor> load;
+  for (const train::ShardSegment& segment : optimizer->owned_segments()) {
+    const model::Parameter& p = *trainable[segment.param];
+    MS_ASSIGN_OR_RETURN(const comm::ShardSpec spec, train::zero_shard_spec(p.shard, segment));
+    float* into[] = {moments.exp_avg().data(), moments.exp_avg_sq().data()};
+    for (size_t i = 0; i < 2; ++i) {
+      load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
+                      into[i] + segment.shard_offset});
+    }
+  }
+  MS_RETURN_IF_ERROR(ckpt::load_tensors(resume_dir, m, load, {}, io::default_env()));
+  try {
+    const nlohmann::json& state = m.state;
+    moments.set_updates(state.at("optimizer_updates").get<int64_t>());
+    const nlohmann::json& rl = state.at("rl");
+    if (rl.at("seed").get<uint64_t>() != config.seed) {
+      return InvalidArgument(resume_dir + " was saved by a run with run.seed " +
+                             std::to_string(rl.at("seed").get<uint64_t>()) + ", this one has " +
+                             std::to_string(config.seed) +
+                             ": resuming would not continue the same run (checkpoint.resume: "
+                             "none, or another run.dir, starts a new one)");
+    }
+    std::vector<size_t> saved_order = rl.at("order").get<std::vector<size_t>>();
+    if (saved_order.size() != order.size()) {
+      return InvalidArgument(resume_dir + " was saved with " + std::to_string(saved_order.size()) +
+                             " training prompts, prompts.train now holds " +
+                             std::to_string(order.size()));
+    }
+    order = std::move(saved_order);
+    cursor = rl.at("cursor").get<size_t>();
+    std::istringstream rng(rl.at("shuffle_rng").get<std::string>());
+    rng >> shuffle_rng;
+    if (!rng || cursor > order.size()) {
+      return Corruption(resume_dir + "/manifest.json: state.rl holds no valid prompt position");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(resume_dir + "/manifest.json: state: " + e.what());
+  }
+  log("rl: resumed from " + resume_dir + " after step " + std::to_string(start_step));
+  return Status::OK();
+}
+
+Status RlRun::State::trim_run_files() const {
+  if (start_step == 0) return Status::OK();
+  MS_RETURN_IF_ERROR(trim_jsonl(config.run_dir + "/rl_steps.jsonl", start_step));
+  return trim_jsonl(config.run_dir + "/rl_eval.jsonl", start_step);
+}
+
+Status RlRun::State::save_checkpoint(int64_t step) {
+  if (!checkpointer) checkpointer = std::make_unique<ckpt::Checkpointer>(*dp);
+  // Every rank holds the whole actor and (without ZeRO) every moment: the Checkpointer writes
+  // each replicated tensor once.
+  std::vector<ckpt::SaveTensor> tensors;
+  for (const model::Parameter& p : actor->parameters()) {
+    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data(), false});
+  }
+  train::Optimizer& moments = optimizer->optimizer();
+  for (const train::ShardSegment& segment : optimizer->owned_segments()) {
+    const model::Parameter& p = *trainable[segment.param];
+    MS_ASSIGN_OR_RETURN(const comm::ShardSpec spec, train::zero_shard_spec(p.shard, segment));
+    const float* from[] = {moments.exp_avg().data(), moments.exp_avg_sq().data()};
+    for (size_t i = 0; i < 2; ++i) {
+      tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
+                         from[i] + segment.shard_offset, optimizer->zero()});
+    }
+  }
+  std::ostringstream rng;
+  rng << shuffle_rng;
+  ckpt::SaveRequest request;
+  request.checkpoints_dir = config.run_dir + "/checkpoints";
+  request.step = step;
+  request.layout = {dp->size(), dp->size(), 1, 1, 1, 0};
+  request.config_yaml = config_yaml;
+  request.state = {{"step", step},
+                   {"optimizer_updates", moments.updates()},
+                   {"rl", {{"seed", config.seed},
+                           {"cursor", cursor},
+                           {"order", order},
+                           {"shuffle_rng", rng.str()}}}};
+  request.tokenizer_path = tokenizer_path;
+  request.async = false;
+  request.keep = config.checkpoint_keep;
+  MS_RETURN_IF_ERROR(checkpointer->save(tensors, std::move(request)));
+  log("rl: saved " + checkpointer->last_report()->step_dir);
+  return Status::OK();
+}
+
+}  // namespace ms::rl

@@ -1,0 +1,80 @@
+// The state of an RL run (rl_run.h), shared by the loop (rl_run.cc) and its checkpoints
+// (rl_checkpoint.cc). Internal to lib/rl.
+#pragma once
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "comm/communicator.h"
+#include "infer/model_loader.h"
+#include "io/directory_lock.h"
+#include "model/transformer.h"
+#include "rl/prompt_dataset.h"
+#include "rl/rl_config.h"
+#include "rl/rl_run.h"
+#include "rl/rollout.h"
+#include "telemetry/writer.h"
+#include "train/distributed_optimizer.h"
+
+namespace ms::rl {
+
+struct RlRun::State {
+  RlConfig config;
+  comm::Communicator* dp = nullptr;
+  std::function<void(const std::string&)> log;
+  std::optional<io::DirectoryLock> lock;
+  infer::LoadedModel reference;  // the checkpoint as loaded: the frozen reference for KL
+  std::unique_ptr<model::Transformer> actor;
+  std::unique_ptr<train::DistributedOptimizer> optimizer;
+  std::vector<PromptExample> prompts, eval_prompts;
+  std::span<const PromptExample> eval_share;  // this rank's contiguous share of eval_prompts
+  std::unique_ptr<RolloutGenerator> rollouts;
+  std::unique_ptr<telemetry::TelemetryWriter> telemetry;
+  std::ofstream steps_file, eval_file;
+  std::vector<size_t> order;  // shuffled prompt order
+  size_t cursor = 0;
+  std::mt19937_64 shuffle_rng;
+  int32_t pad = 0;
+  // Checkpoints (rl_checkpoint.cc): the actor's trainable parameters in the optimizer's order,
+  // what a save writes beside the tensors, and the checkpoint a resumed run started from.
+  std::vector<model::Parameter*> trainable;
+  std::string tokenizer_path, config_yaml;
+  std::string resume_dir;
+  int64_t start_step = 0;  // the step the run continues after (0: a fresh run)
+  std::unique_ptr<ckpt::Checkpointer> checkpointer;
+
+  Status load(comm::Communicator& group);
+  Status open_outputs(comm::Communicator& group);
+  // Finds the checkpoint to resume from (checkpoint.resume auto) and the model description and
+  // tokenizer a save writes; loads the resumed actor's weights into `actor`.
+  Status find_and_load_weights();
+  // After the optimizer adopted the parameters: its moments and the run's position.
+  Status restore_optimizer_and_position();
+  // Drops the lines of rl_steps.jsonl / rl_eval.jsonl past start_step (written after the
+  // checkpoint a resumed run starts from), atomically. Rank 0.
+  Status trim_run_files() const;
+  // Saves the actor, the moments and the position after `step`; collective.
+  Status save_checkpoint(int64_t step);
+
+  std::vector<size_t> next_prompts(int64_t n) {
+    std::vector<size_t> out;
+    for (int64_t i = 0; i < n; ++i) {
+      if (cursor == order.size()) {
+        std::shuffle(order.begin(), order.end(), shuffle_rng);
+        cursor = 0;
+      }
+      out.push_back(order[cursor++]);
+    }
+    return out;
+  }
+};
+
+
+}  // namespace ms::rl
