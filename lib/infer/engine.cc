@@ -116,6 +116,12 @@ Result<std::unique_ptr<Engine>> Engine::create(model::Transformer& model,
                            std::to_string(options.block_size) + ") must all be at least 1");
   }
   if (draft != nullptr) MS_RETURN_IF_ERROR(check_draft(model, *draft, options));
+  if (options.drafter != nullptr && (draft != nullptr || options.draft_tokens < 1)) {
+    return InvalidArgument("a model-free drafter takes the place of a draft model and needs "
+                           "draft_tokens >= 1 (got a draft model: " +
+                           std::string(draft != nullptr ? "yes" : "no") + ", draft_tokens " +
+                           std::to_string(options.draft_tokens) + ")");
+  }
   for (const model::Transformer* m : {&model, draft}) {
     if (m == nullptr) continue;
     const config::ModelConfig& c = m->config();
@@ -177,8 +183,8 @@ bool Engine::admit(const Request& r, size_t index, std::vector<Sequence>& runnin
       return false;
     }
     s.draft_blocks = std::move(*draft_blocks);
-    s.history = r.prompt;
   }
+  if (speculating()) s.history = r.prompt;
   s.request = &r;
   s.index = index;
   s.blocks = std::move(*blocks);
@@ -249,11 +255,12 @@ int64_t document_start(const model::DocumentMask& mask, std::span<const int32_t>
 // reservation), write past the target's context, or feed the draft past its own. 0 for a
 // sequence still to be prefilled, and without a draft.
 int64_t Engine::draft_budget(const Sequence& s) const {
-  if (draft_ == nullptr || s.completion.tokens.empty()) return 0;
+  if (!speculating() || s.completion.tokens.empty()) return 0;
   const int64_t generated = static_cast<int64_t>(s.completion.tokens.size());
   const int64_t budget = std::min({options_.draft_tokens, s.request->max_tokens - generated - 1,
                                    model_.config().max_seq_len - 1 - s.position,
-                                   draft_->config().max_seq_len - s.position});
+                                   draft_ != nullptr ? draft_->config().max_seq_len - s.position
+                                                     : options_.draft_tokens});
   return std::max<int64_t>(budget, 0);
 }
 
@@ -307,6 +314,32 @@ Status Engine::propose(const std::vector<Sequence>& running, std::vector<Proposa
     }
   }
   return Status::OK();
+}
+
+// A model-free drafter's proposals (EngineOptions::drafter) for every decoding sequence, cut
+// to its budget and at the first token outside the vocabulary; for a sampled request each
+// proposal's q is the point mass at it.
+void Engine::propose_from_drafter(const std::vector<Sequence>& running,
+                                  std::vector<Proposal>& proposals) const {
+  const int64_t V = model_.config().vocab_size;
+  for (size_t i = 0; i < running.size(); ++i) {
+    const Sequence& s = running[i];
+    const int64_t budget = draft_budget(s);
+    if (budget == 0) continue;
+    std::vector<int32_t> tokens = options_.drafter->propose(*s.request, s.history, budget);
+    if (static_cast<int64_t>(tokens.size()) > budget) tokens.resize(static_cast<size_t>(budget));
+    const auto outside = std::find_if(tokens.begin(), tokens.end(),
+                                      [V](int32_t t) { return t < 0 || t >= V; });
+    tokens.erase(outside, tokens.end());
+    Proposal& p = proposals[i];
+    if (!greedy(s.request->sampling)) {
+      p.q.assign(tokens.size() * static_cast<size_t>(V), 0.0);
+      for (size_t j = 0; j < tokens.size(); ++j) {
+        p.q[j * static_cast<size_t>(V) + static_cast<size_t>(tokens[j])] = 1.0;
+      }
+    }
+    p.tokens = std::move(tokens);
+  }
 }
 
 // The tokens a round emits for s, from the target's rows (row j scores the token after fed
@@ -369,8 +402,9 @@ void Engine::record(Sequence& s, const std::vector<int32_t>& tokens, const float
   const int64_t fed_from = s.position;
   s.position += static_cast<int64_t>(final_tokens.size());
   s.feed.assign(1, tokens.back());
-  if (draft_ == nullptr) return;
+  if (!speculating()) return;
   s.history.insert(s.history.end(), tokens.begin(), tokens.end());
+  if (draft_ == nullptr) return;
   // The draft's cache got positions fed_from .. fed_from + k - 1 this round; those past the
   // accepted ones are stale.
   if (!proposal.tokens.empty()) {
@@ -395,6 +429,7 @@ Status Engine::check_logits(const Sequence& s, const float* rows, int64_t n, int
 Status Engine::step(std::vector<Sequence>& running, const Stopwatch& clock) {
   std::vector<Proposal> proposals(running.size());
   if (draft_ != nullptr) MS_RETURN_IF_ERROR(propose(running, proposals));
+  if (options_.drafter != nullptr) propose_from_drafter(running, proposals);
   std::vector<std::vector<int32_t>> inputs(running.size());  // feed, then the proposals
   std::vector<model::CachedChunk> chunks;
   for (size_t i = 0; i < running.size(); ++i) {

@@ -10,7 +10,9 @@
 // whole cache, or whose prompt does not fit the context, is refused with a reason while the
 // others are served.
 //
-// With a draft model (speculative decoding, infer/speculative.h) each step of a decoding
+// With a draft model or a model-free drafter (TokenDrafter below) the proposals are scored the
+// same way; a drafter costs no forward. With a draft model (speculative decoding,
+// infer/speculative.h) each step of a decoding
 // sequence is a round: the draft, over its own paged cache, proposes up to draft_tokens tokens
 // one forward at a time (batched over every decoding sequence), and the target scores the
 // sequence's last token and the proposals in the same single forward as the other sequences'
@@ -60,6 +62,19 @@ struct Completion {
   std::vector<std::vector<float>> logits;  // per generated token, when keep_logits
 };
 
+// Model-free drafting for speculative decoding: proposes the tokens a sequence is expected to
+// continue with from what the drafter has seen (the prompt itself, earlier completions of the
+// same prompt), without a forward of its own. A proposal is a point mass, so the acceptance rule
+// (speculative.h, with q one-hot at the proposed token) keeps a sampled request's tokens
+// distributed exactly as the model alone samples them, and a greedy request's tokens identical.
+class TokenDrafter {
+ public:
+  virtual ~TokenDrafter() = default;
+  // Up to k tokens to follow `history`: the request's prompt and every token generated so far.
+  virtual std::vector<int32_t> propose(const Request& request, std::span<const int32_t> history,
+                                       int64_t k) = 0;
+};
+
 struct EngineOptions {
   int64_t max_batch = 16;    // sequences in one step at most
   int64_t kv_blocks = 256;   // blocks in the KV cache
@@ -67,6 +82,9 @@ struct EngineOptions {
   bool stop_at_eos = true;   // the tokenizer's end-of-text token ends a sequence
   bool keep_logits = false;  // keep each step's logits in the completion (tests)
   int64_t draft_tokens = 4;  // k: tokens the draft model proposes per round (with a draft)
+  // Model-free proposals instead of a draft model (null: none); must outlive the engine.
+  // draft_tokens bounds each round's proposal as with a draft.
+  TokenDrafter* drafter = nullptr;
 };
 
 // How one step's chunks go through the model. The engine's own is forward_cached on this rank;
@@ -105,7 +123,8 @@ class Engine {
   // must `forward` when given (null: forward_cached here), and `draft` (null: no speculative
   // decoding; it may be `model` itself, and runs wholly on this rank whatever `forward` is).
   // InvalidArgument when an option is not positive, and with a draft: draft_tokens < 1 or a
-  // vocabulary size other than the target's.
+  // vocabulary size other than the target's; with options.drafter: a draft model too, or
+  // draft_tokens < 1.
   static Result<std::unique_ptr<Engine>> create(model::Transformer& model,
                                                 const data::Tokenizer* tokenizer,
                                                 const EngineOptions& options,
@@ -135,7 +154,10 @@ class Engine {
   Status check_logits(const Sequence& s, const float* rows, int64_t n, int64_t first,
                       std::string_view whose) const;
   int64_t draft_budget(const Sequence& s) const;
+  bool speculating() const { return draft_ != nullptr || options_.drafter != nullptr; }
   Status propose(const std::vector<Sequence>& running, std::vector<Proposal>& proposals);
+  void propose_from_drafter(const std::vector<Sequence>& running,
+                            std::vector<Proposal>& proposals) const;
   std::vector<int32_t> decide(const Sequence& s, const float* rows, const Proposal& proposal,
                               int64_t& accepted) const;
   void record(Sequence& s, const std::vector<int32_t>& tokens, const float* rows,

@@ -39,6 +39,9 @@ struct RlConfig {
   double temperature = 1.0;
   double top_p = 1.0;
   std::vector<std::string> stop;  // stop strings; the response keeps the token that made one
+  // Speculative rollouts (rollout_drafter.h): up to this many tokens drafted from earlier
+  // rollouts of the same prompt and the prompt itself, verified by the actor; 0: off.
+  int64_t speculative_tokens = 0;
   // algorithm
   Algorithm algorithm = Algorithm::kGrpo;
   LossAggregation loss_agg = LossAggregation::kSeqMeanTokenMean;

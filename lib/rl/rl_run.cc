@@ -72,6 +72,7 @@ std::string step_metrics_json(const StepMetrics& m) {
       {"grad_norm", m.grad_norm}, {"kept_groups", m.kept_groups},
       {"dropped_groups", m.dropped_groups}, {"rounds", m.rounds},
       {"response_tokens", m.response_tokens}, {"updates", m.updates},
+      {"tokens_per_forward", m.tokens_per_forward}, {"draft_acceptance", m.draft_acceptance},
       {"rollout_s", m.rollout_s}, {"update_s", m.update_s}};
   return j.dump();
 }
@@ -221,6 +222,8 @@ Result<StepMetrics> RlRun::step(int64_t step) {
   // Rollouts, with dynamic sampling's rounds when on; rounds[k] holds this rank's groups.
   std::vector<std::vector<RolloutGroup>> rounds;
   std::vector<double> generated(4, 0.0);  // sums of reward, correct, length; responses
+  // The engine's decode figures: tokens emitted, rounds, drafted and accepted tokens.
+  std::vector<double> decoding(4, 0.0);
   MS_ASSIGN_OR_RETURN(
       const FilledBatch batch,
       fill_batch(c.prompts_per_step, c.dynamic_sampling ? c.max_rounds : 1, c.dynamic_sampling,
@@ -233,6 +236,11 @@ Result<StepMetrics> RlRun::step(int64_t step) {
                    Result<std::vector<RolloutGroup>> groups = s_->rollouts->sample_groups(
                        std::span(prompts).subspan(first, share), seed, first);
                    MS_RETURN_IF_ERROR(comm::agree(dp, groups.status(), "generating rollouts"));
+                   const infer::EngineStats& engine = s_->rollouts->engine_stats();
+                   decoding[0] += static_cast<double>(engine.decode_generated);
+                   decoding[1] += static_cast<double>(engine.decode_rounds);
+                   decoding[2] += static_cast<double>(engine.draft_proposed);
+                   decoding[3] += static_cast<double>(engine.draft_accepted);
                    std::vector<double> local;
                    for (const RolloutGroup& g : *groups) {
                      for (const Rollout& x : g) {
@@ -258,6 +266,9 @@ Result<StepMetrics> RlRun::step(int64_t step) {
   // Every generated response counts in the reward and accuracy figures (what the policy does),
   // the kept ones in training.
   MS_RETURN_IF_ERROR(sum_over_ranks(dp, generated));
+  MS_RETURN_IF_ERROR(sum_over_ranks(dp, decoding));
+  if (decoding[1] > 0.0) m.tokens_per_forward = decoding[0] / decoding[1];
+  if (decoding[2] > 0.0) m.draft_acceptance = decoding[3] / decoding[2];
   m.mean_reward = generated[0] / generated[3];
   m.accuracy = generated[1] / generated[3];
   m.response_length = generated[2] / generated[3];
@@ -415,11 +426,12 @@ Result<StepMetrics> RlRun::run() {
     char line[320];
     std::snprintf(line, sizeof line,
                   "rl: step %lld reward %.3f acc %.3f len %.1f entropy %.3f clip %.3f kl %.4f "
-                  "groups %lld kept %lld dropped rollout %.2fs update %.2fs",
+                  "groups %lld kept %lld dropped tokens/forward %.2f rollout %.2fs update %.2fs",
                   static_cast<long long>(i), last.mean_reward, last.accuracy,
                   last.response_length, last.entropy, last.clip_fraction, last.policy_kl,
                   static_cast<long long>(last.kept_groups),
-                  static_cast<long long>(last.dropped_groups), last.rollout_s, last.update_s);
+                  static_cast<long long>(last.dropped_groups), last.tokens_per_forward,
+                  last.rollout_s, last.update_s);
     s_->log(line);
     if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) MS_RETURN_IF_ERROR(evaluate(i));
     if (c.checkpoint_every > 0 && i % c.checkpoint_every == 0 && i != c.steps) {

@@ -48,6 +48,11 @@ Result<std::unique_ptr<RolloutGenerator>> RolloutGenerator::create(
   const int64_t blocks_per_sequence =
       (longest + config.max_tokens + options.block_size - 1) / options.block_size;
   options.kv_blocks = options.max_batch * blocks_per_sequence;
+  if (config.speculative_tokens > 0) {
+    g->drafter_ = std::make_unique<RolloutDrafter>();
+    options.drafter = g->drafter_.get();
+    options.draft_tokens = config.speculative_tokens;
+  }
   MS_ASSIGN_OR_RETURN(g->engine_, infer::Engine::create(model, &tokenizer, options));
   return g;
 }
@@ -121,6 +126,9 @@ Result<std::vector<RolloutGroup>> RolloutGenerator::sample_groups(
     r.truncated = done[i].finish_reason == "length";
     examples[i] = &prompts_[r.prompt_index];
     r.correct = matches(r.text, examples[i]->answer);
+  }
+  if (drafter_) {
+    for (const Rollout& r : flat) drafter_->add(r.sample.prompt, r.sample.response);
   }
   MS_ASSIGN_OR_RETURN(const std::vector<double> scores, rewards(flat, examples));
   std::vector<RolloutGroup> groups(prompt_indices.size());

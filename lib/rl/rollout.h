@@ -2,7 +2,9 @@
 // batching over the paged KV cache) running on the actor's own model::Transformer, so every
 // generation sees the weights of the latest update without a copy (the hybrid engine), and
 // their rewards: the built-in checks (rewards.h) or a user reward program
-// (reward_program.h), plus DAPO's overlong penalty when configured.
+// (reward_program.h), plus DAPO's overlong penalty when configured. With
+// rollout.speculative_tokens the engine verifies drafts from earlier rollouts of the same
+// prompt (rollout_drafter.h), which every sample_groups call extends.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "rl/actor.h"
 #include "rl/prompt_dataset.h"
 #include "rl/rl_config.h"
+#include "rl/rollout_drafter.h"
 
 namespace ms::rl {
 
@@ -50,6 +53,7 @@ class RolloutGenerator {
   // exactly.
   Result<int64_t> greedy_correct(std::span<const PromptExample> examples);
 
+  // The engine's figures for the last sample_groups or greedy_correct call.
   const infer::EngineStats& engine_stats() const { return engine_->stats(); }
 
  private:
@@ -63,6 +67,7 @@ class RolloutGenerator {
   const RlConfig& config_;
   const std::vector<PromptExample>& prompts_;
   std::vector<std::vector<int32_t>> prompt_tokens_;
+  std::unique_ptr<RolloutDrafter> drafter_;  // with rollout.speculative_tokens > 0
   std::unique_ptr<infer::Engine> engine_;
 };
 

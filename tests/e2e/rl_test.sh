@@ -101,6 +101,34 @@ sed -i 's/seed: 3}/seed: 4}/; s/steps: 4,/steps: 6,/' "$work/split.yaml"
 if out=$("$BIN/ms-train" rl --config "$work/split.yaml" 2>&1); then fail "another seed should be refused"; fi
 grep -q "saved by a run with run.seed 3, this one has 4" <<<"$out" || { echo "$out"; fail "seed error"; }
 
+# Speculative rollouts: greedy rollouts (temperature 0) are the same with and without drafts
+# from earlier rollouts and the prompt, so every figure but the drafting ones and the timings
+# agrees. Two training prompts, so that from step 2 on every prompt has earlier rollouts to
+# draft from: the drafts are used (more than one token per actor forward).
+head -2 "$work/prompts/arithmetic_prompts_train.jsonl" > "$work/two_prompts.jsonl"
+for spec in 0 3; do
+  config "greedy$spec" "{name: grpo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+  sed -i "s/temperature: 1.0,/temperature: 0.0, speculative_tokens: $spec,/;
+          s|train: $work/prompts/arithmetic_prompts_train.jsonl|train: $work/two_prompts.jsonl|" \
+    "$work/greedy$spec.yaml"
+  "$BIN/ms-train" rl --config "$work/greedy$spec.yaml" > "$work/greedy$spec.log" 2>&1 ||
+    { cat "$work/greedy$spec.log"; fail "greedy run, speculative_tokens $spec"; }
+done
+python3 - "$work/greedy0" "$work/greedy3" <<'PY' || fail "speculative greedy rollouts differ"
+import json, sys
+def rows(d, f):
+    return [json.loads(l) for l in open(f"{d}/{f}")]
+plain, spec = rows(sys.argv[1], "rl_steps.jsonl"), rows(sys.argv[2], "rl_steps.jsonl")
+assert len(plain) == len(spec) == 3
+for a, b in zip(plain, spec):
+    for k in a:
+        if k not in ("rollout_s", "update_s", "tokens_per_forward", "draft_acceptance"):
+            assert a[k] == b[k], (k, a, b)
+    assert a["tokens_per_forward"] == 1 and a["draft_acceptance"] == 0, a
+assert spec[-1]["tokens_per_forward"] > 1.5 and spec[-1]["draft_acceptance"] > 0.5, spec[-1]
+assert rows(sys.argv[1], "rl_eval.jsonl") == rows(sys.argv[2], "rl_eval.jsonl")
+PY
+
 # DAPO drops groups whose rewards are all equal: a random model never answers, so every group
 # scores 0 and dynamic sampling gives up at its bound.
 config dapo "{name: dapo, max_rounds: 2}" "{builtin: exact_number}"

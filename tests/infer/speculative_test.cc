@@ -7,12 +7,15 @@
 // exact marginal, and against the target alone one position further); drafts verified through
 // a StepForward (the disaggregated engine's seam); the refusals; and both
 // KV caches get every block back once the requests are done, however many proposals were
-// rolled back.
+// rolled back. The same guarantees for a model-free drafter (EngineOptions::drafter), whose
+// proposals are point masses: greedy output unchanged, sampled tokens on the target's
+// distribution.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
 
 #include "core/philox.h"
 #include "infer/engine.h"
@@ -513,6 +516,103 @@ TEST(Speculation, RefusesWhatItCannotServe) {
   e = Engine::create(*target, nullptr, zero, nullptr, target.get());
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("--draft-tokens (0) must be at least 1"), std::string::npos);
+}
+
+// A model-free drafter (EngineOptions::drafter) reading its proposals from a script: the
+// tokens a request is expected to generate (by id, else `shared`), from the position it has
+// reached.
+class ScriptDrafter : public TokenDrafter {
+ public:
+  std::map<std::string, std::vector<int32_t>> by_id;
+  std::vector<int32_t> shared;
+  int64_t calls = 0;
+  std::vector<int32_t> propose(const Request& r, std::span<const int32_t> history,
+                               int64_t k) override {
+    ++calls;
+    const auto found = by_id.find(r.id);
+    const std::vector<int32_t>& script = found != by_id.end() ? found->second : shared;
+    std::vector<int32_t> out;
+    for (size_t j = history.size() - r.prompt.size();
+         j < script.size() && static_cast<int64_t>(out.size()) < k; ++j) {
+      out.push_back(script[j]);
+    }
+    return out;
+  }
+};
+
+// Greedy requests with the target's own continuation as the script, every third token
+// corrupted: the output is the target's alone, most proposals are kept, the corrupted ones are
+// rolled back, and no forward is spent on drafting.
+TEST(Speculation, AModelFreeDrafterKeepsGreedyOutputTheTargets) {
+  auto target = make_model(testing::tiny_dense(), 1234);
+  const int64_t V = target->config().vocab_size;
+  const std::vector<Request> reqs = mixed_requests(V);
+  const Served alone = run(*target, nullptr, reqs, batch_of(3, 3));
+  ScriptDrafter drafter;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    std::vector<int32_t> script = alone.out[i].tokens;
+    for (size_t j = 2; j < script.size(); j += 3) script[j] = (script[j] + 1) % static_cast<int32_t>(V);
+    drafter.by_id[reqs[i].id] = script;
+  }
+  EngineOptions options = batch_of(3, 3);
+  options.drafter = &drafter;
+  const Served spec = run(*target, nullptr, reqs, options);
+  for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(spec.out[i].tokens, alone.out[i].tokens);
+  EXPECT_GT(drafter.calls, 0);
+  EXPECT_EQ(spec.stats.draft_passes, 0);
+  EXPECT_GT(spec.stats.acceptance_rate(), 0.3);
+  EXPECT_LT(spec.stats.acceptance_rate(), 1.0);
+  EXPECT_EQ(spec.stats.decode_generated, spec.stats.decode_rounds + spec.stats.draft_accepted);
+  EXPECT_GT(spec.stats.tokens_per_round(), 1.3);
+  EXPECT_LT(spec.stats.steps, alone.stats.steps);
+  EXPECT_EQ(spec.free_blocks, 64);
+}
+
+// Sampled requests: the second token (the first the rule decides) must follow the target's
+// exact marginal, as with a draft model, although every proposal is a point mass (the target's
+// greedy continuation), so a rejection resamples from p with the proposed token removed.
+TEST(Speculation, AModelFreeDrafterKeepsSampledTokensOnTheTargetsDistribution) {
+  auto target = make_model(testing::tiny_dense(), 1234);
+  const int64_t V = target->config().vocab_size, n = 4000;
+  const SamplingParams sampling{0.05, 0, 1.0, 0};
+  const std::vector<Request> reqs = sampled_requests(V, n, 3, sampling);
+  const std::vector<int32_t>& prompt = reqs[0].prompt;
+  std::vector<double> marginal(static_cast<size_t>(V), 0.0);
+  Result<Tensor> first = target->forward_logits(prompt.data(), 1, 5);
+  ASSERT_TRUE(first.ok());
+  const std::vector<double> p0 = token_distribution(first->data<float>() + 4 * V, V, sampling);
+  for (int32_t x = 0; x < V; ++x) {
+    if (p0[x] < 1e-12) continue;
+    std::vector<int32_t> seq = prompt;
+    seq.push_back(x);
+    Result<Tensor> next = target->forward_logits(seq.data(), 1, 6);
+    ASSERT_TRUE(next.ok());
+    const std::vector<double> p1 = token_distribution(next->data<float>() + 5 * V, V, sampling);
+    for (int64_t y = 0; y < V; ++y) marginal[y] += p0[x] * p1[y];
+  }
+  Request greedy_request = reqs[0];
+  greedy_request.sampling = {};
+  ScriptDrafter drafter;
+  drafter.shared = run(*target, nullptr, {greedy_request}, batch_of(1, 3)).out[0].tokens;
+  EngineOptions options = batch_of(16, 3);
+  options.drafter = &drafter;
+  const Served spec = run(*target, nullptr, reqs, options);
+  EXPECT_GT(spec.stats.acceptance_rate(), 0.02);  // the rule is exercised both ways
+  EXPECT_LT(spec.stats.acceptance_rate(), 0.98);
+  const auto [stat, df] = chi_square(histogram_at(spec.out, 1, V), marginal, n);
+  EXPECT_GT(df, 3);
+  EXPECT_LT(stat, chi_square_bound(df)) << "chi-square " << stat << " over " << df << " dof";
+}
+
+TEST(Speculation, ADrafterAndADraftModelAreRefusedTogether) {
+  auto target = make_model(testing::tiny_dense(), 1234);
+  ScriptDrafter drafter;
+  EngineOptions options;
+  options.drafter = &drafter;
+  Result<std::unique_ptr<Engine>> e =
+      Engine::create(*target, nullptr, options, nullptr, target.get());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("takes the place of a draft model"), std::string::npos);
 }
 
 }  // namespace
