@@ -113,16 +113,16 @@ Status RlRun::State::restore_optimizer_and_position() {
                              "none, or another run.dir, starts a new one)");
     }
     std::vector<size_t> saved_order = rl.at("order").get<std::vector<size_t>>();
-    if (saved_order.size() != order.size()) {
+    if (saved_order.size() != stream.order.size()) {
       return InvalidArgument(resume_dir + " was saved with " + std::to_string(saved_order.size()) +
                              " training prompts, prompts.train now holds " +
-                             std::to_string(order.size()));
+                             std::to_string(stream.order.size()));
     }
-    order = std::move(saved_order);
-    cursor = rl.at("cursor").get<size_t>();
+    stream.order = std::move(saved_order);
+    stream.cursor = rl.at("cursor").get<size_t>();
     std::istringstream rng(rl.at("shuffle_rng").get<std::string>());
-    rng >> shuffle_rng;
-    if (!rng || cursor > order.size()) {
+    rng >> stream.rng;
+    if (!rng || stream.cursor > stream.order.size()) {
       return Corruption(resume_dir + "/manifest.json: state.rl holds no valid prompt position");
     }
   } catch (const nlohmann::json::exception& e) {
@@ -157,7 +157,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
     }
   }
   std::ostringstream rng;
-  rng << shuffle_rng;
+  rng << stream.rng;
   ckpt::SaveRequest request;
   request.checkpoints_dir = config.run_dir + "/checkpoints";
   request.step = step;
@@ -166,8 +166,8 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   request.state = {{"step", step},
                    {"optimizer_updates", moments.updates()},
                    {"rl", {{"seed", config.seed},
-                           {"cursor", cursor},
-                           {"order", order},
+                           {"cursor", stream.cursor},
+                           {"order", stream.order},
                            {"shuffle_rng", rng.str()}}}};
   request.tokenizer_path = tokenizer_path;
   request.async = false;

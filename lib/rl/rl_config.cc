@@ -81,7 +81,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"top_p", [&](auto& n, auto& k) { return read_scalar(n, k, c.top_p); }},
         {"stop", [&](auto& n, auto& k) { return read_scalar(n, k, c.stop); }},
         {"speculative_tokens",
-         [&](auto& n, auto& k) { return read_scalar(n, k, c.speculative_tokens); }}}},
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.speculative_tokens); }},
+        {"async_staleness",
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.async_staleness); }}}},
       {"algorithm",
        {{"name", [&](auto&, auto&) { return Status::OK(); }},
         {"loss_agg", [&](auto& n, auto& k) { return read_scalar(n, k, loss_agg); }},
@@ -167,6 +169,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   }
   if (c.temperature < 0.0) return bad("rollout.temperature must be >= 0");
   if (c.speculative_tokens < 0) return bad("rollout.speculative_tokens must be >= 0 (0: off)");
+  if (c.async_staleness < -1) {
+    return bad("rollout.async_staleness must be >= 0, or -1 for synchronous rollouts");
+  }
   if (!(c.top_p > 0.0 && c.top_p <= 1.0)) return bad("rollout.top_p must be in (0, 1]");
   if (c.overlong_cache_len < 0) c.overlong_cache_len = std::max<int64_t>(1, c.max_tokens / 4);
   if (c.overlong_cache_len > c.max_tokens) {

@@ -42,6 +42,9 @@ struct RlConfig {
   // Speculative rollouts (rollout_drafter.h): up to this many tokens drafted from earlier
   // rollouts of the same prompt and the prompt itself, verified by the actor; 0: off.
   int64_t speculative_tokens = 0;
+  // Asynchronous rollouts (async_rollouts.h): generation in its own thread on weights at most
+  // this many steps older than the previous step's; -1: synchronous (the hybrid engine).
+  int64_t async_staleness = -1;
   // algorithm
   Algorithm algorithm = Algorithm::kGrpo;
   LossAggregation loss_agg = LossAggregation::kSeqMeanTokenMean;

@@ -20,8 +20,10 @@
 #include "rl/losses.h"
 #include "rl/rl_state.h"
 #include "rl/rollout.h"
+#include "rl/step_rollouts.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
+#include "train/rank_sum.h"
 #include "train/run_dir.h"
 
 namespace ms::rl {
@@ -33,32 +35,6 @@ std::string hostname() {
   char name[256] = {};
   ::gethostname(name, sizeof name - 1);
   return name;
-}
-
-// Every rank's `local` values, rank 0's first. The communicator has no f64 type, so the doubles
-// travel as 64-bit words (allgather copies them unchanged).
-Result<std::vector<double>> gather_over_ranks(comm::Communicator& dp, std::span<const double> local) {
-  static_assert(sizeof(double) == sizeof(int64_t));
-  std::vector<double> all(local.size() * static_cast<size_t>(dp.size()));
-  if (dp.size() == 1) {
-    std::copy(local.begin(), local.end(), all.begin());
-    return all;
-  }
-  MS_RETURN_IF_ERROR(dp.allgather(local.data(), all.data(), local.size(), DType::kI64));
-  return all;
-}
-
-// `values` summed element-wise over the ranks, added in rank order so every rank holds the
-// same bits.
-Status sum_over_ranks(comm::Communicator& dp, std::vector<double>& values) {
-  if (dp.size() == 1) return Status::OK();
-  MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, values));
-  for (size_t i = 0; i < values.size(); ++i) {
-    double sum = 0.0;
-    for (size_t r = 0; r < static_cast<size_t>(dp.size()); ++r) sum += all[r * values.size() + i];
-    values[i] = sum;
-  }
-  return Status::OK();
 }
 
 }  // namespace
@@ -73,6 +49,7 @@ std::string step_metrics_json(const StepMetrics& m) {
       {"dropped_groups", m.dropped_groups}, {"rounds", m.rounds},
       {"response_tokens", m.response_tokens}, {"updates", m.updates},
       {"tokens_per_forward", m.tokens_per_forward}, {"draft_acceptance", m.draft_acceptance},
+      {"weight_version", m.weight_version},
       {"rollout_s", m.rollout_s}, {"update_s", m.update_s}};
   return j.dump();
 }
@@ -120,6 +97,13 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   // After the optimizer adopted the parameters (their values now live in its flat buffer), so
   // the engine reads exactly what each update writes.
   local = s->open_outputs(dp);
+  if (local.ok() && config.async_staleness >= 0) {
+    Result<std::unique_ptr<AsyncRollouts>> async =
+        AsyncRollouts::start(config, dp, *s->reference.tokenizer, s->prompts, *s->actor,
+                             s->stream, s->start_step, s->pad);
+    if (async.ok()) s->async = std::move(*async);
+    local = async.status();
+  }
   MS_RETURN_IF_ERROR(comm::agree(dp, local, "starting the rollout engine and the run's files"));
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
          std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
@@ -161,10 +145,7 @@ Status RlRun::State::load(comm::Communicator& group) {
   if (config.kl_coef == 0.0) reference.model.reset();  // no reference model needed
   MS_RETURN_IF_ERROR(find_and_load_weights());  // a resumed run's actor replaces the loaded one
   pad = reference.tokenizer->eos_id();
-  order.resize(prompts.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  shuffle_rng.seed(config.seed);
-  std::shuffle(order.begin(), order.end(), shuffle_rng);
+  stream = PromptStream::shuffled(prompts.size(), config.seed);
   return Status::OK();
 }
 
@@ -191,7 +172,7 @@ Status RlRun::evaluate(int64_t step) {
   Result<int64_t> correct = s_->rollouts->greedy_correct(s_->eval_share);
   MS_RETURN_IF_ERROR(comm::agree(dp, correct.status(), "the held-out evaluation"));
   std::vector<double> count = {static_cast<double>(*correct)};
-  MS_RETURN_IF_ERROR(sum_over_ranks(dp, count));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, count));
   const double accuracy = count[0] / static_cast<double>(s_->eval_prompts.size());
   if (dp.rank() != 0) return Status::OK();
   nlohmann::ordered_json j = {{"step", step}, {"heldout_accuracy", accuracy},
@@ -203,117 +184,50 @@ Status RlRun::evaluate(int64_t step) {
   return Status::OK();
 }
 
-// Data parallelism: every rank draws the same prompts for a round (the prompt order is seeded
-// by run.seed) and generates the groups at its share of the round's positions, seeded by
-// position, so the rollouts are those one rank would generate for the whole round. The rewards
-// are gathered, so every rank runs the same dynamic-sampling decision over the whole round and
-// keeps the same groups; each trains the kept groups it generated. The loss weights carry the
-// global token and response counts of each mini-batch (aggregation.h), so after the
-// optimizer's gradient average every update equals one rank's on the whole mini-batch.
 Result<StepMetrics> RlRun::step(int64_t step) {
+  StepRollouts rollouts;
+  if (s_->async) {
+    MS_ASSIGN_OR_RETURN(rollouts, s_->async->take(step));
+  } else {
+    RolloutSide side{s_->config, *s_->dp, *s_->rollouts, *s_->actor, s_->stream, s_->pad};
+    MS_ASSIGN_OR_RETURN(rollouts, generate_step_rollouts(side, step, step - 1));
+  }
+  MS_ASSIGN_OR_RETURN(StepMetrics m, update(rollouts));
+  s_->stream = std::move(rollouts.stream_after);  // what a checkpoint after this step resumes
+  if (s_->async) s_->async->publish(step);
+  return m;
+}
+
+// The update half of a step: advantages, then for each epoch and mini-batch of whole groups the
+// current policy's log-probs, the loss against the behavior policy's, and one optimizer step.
+// The loss weights carry the global token and response counts of each mini-batch
+// (aggregation.h), so after the optimizer's gradient average every update equals one rank's on
+// the whole mini-batch.
+Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   const RlConfig& c = s_->config;
   comm::Communicator& dp = *s_->dp;
   const size_t G = static_cast<size_t>(c.group_size);
-  const size_t share = static_cast<size_t>(c.prompts_per_step / dp.size());
-  const size_t first = share * static_cast<size_t>(dp.rank());
-  StepMetrics m;
-  m.step = step;
-  Stopwatch rollout_clock;
-  // Rollouts, with dynamic sampling's rounds when on; rounds[k] holds this rank's groups.
-  std::vector<std::vector<RolloutGroup>> rounds;
-  std::vector<double> generated(4, 0.0);  // sums of reward, correct, length; responses
-  // The engine's decode figures: tokens emitted, rounds, drafted and accepted tokens.
-  std::vector<double> decoding(4, 0.0);
-  MS_ASSIGN_OR_RETURN(
-      const FilledBatch batch,
-      fill_batch(c.prompts_per_step, c.dynamic_sampling ? c.max_rounds : 1, c.dynamic_sampling,
-                 "algorithm.max_rounds",
-                 [&](int64_t round) -> Result<std::vector<std::vector<double>>> {
-                   const std::vector<size_t> prompts = s_->next_prompts(c.prompts_per_step);
-                   const uint64_t seed = c.seed * 0x9e3779b97f4a7c15ULL +
-                                         static_cast<uint64_t>(step) * 1000 +
-                                         static_cast<uint64_t>(round);
-                   Result<std::vector<RolloutGroup>> groups = s_->rollouts->sample_groups(
-                       std::span(prompts).subspan(first, share), seed, first);
-                   MS_RETURN_IF_ERROR(comm::agree(dp, groups.status(), "generating rollouts"));
-                   const infer::EngineStats& engine = s_->rollouts->engine_stats();
-                   decoding[0] += static_cast<double>(engine.decode_generated);
-                   decoding[1] += static_cast<double>(engine.decode_rounds);
-                   decoding[2] += static_cast<double>(engine.draft_proposed);
-                   decoding[3] += static_cast<double>(engine.draft_accepted);
-                   std::vector<double> local;
-                   for (const RolloutGroup& g : *groups) {
-                     for (const Rollout& x : g) {
-                       local.push_back(x.reward);
-                       generated[0] += x.reward;
-                       generated[1] += x.correct;
-                       generated[2] += static_cast<double>(x.sample.response.size());
-                       generated[3] += 1.0;
-                     }
-                   }
-                   rounds.push_back(std::move(*groups));
-                   MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, local));
-                   std::vector<std::vector<double>> rewards(all.size() / G);
-                   for (size_t i = 0; i < rewards.size(); ++i) {
-                     rewards[i].assign(all.begin() + static_cast<ptrdiff_t>(i * G),
-                                       all.begin() + static_cast<ptrdiff_t>((i + 1) * G));
-                   }
-                   return rewards;
-                 }));
-  m.kept_groups = static_cast<int64_t>(batch.kept.size());
-  m.dropped_groups = batch.dropped;
-  m.rounds = batch.rounds;
-  // Every generated response counts in the reward and accuracy figures (what the policy does),
-  // the kept ones in training.
-  MS_RETURN_IF_ERROR(sum_over_ranks(dp, generated));
-  MS_RETURN_IF_ERROR(sum_over_ranks(dp, decoding));
-  if (decoding[1] > 0.0) m.tokens_per_forward = decoding[0] / decoding[1];
-  if (decoding[2] > 0.0) m.draft_acceptance = decoding[3] / decoding[2];
-  m.mean_reward = generated[0] / generated[3];
-  m.accuracy = generated[1] / generated[3];
-  m.response_length = generated[2] / generated[3];
-  // This rank's kept groups in the batch's order; before[k]: how many of them precede the
-  // batch's k-th kept group, so a mini-batch of kept groups [g0, g1) is this rank's
-  // [before[g0], before[g1]).
-  std::vector<const Rollout*> kept;
+  StepMetrics m = r.metrics;
+  m.weight_version = r.weight_version;
+  const std::vector<const Rollout*>& kept = r.kept;
+  const std::vector<size_t>& before = r.before;
+  const PolicyEval& old_policy = r.behavior;
   std::vector<double> scores;
-  std::vector<size_t> before(batch.kept.size() + 1, 0);
-  for (size_t k = 0; k < batch.kept.size(); ++k) {
-    const GroupRef& ref = batch.kept[k];
-    const size_t index = static_cast<size_t>(ref.index);
-    const bool mine = index >= first && index < first + share;
-    before[k + 1] = before[k] + (mine ? 1 : 0);
-    if (!mine) continue;
-    for (const Rollout& r : rounds[static_cast<size_t>(ref.round)][index - first]) {
-      kept.push_back(&r);
-      scores.push_back(r.reward);
-    }
-  }
+  for (const Rollout* x : kept) scores.push_back(x->reward);
   MS_ASSIGN_OR_RETURN(const std::vector<double> advantages,
                       group_normalized_advantages(scores, c.group_size, {c.epsilon, true}));
   std::vector<const Sample*> samples;
-  for (const Rollout* r : kept) samples.push_back(&r->sample);
-  PolicyEval old_policy, reference;
-  Status local = [&]() -> Status {
-    MS_ASSIGN_OR_RETURN(old_policy, evaluate_policy(*s_->actor, samples, kMicroBatch, s_->pad));
-    if (c.kl_coef > 0.0) {
-      MS_ASSIGN_OR_RETURN(reference,
-                          evaluate_policy(*s_->reference.model, samples, kMicroBatch, s_->pad));
-    }
-    return Status::OK();
-  }();
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the rollout policy's log-probs"));
-  m.rollout_s = rollout_clock.elapsed_s();
-  std::vector<double> entropy = {
-      std::accumulate(old_policy.entropy.begin(), old_policy.entropy.end(), 0.0),
-      static_cast<double>(old_policy.entropy.size())};
-  MS_RETURN_IF_ERROR(sum_over_ranks(dp, entropy));
-  if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
-  m.response_tokens = static_cast<int64_t>(entropy[1]);
+  for (const Rollout* x : kept) samples.push_back(&x->sample);
+  PolicyEval reference;
+  if (c.kl_coef > 0.0) {
+    Result<PolicyEval> ref = evaluate_policy(*s_->reference.model, samples, kMicroBatch, s_->pad);
+    MS_RETURN_IF_ERROR(comm::agree(dp, ref.status(), "the reference model's log-probs"));
+    reference = std::move(*ref);
+  }
 
   // Updates: mini-batches of whole groups.
   Stopwatch update_clock;
-  const size_t groups = batch.kept.size();
+  const size_t groups = r.batch.kept.size();
   std::vector<size_t> token_offset(kept.size() + 1, 0);
   for (size_t i = 0; i < kept.size(); ++i) {
     token_offset[i + 1] = token_offset[i] + kept[i]->sample.response.size();
@@ -332,14 +246,14 @@ Result<StepMetrics> RlRun::step(int64_t step) {
         counts[0] += static_cast<double>(x->response.size());
         counts[1] += x->response.empty() ? 0.0 : 1.0;
       }
-      MS_RETURN_IF_ERROR(sum_over_ranks(dp, counts));
+      MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, counts));
       const AggregationScope scope{c.loss_agg, static_cast<int64_t>(counts[0]),
                                    static_cast<int64_t>(counts[1]),
                                    static_cast<double>(c.max_tokens), dp.size()};
       // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
       std::vector<double> sums(5, 0.0);
       s_->optimizer->begin_step();
-      local = [&]() -> Status {
+      const Status local = [&]() -> Status {
         MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
         MS_ASSIGN_OR_RETURN(const PolicyEval current,
                             evaluate_policy(*s_->actor, mb_samples, kMicroBatch, s_->pad));
@@ -372,7 +286,7 @@ Result<StepMetrics> RlRun::step(int64_t step) {
                               ? c.optimizer.grad_clip / (norm + 1e-6)
                               : 1.0;
       MS_RETURN_IF_ERROR(s_->optimizer->apply(c.optimizer.lr, clip));
-      MS_RETURN_IF_ERROR(sum_over_ranks(dp, sums));
+      MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
       // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
       m.loss += sums[0] / static_cast<double>(dp.size());
       if (counts[0] > 0.0) {

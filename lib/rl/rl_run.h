@@ -21,6 +21,8 @@
 
 namespace ms::rl {
 
+struct StepRollouts;
+
 struct StepMetrics {
   int64_t step = 0;
   double mean_reward = 0, accuracy = 0, response_length = 0, entropy = 0;
@@ -30,6 +32,9 @@ struct StepMetrics {
   // Generation: tokens each rollout gained per actor forward after its prefill (1 without
   // speculative rollouts), and the share of drafted tokens the actor accepted.
   double tokens_per_forward = 0, draft_acceptance = 0;
+  // The weights the rollouts came from: those after this many steps (step - 1 when
+  // synchronous; older with asynchronous rollouts).
+  int64_t weight_version = 0;
   double rollout_s = 0, update_s = 0;
 };
 
@@ -55,6 +60,7 @@ class RlRun {
   struct State;
   explicit RlRun(std::unique_ptr<State> state);
   Result<StepMetrics> step(int64_t step);
+  Result<StepMetrics> update(const StepRollouts& rollouts);
   Status evaluate(int64_t step);
   std::unique_ptr<State> s_;
 };

@@ -19,7 +19,9 @@
 #include "rl/prompt_dataset.h"
 #include "rl/rl_config.h"
 #include "rl/rl_run.h"
+#include "rl/async_rollouts.h"
 #include "rl/rollout.h"
+#include "rl/step_rollouts.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
 
@@ -38,9 +40,10 @@ struct RlRun::State {
   std::unique_ptr<RolloutGenerator> rollouts;
   std::unique_ptr<telemetry::TelemetryWriter> telemetry;
   std::ofstream steps_file, eval_file;
-  std::vector<size_t> order;  // shuffled prompt order
-  size_t cursor = 0;
-  std::mt19937_64 shuffle_rng;
+  // The prompt stream as of the last trained step (what a checkpoint saves); the synchronous
+  // loop draws from it directly.
+  PromptStream stream;
+  std::unique_ptr<AsyncRollouts> async;  // with rollout.async_staleness >= 0
   int32_t pad = 0;
   // Checkpoints (rl_checkpoint.cc): the actor's trainable parameters in the optimizer's order,
   // what a save writes beside the tensors, and the checkpoint a resumed run started from.
@@ -62,18 +65,6 @@ struct RlRun::State {
   Status trim_run_files() const;
   // Saves the actor, the moments and the position after `step`; collective.
   Status save_checkpoint(int64_t step);
-
-  std::vector<size_t> next_prompts(int64_t n) {
-    std::vector<size_t> out;
-    for (int64_t i = 0; i < n; ++i) {
-      if (cursor == order.size()) {
-        std::shuffle(order.begin(), order.end(), shuffle_rng);
-        cursor = 0;
-      }
-      out.push_back(order[cursor++]);
-    }
-    return out;
-  }
 };
 
 

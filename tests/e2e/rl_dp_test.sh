@@ -4,7 +4,7 @@
 # round, whichever rank generates them), keep and drop the same groups under dynamic sampling,
 # and take the same updates, so rl_steps.jsonl and rl_eval.jsonl agree: counts and rewards
 # exactly, losses, gradient norms, entropies, clip fractions and KLs to 1e-5 relative. Also a
-# prompts_per_step that the ranks cannot share is refused by name.
+# prompts_per_step that the ranks cannot share, and asynchronous rollouts, are refused by name.
 # Usage: rl_dp_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model>
 set -euo pipefail
 MPIRUN=$1
@@ -92,4 +92,13 @@ if timeout -k 5 120 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config 
 fi
 grep -q "rollout.prompts_per_step (3) must be a multiple of the data-parallel ranks (2)" "$work/odd.log" ||
   { cat "$work/odd.log"; fail "the refusal does not name the key"; }
+# Asynchronous rollouts are one rank's for now: refused by name on two.
+config "$work/async.yaml" "$work/async" "{name: grpo}" "$work/vowels.py"
+sed -i "s/temperature: 1.0}/temperature: 1.0, async_staleness: 1}/" "$work/async.yaml"
+if timeout -k 5 120 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config "$work/async.yaml" \
+  > "$work/async.log" 2>&1 < /dev/null; then
+  fail "asynchronous rollouts on 2 ranks should be refused"
+fi
+grep -q "rollout.async_staleness runs on one rank for now, got 2" "$work/async.log" ||
+  { cat "$work/async.log"; fail "the async refusal does not name the key"; }
 echo "rl dp e2e: ok"

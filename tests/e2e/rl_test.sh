@@ -129,6 +129,32 @@ assert spec[-1]["tokens_per_forward"] > 1.5 and spec[-1]["draft_acceptance"] > 0
 assert rows(sys.argv[1], "rl_eval.jsonl") == rows(sys.argv[2], "rl_eval.jsonl")
 PY
 
+# Asynchronous rollouts: with staleness 0 the rollout thread waits for the previous step's
+# weights, so the run equals the synchronous one bit for bit (the grpo run above: every figure
+# but the timings); with staleness 1 step i's rollouts come from the weights after step i - 2.
+for k in 0 1; do
+  config "async$k" "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+  sed -i "s/temperature: 1.0,/temperature: 1.0, async_staleness: $k,/" "$work/async$k.yaml"
+  "$BIN/ms-train" rl --config "$work/async$k.yaml" > "$work/async$k.log" 2>&1 ||
+    { cat "$work/async$k.log"; fail "async run, staleness $k"; }
+done
+python3 - "$work/grpo" "$work/async0" "$work/async1" <<'PY' || fail "asynchronous rollouts"
+import json, sys
+def rows(d, f):
+    return [json.loads(l) for l in open(f"{d}/{f}")]
+sync, async0, async1 = (rows(d, "rl_steps.jsonl") for d in sys.argv[1:4])
+for a, b in zip(sync, async0):
+    for k in a:
+        if k not in ("rollout_s", "update_s"):
+            assert a[k] == b[k], (k, a, b)
+assert [r["weight_version"] for r in sync] == [0, 1, 2], sync
+assert [r["weight_version"] for r in async1] == [0, 0, 1], async1
+assert sync[0] == {**async1[0], "rollout_s": sync[0]["rollout_s"], "update_s": sync[0]["update_s"]}
+assert async1[1]["mean_reward"] != sync[1]["mean_reward"] or async1[1]["loss"] != sync[1]["loss"]
+assert all(r["updates"] == 4 and r["grad_norm"] > 0 for r in async1), async1
+assert rows(sys.argv[1], "rl_eval.jsonl") == rows(sys.argv[2], "rl_eval.jsonl")
+PY
+
 # DAPO drops groups whose rewards are all equal: a random model never answers, so every group
 # scores 0 and dynamic sampling gives up at its bound.
 config dapo "{name: dapo, max_rounds: 2}" "{builtin: exact_number}"

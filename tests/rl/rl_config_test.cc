@@ -75,6 +75,10 @@ TEST(RlConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of(kBase + "checkpoint: {keep: -2}\n").find("checkpoint.keep"),
             std::string::npos);
+  EXPECT_NE(error_of(kBase + "rollout: {speculative_tokens: -1}\n").find("rollout.speculative_tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of(kBase + "rollout: {async_staleness: -2}\n").find("rollout.async_staleness"),
+            std::string::npos);
 }
 
 TEST(RlConfig, CheckpointKeys) {

@@ -1,0 +1,81 @@
+// Asynchronous rollouts (issue 46; Laminar's decoupling of rollout from training): a rollout
+// thread generates the rollouts of step i on its own copy of the actor, holding the weights
+// after step max(start, i - 1 - k), while the trainer updates; it takes a new version between
+// batches only, so a batch never mixes versions, and each batch records its version. k is the
+// staleness bound (rollout.async_staleness). k = 0 waits for the previous step's weights, so
+// it generates exactly what the synchronous loop does; k > 0 lets generation run up to k steps
+// ahead of training. The behavior policy's log-probs come from the generating copy, so the
+// clipped ratio is taken against the weights that really produced each response.
+//
+// One data-parallel rank only: with one rank the generation side makes no communicator call
+// (agree and the rank sums return at once), so the rollout thread can run it beside the
+// trainer's thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "data/tokenizer.h"
+#include "model/transformer.h"
+#include "rl/prompt_dataset.h"
+#include "rl/rl_config.h"
+#include "rl/rollout.h"
+#include "rl/step_rollouts.h"
+
+namespace ms::rl {
+
+class AsyncRollouts {
+ public:
+  // Starts the rollout thread for steps start_step + 1 .. config.steps, with the actor's
+  // current weights as version start_step and `stream` as the prompt position. Everything
+  // passed by reference must outlive this object; `dp` must have one rank.
+  static Result<std::unique_ptr<AsyncRollouts>> start(
+      const RlConfig& config, comm::Communicator& dp, const data::Tokenizer& tokenizer,
+      const std::vector<PromptExample>& prompts, model::Transformer& actor, PromptStream stream,
+      int64_t start_step, int32_t pad);
+  // Stops the rollout thread after its current batch and joins it.
+  ~AsyncRollouts();
+  AsyncRollouts(const AsyncRollouts&) = delete;
+  AsyncRollouts& operator=(const AsyncRollouts&) = delete;
+
+  // The rollouts of `step`, waiting for the thread to finish them; the thread's error once it
+  // failed (it then stops).
+  Result<StepRollouts> take(int64_t step);
+  // Hands the actor's weights after `step` to the rollout thread (a copy: the trainer goes on
+  // updating its own).
+  void publish(int64_t step);
+
+ private:
+  AsyncRollouts(const RlConfig& config, comm::Communicator& dp, model::Transformer& actor,
+                PromptStream stream, int64_t start_step, int32_t pad);
+  void run();
+  // The version step's rollouts are generated with.
+  int64_t version_for(int64_t step) const;
+
+  const RlConfig& config_;
+  comm::Communicator& dp_;
+  model::Transformer& actor_;
+  std::unique_ptr<model::Transformer> copy_;  // the rollout thread's model
+  std::unique_ptr<RolloutGenerator> generator_;
+  PromptStream stream_;
+  int64_t start_step_;
+  int32_t pad_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int64_t, std::vector<std::vector<float>>> versions_;  // published weights by step
+  std::deque<StepRollouts> ready_;
+  Status failed_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ms::rl

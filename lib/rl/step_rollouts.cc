@@ -1,0 +1,146 @@
+#include "rl/step_rollouts.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "comm/agree.h"
+#include "core/timer.h"
+#include "train/rank_sum.h"
+
+namespace ms::rl {
+namespace {
+
+constexpr int64_t kMicroBatch = 8;  // samples per forward (bounds the (B, T, vocab) logits)
+
+// Every rank's `local` values, rank 0's first (as raw bytes: the communicator has no f64).
+Result<std::vector<double>> gather_over_ranks(comm::Communicator& dp, std::span<const double> local) {
+  std::vector<double> all(local.size() * static_cast<size_t>(dp.size()));
+  if (dp.size() == 1) {
+    std::copy(local.begin(), local.end(), all.begin());
+    return all;
+  }
+  MS_RETURN_IF_ERROR(dp.allgather(local.data(), all.data(), local.size_bytes(), DType::kU8));
+  return all;
+}
+
+}  // namespace
+
+PromptStream PromptStream::shuffled(size_t prompts, uint64_t seed) {
+  PromptStream s;
+  s.order.resize(prompts);
+  std::iota(s.order.begin(), s.order.end(), size_t{0});
+  s.rng.seed(seed);
+  std::shuffle(s.order.begin(), s.order.end(), s.rng);
+  return s;
+}
+
+std::vector<size_t> PromptStream::next(int64_t n) {
+  std::vector<size_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    if (cursor == order.size()) {
+      std::shuffle(order.begin(), order.end(), rng);
+      cursor = 0;
+    }
+    out.push_back(order[cursor++]);
+  }
+  return out;
+}
+
+// Data parallelism: every rank draws the same prompts for a round and generates the groups at
+// its share of the round's positions, seeded by position, so the rollouts are those one rank
+// would generate for the whole round. The rewards are gathered, so every rank takes the same
+// dynamic-sampling decision over the whole round and keeps the same groups; each trains the
+// kept groups it generated.
+Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
+                                            int64_t weight_version) {
+  const RlConfig& c = side.config;
+  comm::Communicator& dp = side.dp;
+  const size_t G = static_cast<size_t>(c.group_size);
+  const size_t share = static_cast<size_t>(c.prompts_per_step / dp.size());
+  const size_t first = share * static_cast<size_t>(dp.rank());
+  Stopwatch clock;
+  StepRollouts out;
+  out.step = step;
+  out.weight_version = weight_version;
+  StepMetrics& m = out.metrics;
+  m.step = step;
+  std::vector<double> generated(4, 0.0);  // sums of reward, correct, length; responses
+  // The engine's decode figures: tokens emitted, rounds, drafted and accepted tokens.
+  std::vector<double> decoding(4, 0.0);
+  MS_ASSIGN_OR_RETURN(
+      out.batch,
+      fill_batch(c.prompts_per_step, c.dynamic_sampling ? c.max_rounds : 1, c.dynamic_sampling,
+                 "algorithm.max_rounds",
+                 [&](int64_t round) -> Result<std::vector<std::vector<double>>> {
+                   const std::vector<size_t> prompts = side.stream.next(c.prompts_per_step);
+                   const uint64_t seed = c.seed * 0x9e3779b97f4a7c15ULL +
+                                         static_cast<uint64_t>(step) * 1000 +
+                                         static_cast<uint64_t>(round);
+                   Result<std::vector<RolloutGroup>> groups = side.generator.sample_groups(
+                       std::span(prompts).subspan(first, share), seed, first);
+                   MS_RETURN_IF_ERROR(comm::agree(dp, groups.status(), "generating rollouts"));
+                   const infer::EngineStats& engine = side.generator.engine_stats();
+                   decoding[0] += static_cast<double>(engine.decode_generated);
+                   decoding[1] += static_cast<double>(engine.decode_rounds);
+                   decoding[2] += static_cast<double>(engine.draft_proposed);
+                   decoding[3] += static_cast<double>(engine.draft_accepted);
+                   std::vector<double> local;
+                   for (const RolloutGroup& g : *groups) {
+                     for (const Rollout& x : g) {
+                       local.push_back(x.reward);
+                       generated[0] += x.reward;
+                       generated[1] += x.correct;
+                       generated[2] += static_cast<double>(x.sample.response.size());
+                       generated[3] += 1.0;
+                     }
+                   }
+                   out.rounds.push_back(std::move(*groups));
+                   MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, local));
+                   std::vector<std::vector<double>> rewards(all.size() / G);
+                   for (size_t i = 0; i < rewards.size(); ++i) {
+                     rewards[i].assign(all.begin() + static_cast<ptrdiff_t>(i * G),
+                                       all.begin() + static_cast<ptrdiff_t>((i + 1) * G));
+                   }
+                   return rewards;
+                 }));
+  const FilledBatch& batch = out.batch;
+  m.kept_groups = static_cast<int64_t>(batch.kept.size());
+  m.dropped_groups = batch.dropped;
+  m.rounds = batch.rounds;
+  // Every generated response counts in the reward and accuracy figures (what the policy does),
+  // the kept ones in training.
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, generated));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, decoding));
+  if (decoding[1] > 0.0) m.tokens_per_forward = decoding[0] / decoding[1];
+  if (decoding[2] > 0.0) m.draft_acceptance = decoding[3] / decoding[2];
+  m.mean_reward = generated[0] / generated[3];
+  m.accuracy = generated[1] / generated[3];
+  m.response_length = generated[2] / generated[3];
+  out.before.assign(batch.kept.size() + 1, 0);
+  for (size_t k = 0; k < batch.kept.size(); ++k) {
+    const GroupRef& ref = batch.kept[k];
+    const size_t index = static_cast<size_t>(ref.index);
+    const bool mine = index >= first && index < first + share;
+    out.before[k + 1] = out.before[k] + (mine ? 1 : 0);
+    if (!mine) continue;
+    for (const Rollout& r : out.rounds[static_cast<size_t>(ref.round)][index - first]) {
+      out.kept.push_back(&r);
+    }
+  }
+  std::vector<const Sample*> samples;
+  for (const Rollout* r : out.kept) samples.push_back(&r->sample);
+  Result<PolicyEval> behavior = evaluate_policy(side.policy, samples, kMicroBatch, side.pad);
+  MS_RETURN_IF_ERROR(comm::agree(dp, behavior.status(), "the rollout policy's log-probs"));
+  out.behavior = std::move(*behavior);
+  std::vector<double> entropy = {
+      std::accumulate(out.behavior.entropy.begin(), out.behavior.entropy.end(), 0.0),
+      static_cast<double>(out.behavior.entropy.size())};
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, entropy));
+  if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
+  m.response_tokens = static_cast<int64_t>(entropy[1]);
+  out.stream_after = side.stream;
+  m.rollout_s = clock.elapsed_s();
+  return out;
+}
+
+}  // namespace ms::rl

@@ -1,0 +1,66 @@
+// The generation side of an RL step (rl_run.h): draw the round's prompts, generate this rank's
+// share of the groups, score them, let dynamic sampling keep or drop groups (with more rounds)
+// over the rewards gathered from every data-parallel rank, and evaluate the kept responses'
+// log-probs under the weights that generated them (the behavior policy). The synchronous loop
+// runs it on the actor itself; asynchronous rollouts (async_rollouts.h) on a copy of older
+// weights in another thread. Both get the same result from the same weights and prompt stream.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/status.h"
+#include "model/transformer.h"
+#include "rl/actor.h"
+#include "rl/dynamic_sampling.h"
+#include "rl/rl_config.h"
+#include "rl/rl_run.h"
+#include "rl/rollout.h"
+
+namespace ms::rl {
+
+// The training prompts' order: shuffled by run.seed, reshuffled after each pass.
+struct PromptStream {
+  std::vector<size_t> order;
+  size_t cursor = 0;
+  std::mt19937_64 rng;
+
+  static PromptStream shuffled(size_t prompts, uint64_t seed);
+  std::vector<size_t> next(int64_t n);
+};
+
+struct StepRollouts {
+  int64_t step = 0;
+  // The weights the rollouts were generated with: those after this many steps.
+  int64_t weight_version = 0;
+  std::vector<std::vector<RolloutGroup>> rounds;  // this rank's groups, per generation round
+  FilledBatch batch;                              // the kept groups, over every rank
+  // This rank's kept rollouts (pointing into `rounds`, whose buffers a move keeps), in the
+  // batch's order; before[k]: how many of this rank's kept groups precede the batch's k-th.
+  std::vector<const Rollout*> kept;
+  std::vector<size_t> before;
+  PolicyEval behavior;  // log-probs and entropies of the kept responses' tokens
+  // The generation figures (rewards, accuracy, lengths, groups, rounds, drafting, entropy,
+  // response tokens, rollout_s); the update fills in the rest.
+  StepMetrics metrics;
+  PromptStream stream_after;  // the prompt stream after this step's draws
+};
+
+// What generates: `policy` is the model `generator` runs on.
+struct RolloutSide {
+  const RlConfig& config;
+  comm::Communicator& dp;
+  RolloutGenerator& generator;
+  model::Transformer& policy;
+  PromptStream& stream;
+  int32_t pad = 0;
+};
+
+// Collective over side.dp (none with one rank). Errors of any rank (the engine, the reward
+// program) reach every rank; dynamic sampling's bound error as fill_batch gives it.
+Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
+                                            int64_t weight_version);
+
+}  // namespace ms::rl
