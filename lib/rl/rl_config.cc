@@ -61,7 +61,8 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   c.optimizer.lr = 1e-5;
   c.optimizer.schedule = config::LrSchedule::kConstant;
   c.optimizer.warmup_steps = 0;
-  std::string loss_agg, optimizer_name;
+  c.optimizer.min_lr = 0.0;
+  std::string loss_agg, optimizer_name, schedule;
   std::vector<double> betas;
   const std::map<std::string, std::map<std::string, KeyReader>> sections = {
       {"run", {{"dir", [&](auto& n, auto& k) { return read_scalar(n, k, c.run_dir); }},
@@ -106,7 +107,11 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"betas", [&](auto& n, auto& k) { return read_scalar(n, k, betas); }},
         {"eps", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.eps); }},
         {"weight_decay", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.weight_decay); }},
-        {"grad_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.grad_clip); }}}},
+        {"grad_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.grad_clip); }},
+        {"schedule", [&](auto& n, auto& k) { return read_scalar(n, k, schedule); }},
+        {"warmup_steps",
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.warmup_steps); }},
+        {"min_lr", [&](auto& n, auto& k) { return read_scalar(n, k, c.optimizer.min_lr); }}}},
       {"checkpoint",
        {{"every", [&](auto& n, auto& k) { return read_scalar(n, k, c.checkpoint_every); }},
         {"keep", [&](auto& n, auto& k) { return read_scalar(n, k, c.checkpoint_keep); }},
@@ -145,6 +150,14 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     else if (optimizer_name == "lamb") c.optimizer.name = config::OptimizerKind::kLamb;
     else return bad("optimizer.name must be adamw or lamb, got '" + optimizer_name + "'");
   }
+  if (!schedule.empty()) {
+    if (schedule == "constant") c.optimizer.schedule = config::LrSchedule::kConstant;
+    else if (schedule == "cosine") c.optimizer.schedule = config::LrSchedule::kCosine;
+    else if (schedule == "linear") c.optimizer.schedule = config::LrSchedule::kLinear;
+    else return bad("optimizer.schedule must be constant, cosine or linear, got '" + schedule + "'");
+  }
+  if (c.optimizer.warmup_steps < 0) return bad("optimizer.warmup_steps must be >= 0");
+  if (c.optimizer.min_lr < 0.0) return bad("optimizer.min_lr must be >= 0");
   if (!betas.empty()) {
     if (betas.size() != 2) return bad("optimizer.betas must hold two values");
     c.optimizer.betas = betas;

@@ -58,7 +58,9 @@ struct RlConfig {
   int64_t steps = 10;
   int64_t mini_batches = 1;  // updates per step: the step's responses split into this many
   int64_t epochs = 1;        // passes over the step's responses
-  config::OptimConfig optimizer;  // name, lr, betas, eps, weight_decay, grad_clip (constant lr)
+  // name, lr, betas, eps, weight_decay, grad_clip, and the schedule over RL steps (schedule,
+  // warmup_steps, min_lr: train/schedule.h; constant by default)
+  config::OptimConfig optimizer;
   // checkpoint: the actor, its optimizer moments and the run's position, in ms-train's format
   // under <run.dir>/checkpoints (servable by ms-infer --checkpoint)
   int64_t checkpoint_every = 0;  // also every N steps; 0: only after the last step

@@ -25,6 +25,7 @@
 #include "train/distributed_optimizer.h"
 #include "train/rank_sum.h"
 #include "train/run_dir.h"
+#include "train/schedule.h"
 
 namespace ms::rl {
 namespace {
@@ -45,7 +46,7 @@ std::string step_metrics_json(const StepMetrics& m) {
       {"response_length", m.response_length}, {"entropy", m.entropy},
       {"clip_fraction", m.clip_fraction}, {"dual_clip_fraction", m.dual_clip_fraction},
       {"policy_kl", m.policy_kl}, {"ref_kl", m.ref_kl}, {"loss", m.loss},
-      {"grad_norm", m.grad_norm}, {"kept_groups", m.kept_groups},
+      {"grad_norm", m.grad_norm}, {"lr", m.lr}, {"kept_groups", m.kept_groups},
       {"dropped_groups", m.dropped_groups}, {"rounds", m.rounds},
       {"response_tokens", m.response_tokens}, {"updates", m.updates},
       {"tokens_per_forward", m.tokens_per_forward}, {"draft_acceptance", m.draft_acceptance},
@@ -209,6 +210,10 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   const size_t G = static_cast<size_t>(c.group_size);
   StepMetrics m = r.metrics;
   m.weight_version = r.weight_version;
+  // Every update of the step at its rate: a pure function of the step, so a resumed run
+  // continues the schedule.
+  const double lr = train::learning_rate(c.optimizer, r.step, c.steps);
+  m.lr = lr;
   const std::vector<const Rollout*>& kept = r.kept;
   const std::vector<size_t>& before = r.before;
   const PolicyEval& old_policy = r.behavior;
@@ -285,7 +290,7 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
       const double clip = c.optimizer.grad_clip > 0.0 && norm > c.optimizer.grad_clip
                               ? c.optimizer.grad_clip / (norm + 1e-6)
                               : 1.0;
-      MS_RETURN_IF_ERROR(s_->optimizer->apply(c.optimizer.lr, clip));
+      MS_RETURN_IF_ERROR(s_->optimizer->apply(lr, clip));
       MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
       // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
       m.loss += sums[0] / static_cast<double>(dp.size());
@@ -331,7 +336,7 @@ Result<StepMetrics> RlRun::run() {
     record.step = i;
     record.loss = last.loss;
     record.grad_norm = last.grad_norm;
-    record.lr = c.optimizer.lr;
+    record.lr = last.lr;
     record.step_s = clock.elapsed_s();
     record.tokens_per_s = static_cast<double>(last.response_tokens) / record.step_s;
     record.phases.fwd_s = last.rollout_s;

@@ -39,7 +39,10 @@ ${4:-}
 YAML
 }
 
+# A cosine learning-rate schedule with one warm-up step over the 3 steps: 0.02, 0.015, 0.01.
+schedule="s/optimizer: {lr: 0.01}/optimizer: {lr: 0.02, schedule: cosine, warmup_steps: 1, min_lr: 0.01}/"
 config grpo "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+sed -i "$schedule" "$work/grpo.yaml"
 out=$("$BIN/ms-train" rl --config "$work/grpo.yaml" 2>&1) || { echo "$out"; fail "grpo run"; }
 grep -q "rl: done, 3 steps" <<<"$out" || { echo "$out"; fail "no final line"; }
 steps="$work/grpo/rl_steps.jsonl"
@@ -57,6 +60,7 @@ for r in rows:
     assert r["clip_fraction"] > 0, r                   # the second epoch moved the ratios
     assert r["rollout_s"] > 0 and r["update_s"] > 0, r
 assert [r["step"] for r in rows] == [1, 2, 3]
+assert all(abs(r["lr"] - lr) < 1e-12 for r, lr in zip(rows, [0.02, 0.015, 0.01])), rows
 evals = [json.loads(l) for l in open(sys.argv[2])]
 assert [e["step"] for e in evals] == [0, 3] and all(e["prompts"] == 6 for e in evals), evals
 PY
@@ -134,7 +138,7 @@ PY
 # but the timings); with staleness 1 step i's rollouts come from the weights after step i - 2.
 for k in 0 1; do
   config "async$k" "{name: grpo, kl_coef: 0.01}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
-  sed -i "s/temperature: 1.0,/temperature: 1.0, async_staleness: $k,/" "$work/async$k.yaml"
+  sed -i "s/temperature: 1.0,/temperature: 1.0, async_staleness: $k,/; $schedule" "$work/async$k.yaml"
   "$BIN/ms-train" rl --config "$work/async$k.yaml" > "$work/async$k.log" 2>&1 ||
     { cat "$work/async$k.log"; fail "async run, staleness $k"; }
 done

@@ -94,6 +94,22 @@ TEST(RlConfig, CheckpointKeys) {
   EXPECT_EQ(set->resume, "none");
 }
 
+TEST(RlConfig, LearningRateSchedule) {
+  Result<RlConfig> plain = parse_rl_config(kBase, "rl.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->optimizer.schedule, config::LrSchedule::kConstant);
+  EXPECT_EQ(plain->optimizer.warmup_steps, 0);
+  Result<RlConfig> cosine = parse_rl_config(
+      kBase + "optimizer: {lr: 1.0e-4, schedule: cosine, warmup_steps: 3, min_lr: 1.0e-6}\n",
+      "rl.yaml");
+  ASSERT_TRUE(cosine.ok()) << cosine.status().to_string();
+  EXPECT_EQ(cosine->optimizer.schedule, config::LrSchedule::kCosine);
+  EXPECT_EQ(cosine->optimizer.warmup_steps, 3);
+  EXPECT_EQ(cosine->optimizer.min_lr, 1.0e-6);
+  EXPECT_NE(error_of(kBase + "optimizer: {schedule: step}\n").find("optimizer.schedule"),
+            std::string::npos);
+}
+
 TEST(RlConfig, BundledConfigLoads) {
   const char* root = std::getenv("MS_SOURCE_DIR");
   Result<RlConfig> r = load_rl_config(std::string(root ? root : MS_RL_TEST_SOURCE_DIR) +
