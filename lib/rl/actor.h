@@ -15,6 +15,10 @@
 
 namespace ms::rl {
 
+// Samples per forward in the RL loop's policy evaluations and backward passes: bounds the
+// (B, T, vocab) logits held at once.
+inline constexpr int64_t kPolicyMicroBatch = 8;
+
 struct Sample {
   std::vector<int32_t> prompt;    // at least one token
   std::vector<int32_t> response;  // may be empty (the model ended at once)

@@ -6,8 +6,6 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <numeric>
-#include <optional>
 
 #include "comm/agree.h"
 #include "core/timer.h"
@@ -16,7 +14,6 @@
 #include "model/transformer.h"
 #include "rl/actor.h"
 #include "rl/advantage.h"
-#include "rl/dynamic_sampling.h"
 #include "rl/losses.h"
 #include "rl/rl_state.h"
 #include "rl/rollout.h"
@@ -29,8 +26,6 @@
 
 namespace ms::rl {
 namespace {
-
-constexpr int64_t kMicroBatch = 8;  // samples per forward (bounds the (B, T, vocab) logits)
 
 std::string hostname() {
   char name[256] = {};
@@ -225,7 +220,7 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   for (const Rollout* x : kept) samples.push_back(&x->sample);
   PolicyEval reference;
   if (c.kl_coef > 0.0) {
-    Result<PolicyEval> ref = evaluate_policy(*s_->reference.model, samples, kMicroBatch, s_->pad);
+    Result<PolicyEval> ref = evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
     MS_RETURN_IF_ERROR(comm::agree(dp, ref.status(), "the reference model's log-probs"));
     reference = std::move(*ref);
   }
@@ -261,7 +256,7 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
       const Status local = [&]() -> Status {
         MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
         MS_ASSIGN_OR_RETURN(const PolicyEval current,
-                            evaluate_policy(*s_->actor, mb_samples, kMicroBatch, s_->pad));
+                            evaluate_policy(*s_->actor, mb_samples, kPolicyMicroBatch, s_->pad));
         const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
         MS_ASSIGN_OR_RETURN(
             const std::vector<double> token_adv,
@@ -282,7 +277,7 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
           sums[4] = kl.kl * n;
           for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
         }
-        return backward_policy(*s_->actor, mb_samples, policy.gradient, kMicroBatch, s_->pad);
+        return backward_policy(*s_->actor, mb_samples, policy.gradient, kPolicyMicroBatch, s_->pad);
       }();
       MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
       MS_RETURN_IF_ERROR(s_->optimizer->finish_reduction());

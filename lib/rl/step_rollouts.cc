@@ -10,8 +10,6 @@
 namespace ms::rl {
 namespace {
 
-constexpr int64_t kMicroBatch = 8;  // samples per forward (bounds the (B, T, vocab) logits)
-
 // Every rank's `local` values, rank 0's first (as raw bytes: the communicator has no f64).
 Result<std::vector<double>> gather_over_ranks(comm::Communicator& dp, std::span<const double> local) {
   std::vector<double> all(local.size() * static_cast<size_t>(dp.size()));
@@ -129,7 +127,7 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   }
   std::vector<const Sample*> samples;
   for (const Rollout* r : out.kept) samples.push_back(&r->sample);
-  Result<PolicyEval> behavior = evaluate_policy(side.policy, samples, kMicroBatch, side.pad);
+  Result<PolicyEval> behavior = evaluate_policy(side.policy, samples, kPolicyMicroBatch, side.pad);
   MS_RETURN_IF_ERROR(comm::agree(dp, behavior.status(), "the rollout policy's log-probs"));
   out.behavior = std::move(*behavior);
   std::vector<double> entropy = {
