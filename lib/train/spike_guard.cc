@@ -59,7 +59,10 @@ SpikeVerdict SpikeGuard::check(double loss, double grad_norm) const {
   for (const Metric& metric : metrics) {
     double mean = 0;
     const double z = zscore_of(metric.value, *metric.window, &mean);
-    if (z > config_.zscore) return {true, metric.name, metric.value, mean, z};
+    if (z > config_.zscore) {
+      const bool give_way = consecutive_ >= kMaxConsecutiveSkips;
+      return {!give_way, give_way, metric.name, metric.value, mean, z};
+    }
   }
   return verdict;
 }
@@ -68,6 +71,7 @@ void SpikeGuard::accept(double loss, double grad_norm) {
   const size_t limit = static_cast<size_t>(config_.window);
   push_bounded(losses_, loss, limit);
   push_bounded(grad_norms_, grad_norm, limit);
+  consecutive_ = 0;
 }
 
 SpikeGuardState SpikeGuard::state() const {
@@ -75,6 +79,7 @@ SpikeGuardState SpikeGuard::state() const {
   s.losses.assign(losses_.begin(), losses_.end());
   s.grad_norms.assign(grad_norms_.begin(), grad_norms_.end());
   s.skipped = skipped_;
+  s.consecutive = consecutive_;
   return s;
 }
 
@@ -85,6 +90,7 @@ void SpikeGuard::restore(const SpikeGuardState& state) {
   for (const double x : state.losses) push_bounded(losses_, x, limit);
   for (const double x : state.grad_norms) push_bounded(grad_norms_, x, limit);
   skipped_ = state.skipped;
+  consecutive_ = state.consecutive;
 }
 
 }  // namespace ms::train

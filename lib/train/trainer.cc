@@ -358,6 +358,12 @@ Status Trainer::update(int64_t step, StepResult& result) {
                  << verdict.describe(config_.optim.spike_guard.window);
     return Status::OK();
   }
+  if (verdict.gave_way) {
+    MS_LOG(Warn) << "step " << step << ": applying the update although "
+                 << verdict.describe(config_.optim.spike_guard.window) << ": after "
+                 << SpikeGuard::kMaxConsecutiveSkips
+                 << " skipped updates in a row the guard takes this as a new level";
+  }
   // A copy-on-write checkpoint must hold the last saved step's weights, moments and routing
   // bias: whatever of them its writer has not copied yet is copied before they change.
   if (s_->checkpointer) s_->checkpointer->before_overwrite_all();

@@ -136,9 +136,11 @@ Status Trainer::restore_state() {
       part.optimizer->optimizer().set_updates(state.at("optimizer_updates").get<int64_t>());
     }
     const nlohmann::json& guard = state.at("spike_guard");
+    // "consecutive" is newer than the format: a checkpoint without it resumes with none.
     s_->guard->restore({guard.at("losses").get<std::vector<double>>(),
                         guard.at("grad_norms").get<std::vector<double>>(),
-                        guard.at("skipped").get<int64_t>()});
+                        guard.at("skipped").get<int64_t>(),
+                        guard.value("consecutive", int64_t{0})});
     const nlohmann::json& loader = state.at("loader");
     MS_RETURN_IF_ERROR(s_->train_loader->restore(
         {loader.at("plan_hash").get<std::string>(), loader.at("consumed_samples").get<int64_t>()}));
@@ -250,7 +252,8 @@ Status Trainer::save_checkpoint(int64_t step) {
                                {"consumed_samples", loader.consumed_samples}}},
                    {"spike_guard", {{"losses", guard.losses},
                                     {"grad_norms", guard.grad_norms},
-                                    {"skipped", guard.skipped}}}};
+                                    {"skipped", guard.skipped},
+                                    {"consecutive", guard.consecutive}}}};
   request.tokenizer_path = s_->train_loader->tokenizer_path();
   request.async = config_.checkpoint.async;
   // The writer copies the state while the next step runs; update() calls before_overwrite_all()

@@ -72,6 +72,34 @@ TEST(SpikeGuard, WindowSlidesOverTheNewestAcceptedSteps) {
   EXPECT_EQ(s.losses, (std::vector<double>{1.0, 1.2}));
 }
 
+// Skipped steps leave the weights (and so the next steps' statistics) where they were: after
+// kMaxConsecutiveSkips skips in a row the next flagged step is applied, enters the window and
+// ends the run of skips.
+TEST(SpikeGuard, GivesWayAfterConsecutiveSkips) {
+  SpikeGuard guard = filled_guard();
+  for (int64_t i = 0; i < SpikeGuard::kMaxConsecutiveSkips; ++i) {
+    const SpikeVerdict v = guard.check(1.5, 3.0);
+    ASSERT_TRUE(v.skip) << i;
+    EXPECT_FALSE(v.gave_way);
+    guard.record_skip();
+  }
+  EXPECT_EQ(guard.state().consecutive, SpikeGuard::kMaxConsecutiveSkips);
+  const SpikeVerdict level = guard.check(1.5, 3.0);
+  EXPECT_FALSE(level.skip);
+  EXPECT_TRUE(level.gave_way);
+  EXPECT_EQ(level.metric, "loss");
+  guard.accept(1.5, 3.0);
+  EXPECT_EQ(guard.state().consecutive, 0);
+  EXPECT_EQ(guard.state().skipped, SpikeGuard::kMaxConsecutiveSkips);
+  EXPECT_EQ(guard.state().losses.back(), 1.5);
+  // A step within the band resets the run too: one skip, one accepted, and the count restarts.
+  SpikeGuard other = filled_guard();
+  ASSERT_TRUE(other.check(1.5, 3.0).skip);
+  other.record_skip();
+  other.accept(1.0, 3.0);
+  EXPECT_EQ(other.state().consecutive, 0);
+}
+
 TEST(SpikeGuard, StateRoundTripsAndGivesTheSameVerdicts) {
   SpikeGuard guard = filled_guard();
   guard.record_skip();
