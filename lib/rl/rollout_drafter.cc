@@ -9,19 +9,29 @@ std::string key_of(std::span<const int32_t> prompt) {
   return std::string(reinterpret_cast<const char*>(prompt.data()), prompt.size_bytes());
 }
 
-// Up to k tokens that followed the last occurrence of `pattern` in seq ending before `limit`
-// (so that at least one token follows it), or nothing.
+// Up to k tokens that followed an occurrence of `pattern` in seq that ends before `limit` (so at
+// least one token follows it): the last such occurrence, or with `earliest` the first. Nothing
+// when there is none.
 std::vector<int32_t> continuation(std::span<const int32_t> seq, size_t limit,
-                                  std::span<const int32_t> pattern, int64_t k) {
+                                  std::span<const int32_t> pattern, int64_t k, bool earliest) {
   const size_t n = pattern.size();
   if (limit > seq.size() || limit < n + 1) return {};
-  // limit - 1 is the last end that leaves a token after it (seq itself ends at seq.size(), so
-  // the pattern's own position at the end of a history is never its match).
-  for (size_t end = limit - 1; end >= n; --end) {  // the match is seq[end - n, end)
-    if (std::equal(pattern.begin(), pattern.end(), seq.begin() + static_cast<ptrdiff_t>(end - n))) {
-      const size_t stop = std::min(seq.size(), end + static_cast<size_t>(k));
-      return {seq.begin() + static_cast<ptrdiff_t>(end), seq.begin() + static_cast<ptrdiff_t>(stop)};
+  const auto matches_at = [&](size_t end) {  // the match is seq[end - n, end)
+    return std::equal(pattern.begin(), pattern.end(), seq.begin() + static_cast<ptrdiff_t>(end - n));
+  };
+  const auto from = [&](size_t end) {
+    const size_t stop = std::min(seq.size(), end + static_cast<size_t>(k));
+    return std::vector<int32_t>(seq.begin() + static_cast<ptrdiff_t>(end),
+                                seq.begin() + static_cast<ptrdiff_t>(stop));
+  };
+  if (earliest) {
+    for (size_t end = n; end < limit; ++end) {
+      if (matches_at(end)) return from(end);
     }
+    return {};
+  }
+  for (size_t end = limit - 1; end >= n; --end) {
+    if (matches_at(end)) return from(end);
   }
   return {};
 }
@@ -46,12 +56,13 @@ std::vector<int32_t> RolloutDrafter::propose(const infer::Request& request,
     const std::span<const int32_t> pattern = history.last(static_cast<size_t>(n));
     if (found != by_prompt_.end()) {
       for (const std::vector<int32_t>& earlier : found->second) {
-        std::vector<int32_t> next = continuation(earlier, earlier.size(), pattern, k);
+        std::vector<int32_t> next = continuation(earlier, earlier.size(), pattern, k, false);
         if (!next.empty()) return next;
       }
     }
-    // Prompt lookup: an earlier occurrence within this sequence itself.
-    std::vector<int32_t> next = continuation(history, history.size(), pattern, k);
+    // Prompt lookup: the first occurrence within this sequence itself (as prompt lookup
+    // decoding takes it: a response restating its question follows the question's wording).
+    std::vector<int32_t> next = continuation(history, history.size(), pattern, k, true);
     if (!next.empty()) return next;
   }
   return {};

@@ -1,9 +1,9 @@
 // Speculative rollouts (issue 46; SRT's idea): RL samples many responses to the same prompt,
 // step after step, and they repeat each other and the prompt (an arithmetic answer restates the
 // name and the object of its question). RolloutDrafter keeps the latest responses of each
-// prompt and proposes, for a rollout in progress, what followed the longest recent match of its
-// last tokens: first in earlier rollouts of the same prompt, then in its own prompt and tokens
-// (prompt lookup). The actor verifies a proposal in the same forward that decodes the next
+// prompt and proposes, for a rollout in progress, what followed the longest match of its last
+// tokens: first in earlier rollouts of the same prompt (newest first, the last match in each),
+// then in its own prompt and tokens (prompt lookup: the first match). The actor verifies a proposal in the same forward that decodes the next
 // token (infer::TokenDrafter), so greedy rollouts are identical with and without it and sampled
 // ones follow the same distribution; what changes is the number of tokens per actor forward.
 // Matching is a scan of the kept sequences (a few dozen short ones per prompt), not a suffix

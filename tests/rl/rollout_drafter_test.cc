@@ -49,6 +49,8 @@ TEST(RolloutDrafter, FallsBackToThePromptItselfAndKeepsPromptsApart) {
   const infer::Request r = request_for(prompt);
   // ... 7, 8, 1, 2 then 5, 6: "5 6" occurred in the prompt, followed by 7 8 1.
   EXPECT_EQ(drafter.propose(r, join(prompt, {5, 6}), 3), (std::vector<int32_t>{7, 8, 1}));
+  // Prompt lookup takes the first occurrence: 3 is followed by 1 4, later by 1 5.
+  EXPECT_EQ(drafter.propose(r, Tokens{3, 1, 4, 3, 1, 5, 3}, 2), (std::vector<int32_t>{1, 4}));
   // Nothing matches the last token anywhere: no proposal.
   EXPECT_TRUE(drafter.propose(r, join(prompt, {77}), 3).empty());
   EXPECT_TRUE(drafter.propose(r, join(prompt, {5, 6}), 0).empty());
