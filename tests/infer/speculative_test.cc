@@ -382,6 +382,31 @@ std::vector<int64_t> histogram_at(const std::vector<Completion>& out, size_t pos
   return counts;
 }
 
+// The exact marginal of the second generated token under `target` alone:
+// sum over x of p(x | prompt) p(y | prompt, x), after the sampling transforms.
+std::vector<double> second_token_marginal(model::Transformer& target,
+                                          const std::vector<int32_t>& prompt,
+                                          const SamplingParams& sampling) {
+  const int64_t V = target.config().vocab_size, T = static_cast<int64_t>(prompt.size());
+  std::vector<double> marginal(static_cast<size_t>(V), 0.0);
+  Result<Tensor> first = target.forward_logits(prompt.data(), 1, T);
+  EXPECT_TRUE(first.ok());
+  if (!first.ok()) return marginal;
+  const std::vector<double> p0 =
+      token_distribution(first->data<float>() + (T - 1) * V, V, sampling);
+  for (int32_t x = 0; x < V; ++x) {
+    if (p0[x] < 1e-12) continue;
+    std::vector<int32_t> seq = prompt;
+    seq.push_back(x);
+    Result<Tensor> next = target.forward_logits(seq.data(), 1, T + 1);
+    EXPECT_TRUE(next.ok());
+    if (!next.ok()) return marginal;
+    const std::vector<double> p1 = token_distribution(next->data<float>() + T * V, V, sampling);
+    for (int64_t y = 0; y < V; ++y) marginal[y] += p0[x] * p1[y];
+  }
+  return marginal;
+}
+
 // The second generated token is the first the accept/reject rule decides (the first comes
 // from the target's prefill). Its exact marginal under the target alone is
 // sum over x of p(x | prompt) p(y | prompt, x); the speculative histogram over 4000 seeds must
@@ -394,19 +419,7 @@ TEST(Speculation, SampledTokensFollowTheTargetsDistribution) {
   const SamplingParams sampling{0.05, 0, 1.0, 0};
   const std::vector<Request> reqs = sampled_requests(V, n, 3, sampling);
   const std::vector<int32_t>& prompt = reqs[0].prompt;
-  std::vector<double> marginal(static_cast<size_t>(V), 0.0);
-  Result<Tensor> first = target->forward_logits(prompt.data(), 1, 5);
-  ASSERT_TRUE(first.ok());
-  const std::vector<double> p0 = token_distribution(first->data<float>() + 4 * V, V, sampling);
-  for (int32_t x = 0; x < V; ++x) {
-    if (p0[x] < 1e-12) continue;
-    std::vector<int32_t> seq = prompt;
-    seq.push_back(x);
-    Result<Tensor> next = target->forward_logits(seq.data(), 1, 6);
-    ASSERT_TRUE(next.ok());
-    const std::vector<double> p1 = token_distribution(next->data<float>() + 5 * V, V, sampling);
-    for (int64_t y = 0; y < V; ++y) marginal[y] += p0[x] * p1[y];
-  }
+  const std::vector<double> marginal = second_token_marginal(*target, prompt, sampling);
   const Served spec = run(*target, draft.get(), reqs, batch_of(16, 3));
   const double acceptance = spec.stats.acceptance_rate();
   EXPECT_GT(acceptance, 0.02);  // the rule is exercised both ways
@@ -577,19 +590,7 @@ TEST(Speculation, AModelFreeDrafterKeepsSampledTokensOnTheTargetsDistribution) {
   const SamplingParams sampling{0.05, 0, 1.0, 0};
   const std::vector<Request> reqs = sampled_requests(V, n, 3, sampling);
   const std::vector<int32_t>& prompt = reqs[0].prompt;
-  std::vector<double> marginal(static_cast<size_t>(V), 0.0);
-  Result<Tensor> first = target->forward_logits(prompt.data(), 1, 5);
-  ASSERT_TRUE(first.ok());
-  const std::vector<double> p0 = token_distribution(first->data<float>() + 4 * V, V, sampling);
-  for (int32_t x = 0; x < V; ++x) {
-    if (p0[x] < 1e-12) continue;
-    std::vector<int32_t> seq = prompt;
-    seq.push_back(x);
-    Result<Tensor> next = target->forward_logits(seq.data(), 1, 6);
-    ASSERT_TRUE(next.ok());
-    const std::vector<double> p1 = token_distribution(next->data<float>() + 5 * V, V, sampling);
-    for (int64_t y = 0; y < V; ++y) marginal[y] += p0[x] * p1[y];
-  }
+  const std::vector<double> marginal = second_token_marginal(*target, prompt, sampling);
   Request greedy_request = reqs[0];
   greedy_request.sampling = {};
   ScriptDrafter drafter;
