@@ -253,7 +253,7 @@ int64_t document_start(const model::DocumentMask& mask, std::span<const int32_t>
 // Tokens the draft proposes for s this round: draft_tokens, but never so many that the round
 // could emit more than max_tokens (which also keeps every write inside the admission
 // reservation), write past the target's context, or feed the draft past its own. 0 for a
-// sequence still to be prefilled, and without a draft.
+// sequence still to be prefilled, and without a draft model or drafter.
 int64_t Engine::draft_budget(const Sequence& s) const {
   if (!speculating() || s.completion.tokens.empty()) return 0;
   const int64_t generated = static_cast<int64_t>(s.completion.tokens.size());
