@@ -100,6 +100,7 @@ void AsyncRollouts::run() {
     try {
       RolloutSide side{config_, dp_, *generator_, *copy_, stream_, pad_};
       rollouts = generate_step_rollouts(side, step, version);
+      if (rollouts.ok()) rollouts->stream_after = stream_;
     } catch (const std::exception& e) {
       rollouts = Internal(std::string("the rollout thread threw: ") + e.what());
     }

@@ -19,10 +19,11 @@ namespace {
 const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
 
 // The model description a save writes as config_yaml (what ms-infer and ms-ckpt read): the
-// actor checkpoint's own, or for a Hugging Face actor a run config holding its model section.
-Result<std::string> actor_config_yaml(const RlConfig& config, const config::ModelConfig& model) {
-  if (!config.checkpoint.empty()) {
-    MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(config.checkpoint));
+// actor checkpoint's own (`step_dir`), or for a Hugging Face actor (no step_dir) a run config
+// holding its model section.
+Result<std::string> actor_config_yaml(const std::string& step_dir,
+                                      const config::ModelConfig& model) {
+  if (!step_dir.empty()) {
     MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(step_dir));
     return m.config_yaml;
   }
@@ -61,13 +62,12 @@ Status RlRun::State::find_and_load_weights() {
     if (!choice.warning.empty()) MS_LOG(Warn) << "checkpoint.resume auto: " << choice.warning;
     resume_dir = choice.step_dir;
   }
-  MS_ASSIGN_OR_RETURN(config_yaml, actor_config_yaml(config, actor->config()));
+  std::string actor_step_dir;
   if (!config.checkpoint.empty()) {
-    MS_ASSIGN_OR_RETURN(const std::string step_dir, ckpt::resolve_checkpoint(config.checkpoint));
-    tokenizer_path = step_dir + "/tokenizer.json";
-  } else {
-    tokenizer_path = config.model_dir + "/tokenizer.json";
+    MS_ASSIGN_OR_RETURN(actor_step_dir, ckpt::resolve_checkpoint(config.checkpoint));
   }
+  MS_ASSIGN_OR_RETURN(config_yaml, actor_config_yaml(actor_step_dir, actor->config()));
+  tokenizer_path = (actor_step_dir.empty() ? config.model_dir : actor_step_dir) + "/tokenizer.json";
   if (resume_dir.empty()) return Status::OK();
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(resume_dir));
   std::vector<ckpt::ExpectedTensor> expected;

@@ -189,8 +189,10 @@ Result<StepMetrics> RlRun::step(int64_t step) {
     MS_ASSIGN_OR_RETURN(rollouts, generate_step_rollouts(side, step, step - 1));
   }
   MS_ASSIGN_OR_RETURN(StepMetrics m, update(rollouts));
-  s_->stream = std::move(rollouts.stream_after);  // what a checkpoint after this step resumes
-  if (s_->async) s_->async->publish(step);
+  if (s_->async) {
+    s_->stream = std::move(rollouts.stream_after);  // what a checkpoint after this step resumes
+    s_->async->publish(step);
+  }
   return m;
 }
 

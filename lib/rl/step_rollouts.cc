@@ -136,7 +136,6 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, entropy));
   if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
   m.response_tokens = static_cast<int64_t>(entropy[1]);
-  out.stream_after = side.stream;
   m.rollout_s = clock.elapsed_s();
   return out;
 }

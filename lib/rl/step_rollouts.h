@@ -45,7 +45,9 @@ struct StepRollouts {
   // The generation figures (rewards, accuracy, lengths, groups, rounds, drafting, entropy,
   // response tokens, rollout_s); the update fills in the rest.
   StepMetrics metrics;
-  PromptStream stream_after;  // the prompt stream after this step's draws
+  // The prompt stream after this step's draws, set by the rollout thread of asynchronous
+  // rollouts (the synchronous loop draws from the run's own stream).
+  PromptStream stream_after;
 };
 
 // What generates: `policy` is the model `generator` runs on.
