@@ -1,6 +1,7 @@
 // Ranked merge table and merge loop (see bpe_model.h).
 #include "data/bpe_model.h"
 
+#include <algorithm>
 #include <functional>
 #include <queue>
 
@@ -24,9 +25,17 @@ size_t BpeMerges::slot_index(uint64_t key) const {
   return i;
 }
 
-void BpeMerges::grow() {
+void BpeMerges::grow() { rehash(slots_.empty() ? 1024 : slots_.size() * 2); }
+
+void BpeMerges::reserve(size_t pairs) {
+  size_t want = 1024;
+  while (want < pairs * 2) want *= 2;
+  if (want > slots_.size()) rehash(want);
+}
+
+void BpeMerges::rehash(size_t slots) {
   std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.empty() ? 1024 : old.size() * 2, Slot{});
+  slots_.assign(slots, Slot{});
   for (const Slot& s : old) {
     if (s.key != kEmpty) slots_[slot_index(s.key)] = s;
   }
@@ -90,24 +99,68 @@ void BpeMerges::apply(std::vector<int32_t>& symbols) const {
   symbols.resize(out);
 }
 
-PieceCache::Shard& PieceCache::shard_of(std::string_view piece) const {
-  return shards_[(std::hash<std::string_view>{}(piece) >> 7) % kShards];
+uint64_t PieceCache::hash_of(std::string_view piece) {
+  const uint64_t h = std::hash<std::string_view>{}(piece);
+  return h == 0 ? 1 : h;
+}
+
+// The slot holding `piece`, or the empty slot where it would go.
+size_t PieceCache::find_slot(const Shard& shard, uint64_t hash, std::string_view piece) {
+  const size_t mask = shard.slots.size() - 1;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const Slot& slot = shard.slots[i];
+    if (slot.hash == 0) return i;
+    if (slot.hash == hash && slot.key_size == piece.size() &&
+        std::string_view(shard.keys).substr(slot.key_offset, slot.key_size) == piece) {
+      return i;
+    }
+  }
+}
+
+void PieceCache::grow(Shard& shard) {
+  std::vector<Slot> old = std::move(shard.slots);
+  shard.slots.assign(old.empty() ? kFirstSlots : old.size() * 2, Slot{});
+  const size_t mask = shard.slots.size() - 1;
+  for (const Slot& slot : old) {
+    if (slot.hash == 0) continue;
+    size_t i = slot.hash & mask;
+    while (shard.slots[i].hash != 0) i = (i + 1) & mask;
+    shard.slots[i] = slot;
+  }
 }
 
 bool PieceCache::lookup(std::string_view piece, std::vector<int32_t>& out) const {
-  Shard& shard = shard_of(piece);
+  const uint64_t hash = hash_of(piece);
+  Shard& shard = shards_[(hash >> 32) % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);
-  auto it = shard.entries.find(piece);
-  if (it == shard.entries.end()) return false;
-  out.insert(out.end(), it->second.begin(), it->second.end());
+  if (shard.slots.empty()) return false;
+  const Slot& slot = shard.slots[find_slot(shard, hash, piece)];
+  if (slot.hash == 0) return false;
+  const int32_t* ids = shard.ids.data() + slot.ids_offset;
+  out.insert(out.end(), ids, ids + slot.ids_size);
   return true;
 }
 
 void PieceCache::insert(std::string_view piece, const std::vector<int32_t>& ids) const {
-  Shard& shard = shard_of(piece);
+  const uint64_t hash = hash_of(piece);
+  Shard& shard = shards_[(hash >> 32) % kShards];
   std::lock_guard<std::mutex> lock(shard.mu);
-  if (shard.entries.size() >= kEntriesPerShard) shard.entries.clear();
-  shard.entries.emplace(std::string(piece), ids);
+  if (shard.entries >= kEntriesPerShard) {
+    std::fill(shard.slots.begin(), shard.slots.end(), Slot{});
+    shard.keys.clear();
+    shard.ids.clear();
+    shard.entries = 0;
+  }
+  if ((shard.entries + 1) * 2 > shard.slots.size()) grow(shard);
+  Slot& slot = shard.slots[find_slot(shard, hash, piece)];
+  if (slot.hash != 0) return;  // another thread cached it first
+  // A piece is at most kMaxPieceBytes bytes and so at most that many ids; the arenas stay below
+  // kEntriesPerShard times that, well inside the 16- and 32-bit fields.
+  slot = Slot{hash, static_cast<uint32_t>(shard.keys.size()), static_cast<uint32_t>(shard.ids.size()),
+              static_cast<uint16_t>(piece.size()), static_cast<uint16_t>(ids.size())};
+  shard.keys.append(piece);
+  shard.ids.insert(shard.ids.end(), ids.begin(), ids.end());
+  ++shard.entries;
 }
 
 }  // namespace ms::data

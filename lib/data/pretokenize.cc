@@ -6,6 +6,8 @@
 
 #include <pcre2.h>
 
+#include <cstdint>
+
 namespace ms::data {
 namespace {
 
@@ -54,11 +56,17 @@ Result<std::shared_ptr<const SplitRegex>> SplitRegex::compile(const std::string&
 SplitRegex::~SplitRegex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
 void SplitRegex::split(std::string_view text, std::vector<std::string_view>& pieces) const {
+  split(text, 0, pieces, SIZE_MAX);
+}
+
+size_t SplitRegex::split(std::string_view text, size_t from, std::vector<std::string_view>& pieces,
+                         size_t max_pieces) const {
   ThreadMatchState& state = thread_match_state();
   auto* code = static_cast<pcre2_code*>(code_);
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  size_t gap_begin = 0;
-  size_t pos = 0;
+  const size_t first = pieces.size();
+  size_t gap_begin = from;
+  size_t pos = from;
   while (pos < text.size()) {
     const int rc = pcre2_match(code, subject, text.size(), pos, PCRE2_NO_UTF_CHECK,
                                state.match_data, state.context);
@@ -73,8 +81,11 @@ void SplitRegex::split(std::string_view text, std::vector<std::string_view>& pie
     if (begin > gap_begin) pieces.push_back(text.substr(gap_begin, begin - gap_begin));
     pieces.push_back(text.substr(begin, end - begin));
     gap_begin = pos = end;
+    // Stopping right after a match leaves no gap open, so a resumed call starts clean.
+    if (pieces.size() - first >= max_pieces && pos < text.size()) return pos;
   }
   if (gap_begin < text.size()) pieces.push_back(text.substr(gap_begin));
+  return text.size();
 }
 
 std::optional<std::string> named_split_pattern(std::string_view name) {

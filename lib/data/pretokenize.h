@@ -26,6 +26,12 @@ class SplitRegex {
   // Appends to `pieces` the matches and gaps of `text`, which must be well-formed UTF-8.
   // Thread-safe: matching state is per thread.
   void split(std::string_view text, std::vector<std::string_view>& pieces) const;
+  // The same from offset `from` (0, or what an earlier call returned), stopping once at least
+  // `max_pieces` pieces were appended: returns the offset to resume at, text.size() when the
+  // text is done. Resuming gives exactly the pieces of one whole call (matching still sees the
+  // text before `from`), so a long text is split in batches of bounded memory.
+  size_t split(std::string_view text, size_t from, std::vector<std::string_view>& pieces,
+               size_t max_pieces) const;
 
   const std::string& pattern() const { return pattern_; }
 

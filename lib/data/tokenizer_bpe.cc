@@ -78,7 +78,11 @@ Status BpeTokenizer::index(const std::string& source) {
     if (seen[id]) return InvalidArgument(source + ": id " + std::to_string(id) + " is given to two tokens");
     seen[id] = 1;
     id_to_token_[id] = token;
-    token_to_id_.emplace(token, id);
+  }
+  vocab_index_.reserve(spec_.vocab.size());
+  const auto key_of = [this](int32_t i) { return std::string_view(spec_.vocab[i].first); };
+  for (size_t i = 0; i < spec_.vocab.size(); ++i) {
+    vocab_index_.insert(spec_.vocab[i].first, static_cast<int32_t>(i), key_of);
   }
   for (const AddedToken& t : spec_.added) {
     if (t.id < 0) return InvalidArgument(source + ": added token '" + t.content + "' has a negative id");
@@ -87,6 +91,7 @@ Status BpeTokenizer::index(const std::string& source) {
     is_added_[t.id] = 1;
     added_by_content_.emplace(t.content, t.id);
   }
+  merges_.reserve(spec_.merges.size());
   for (const auto& m : spec_.merges) {
     if (m.merged < 0 || m.merged > max_id) {
       return InvalidArgument(source + ": a merge produces id " + std::to_string(m.merged) + ", outside the vocabulary");
@@ -113,13 +118,13 @@ Status BpeTokenizer::index_bytes(const std::string& source) {
   }
   for (int b = 0; b < 256; ++b) {
     const std::string name = spec_.byte_level ? std::string(1, static_cast<char>(b)) : byte_token_name(b);
-    auto it = token_to_id_.find(name);
-    if (it == token_to_id_.end()) {
+    const int32_t id = vocab_id(name);
+    if (id < 0) {
       return InvalidArgument(source + ": the vocabulary has no token for byte " + byte_token_name(b) +
                              (spec_.byte_level ? " (a byte-level BPE needs all 256)"
                                                : " (byte_fallback needs all 256 <0xNN> tokens)"));
     }
-    byte_ids_[b] = it->second;
+    byte_ids_[b] = id;
   }
   return Status::OK();
 }
@@ -222,17 +227,28 @@ void BpeTokenizer::encode_byte_level(std::string_view segment, std::vector<int32
     prefixed = " " + std::string(segment);
     segment = prefixed;
   }
+  // The first split runs in batches of kSplitBatch pieces, each split further and encoded
+  // before the next: a whole run's pieces (16 bytes each, about one per 3 bytes of text) would
+  // cost more memory than the text itself.
+  constexpr size_t kSplitBatch = 4096;
   std::vector<std::string_view> pieces, next;
   for_each_utf8_run(
       segment,
       [&](std::string_view run) {
-        pieces.assign(1, run);
-        for (const auto& regex : spec_.splits) {
-          next.clear();
-          for (std::string_view piece : pieces) regex->split(piece, next);
-          pieces.swap(next);
+        if (spec_.splits.empty()) {
+          encode_piece(run, out);
+          return;
         }
-        for (std::string_view piece : pieces) encode_piece(piece, out);
+        for (size_t from = 0; from < run.size();) {
+          pieces.clear();
+          from = spec_.splits.front()->split(run, from, pieces, kSplitBatch);
+          for (size_t r = 1; r < spec_.splits.size(); ++r) {
+            next.clear();
+            for (std::string_view piece : pieces) spec_.splits[r]->split(piece, next);
+            pieces.swap(next);
+          }
+          for (std::string_view piece : pieces) encode_piece(piece, out);
+        }
       },
       [&](std::string_view invalid_byte) { out.push_back(byte_ids_[static_cast<uint8_t>(invalid_byte[0])]); });
 }
@@ -263,9 +279,8 @@ void BpeTokenizer::encode_metaspace(std::string_view segment, bool at_start,
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
   if (spec_.ignore_merges) {
-    auto it = token_to_id_.find(piece);
-    if (it != token_to_id_.end()) {
-      out.push_back(it->second);
+    if (const int32_t id = vocab_id(piece); id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -287,9 +302,8 @@ void BpeTokenizer::initial_symbols(std::string_view piece, std::vector<int32_t>&
   size_t pos = 0;
   while (pos < piece.size()) {
     const size_t len = std::max<size_t>(1, utf8_char_length(piece, pos));
-    auto it = token_to_id_.find(piece.substr(pos, len));
-    if (it != token_to_id_.end()) {
-      symbols.push_back(it->second);
+    if (const int32_t id = vocab_id(piece.substr(pos, len)); id >= 0) {
+      symbols.push_back(id);
     } else if (spec_.byte_fallback) {
       for (size_t i = 0; i < len; ++i) symbols.push_back(byte_ids_[static_cast<uint8_t>(piece[pos + i])]);
     } else {
@@ -337,13 +351,16 @@ std::optional<int32_t> BpeTokenizer::token_to_id(std::string_view token) const {
   if (spec_.byte_level) {
     std::optional<std::string> bytes = byte_level_to_bytes(token);
     if (!bytes) return std::nullopt;
-    auto it = token_to_id_.find(*bytes);
-    if (it != token_to_id_.end()) return it->second;
+    if (const int32_t id = vocab_id(*bytes); id >= 0) return id;
     return std::nullopt;
   }
-  auto it = token_to_id_.find(token);
-  if (it != token_to_id_.end()) return it->second;
+  if (const int32_t id = vocab_id(token); id >= 0) return id;
   return std::nullopt;
+}
+
+int32_t BpeTokenizer::vocab_id(std::string_view token) const {
+  const int32_t i = vocab_index_.find(token, [this](int32_t j) { return std::string_view(spec_.vocab[j].first); });
+  return i == StringIndex::kAbsent ? -1 : spec_.vocab[i].second;
 }
 
 }  // namespace ms::data

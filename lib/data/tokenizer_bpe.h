@@ -77,6 +77,8 @@ class BpeTokenizer final : public Tokenizer {
  private:
   explicit BpeTokenizer(BpeTokenizerSpec spec);
   Status index(const std::string& source);
+  // The id of a vocabulary token (bytes for byte-level BPE, text otherwise), or -1.
+  int32_t vocab_id(std::string_view token) const;
   Status index_bytes(const std::string& source);
   void index_added();
   void compute_hash();
@@ -93,7 +95,7 @@ class BpeTokenizer final : public Tokenizer {
   BpeTokenizerSpec spec_;
   BpeMerges merges_;
   PieceCache cache_;
-  StringMap<int32_t> token_to_id_;  // vocabulary bytes/text -> id
+  StringIndex vocab_index_;  // vocabulary bytes/text -> its index in spec_.vocab
   std::vector<std::string> id_to_token_;                  // id -> bytes/text ("" for holes)
   std::vector<int8_t> is_added_;                          // id -> 1 when an added token
   StringMap<int32_t> added_by_content_;

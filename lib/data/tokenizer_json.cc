@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/tokenizer_formats.h"
+#include "data/tokenizer_json_parse.h"
 #include "data/unicode_utf8.h"
 
 namespace ms::data {
@@ -15,21 +16,6 @@ using nlohmann::json;
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";
 // Deepest Sequence nesting read; real files nest one or two levels.
 constexpr int kMaxNesting = 16;
-
-// "line L, column C" of byte offset `offset` in `text`.
-std::string line_and_column(std::string_view text, size_t offset) {
-  offset = std::min(offset, text.size());
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return "line " + std::to_string(line) + ", column " + std::to_string(column);
-}
 
 class JsonReader {
  public:
@@ -52,25 +38,26 @@ class JsonReader {
     if (!obj.at(name).is_boolean()) return error(key, "must be true or false");
     return obj.at(name).get<bool>();
   }
-  // The id v holds when it is one id_at accepts, else nullopt: the per-entry path, which spells
-  // no key string (one allocation per vocabulary entry otherwise).
-  std::optional<int32_t> valid_id(const json& v) const {
-    if (!v.is_number_integer()) return std::nullopt;
-    const int64_t id = v.get<int64_t>();
-    if (id < 0 || id > INT32_MAX || id > max_id_) return std::nullopt;
-    return static_cast<int32_t>(id);
+  // The id `value` (an integer as written, nullopt for any other value) holds when it is one
+  // id_at accepts, else nullopt: the per-entry path, which spells no key string (one allocation
+  // per vocabulary entry otherwise).
+  std::optional<int32_t> valid_id(std::optional<int64_t> value) const {
+    if (!value || *value < 0 || *value > INT32_MAX || *value > max_id_) return std::nullopt;
+    return static_cast<int32_t>(*value);
+  }
+  Result<int32_t> id_at(std::optional<int64_t> value, const std::string& key) const {
+    if (std::optional<int32_t> id = valid_id(value)) return *id;
+    if (!value || *value < 0 || *value > INT32_MAX) return error(key, "must be a non-negative 32-bit integer id");
+    return error(key, "is id " + std::to_string(*value) + ", beyond the largest id " + std::to_string(max_id_) +
+                          " a file of " + std::to_string(entries_) +
+                          " vocab and added-token entries may use (2 x entries + 2^18)");
   }
   Result<int32_t> id_at(const json& v, const std::string& key) const {
-    if (std::optional<int32_t> id = valid_id(v)) return *id;
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX) {
-      return error(key, "must be a non-negative 32-bit integer id");
+    std::optional<int64_t> value;
+    if (v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX)) {
+      value = v.get<int64_t>();
     }
-    if (v.get<int64_t>() > max_id_) {
-      return error(key, "is id " + std::to_string(v.get<int64_t>()) + ", beyond the largest id " +
-                            std::to_string(max_id_) + " a file of " + std::to_string(entries_) +
-                            " vocab and added-token entries may use (2 x entries + 2^18)");
-    }
-    return static_cast<int32_t>(v.get<int64_t>());
+    return id_at(value, key);
   }
   // Bounds every id by the entries the file really holds (see max_token_id_for).
   void set_entries(size_t entries) {
@@ -88,78 +75,106 @@ class JsonReader {
 // Vocabulary spelling -> stored form: raw bytes for byte-level BPE, unchanged otherwise.
 // key() names the entry; called on an error only.
 template <class Key>
-Result<std::string> stored_token(const JsonReader& r, const std::string& spelling, bool byte_level,
-                                 const Key& key) {
-  if (!byte_level) return spelling;
+Result<std::string> stored_token(const JsonReader& r, std::string_view spelling, bool byte_level, const Key& key) {
+  if (!byte_level) return std::string(spelling);
   std::optional<std::string> bytes = byte_level_to_bytes(spelling);
-  if (!bytes) return r.error(key(), "holds token '" + spelling + "' with a character outside the byte-level alphabet");
+  if (!bytes) {
+    return r.error(key(), "holds token '" + std::string(spelling) +
+                              "' with a character outside the byte-level alphabet");
+  }
   return *bytes;
 }
 
-Status read_vocab(const JsonReader& r, const json& model, BpeTokenizerSpec& spec) {
+const std::vector<RawVocabEntry> kNoVocab;
+const std::vector<RawMerge> kNoMerges;
+
+// The key of `place` in the readers below: entry i's stored token.
+auto vocab_key(const BpeTokenizerSpec& spec) {
+  return [&spec](int32_t i) { return std::string_view(spec.vocab[i].first); };
+}
+
+// spec.vocab in file order; a token written twice keeps its last id, as a JSON object does.
+// `place` maps each stored token to its index in spec.vocab, for read_merges.
+Status read_vocab(const JsonReader& r, const ParsedTokenizerJson& doc, const json& model, BpeTokenizerSpec& spec,
+                  StringIndex& place) {
   MS_ASSIGN_OR_RETURN(const json* vocab, r.required(model, "vocab", "model.vocab"));
   if (!vocab->is_object()) return r.error("model.vocab", "must be an object of token: id");
-  spec.vocab.reserve(vocab->size());
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    std::optional<int32_t> id = r.valid_id(it.value());
-    if (!id) return r.id_at(it.value(), "model.vocab[\"" + it.key() + "\"]").status();
-    MS_ASSIGN_OR_RETURN(std::string token, stored_token(r, it.key(), spec.byte_level,
+  const std::vector<RawVocabEntry>& entries = doc.vocab ? *doc.vocab : kNoVocab;
+  spec.vocab.reserve(entries.size());
+  place.reserve(entries.size());
+  for (const RawVocabEntry& entry : entries) {
+    std::optional<int32_t> id = r.valid_id(entry.id);
+    const std::string_view spelling = doc.string_of(entry.token);
+    if (!id) return r.id_at(entry.id, "model.vocab[\"" + std::string(spelling) + "\"]").status();
+    MS_ASSIGN_OR_RETURN(std::string token, stored_token(r, spelling, spec.byte_level,
                                                            [] { return std::string("model.vocab"); }));
-    spec.vocab.emplace_back(std::move(token), *id);
+    const auto next = static_cast<int32_t>(spec.vocab.size());
+    const int32_t at = place.insert(token, next, vocab_key(spec));
+    if (at == next) spec.vocab.emplace_back(std::move(token), *id);
+    else spec.vocab[at].second = *id;
   }
   return Status::OK();
 }
 
-// One merge entry, "left right" (older files) or ["left", "right"] (newer ones).
+// One merge entry's two spellings: "left right" (older files) or ["left", "right"] (newer ones).
 template <class KeyOf>
-Result<std::pair<std::string, std::string>> merge_parts(const JsonReader& r, const json& entry,
-                                                        const KeyOf& key_of, size_t i) {
-  if (entry.is_string()) {
-    const std::string s = entry.get<std::string>();
-    const size_t space = s.find(' ');
-    if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
-      return r.error(key_of(i), "must be two tokens separated by one space, found '" + s + "'");
+Result<std::pair<std::string_view, std::string_view>> merge_parts(const JsonReader& r,
+                                                                  const ParsedTokenizerJson& doc,
+                                                                  const RawMerge& entry, const KeyOf& key_of,
+                                                                  size_t i) {
+  switch (entry.form) {
+    case RawMerge::Form::kString: {
+      const std::string_view s = doc.string_of(entry.first);
+      const size_t space = s.find(' ');
+      if (space == std::string_view::npos || s.find(' ', space + 1) != std::string_view::npos) {
+        return r.error(key_of(i), "must be two tokens separated by one space, found '" + std::string(s) + "'");
+      }
+      return std::pair{s.substr(0, space), s.substr(space + 1)};
     }
-    return std::pair{s.substr(0, space), s.substr(space + 1)};
-  }
-  if (entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_string()) {
-    return std::pair{entry[0].get<std::string>(), entry[1].get<std::string>()};
+    case RawMerge::Form::kPair:
+      return std::pair{doc.string_of(entry.first), doc.string_of(entry.second)};
+    case RawMerge::Form::kOther:
+      break;
   }
   return r.error(key_of(i), "must be \"left right\" or [\"left\", \"right\"]");
 }
 
-Status read_merges(const JsonReader& r, const json& model, BpeTokenizerSpec& spec) {
+Status read_merges(const JsonReader& r, const ParsedTokenizerJson& doc, const json& model,
+                   const StringIndex& place, BpeTokenizerSpec& spec) {
   MS_ASSIGN_OR_RETURN(const json* merges, r.required(model, "merges", "model.merges"));
   if (!merges->is_array()) return r.error("model.merges", "must be an array");
-  StringMap<int32_t> ids;
-  ids.reserve(spec.vocab.size());
-  ids.insert(spec.vocab.begin(), spec.vocab.end());
+  const std::vector<RawMerge>& entries = doc.merges ? *doc.merges : kNoMerges;
   // The key names the entry in an error only, so it is spelled only then.
   const auto key_of = [](size_t i) { return "model.merges[" + std::to_string(i) + "]"; };
   const auto id_of = [&](std::string_view stored, const auto& spelling, size_t i) -> Result<int32_t> {
-    auto it = ids.find(stored);
-    if (it == ids.end()) return r.error(key_of(i), "names token '" + spelling() + "', which is not in model.vocab");
-    return it->second;
+    const int32_t at = place.find(stored, vocab_key(spec));
+    if (at == StringIndex::kAbsent) {
+      return r.error(key_of(i), "names token '" + spelling() + "', which is not in model.vocab");
+    }
+    return spec.vocab[at].second;
   };
-  spec.merges.reserve(merges->size());
-  for (size_t i = 0; i < merges->size(); ++i) {
-    Result<std::pair<std::string, std::string>> parts = merge_parts(r, (*merges)[i], key_of, i);
-    if (!parts.ok()) return parts.status();
-    const auto& [left_spelling, right_spelling] = *parts;
+  spec.merges.reserve(entries.size());
+  std::string joined;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    MS_ASSIGN_OR_RETURN(auto parts, merge_parts(r, doc, entries[i], key_of, i));
+    const auto [left_spelling, right_spelling] = parts;
     const auto key = [&] { return key_of(i); };
     MS_ASSIGN_OR_RETURN(std::string left_stored, stored_token(r, left_spelling, spec.byte_level, key));
     MS_ASSIGN_OR_RETURN(std::string right_stored, stored_token(r, right_spelling, spec.byte_level, key));
-    MS_ASSIGN_OR_RETURN(int32_t left, id_of(left_stored, [&] { return left_spelling; }, i));
-    MS_ASSIGN_OR_RETURN(int32_t right, id_of(right_stored, [&] { return right_spelling; }, i));
+    MS_ASSIGN_OR_RETURN(int32_t left, id_of(left_stored, [&] { return std::string(left_spelling); }, i));
+    MS_ASSIGN_OR_RETURN(int32_t right, id_of(right_stored, [&] { return std::string(right_spelling); }, i));
     // The stored form maps each character alone, so the merged token's is the two parts'.
-    MS_ASSIGN_OR_RETURN(int32_t merged, id_of(left_stored + right_stored,
-                                              [&] { return left_spelling + right_spelling; }, i));
+    joined.assign(left_stored).append(right_stored);
+    MS_ASSIGN_OR_RETURN(int32_t merged, id_of(joined, [&] {
+      return std::string(left_spelling) + std::string(right_spelling);
+    }, i));
     spec.merges.push_back({left, right, merged, static_cast<int32_t>(i)});
   }
   return Status::OK();
 }
 
-Status read_model(const JsonReader& r, const json& root, BpeTokenizerSpec& spec) {
+Status read_model(const JsonReader& r, const ParsedTokenizerJson& doc, BpeTokenizerSpec& spec) {
+  const json& root = doc.root;
   MS_ASSIGN_OR_RETURN(const json* model, r.required(root, "model", "model"));
   if (!model->is_object()) return r.error("model", "must be an object");
   if (model->contains("type")) {
@@ -176,12 +191,13 @@ Status read_model(const JsonReader& r, const json& root, BpeTokenizerSpec& spec)
   }
   MS_ASSIGN_OR_RETURN(spec.byte_fallback, r.bool_or(*model, "byte_fallback", "model.byte_fallback", false));
   MS_ASSIGN_OR_RETURN(spec.ignore_merges, r.bool_or(*model, "ignore_merges", "model.ignore_merges", false));
-  MS_RETURN_IF_ERROR(read_vocab(r, *model, spec));
-  MS_RETURN_IF_ERROR(read_merges(r, *model, spec));
+  StringIndex place;
+  MS_RETURN_IF_ERROR(read_vocab(r, doc, *model, spec, place));
+  MS_RETURN_IF_ERROR(read_merges(r, doc, *model, place, spec));
   if (model->contains("unk_token") && !model->at("unk_token").is_null()) {
     MS_ASSIGN_OR_RETURN(std::string unk, r.string_at(*model, "unk_token", "model.unk_token"));
-    for (const auto& [token, id] : spec.vocab) {
-      if (token == unk) spec.unk_id = id;
+    if (const int32_t at = place.find(unk, vocab_key(spec)); at != StringIndex::kAbsent) {
+      spec.unk_id = spec.vocab[at].second;
     }
     if (!spec.unk_id) return r.error("model.unk_token", "names '" + unk + "', which is not in model.vocab");
   }
@@ -317,20 +333,19 @@ bool uses_byte_level(const json& root) {
 }
 
 // Vocabulary plus added-token entries, counted before any id is read so every id can be bounded.
-size_t count_entries(const json& root) {
-  size_t entries = 0;
-  if (root.contains("model") && root.at("model").is_object() && root.at("model").contains("vocab")) {
-    entries += root.at("model").at("vocab").size();
-  }
+size_t count_entries(const ParsedTokenizerJson& doc) {
+  const json& root = doc.root;
+  size_t entries = doc.vocab ? doc.vocab->size() : 0;
   if (root.contains("added_tokens") && root.at("added_tokens").is_array()) {
     entries += root.at("added_tokens").size();
   }
   return entries;
 }
 
-Result<BpeTokenizerSpec> read_spec(JsonReader& r, const json& root) {
+Result<BpeTokenizerSpec> read_spec(JsonReader& r, const ParsedTokenizerJson& doc) {
+  const json& root = doc.root;
   if (!root.is_object()) return r.error("(root)", "must be a JSON object");
-  r.set_entries(count_entries(root));
+  r.set_entries(count_entries(doc));
   BpeTokenizerSpec spec;
   spec.byte_level = uses_byte_level(root);
   if (root.contains("pre_tokenizer") && !root.at("pre_tokenizer").is_null()) {
@@ -340,7 +355,7 @@ Result<BpeTokenizerSpec> read_spec(JsonReader& r, const json& root) {
   if (spec.byte_level && spec.metaspace) {
     return r.error("pre_tokenizer", "mixes ByteLevel with Metaspace, which is not supported");
   }
-  MS_RETURN_IF_ERROR(read_model(r, root, spec));
+  MS_RETURN_IF_ERROR(read_model(r, doc, spec));
   MS_RETURN_IF_ERROR(read_added_tokens(r, root, spec));
   if (!spec.byte_level && !spec.byte_fallback) {
     return r.error("model.byte_fallback", "must be true when the pre-tokenizer is not ByteLevel: only "
@@ -354,17 +369,11 @@ Result<BpeTokenizerSpec> read_spec(JsonReader& r, const json& root) {
 
 Result<std::unique_ptr<BpeTokenizer>> load_hf_tokenizer_json(const std::string& path,
                                                              std::string_view text) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    return InvalidArgument("tokenizer '" + path + "' is not valid JSON at " +
-                           line_and_column(text, e.byte == 0 ? 0 : e.byte - 1) + ": " + e.what());
-  }
+  MS_ASSIGN_OR_RETURN(const ParsedTokenizerJson doc, parse_tokenizer_json(path, text));
   JsonReader reader(path);
   Result<BpeTokenizerSpec> spec = InvalidArgument("unread");
   try {
-    spec = read_spec(reader, root);
+    spec = read_spec(reader, doc);
   } catch (const json::exception& e) {  // a value of an unexpected JSON type deep in a step
     return InvalidArgument("tokenizer '" + path + "': " + e.what());
   }

@@ -1,7 +1,6 @@
 // UTF-8 validation and GPT-2's byte-level alphabet (see unicode_utf8.h).
 #include "data/unicode_utf8.h"
 
-#include <unordered_map>
 
 namespace ms::data {
 
@@ -65,12 +64,20 @@ std::array<std::string, 256> make_alphabet() {
   return alphabet;
 }
 
-const std::unordered_map<std::string, uint8_t>& alphabet_inverse() {
-  static const std::unordered_map<std::string, uint8_t> inverse = [] {
-    std::unordered_map<std::string, uint8_t> m;
-    const auto& alphabet = byte_level_alphabet();
-    for (int b = 0; b < 256; ++b) m.emplace(alphabet[b], static_cast<uint8_t>(b));
-    return m;
+// Every character of the alphabet is below U+0800 (one or two UTF-8 bytes), so its inverse is
+// a table by code point: the byte, or -1 for a character outside the alphabet.
+constexpr char32_t kAlphabetCodePoints = 0x800;
+
+const std::array<int16_t, kAlphabetCodePoints>& alphabet_inverse() {
+  static const std::array<int16_t, kAlphabetCodePoints> inverse = [] {
+    std::array<int16_t, kAlphabetCodePoints> table;
+    table.fill(-1);
+    char32_t next_extra = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const char32_t cp = is_printable_latin1(b) ? static_cast<char32_t>(b) : next_extra++;
+      table[cp] = static_cast<int16_t>(b);
+    }
+    return table;
   }();
   return inverse;
 }
@@ -89,10 +96,13 @@ std::optional<std::string> byte_level_to_bytes(std::string_view spelling) {
   size_t pos = 0;
   while (pos < spelling.size()) {
     const size_t len = utf8_char_length(spelling, pos);
-    if (len == 0) return std::nullopt;
-    auto it = inverse.find(std::string(spelling.substr(pos, len)));
-    if (it == inverse.end()) return std::nullopt;
-    out.push_back(static_cast<char>(it->second));
+    const auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(spelling[pos + i])); };
+    char32_t cp;
+    if (len == 1) cp = byte(0);
+    else if (len == 2) cp = ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+    else return std::nullopt;  // not UTF-8, or a character of three or four bytes: outside
+    if (inverse[cp] < 0) return std::nullopt;
+    out.push_back(static_cast<char>(inverse[cp]));
     pos += len;
   }
   return out;

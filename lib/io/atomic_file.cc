@@ -132,16 +132,21 @@ Result<std::string> read_file(Env& env, const std::string& path, uint64_t max_by
     return InvalidArgument(named + " is " + std::to_string(size) + " bytes, above the limit of " +
                            cap_text + " for a " + std::string(what));
   }
-  // One read of the size at open plus one byte, then more until end of file in case the file
-  // grew since; never past the cap.
+  // One read of the size at open plus one byte, then more in small chunks until end of file in
+  // case the file grew since; never past the cap. The capacity for the first read and the
+  // final empty one is reserved up front: growing a string past its capacity doubles it, which
+  // would copy the whole file and touch twice its pages to learn that nothing follows.
+  constexpr size_t kGrowthChunk = size_t{64} << 10;
   std::string data;
+  data.reserve(static_cast<size_t>(std::min<uint64_t>(size + 1 + kGrowthChunk, max_bytes + 1)));
   size_t chunk = static_cast<size_t>(size) + 1;
   for (;;) {
     const size_t old_size = data.size();
     if (old_size > max_bytes) {
       return InvalidArgument(named + " grew past the limit of " + cap_text + " while being read");
     }
-    chunk = std::min<size_t>(std::max<size_t>(chunk, 4096), max_bytes + 1 - old_size);
+    if (old_size > 0) chunk = kGrowthChunk;
+    chunk = std::min<size_t>(chunk, max_bytes + 1 - old_size);
     data.resize(old_size + chunk);
     auto dest = std::as_writable_bytes(std::span<char>(data.data() + old_size, chunk));
     MS_ASSIGN_OR_RETURN(size_t got, file->read_at(old_size, dest));

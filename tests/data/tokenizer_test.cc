@@ -124,19 +124,6 @@ TEST(Tokenizer, NamedSplitPatternsCompileAndCoverTheText) {
   EXPECT_FALSE(named_split_pattern("bert").has_value());
 }
 
-// A minimal valid byte-level tokenizer.json with `model` replaced by the caller's text.
-std::string tokenizer_json_with_model(const std::string& model) {
-  return R"({"version": "1.0", "added_tokens": [], "normalizer": null,
-  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
-  "model": )" + model + "}";
-}
-
-Status load_error(const std::string& contents) {
-  TempDir dir;
-  Result<std::unique_ptr<Tokenizer>> t = Tokenizer::load(write_test_file(dir, "tokenizer.json", contents));
-  return t.ok() ? Status::OK() : t.status();
-}
-
 TEST(TokenizerErrors, MissingFileNamesIt) {
   Result<std::unique_ptr<Tokenizer>> t = Tokenizer::load("/nonexistent/tokenizer.json");
   ASSERT_FALSE(t.ok());
@@ -196,16 +183,6 @@ TEST(TokenizerErrors, TiktokenBadLineIsNamed) {
   Result<std::unique_ptr<Tokenizer>> t = Tokenizer::load(path);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("line 3"), std::string::npos) << t.status().message();
-}
-
-// A byte-level vocabulary of all 256 bytes (ids 0..255) plus `extra` entries, as JSON.
-std::string byte_vocab_json(const std::string& extra) {
-  std::string vocab = "{";
-  for (int b = 0; b < 256; ++b) {
-    vocab += (b ? "," : "") + nlohmann::json(bytes_to_byte_level(std::string(1, static_cast<char>(b)))).dump() +
-             ":" + std::to_string(b);
-  }
-  return vocab + extra + "}";
 }
 
 // An id of 2^31 - 1 in a 257-entry file would size the id tables at 68 GB; it is refused by
