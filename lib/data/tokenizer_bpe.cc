@@ -54,7 +54,6 @@ Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::create(BpeTokenizerSpec spec
                                                            const std::string& source) {
   std::unique_ptr<BpeTokenizer> tokenizer(new BpeTokenizer(std::move(spec)));
   MS_RETURN_IF_ERROR(tokenizer->index(source));
-  tokenizer->compute_hash();
   return tokenizer;
 }
 
@@ -141,7 +140,12 @@ void BpeTokenizer::index_added() {
   }
 }
 
-void BpeTokenizer::compute_hash() {
+const std::string& BpeTokenizer::content_hash() const {
+  std::call_once(hash_once_, [this] { hash_ = compute_hash(); });
+  return hash_;
+}
+
+std::string BpeTokenizer::compute_hash() const {
   Sha256 sha;
   sha.update_field("ms-tokenizer-hash-v1");
   sha.update_field(spec_.kind);
@@ -168,7 +172,7 @@ void BpeTokenizer::compute_hash() {
                      std::to_string(t.rstrip));
     sha.update_field(t.content);
   }
-  hash_ = sha.hex_digest();
+  return sha.hex_digest();
 }
 
 std::pair<size_t, size_t> BpeTokenizer::find_added(std::string_view text, size_t from,

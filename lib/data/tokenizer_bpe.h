@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -68,7 +69,9 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_size() const override { return static_cast<int32_t>(id_to_token_.size()); }
   std::optional<int32_t> token_to_id(std::string_view token) const override;
   int32_t eos_id() const override { return eos_id_; }
-  const std::string& content_hash() const override { return hash_; }
+  // Computed on first use (thread-safe): hashing the whole vocabulary and merge table costs a
+  // command that only encodes a few milliseconds for nothing.
+  const std::string& content_hash() const override;
   std::string kind() const override { return spec_.kind; }
 
   // The bytes (byte-level) or text (byte-fallback) a regular token stands for.
@@ -81,7 +84,7 @@ class BpeTokenizer final : public Tokenizer {
   int32_t vocab_id(std::string_view token) const;
   Status index_bytes(const std::string& source);
   void index_added();
-  void compute_hash();
+  std::string compute_hash() const;
   void encode_segment(std::string_view segment, bool at_start, std::vector<int32_t>& out) const;
   void encode_byte_level(std::string_view segment, std::vector<int32_t>& out) const;
   void encode_metaspace(std::string_view segment, bool at_start, std::vector<int32_t>& out) const;
@@ -102,7 +105,8 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<std::vector<size_t>> added_by_first_byte_;  // byte -> spec_.added, longest first
   std::vector<int32_t> byte_ids_;                          // byte -> id (byte-level / fallback)
   int32_t eos_id_ = -1;
-  std::string hash_;
+  mutable std::once_flag hash_once_;
+  mutable std::string hash_;
 };
 
 // "<0x0A>" -> 10 (the byte-fallback token spelling); nullopt for anything else.
