@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/huge_page_array.h"
 #include "core/status.h"
 #include "data/loader.h"
 
@@ -80,11 +81,13 @@ struct PlanInfo {
 };
 
 // The arrays of one split as the planner produced them.
+// Hundreds of MB for a long run (10 bytes a sample, 12 a stream entry): huge-page arrays that
+// the planner fills without zeroing first.
 struct PlanSplitArrays {
-  std::vector<uint16_t> blend_source;  // global sample -> source
-  std::vector<uint64_t> blend_index;   // global sample -> sample index within the source
-  std::vector<std::vector<uint32_t>> sequence_order;  // per source: sequences, epoch after epoch
-  std::vector<std::vector<uint64_t>> stream_end;      // per source: end offset of each entry
+  HugePageArray<uint16_t> blend_source;  // global sample -> source
+  HugePageArray<uint64_t> blend_index;   // global sample -> sample index within the source
+  std::vector<HugePageArray<uint32_t>> sequence_order;  // per source: sequences, epoch after epoch
+  std::vector<HugePageArray<uint64_t>> stream_end;      // per source: end offset of each entry
 };
 
 // Writes `info` and the arrays of both splits to `path` atomically (temporary file, fsync,

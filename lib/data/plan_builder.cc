@@ -85,22 +85,24 @@ Result<std::vector<PlanPhase>> validation_phases(const MixtureConfig& config,
 }
 
 // Every epoch's shuffled order of `m` concatenated, with each entry's end offset in the stream.
+// Each epoch is copied and shuffled in place in `order`.
 void build_stream(const PlanSourceInput& in, const SplitMembers& m, uint64_t epochs,
-                  uint64_t seed, Split split, std::vector<uint32_t>& order,
-                  std::vector<uint64_t>& ends) {
-  order.reserve(epochs * m.sequences.size());
-  ends.reserve(epochs * m.sequences.size());
+                  uint64_t seed, Split split, HugePageArray<uint32_t>& order,
+                  HugePageArray<uint64_t>& ends) {
+  const size_t n = m.sequences.size();
+  order.resize(epochs * n);
+  ends.resize(epochs * n);
   uint64_t position = 0;
-  std::vector<uint32_t> epoch_order;
   for (uint64_t e = 0; e < epochs; ++e) {
-    epoch_order = m.sequences;
+    const std::span<uint32_t> epoch(order.data() + e * n, n);
+    std::copy(m.sequences.begin(), m.sequences.end(), epoch.begin());
     const std::string stream = "ms-data/shuffle/" + in.source.name + "/" +
                                std::string(split_name(split)) + "/" + std::to_string(e);
-    shuffle(epoch_order, seed, stream_id(stream));
-    for (uint32_t seq : epoch_order) {
-      position += static_cast<uint64_t>(in.sequence_lengths[seq]);
-      order.push_back(seq);
-      ends.push_back(position);
+    shuffle(epoch, seed, stream_id(stream));
+    uint64_t* epoch_ends = ends.data() + e * n;
+    for (size_t i = 0; i < n; ++i) {
+      position += static_cast<uint64_t>(in.sequence_lengths[epoch[i]]);
+      epoch_ends[i] = position;
     }
   }
 }
@@ -196,22 +198,24 @@ bool held_out_for_validation(uint64_t seed, uint64_t document, double fraction) 
 
 namespace {
 
-// The source with the largest deficit w_s * k - taken_s, ties to the lower index, among the
-// sources with a positive weight. Megatron's helper also scores zero-weight sources, which then
-// win the 0 = 0 tie at sample 1 against a source that already holds one sample; a source a
-// phase gives no weight must get no sample, so they are left out, which makes a phase exactly
-// Megatron's blend over its weighted sources. With no positive weight, source 0.
-size_t largest_deficit(const std::vector<double>& w, const std::vector<double>& taken, double k) {
-  size_t best = 0;
-  double best_deficit = 0;
-  bool found = false;
-  for (size_t s = 0; s < w.size(); ++s) {
-    if (w[s] <= 0) continue;
+// The source with the largest deficit w_s * k - taken_s, ties to the lower index, among
+// `active`: the sources with a positive weight, in index order. Megatron's helper also scores
+// zero-weight sources, which then win the 0 = 0 tie at sample 1 against a source that already
+// holds one sample; a source a phase gives no weight must get no sample, so they are left out,
+// which makes a phase exactly Megatron's blend over its weighted sources. With none active,
+// source 0. This runs once per sample (10 M times for a long run), so the weighted sources are
+// listed once per phase rather than tested in the loop.
+size_t largest_deficit(std::span<const size_t> active, const std::vector<double>& w,
+                       const std::vector<double>& taken, double k) {
+  if (active.empty()) return 0;
+  size_t best = active[0];
+  double best_deficit = w[best] * k - taken[best];
+  for (size_t a = 1; a < active.size(); ++a) {
+    const size_t s = active[a];
     const double deficit = w[s] * k - taken[s];
-    if (!found || deficit > best_deficit) {
+    if (deficit > best_deficit) {
       best = s;
       best_deficit = deficit;
-      found = true;
     }
   }
   return best;
@@ -225,15 +229,21 @@ BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t
   r.index.resize(samples);
   r.counts.assign(num_sources, 0);
   std::vector<double> taken(num_sources);
+  std::vector<size_t> active;
   for (size_t p = 0; p < phases.size(); ++p) {
     const int64_t begin = std::min(phases[p].at_sample, samples);
     const int64_t end = p + 1 < phases.size() ? std::min(phases[p + 1].at_sample, samples) : samples;
+    const std::vector<double>& w = phases[p].weights;
+    active.clear();
+    for (size_t s = 0; s < w.size(); ++s) {
+      if (w[s] > 0) active.push_back(s);
+    }
     std::fill(taken.begin(), taken.end(), 0.0);
     for (int64_t i = begin; i < end; ++i) {
       // Megatron-LM's build_blending_indices targets w * max(i, 1) with i counted from the
       // phase start; the max makes samples 0 and 1 both aim at one sample's worth.
       const double k = static_cast<double>(std::max<int64_t>(i - begin, 1));
-      const size_t best = largest_deficit(phases[p].weights, taken, k);
+      const size_t best = largest_deficit(active, w, taken, k);
       r.source[i] = static_cast<uint16_t>(best);
       r.index[i] = r.counts[best]++;
       taken[best] += 1.0;
@@ -242,7 +252,7 @@ BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t
   return r;
 }
 
-void shuffle(std::vector<uint32_t>& items, uint64_t seed, uint64_t stream) {
+void shuffle(std::span<uint32_t> items, uint64_t seed, uint64_t stream) {
   for (size_t i = items.size(); i > 1; --i) {
     const PhiloxCounter c = philox_block(seed, stream, i);
     const uint64_t r = (uint64_t{c[0]} << 32) | c[1];

@@ -40,8 +40,8 @@ struct PlanSourceInput {
 bool held_out_for_validation(uint64_t seed, uint64_t document, double fraction);
 
 struct BlendResult {
-  std::vector<uint16_t> source;  // global sample -> source
-  std::vector<uint64_t> index;   // global sample -> index within the source
+  HugePageArray<uint16_t> source;  // global sample -> source
+  HugePageArray<uint64_t> index;   // global sample -> index within the source
   std::vector<uint64_t> counts;  // samples per source
 };
 
@@ -50,7 +50,7 @@ struct BlendResult {
 BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t samples);
 
 // Shuffles `items` in place (Fisher-Yates with Philox draws keyed by seed and `stream`).
-void shuffle(std::vector<uint32_t>& items, uint64_t seed, uint64_t stream);
+void shuffle(std::span<uint32_t> items, uint64_t seed, uint64_t stream);
 
 // Builds the plan of `config` over `inputs` (one per config source, same order) and writes it
 // to `output`. InvalidArgument naming the source when a source with weight has no tokens in a
