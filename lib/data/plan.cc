@@ -176,8 +176,7 @@ std::string encode_header(uint64_t file_size, uint64_t meta_length, uint64_t tab
 }  // namespace
 
 Status write_plan_file(const std::string& path, const PlanInfo& info,
-                       const std::array<PlanSplitArrays, 2>& splits,
-                       const std::function<void(uint32_t split, uint32_t source)>& before_stream) {
+                       const std::array<PlanSplitArrays, 2>& splits) {
   const std::string meta = info_to_json(info);
   const uint64_t table_offset = align8(kPlanHeaderBytes + meta.size());
   const size_t section_count = 4 + 4 * info.sources.size();
@@ -201,9 +200,6 @@ Status write_plan_file(const std::string& path, const PlanInfo& info,
   MS_RETURN_IF_ERROR(append_payload(*out, table, crc));
   written += table.size();
   for (const PendingSection& s : sections) {
-    if (before_stream && s.entry.kind == static_cast<uint32_t>(SectionKind::kSequenceOrder)) {
-      before_stream(s.entry.split, s.entry.source);  // the stream's order and its ends
-    }
     MS_RETURN_IF_ERROR(pad_to(s.entry.offset));
     const size_t bytes = s.entry.count * s.entry.elem_bytes;
     MS_RETURN_IF_ERROR(

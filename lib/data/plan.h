@@ -16,7 +16,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -92,14 +91,9 @@ struct PlanSplitArrays {
 };
 
 // Writes `info` and the arrays of both splits to `path` atomically (temporary file, fsync,
-// rename). IOError naming the path when it cannot. The arrays must have their final sizes; a
-// source's document stream may still be being filled when this starts if `before_stream` is
-// given: it is called with (split, source) just before that stream's two sections are read, and
-// must return once they are complete. The planner fills the streams on other threads while the
-// sample table, which comes first in the file, is checksummed and written.
+// rename). IOError naming the path when it cannot.
 Status write_plan_file(const std::string& path, const PlanInfo& info,
-                       const std::array<PlanSplitArrays, 2>& splits,
-                       const std::function<void(uint32_t split, uint32_t source)>& before_stream = {});
+                       const std::array<PlanSplitArrays, 2>& splits);
 
 // `count` tokens of dataset sequence `sequence` starting at token `offset`.
 struct TokenRange {

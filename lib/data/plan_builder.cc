@@ -3,10 +3,8 @@
 #include "data/plan_builder.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <limits>
 #include <string>
 
@@ -86,14 +84,14 @@ Result<std::vector<PlanPhase>> validation_phases(const MixtureConfig& config,
   return std::vector<PlanPhase>{{0, weights}};
 }
 
-// Every epoch's shuffled order of `m` concatenated, with each entry's end offset in the stream,
-// into `order` and `ends`, already sized epochs x |m|. Each epoch is copied and shuffled in
-// place in `order`.
+// Every epoch's shuffled order of `m` concatenated, with each entry's end offset in the stream.
+// Each epoch is copied and shuffled in place in `order`.
 void build_stream(const PlanSourceInput& in, const SplitMembers& m, uint64_t epochs,
                   uint64_t seed, Split split, HugePageArray<uint32_t>& order,
                   HugePageArray<uint64_t>& ends) {
   const size_t n = m.sequences.size();
-  assert(order.size() == epochs * n && ends.size() == epochs * n);
+  order.resize(epochs * n);
+  ends.resize(epochs * n);
   uint64_t position = 0;
   for (uint64_t e = 0; e < epochs; ++e) {
     const std::span<uint32_t> epoch(order.data() + e * n, n);
@@ -318,46 +316,20 @@ Result<PlanInfo> build_plan(const MixtureConfig& config, std::span<const PlanSou
                                          " entries of its shuffled "
                                          "document streams",
                                      output));
-  // The streams are sized now (address space only) and filled by the pool, one task per stream
-  // in file order, while this thread checksums and writes the sample table before them; the
-  // writer waits for each stream just before its sections.
+  pool.parallel_for(0, static_cast<int64_t>(2 * num_sources), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int split = static_cast<int>(i / num_sources);
+      const size_t s = static_cast<size_t>(i % num_sources);
+      build_stream(inputs[s], members[s][split], info.sources[s].splits[split].epochs, seed,
+                   static_cast<Split>(split), arrays[split].sequence_order[s],
+                   arrays[split].stream_end[s]);
+    }
+  });
   for (int split = 0; split < 2; ++split) {
     arrays[split].blend_source = std::move(blends[split].source);
     arrays[split].blend_index = std::move(blends[split].index);
-    for (size_t s = 0; s < num_sources; ++s) {
-      const size_t entries = info.sources[s].splits[split].epochs * members[s][split].sequences.size();
-      arrays[split].sequence_order[s].resize(entries);
-      arrays[split].stream_end[s].resize(entries);
-    }
   }
-  std::array<std::vector<std::future<void>>, 2> streams;
-  // Every task refers to the arrays: none may outlive them, also when the write fails or throws.
-  struct WaitForAll {
-    std::array<std::vector<std::future<void>>, 2>& streams;
-    ~WaitForAll() {
-      for (auto& split_streams : streams) {
-        for (std::future<void>& stream : split_streams) {
-          if (stream.valid()) stream.wait();
-        }
-      }
-    }
-  } wait_for_all{streams};
-  for (int split = 0; split < 2; ++split) {
-    for (size_t s = 0; s < num_sources; ++s) {
-      streams[split].push_back(pool.submit([&, split, s] {
-        build_stream(inputs[s], members[s][split], info.sources[s].splits[split].epochs, seed,
-                     static_cast<Split>(split), arrays[split].sequence_order[s],
-                     arrays[split].stream_end[s]);
-      }));
-    }
-  }
-  const Status written = write_plan_file(output, info, arrays, [&](uint32_t split, uint32_t source) {
-    streams[split][source].wait();
-  });
-  for (auto& split_streams : streams) {
-    for (std::future<void>& stream : split_streams) stream.get();  // rethrows a task's exception
-  }
-  MS_RETURN_IF_ERROR(written);
+  MS_RETURN_IF_ERROR(write_plan_file(output, info, arrays));
   return info;
 }
 
