@@ -1,6 +1,7 @@
 // Temp-file + fsync + rename + directory-fsync commits; see atomic_file.h for the guarantees.
 #include "io/atomic_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,8 +176,18 @@ AtomicFileWriter::AtomicFileWriter(Env& env, std::string path, std::string temp_
       file_(std::move(file)),
       recorder_(new FailureRecordingFile(file_, direct_write_error_)) {}
 
+Status check_replaceable_file(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return Status::OK();
+  const std::string_view kind = file_kind_name(file_kind_of_mode(st.st_mode));
+  return InvalidArgument(std::string(what) + " is " + std::string(kind) +
+                         ", not a regular file; the output is renamed into place and would replace it, "
+                         "so choose a file path");
+}
+
 Result<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::create(Env& env,
                                                                    const std::string& path) {
+  if (!env.is_directory(path)) MS_RETURN_IF_ERROR(check_replaceable_file(path, "output '" + path + "'"));
   // A clash of two random 64-bit names is next to impossible; a few tries cover it anyway.
   Status last;
   for (int attempt = 0; attempt < 4; ++attempt) {

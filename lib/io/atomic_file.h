@@ -49,6 +49,13 @@ Result<std::string> read_file(const std::string& path, uint64_t max_bytes, std::
 Result<std::string> read_file(Env& env, const std::string& path);
 Result<std::string> read_file(const std::string& path);
 
+// InvalidArgument naming `what` (e.g. "--output out.plan") when `path` exists and is not a
+// regular file or a link to one. An atomic write renames its temporary over `path`, which would
+// replace a device, a FIFO or a socket: `--output /dev/null --replace` run as root turned
+// /dev/null into a plan. AtomicFileWriter::create refuses such a target; tools check it up
+// front (check_output_file) so a long run does not fail only when it writes.
+Status check_replaceable_file(const std::string& path, std::string_view what);
+
 // Streams a file into place atomically. Writes go to `<path>.tmp.<pid>.<random>`; commit()
 // fsyncs it, renames it over `path` and fsyncs the directory. Destroying the writer without a
 // successful commit() removes the temporary file, so an abandoned save leaves nothing behind.

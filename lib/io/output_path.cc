@@ -74,7 +74,9 @@ Status check_output_file(Env& env, const std::string& path, const OutputRules& r
   if (env.is_directory(path)) {
     return AlreadyExists(rules.flag + " " + path + " is a directory; a file was expected");
   }
-  if (env.exists(path) && !rules.replace) return existing_output(path, "already exists", rules);
+  if (!env.exists(path)) return Status::OK();
+  MS_RETURN_IF_ERROR(check_replaceable_file(path, rules.flag + " " + path));
+  if (!rules.replace) return existing_output(path, "already exists", rules);
   return Status::OK();
 }
 

@@ -50,6 +50,21 @@ TEST_F(AtomicFileTest, WriteThenReadRoundTrips) {
   EXPECT_EQ(entries(), std::vector<std::string>{"f"});
 }
 
+// The temporary is renamed over the target, which would replace a FIFO or a device (as root,
+// `--output /dev/null --replace` replaced /dev/null): such a target is refused and left as it is.
+TEST_F(AtomicFileTest, WriteOverAFifoIsRefusedAndLeavesIt) {
+  const std::string fifo = dir_.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Status st = write_file_atomic(fifo, "data");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("output '" + fifo + "' is a FIFO, not a regular file"), std::string::npos)
+      << st.message();
+  struct stat after {};
+  ASSERT_EQ(::stat(fifo.c_str(), &after), 0);
+  EXPECT_TRUE(S_ISFIFO(after.st_mode));
+  EXPECT_EQ(entries(), std::vector<std::string>{"fifo"});
+}
+
 TEST_F(AtomicFileTest, ReadFileOfAnEndlessDeviceIsRefusedNamingIt) {
   const Result<std::string> endless = read_file("/dev/zero", kMaxConfigFileBytes, "config file");
   ASSERT_FALSE(endless.ok());

@@ -4,6 +4,7 @@
 #include "io/output_path.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -80,6 +81,20 @@ TEST_F(OutputPathTest, AnExistingOutputFileNeedsReplace) {
   EXPECT_TRUE(check_output_file(default_env(), plan, {{}, "--output", true}).ok());
   EXPECT_EQ(check_output_file(default_env(), dir_.path(), {{}, "--output", true}).code(),
             StatusCode::kAlreadyExists) << "a directory is never replaced by a file";
+}
+
+// An output file is renamed into place, which would replace a device or a fifo by the output
+// (`--output /dev/null --replace` as root replaced /dev/null); they are refused, replace or not.
+TEST_F(OutputPathTest, AnOutputThatIsNotARegularFileIsRefusedEvenWithReplace) {
+  const std::string fifo = dir_.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (bool replace : {false, true}) {
+    const Status st = check_output_file(default_env(), fifo, {{}, "--output", replace});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+    EXPECT_NE(st.message().find("--output " + fifo + " is a FIFO, not a regular file"), std::string::npos)
+        << st.message();
+  }
+  EXPECT_TRUE(default_env().exists(fifo));
 }
 
 TEST_F(OutputPathTest, ADirectoryAppearsOnlyWhenCommitted) {
