@@ -82,13 +82,20 @@ Status parse_rank_line(const std::string& path, size_t line_no, std::string_view
 
 // Every split of a token into two tokens merges into it at the token's rank.
 void derive_merges(BpeTokenizerSpec& spec) {
-  StringMap<int32_t> ids(spec.vocab.begin(), spec.vocab.end());
+  // The same flat index over the vocabulary's own strings as the tokenizer's (a rank file of
+  // 200k tokens makes millions of lookups here); a repeated token keeps its first rank.
+  const auto key_of = [&spec](int32_t i) { return std::string_view(spec.vocab[i].first); };
+  StringIndex index;
+  index.reserve(spec.vocab.size());
+  for (size_t i = 0; i < spec.vocab.size(); ++i) {
+    index.insert(spec.vocab[i].first, static_cast<int32_t>(i), key_of);
+  }
   for (const auto& [token, id] : spec.vocab) {
     for (size_t cut = 1; cut < token.size(); ++cut) {
-      auto left = ids.find(std::string_view(token).substr(0, cut));
-      auto right = ids.find(std::string_view(token).substr(cut));
-      if (left != ids.end() && right != ids.end()) {
-        spec.merges.push_back({left->second, right->second, id, id});
+      const int32_t left = index.find(std::string_view(token).substr(0, cut), key_of);
+      const int32_t right = index.find(std::string_view(token).substr(cut), key_of);
+      if (left != StringIndex::kAbsent && right != StringIndex::kAbsent) {
+        spec.merges.push_back({spec.vocab[left].second, spec.vocab[right].second, id, id});
       }
     }
   }
