@@ -26,7 +26,8 @@ struct PlanArgs {
   bool replace = false;
 };
 
-void print_summary(const data::PlanInfo& info, const data::Plan& plan, double seconds) {
+void print_summary(const data::PlannedMixture& planned, const std::string& path, double seconds) {
+  const data::PlanInfo& info = planned.info;
   std::printf("# ms-data plan: %lld train + %lld validation samples of %lld+1 tokens, seed %lld\n",
               static_cast<long long>(info.samples[0]), static_cast<long long>(info.samples[1]),
               static_cast<long long>(info.seq_len), static_cast<long long>(info.seed));
@@ -41,15 +42,18 @@ void print_summary(const data::PlanInfo& info, const data::Plan& plan, double se
                 static_cast<unsigned long long>(t.epochs), static_cast<unsigned long long>(v.documents),
                 static_cast<unsigned long long>(v.samples), static_cast<unsigned long long>(v.epochs));
   }
-  std::printf("# wrote %s (%llu bytes, hash %s) in %.3f s\n", plan.path().c_str(),
-              static_cast<unsigned long long>(plan.file_size()), plan.hash().c_str(), seconds);
+  std::printf("# wrote %s (%llu bytes, hash %s) in %.3f s\n", path.c_str(),
+              static_cast<unsigned long long>(planned.file.bytes), planned.file.hash.c_str(),
+              seconds);
 }
 
-nlohmann::ordered_json summary_json(const data::PlanInfo& info, const data::Plan& plan, double seconds) {
+nlohmann::ordered_json summary_json(const data::PlannedMixture& planned, const std::string& path,
+                                    double seconds) {
+  const data::PlanInfo& info = planned.info;
   nlohmann::ordered_json j;
-  j["plan"] = plan.path();
-  j["hash"] = plan.hash();
-  j["bytes"] = plan.file_size();
+  j["plan"] = path;
+  j["hash"] = planned.file.hash;
+  j["bytes"] = planned.file.bytes;
   j["seconds"] = seconds;
   j["seq_len"] = info.seq_len;
   j["samples"] = {{"train", info.samples[0]}, {"validation", info.samples[1]}};
@@ -80,14 +84,13 @@ Result<int> run_plan(const PlanArgs& args) {
   MS_ASSIGN_OR_RETURN(data::MixtureConfig config, data::load_mixture(args.config_path, args.sets));
   MS_RETURN_IF_ERROR(check_outputs(args, config));
   Stopwatch watch;
-  MS_ASSIGN_OR_RETURN(data::PlanInfo info, data::plan_mixture(config, args.output));
+  MS_ASSIGN_OR_RETURN(data::PlannedMixture planned, data::plan_mixture(config, args.output));
   const double seconds = watch.elapsed_s();
   MS_RETURN_IF_ERROR(io::write_file_atomic(args.output + ".yaml", data::mixture_schema().dump(config, true)));
-  MS_ASSIGN_OR_RETURN(std::shared_ptr<const data::Plan> plan, data::Plan::open(args.output));
   if (args.json) {
-    std::cout << summary_json(info, *plan, seconds).dump(2) << std::endl;
+    std::cout << summary_json(planned, args.output, seconds).dump(2) << std::endl;
   } else {
-    print_summary(info, *plan, seconds);
+    print_summary(planned, args.output, seconds);
   }
   return 0;
 }

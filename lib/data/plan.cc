@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "core/buffer.h"
 #include "core/crc32c.h"
 #include "io/atomic_file.h"
+#include "io/bulk_writer.h"
 #include "io/mapping_guard.h"
 
 namespace ms::data {
@@ -19,32 +21,17 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-enum class SectionKind : uint32_t {
-  kBlendSource = 1,    // u16 per global sample
-  kBlendIndex = 2,     // u64 per global sample
-  kSequenceOrder = 3,  // u32 per (epoch, sequence) of one source
-  kStreamEnd = 4,      // u64 per (epoch, sequence) of one source
-};
 constexpr uint32_t kNoSource = 0xFFFFFFFFu;
 
-uint32_t element_bytes(SectionKind kind) {
+uint32_t element_bytes(PlanSection kind) {
   switch (kind) {
-    case SectionKind::kBlendSource: return 2;
-    case SectionKind::kSequenceOrder: return 4;
-    case SectionKind::kBlendIndex:
-    case SectionKind::kStreamEnd: return 8;
+    case PlanSection::kBlendSource: return 2;
+    case PlanSection::kSequenceOrder: return 4;
+    case PlanSection::kBlendIndex:
+    case PlanSection::kStreamEnd: return 8;
   }
   return 0;
 }
-
-struct SectionEntry {
-  uint32_t kind = 0;
-  uint32_t split = 0;
-  uint32_t source = 0;
-  uint32_t elem_bytes = 0;
-  uint64_t offset = 0;
-  uint64_t count = 0;
-};
 
 // Header field offsets (docs/formats/plan.md).
 constexpr size_t kVersionAt = 8, kHeaderBytesAt = 12, kFileSizeAt = 16, kMetaOffsetAt = 24,
@@ -68,6 +55,11 @@ std::string hex32(uint32_t v) {
   char text[9];
   std::snprintf(text, sizeof(text), "%08x", v);
   return text;
+}
+
+// The plan's hash as Plan::hash() gives it, from the header's two crcs.
+std::string plan_hash(std::span<const uint8_t> header) {
+  return hex32(get<uint32_t>(header, kPayloadCrcAt)) + hex32(get<uint32_t>(header, kHeaderCrcAt));
 }
 
 ordered_json counts_to_json(const PlanSplitCounts& c) {
@@ -106,46 +98,10 @@ std::string info_to_json(const PlanInfo& info) {
   return j.dump();
 }
 
-// The sections of a plan in file order, with the arrays they come from.
-struct PendingSection {
-  SectionEntry entry;
-  const void* data;
-};
-
-std::vector<PendingSection> layout_sections(const std::array<PlanSplitArrays, 2>& splits,
-                                            uint64_t first_offset) {
-  std::vector<PendingSection> sections;
-  uint64_t offset = first_offset;
-  auto add = [&](SectionKind kind, uint32_t split, uint32_t source, const void* data,
-                 uint64_t count) {
-    const SectionEntry e{static_cast<uint32_t>(kind), split, source, element_bytes(kind), offset,
-                         count};
-    sections.push_back({e, data});
-    offset = align8(offset + count * e.elem_bytes);
-  };
-  for (uint32_t split = 0; split < 2; ++split) {
-    const PlanSplitArrays& a = splits[split];
-    add(SectionKind::kBlendSource, split, kNoSource, a.blend_source.data(), a.blend_source.size());
-    add(SectionKind::kBlendIndex, split, kNoSource, a.blend_index.data(), a.blend_index.size());
-    for (uint32_t s = 0; s < a.sequence_order.size(); ++s) {
-      add(SectionKind::kSequenceOrder, split, s, a.sequence_order[s].data(),
-          a.sequence_order[s].size());
-      add(SectionKind::kStreamEnd, split, s, a.stream_end[s].data(), a.stream_end[s].size());
-    }
-  }
-  return sections;
-}
-
-// Appends `data` to the file and folds it into the payload crc.
-Status append_payload(io::AtomicFileWriter& out, std::string_view data, uint32_t& crc) {
-  crc = crc32c(data.data(), data.size(), crc);
-  return out.append(data);
-}
-
-std::string encode_table(const std::vector<PendingSection>& sections) {
+std::string encode_table(const std::vector<PlanSectionEntry>& sections) {
   std::string table(sections.size() * kPlanSectionEntryBytes, '\0');
   for (size_t i = 0; i < sections.size(); ++i) {
-    const SectionEntry& e = sections[i].entry;
+    const PlanSectionEntry& e = sections[i];
     const size_t at = i * kPlanSectionEntryBytes;
     put(table, at, e.kind);
     put(table, at + 4, e.split);
@@ -157,14 +113,14 @@ std::string encode_table(const std::vector<PendingSection>& sections) {
   return table;
 }
 
-std::string encode_header(uint64_t file_size, uint64_t meta_length, uint64_t table_offset,
-                          uint32_t section_count, uint32_t payload_crc) {
+std::string encode_header(uint64_t file_size, uint64_t meta_offset, uint64_t meta_length,
+                          uint64_t table_offset, uint32_t section_count, uint32_t payload_crc) {
   std::string header(kPlanHeaderBytes, '\0');
   std::memcpy(header.data(), kPlanMagic.data(), kPlanMagic.size());
   put(header, kVersionAt, kPlanFormatVersion);
   put(header, kHeaderBytesAt, static_cast<uint32_t>(kPlanHeaderBytes));
   put(header, kFileSizeAt, file_size);
-  put(header, kMetaOffsetAt, static_cast<uint64_t>(kPlanHeaderBytes));
+  put(header, kMetaOffsetAt, meta_offset);
   put(header, kMetaLengthAt, meta_length);
   put(header, kTableOffsetAt, table_offset);
   put(header, kSectionCountAt, section_count);
@@ -175,42 +131,128 @@ std::string encode_header(uint64_t file_size, uint64_t meta_length, uint64_t tab
 
 }  // namespace
 
-Status write_plan_file(const std::string& path, const PlanInfo& info,
-                       const std::array<PlanSplitArrays, 2>& splits) {
-  const std::string meta = info_to_json(info);
-  const uint64_t table_offset = align8(kPlanHeaderBytes + meta.size());
-  const size_t section_count = 4 + 4 * info.sources.size();
-  const uint64_t first_section = align8(table_offset + section_count * kPlanSectionEntryBytes);
-  const std::vector<PendingSection> sections = layout_sections(splits, first_section);
-  assert(sections.size() == section_count);
+// ---- writing ----
 
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::AtomicFileWriter> out, io::AtomicFileWriter::create(path));
-  MS_RETURN_IF_ERROR(out->append(std::string(kPlanHeaderBytes, '\0')));
-  uint32_t crc = 0;
-  uint64_t written = kPlanHeaderBytes;
-  auto pad_to = [&](uint64_t offset) -> Status {
-    const std::string zeros(offset - written, '\0');
-    written = offset;
-    return append_payload(*out, zeros, crc);
-  };
-  MS_RETURN_IF_ERROR(append_payload(*out, meta, crc));
-  written += meta.size();
-  MS_RETURN_IF_ERROR(pad_to(table_offset));
-  const std::string table = encode_table(sections);
-  MS_RETURN_IF_ERROR(append_payload(*out, table, crc));
-  written += table.size();
-  for (const PendingSection& s : sections) {
-    MS_RETURN_IF_ERROR(pad_to(s.entry.offset));
-    const size_t bytes = s.entry.count * s.entry.elem_bytes;
-    MS_RETURN_IF_ERROR(
-        append_payload(*out, std::string_view(static_cast<const char*>(s.data), bytes), crc));
-    written += bytes;
+// The first section starts at the second block, so the header's block can be written again on
+// its own, through a direct writer too, once the crcs are known.
+constexpr uint64_t kFirstSectionOffset = io::kDirectIoAlignment;
+
+PlanFileWriter::PlanFileWriter(std::unique_ptr<io::AtomicFileWriter> file,
+                               std::unique_ptr<io::BulkWriter> out)
+    : file_(std::move(file)), out_(std::move(out)) {}
+
+PlanFileWriter::~PlanFileWriter() = default;
+
+Result<std::unique_ptr<PlanFileWriter>> PlanFileWriter::create(const std::string& path) {
+  return create(io::default_env(), path);
+}
+
+Result<std::unique_ptr<PlanFileWriter>> PlanFileWriter::create(io::Env& env,
+                                                               const std::string& path) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::AtomicFileWriter> file,
+                      io::AtomicFileWriter::create(env, path));
+  io::BulkWriter::Options options;
+  options.direct = true;
+  // Flushed to the disk in stages while the plan is built, so the commit's fsync waits only for
+  // the tail (docs/bench/data-plan.md).
+  options.sync_every_bytes = 4 * options.piece_bytes;
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<io::BulkWriter> out,
+                      io::BulkWriter::start(file->file(), std::move(options)));
+  std::unique_ptr<PlanFileWriter> writer(new PlanFileWriter(std::move(file), std::move(out)));
+  // The header's block: zeros until finish(); the payload crc starts after the header.
+  const std::string zeros(kFirstSectionOffset, '\0');
+  writer->crc_ = crc32c(zeros.data() + kPlanHeaderBytes, zeros.size() - kPlanHeaderBytes);
+  MS_RETURN_IF_ERROR(writer->out_->append_copy(zeros));
+  return writer;
+}
+
+void PlanFileWriter::close_section() {
+  if (open_ < 0) return;
+  PlanSectionEntry& e = sections_[static_cast<size_t>(open_)];
+  e.count = (out_->offset() - e.offset) / e.elem_bytes;
+  open_ = -1;
+}
+
+Status PlanFileWriter::pad_to_8() {
+  const uint64_t offset = out_->offset();
+  return append_copy(std::string(static_cast<size_t>(align8(offset) - offset), '\0'));
+}
+
+Status PlanFileWriter::append_copy(std::string_view data) {
+  crc_ = crc32c(data.data(), data.size(), crc_);
+  return out_->append_copy(data);
+}
+
+Status PlanFileWriter::begin_section(PlanSection kind, int split, uint32_t source) {
+  close_section();
+  MS_RETURN_IF_ERROR(pad_to_8());
+  const bool blend = kind == PlanSection::kBlendSource || kind == PlanSection::kBlendIndex;
+  sections_.push_back({static_cast<uint32_t>(kind), static_cast<uint32_t>(split),
+                       blend ? kNoSource : source, element_bytes(kind), out_->offset(), 0});
+  open_ = static_cast<int>(sections_.size()) - 1;
+  return Status::OK();
+}
+
+Status PlanFileWriter::append_bytes(std::span<const std::byte> bytes) {
+  assert(open_ >= 0 && bytes.size() % sections_[static_cast<size_t>(open_)].elem_bytes == 0);
+  crc_ = crc32c(bytes.data(), bytes.size(), crc_);
+  return out_->append_copy(bytes);
+}
+
+Result<PlanFileSummary> PlanFileWriter::finish(const PlanInfo& info) {
+  close_section();
+  if (sections_.size() != 4 + 4 * info.sources.size()) {
+    return FailedPrecondition("plan '" + file_->path() + "': " + std::to_string(sections_.size()) +
+                              " sections written for " + std::to_string(info.sources.size()) +
+                              " sources");
   }
-  MS_RETURN_IF_ERROR(pad_to(align8(written)));
+  const std::string meta = info_to_json(info);
+  MS_RETURN_IF_ERROR(pad_to_8());
+  const uint64_t meta_offset = out_->offset();
+  MS_RETURN_IF_ERROR(append_copy(meta));
+  MS_RETURN_IF_ERROR(pad_to_8());
+  const uint64_t table_offset = out_->offset();
+  MS_RETURN_IF_ERROR(append_copy(encode_table(sections_)));
+  MS_RETURN_IF_ERROR(out_->finish());
+  const uint64_t file_size = out_->offset();
   const std::string header =
-      encode_header(written, meta.size(), table_offset, static_cast<uint32_t>(section_count), crc);
-  MS_RETURN_IF_ERROR(out->file().write_at(0, header));
-  return out->commit();
+      encode_header(file_size, meta_offset, meta.size(), table_offset,
+                    static_cast<uint32_t>(sections_.size()), crc_);
+  // The header's whole block from aligned memory, as a direct writer needs.
+  MS_ASSIGN_OR_RETURN(Buffer block, Buffer::allocate(kFirstSectionOffset, io::kDirectIoAlignment));
+  std::memset(block.data(), 0, block.size());
+  std::memcpy(block.data(), header.data(), header.size());
+  MS_RETURN_IF_ERROR(file_->file().write_at(0, block.bytes()));
+  MS_RETURN_IF_ERROR(file_->commit());
+  return PlanFileSummary{
+      plan_hash({reinterpret_cast<const uint8_t*>(header.data()), header.size()}), file_size};
+}
+
+Result<PlanFileSummary> write_plan_file(const std::string& path, const PlanInfo& info,
+                                        const std::array<PlanSplitArrays, 2>& splits) {
+  return write_plan_file(io::default_env(), path, info, splits);
+}
+
+Result<PlanFileSummary> write_plan_file(io::Env& env, const std::string& path, const PlanInfo& info,
+                                        const std::array<PlanSplitArrays, 2>& splits) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<PlanFileWriter> out, PlanFileWriter::create(env, path));
+  for (int split = 0; split < 2; ++split) {
+    const PlanSplitArrays& a = splits[split];
+    MS_RETURN_IF_ERROR(out->begin_section(PlanSection::kBlendIndex, split));
+    MS_RETURN_IF_ERROR(out->append(std::span<const uint64_t>(a.blend_index)));
+    MS_RETURN_IF_ERROR(out->begin_section(PlanSection::kBlendSource, split));
+    MS_RETURN_IF_ERROR(out->append(std::span<const uint16_t>(a.blend_source)));
+  }
+  for (int split = 0; split < 2; ++split) {
+    const PlanSplitArrays& a = splits[split];
+    for (uint32_t s = 0; s < a.sequence_order.size(); ++s) {
+      MS_RETURN_IF_ERROR(out->begin_section(PlanSection::kSequenceOrder, split, s));
+      MS_RETURN_IF_ERROR(out->append(std::span<const uint32_t>(a.sequence_order[s])));
+      MS_RETURN_IF_ERROR(out->begin_section(PlanSection::kStreamEnd, split, s));
+      MS_RETURN_IF_ERROR(out->append(std::span<const uint64_t>(a.stream_end[s])));
+    }
+  }
+  return out->finish(info);
 }
 
 // ---- reading ----
@@ -369,7 +411,7 @@ namespace {
 
 // Reads the section table and checks every entry's bounds, alignment, kind and element size,
 // and that each (kind, split, source) appears exactly once.
-Result<std::map<std::tuple<uint32_t, uint32_t, uint32_t>, SectionEntry>> read_table(
+Result<std::map<std::tuple<uint32_t, uint32_t, uint32_t>, PlanSectionEntry>> read_table(
     std::span<const uint8_t> bytes, size_t num_sources, const std::string& name) {
   const uint64_t table_offset = get<uint64_t>(bytes, kTableOffsetAt);
   const uint64_t count = get<uint32_t>(bytes, kSectionCountAt);
@@ -381,10 +423,10 @@ Result<std::map<std::tuple<uint32_t, uint32_t, uint32_t>, SectionEntry>> read_ta
     return corrupt(name, "section table at byte " + std::to_string(table_offset) +
                              " runs past the end of the file");
   }
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, SectionEntry> table;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, PlanSectionEntry> table;
   for (uint64_t i = 0; i < count; ++i) {
     const size_t at = table_offset + i * kPlanSectionEntryBytes;
-    const SectionEntry e{get<uint32_t>(bytes, at), get<uint32_t>(bytes, at + 4),
+    const PlanSectionEntry e{get<uint32_t>(bytes, at), get<uint32_t>(bytes, at + 4),
                          get<uint32_t>(bytes, at + 8), get<uint32_t>(bytes, at + 12),
                          get<uint64_t>(bytes, at + 16), get<uint64_t>(bytes, at + 24)};
     const std::string where = "section " + std::to_string(i) + " (table byte " + std::to_string(at) + ")";
@@ -393,7 +435,7 @@ Result<std::map<std::tuple<uint32_t, uint32_t, uint32_t>, SectionEntry>> read_ta
         (!blend && e.source >= num_sources)) {
       return corrupt(name, where + ": unknown kind/split/source");
     }
-    if (e.elem_bytes != element_bytes(static_cast<SectionKind>(e.kind)) || e.offset % 8 != 0 ||
+    if (e.elem_bytes != element_bytes(static_cast<PlanSection>(e.kind)) || e.offset % 8 != 0 ||
         e.count > bytes.size() || !in_file(e.offset, e.count * e.elem_bytes, bytes.size())) {
       return corrupt(name, where + ": misaligned or out of the file's bounds");
     }
@@ -405,7 +447,7 @@ Result<std::map<std::tuple<uint32_t, uint32_t, uint32_t>, SectionEntry>> read_ta
 }
 
 template <typename T>
-std::span<const T> section_span(std::span<const uint8_t> bytes, const SectionEntry& e) {
+std::span<const T> section_span(std::span<const uint8_t> bytes, const PlanSectionEntry& e) {
   return {reinterpret_cast<const T*>(bytes.data() + e.offset), static_cast<size_t>(e.count)};
 }
 
@@ -499,7 +541,7 @@ Status Plan::parse(const std::string& name) {
                                       arrays_->stream_end[split].back(), name));
     }
   }
-  hash_ = hex32(get<uint32_t>(bytes_, kPayloadCrcAt)) + hex32(get<uint32_t>(bytes_, kHeaderCrcAt));
+  hash_ = plan_hash(bytes_);
   return Status::OK();
 }
 

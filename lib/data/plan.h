@@ -25,6 +25,8 @@
 #include "core/huge_page_array.h"
 #include "core/status.h"
 #include "data/loader.h"
+#include "io/atomic_file.h"
+#include "io/bulk_writer.h"
 
 namespace ms::data {
 
@@ -80,9 +82,8 @@ struct PlanInfo {
   bool operator==(const PlanInfo&) const = default;
 };
 
-// The arrays of one split as the planner produced them.
-// Hundreds of MB for a long run (10 bytes a sample, 12 a stream entry): huge-page arrays that
-// the planner fills without zeroing first.
+// The arrays of one split, whole in memory, for write_plan_file (tests and tools that rewrite a
+// plan). The planner itself hands its arrays to a PlanFileWriter as it makes them.
 struct PlanSplitArrays {
   HugePageArray<uint16_t> blend_source;  // global sample -> source
   HugePageArray<uint64_t> blend_index;   // global sample -> sample index within the source
@@ -90,10 +91,79 @@ struct PlanSplitArrays {
   std::vector<HugePageArray<uint64_t>> stream_end;      // per source: end offset of each entry
 };
 
-// Writes `info` and the arrays of both splits to `path` atomically (temporary file, fsync,
-// rename). IOError naming the path when it cannot.
-Status write_plan_file(const std::string& path, const PlanInfo& info,
-                       const std::array<PlanSplitArrays, 2>& splits);
+// What a plan writer wrote: Plan::hash() and Plan::file_size() of the file, without reading it
+// back.
+struct PlanFileSummary {
+  std::string hash;
+  uint64_t bytes = 0;
+};
+
+// The kinds of array a plan holds (docs/formats/plan.md).
+enum class PlanSection : uint32_t {
+  kBlendSource = 1,    // u16 per global sample
+  kBlendIndex = 2,     // u64 per global sample
+  kSequenceOrder = 3,  // u32 per (epoch, sequence) of one source
+  kStreamEnd = 4,      // u64 per (epoch, sequence) of one source
+};
+
+// One entry of a plan's section table: where the array of (kind, split, source) lies.
+struct PlanSectionEntry {
+  uint32_t kind = 0;
+  uint32_t split = 0;
+  uint32_t source = 0;  // 0xFFFFFFFF for the blend kinds
+  uint32_t elem_bytes = 0;
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+
+// Writes a plan file as its arrays are produced: the caller begins each section and appends its
+// elements, possibly in pieces, while the disk writes what came before; finish() appends the
+// description and the section table, which need the whole plan's counts, and then writes the
+// header. The file goes to the disk bypassing the page cache where the filesystem allows
+// (io::BulkWriter): a plan is hundreds of MB that nothing reads back soon, and copying it into
+// the cache cost more than building it. Atomic: nothing is at `path` until finish() succeeds,
+// and a writer destroyed before that leaves nothing behind.
+class PlanFileWriter {
+ public:
+  // IOError naming `path` when the temporary file cannot be created. `env` outlives the writer.
+  static Result<std::unique_ptr<PlanFileWriter>> create(io::Env& env, const std::string& path);
+  static Result<std::unique_ptr<PlanFileWriter>> create(const std::string& path);
+  ~PlanFileWriter();
+  PlanFileWriter(const PlanFileWriter&) = delete;
+  PlanFileWriter& operator=(const PlanFileWriter&) = delete;
+
+  // Ends the open section and starts section (kind, split, source) at the next 8-byte boundary
+  // (`source` is not used by the blend kinds).
+  Status begin_section(PlanSection kind, int split, uint32_t source = 0);
+  // Appends elements of the open section's type (copied: `elements` may change once this
+  // returns).
+  template <class T>
+  Status append(std::span<const T> elements) {
+    return append_bytes(std::as_bytes(elements));
+  }
+  // Writes the description of `info` and the section table, the header, fsyncs and renames the
+  // file into place. FailedPrecondition unless every section of `info`'s sources was written.
+  Result<PlanFileSummary> finish(const PlanInfo& info);
+
+ private:
+  PlanFileWriter(std::unique_ptr<io::AtomicFileWriter> file, std::unique_ptr<io::BulkWriter> out);
+  Status append_bytes(std::span<const std::byte> bytes);
+  Status append_copy(std::string_view data);
+  Status pad_to_8();
+  void close_section();
+
+  std::unique_ptr<io::AtomicFileWriter> file_;
+  std::unique_ptr<io::BulkWriter> out_;
+  std::vector<PlanSectionEntry> sections_;
+  int open_ = -1;     // index of the section being appended to, or -1
+  uint32_t crc_ = 0;  // payload crc so far
+};
+
+// Writes `info` and the arrays of both splits to `path` with a PlanFileWriter.
+Result<PlanFileSummary> write_plan_file(io::Env& env, const std::string& path, const PlanInfo& info,
+                                        const std::array<PlanSplitArrays, 2>& splits);
+Result<PlanFileSummary> write_plan_file(const std::string& path, const PlanInfo& info,
+                                        const std::array<PlanSplitArrays, 2>& splits);
 
 // `count` tokens of dataset sequence `sequence` starting at token `offset`.
 struct TokenRange {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,23 +46,41 @@ struct BlendResult {
   std::vector<uint64_t> counts;  // samples per source
 };
 
+// Receives consecutive pieces of a blend: the source and the index within it of global samples
+// [begin, begin + source.size()). The spans are valid only during the call.
+using BlendSink = std::function<void(int64_t begin, std::span<const uint16_t> source,
+                                     std::span<const uint64_t> index)>;
+inline constexpr size_t kBlendPieceSamples = size_t{1} << 20;
+
 // Blends `samples` global samples over `num_sources` sources by `phases` (the first starts at
-// 0; weights normalized, one per source). Deterministic; ties go to the lower source index.
+// 0; weights normalized, one per source), handing them to `sink` in pieces of up to
+// kBlendPieceSamples, so a long blend is written as it is produced instead of held in memory.
+// Returns the samples per source. Deterministic; ties go to the lower source index.
+std::vector<uint64_t> blend_pieces(std::span<const PlanPhase> phases, size_t num_sources,
+                                   int64_t samples, const BlendSink& sink);
+// The whole blend in memory.
 BlendResult blend(std::span<const PlanPhase> phases, size_t num_sources, int64_t samples);
 
 // Shuffles `items` in place (Fisher-Yates with Philox draws keyed by seed and `stream`).
 void shuffle(std::span<uint32_t> items, uint64_t seed, uint64_t stream);
 
+// A plan as build_plan wrote it: what it records and the file's hash and size.
+struct PlannedMixture {
+  PlanInfo info;
+  PlanFileSummary file;
+};
+
 // Builds the plan of `config` over `inputs` (one per config source, same order) and writes it
 // to `output`. InvalidArgument naming the source when a source with weight has no tokens in a
 // split, or a dataset is too large for the format (2^32 sequences).
-Result<PlanInfo> build_plan(const MixtureConfig& config, std::span<const PlanSourceInput> inputs,
-                            const std::string& output);
+Result<PlannedMixture> build_plan(const MixtureConfig& config,
+                                  std::span<const PlanSourceInput> inputs,
+                                  const std::string& output);
 
 // Opens every source dataset of `config` (NotFound/Corruption naming the source and prefix).
 Result<std::vector<PlanSourceInput>> load_plan_inputs(const MixtureConfig& config);
 
 // load_plan_inputs + build_plan.
-Result<PlanInfo> plan_mixture(const MixtureConfig& config, const std::string& output);
+Result<PlannedMixture> plan_mixture(const MixtureConfig& config, const std::string& output);
 
 }  // namespace ms::data

@@ -68,6 +68,10 @@ class FailureRecordingFile final : public File {
     MS_RETURN_IF_ERROR(check_open());
     return target_->start_writeback(offset, bytes);
   }
+  Result<bool> do_enable_direct_writes() override {
+    MS_RETURN_IF_ERROR(check_open());
+    return target_->enable_direct_writes();
+  }
   Status do_truncate(uint64_t size) override {
     MS_RETURN_IF_ERROR(check_open());
     return record(target_->truncate(size));

@@ -73,7 +73,8 @@ class AtomicFileWriter {
 
   // Appends `data` to the temporary file.
   Status append(std::string_view data);
-  // The temporary file, for writers (such as ZstdWriter) that append to a File directly. A write
+  // The temporary file, for writers (such as ZstdWriter, or a BulkWriter, which may switch it to
+  // direct I/O) that write to a File directly. A write
   // that fails through it poisons this writer too, so commit() never publishes a partial file.
   File& file() { return *recorder_; }
   // fsync + rename over the target + fsync of the directory. Afterwards the writer is done.

@@ -53,6 +53,11 @@ Status BulkWriter::write(const Piece& piece) {
   // Through the page cache the disk starts on this piece while the next is copied (as
   // dd conv=fsync does not); a direct write is on its way to the disk already.
   if (!direct_) MS_RETURN_IF_ERROR(file_->start_writeback(piece.offset, piece.bytes.size()));
+  unsynced_ += piece.bytes.size();
+  if (options_.sync_every_bytes > 0 && unsynced_ >= options_.sync_every_bytes) {
+    unsynced_ = 0;
+    MS_RETURN_IF_ERROR(file_->sync());
+  }
   if (options_.after_piece) options_.after_piece(piece.bytes.size());
   return Status::OK();
 }

@@ -36,6 +36,12 @@ class BulkWriter {
     // or are in the writer thread while the caller fills the next. 0 writes every piece on
     // the caller's thread as it is formed (no writer thread).
     int queue_depth = 2;
+    // After every this many bytes written (0: never), fsync the file on the writing thread. A
+    // write, direct or not, may sit in a volatile cache below the filesystem (a virtual disk
+    // over its host's page cache) until an fsync flushes it; flushing in stages while the
+    // caller goes on leaves the caller's final sync only the tail. A failed fsync fails the
+    // write like a failed write.
+    uint64_t sync_every_bytes = 0;
     // Called after each piece is written, with its byte count, on the thread that wrote it
     // (e.g. to pace the writes: sleeping there holds the writes back, not the caller).
     std::function<void(uint64_t bytes)> after_piece;
@@ -92,6 +98,7 @@ class BulkWriter {
   int current_ = -1;      // the bounce buffer being filled, or -1
   uint64_t fill_ = 0;     // bytes waiting in it
   uint64_t padding_ = 0;  // zeros after the stream in the last direct piece
+  uint64_t unsynced_ = 0;  // bytes written since the last staged fsync (by the writing thread)
 
   std::mutex mu_;
   std::condition_variable changed_;

@@ -83,7 +83,8 @@ Status run(const Args& a) {
   MS_ASSIGN_OR_RETURN(auto inputs, data::load_plan_inputs(config));
   const double open_s = watch.lap_s();
   const std::string plan_path = a.dir + "/bench.plan";
-  MS_ASSIGN_OR_RETURN(data::PlanInfo info, data::build_plan(config, inputs, plan_path));
+  MS_ASSIGN_OR_RETURN(data::PlannedMixture planned, data::build_plan(config, inputs, plan_path));
+  const data::PlanInfo& info = planned.info;
   const double plan_s = watch.lap_s();
   MS_ASSIGN_OR_RETURN(auto plan, data::Plan::open(plan_path));
   const double validate_s = watch.lap_s();

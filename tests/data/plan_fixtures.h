@@ -40,6 +40,7 @@ class PlanDir {
   PlanDir(const PlanDir&) = delete;
   PlanDir& operator=(const PlanDir&) = delete;
   std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
 
  private:
   std::string path_;
@@ -86,7 +87,7 @@ inline MixtureConfig two_source_mixture(const PlanDir& dir, int64_t samples = 20
 
 // Plans `config` into `path`; fails the test on error.
 inline void plan_or_fail(const MixtureConfig& config, const std::string& path) {
-  Result<PlanInfo> info = plan_mixture(config, path);
+  Result<PlannedMixture> info = plan_mixture(config, path);
   ASSERT_TRUE(info.ok()) << info.status().to_string();
 }
 

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/philox.h"
+#include "io/fault_env.h"
 #include "data/plan_builder.h"
 #include "data/plan_samples.h"
 #include "plan_fixtures.h"
@@ -117,6 +118,67 @@ TEST(Blend, ScheduleSwitchesWeightsAtTheGivenSample) {
   }
 }
 
+// The rule as written: for each sample, score every weighted source and take the first
+// maximum. The blender ranks the deficits one pick behind to shorten its dependency chain; it
+// must pick exactly what this loop picks, ties included.
+std::vector<uint16_t> plain_blend(const std::vector<PlanPhase>& phases, size_t num_sources,
+                                  int64_t samples) {
+  std::vector<uint16_t> picks;
+  for (size_t p = 0; p < phases.size(); ++p) {
+    const int64_t begin = phases[p].at_sample;
+    const int64_t end = p + 1 < phases.size() ? phases[p + 1].at_sample : samples;
+    std::vector<double> taken(num_sources, 0.0);
+    for (int64_t i = begin; i < end; ++i) {
+      const double k = static_cast<double>(std::max<int64_t>(i - begin, 1));
+      int best = -1;
+      double best_deficit = 0;
+      for (size_t s = 0; s < num_sources; ++s) {
+        const double w = phases[p].weights[s];
+        if (w <= 0) continue;
+        const double deficit = w * k - taken[s];
+        if (best < 0 || deficit > best_deficit) {
+          best = static_cast<int>(s);
+          best_deficit = deficit;
+        }
+      }
+      const uint16_t pick = static_cast<uint16_t>(std::max(best, 0));
+      picks.push_back(pick);
+      taken[pick] += 1.0;
+    }
+  }
+  return picks;
+}
+
+TEST(Blend, PicksWhatThePlainRulePicks) {
+  std::vector<std::pair<std::string, std::vector<PlanPhase>>> cases = {
+      {"equal weights (ties every step)", {{0, {0.25, 0.25, 0.25, 0.25}}}},
+      {"one source", {{0, {1.0}}}},
+      {"two sources 0.8/0.2", {{0, {0.8, 0.2}}}},
+      {"thirds", {{0, {1.0 / 3, 1.0 / 3, 1.0 / 3}}}},
+      {"a zero weight between", {{0, {0.5, 0.0, 0.25, 0.25}}}},
+      {"1:2:...:8", {{0, {1 / 36.0, 2 / 36.0, 3 / 36.0, 4 / 36.0, 5 / 36.0, 6 / 36.0, 7 / 36.0,
+                          8 / 36.0}}}},
+      {"no weighted source, then a schedule", {{0, {0.0, 0.0}}, {7, {0.3, 0.7}}, {5000, {1.0, 0.0}}}},
+  };
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    const size_t n = 2 + seed * 3;
+    std::vector<double> w = random_weights(n, seed);
+    if (seed % 2 == 0) w[seed % n] = 0;  // normalization does not matter to the rule
+    cases.push_back({"random weights over " + std::to_string(n) + " sources, seed " +
+                         std::to_string(seed),
+                     {{0, w}, {3001, random_weights(n, seed + 100)}}});
+  }
+  for (const auto& [name, phases] : cases) {
+    const size_t sources = phases[0].weights.size();
+    const BlendResult r = blend(phases, sources, 20000);
+    const std::vector<uint16_t> expected = plain_blend(phases, sources, 20000);
+    ASSERT_EQ(r.source.size(), expected.size()) << name;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_EQ(r.source[i], expected[i]) << name << ": sample " << i;
+    }
+  }
+}
+
 TEST(Blend, IsDeterministic) {
   const std::vector<PlanPhase> phases{{0, random_weights(5, 9)}};
   EXPECT_EQ(blend(phases, 5, 3000).source, blend(phases, 5, 3000).source);
@@ -217,11 +279,15 @@ TEST(Plan, RecordsTheMixtureAndRoundTrips) {
   PlanDir dir;
   MixtureConfig config = testing::two_source_mixture(dir, 300);
   config.schedule = {{100, {{"b", 1.0}}}};
-  Result<PlanInfo> written = plan_mixture(config, dir.file("mix.plan"));
+  Result<PlannedMixture> written = plan_mixture(config, dir.file("mix.plan"));
   ASSERT_TRUE(written.ok()) << written.status().to_string();
   auto plan = Plan::open(dir.file("mix.plan"));
   ASSERT_TRUE(plan.ok());
-  EXPECT_EQ((*plan)->info(), *written);
+  EXPECT_EQ((*plan)->info(), written->info);
+  // The writer reports the file as a reader sees it, without reading it back.
+  EXPECT_EQ(written->file.hash, (*plan)->hash());
+  EXPECT_EQ(written->file.bytes, (*plan)->file_size());
+  EXPECT_EQ(written->file.bytes, std::filesystem::file_size(dir.file("mix.plan")));
   const PlanInfo& info = (*plan)->info();
   EXPECT_EQ(info.seq_len, 16);
   EXPECT_EQ(info.samples[0], 300);
@@ -250,7 +316,7 @@ TEST(Plan, SourceWithWeightButNoTokensIsNamed) {
   PlanDir dir;
   MixtureConfig config = testing::two_source_mixture(dir);
   config.sources[1].prefix = testing::write_dataset(dir.file("empty"), {}, 3);
-  Result<PlanInfo> r = plan_mixture(config, dir.file("mix.plan"));
+  Result<PlannedMixture> r = plan_mixture(config, dir.file("mix.plan"));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("source 'b'"));
   EXPECT_FALSE(std::filesystem::exists(dir.file("mix.plan")));
@@ -263,7 +329,7 @@ TEST(Plan, ASampleCountBeyondTheMachineIsRefusedNamingTheKey) {
   MixtureConfig config = testing::two_source_mixture(dir);
   config.total_samples = int64_t{1} << 62;
   config.validation.samples = 0;
-  Result<PlanInfo> r = plan_mixture(config, dir.file("mix.plan"));
+  Result<PlannedMixture> r = plan_mixture(config, dir.file("mix.plan"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(r.status().message(),
@@ -282,7 +348,7 @@ TEST(Plan, SourcesWithDifferentTokenizersAreRefused) {
   auto inputs = load_plan_inputs(config);
   ASSERT_TRUE(inputs.ok());
   (*inputs)[1].tokenizer_hash = "other";
-  Result<PlanInfo> r = build_plan(config, *inputs, dir.file("mix.plan"));
+  Result<PlannedMixture> r = build_plan(config, *inputs, dir.file("mix.plan"));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("different tokenizers"));
 }
@@ -291,7 +357,7 @@ TEST(Plan, MissingDatasetIsNamed) {
   PlanDir dir;
   MixtureConfig config = testing::two_source_mixture(dir);
   config.sources[0].prefix = dir.file("nope");
-  Result<PlanInfo> r = plan_mixture(config, dir.file("mix.plan"));
+  Result<PlannedMixture> r = plan_mixture(config, dir.file("mix.plan"));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("source 'a'"));
 }
@@ -410,6 +476,34 @@ class ClaimedPlan : public ::testing::Test {
 };
 
 TEST_F(ClaimedPlan, RewrittenUnchangedOpens) { EXPECT_TRUE(rewrite().ok()); }
+
+// The writer reports what a reader sees, and a disk that fails while a plan is written (an
+// error, a full disk, a failing fsync, which the writer issues in stages too) fails the write
+// naming the file and leaves neither the plan nor a temporary file behind.
+TEST_F(ClaimedPlan, DiskFaultsLeaveNothingBehind) {
+  const std::string path = dir_.file("faulty.plan");
+  for (int fault = 0; fault < 4; ++fault) {
+    io::FaultInjectingEnv env(io::default_env());
+    if (fault == 0) env.fail_nth_write(2);
+    if (fault == 1) env.enospc_after(3000);
+    if (fault == 2) env.fail_file_sync(true);
+    if (fault == 3) env.fail_rename(true);
+    Result<PlanFileSummary> written = write_plan_file(env, path, info_, arrays_);
+    ASSERT_FALSE(written.ok()) << "fault " << fault;
+    EXPECT_THAT(written.status().message(), HasSubstr("faulty.plan")) << "fault " << fault;
+    EXPECT_FALSE(std::filesystem::exists(path)) << "fault " << fault;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      EXPECT_EQ(entry.path().string().find("faulty.plan"), std::string::npos)
+          << "fault " << fault << " left " << entry.path();
+    }
+  }
+  Result<PlanFileSummary> written = write_plan_file(path, info_, arrays_);
+  ASSERT_TRUE(written.ok()) << written.status().to_string();
+  auto plan = Plan::open(path);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  EXPECT_EQ(written->hash, (*plan)->hash());
+  EXPECT_EQ(written->bytes, (*plan)->file_size());
+}
 
 // A loader sizes its buffers by seq_len: 2^40 is refused at open, naming the field.
 TEST_F(ClaimedPlan, HugeSeqLenIsRefused) {

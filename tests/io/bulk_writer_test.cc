@@ -241,6 +241,41 @@ TEST(BulkWriterThreadTest, AnAbandonedWriterWritesNoMore) {
   EXPECT_EQ(out.env.writes(), 1);
 }
 
+// sync_every_bytes fsyncs as the pieces go out, not only at the end: with fsync failing, the
+// write stops at the first staged sync (after two pieces), with the injected error; without the
+// option the writer never syncs and all eight pieces go out. The bytes are unchanged.
+TEST(BulkWriterSyncTest, SyncsInStagesAndAFailedSyncFailsTheWrite) {
+  const Buffer source = random_buffer(8 * kPiece, 13);
+  for (int queue_depth : {0, 2}) {
+    BulkWriter::Options options = in_pieces_of(kPiece);
+    options.queue_depth = queue_depth;
+    options.sync_every_bytes = 2 * kPiece;
+    CountedFile out;
+    auto writer = std::move(BulkWriter::start(*out.file, options)).value();
+    ASSERT_TRUE(writer->append(source.bytes()).ok());
+    ASSERT_TRUE(writer->finish().ok()) << "queue depth " << queue_depth;
+    EXPECT_EQ(read_whole(out.env, out.dir.file("data")),
+              std::string(reinterpret_cast<const char*>(source.data()), source.size()));
+
+    for (const uint64_t every : {uint64_t{0}, 2 * kPiece}) {
+      options.sync_every_bytes = every;
+      CountedFile failing;
+      failing.env.fail_file_sync(true);
+      auto doomed = std::move(BulkWriter::start(*failing.file, options)).value();
+      Status status = doomed->append(source.bytes());
+      if (status.ok()) status = doomed->finish();
+      if (every == 0) {
+        EXPECT_TRUE(status.ok()) << status.to_string();
+        EXPECT_EQ(failing.env.writes(), 8) << "queue depth " << queue_depth;
+        continue;
+      }
+      ASSERT_FALSE(status.ok()) << "queue depth " << queue_depth;
+      EXPECT_NE(status.message().find("injected fault"), std::string::npos) << status.message();
+      EXPECT_EQ(failing.env.writes(), 2) << "queue depth " << queue_depth;
+    }
+  }
+}
+
 // on_writer_start runs once, on the thread that writes the pieces, before the first write.
 TEST(BulkWriterThreadTest, TheStartHookRunsOnTheWritingThreadFirst) {
   CountedFile out;
