@@ -1,14 +1,16 @@
-// The peer for ms_tokenizer_bench: js-tiktoken's "gpt2" encoding on the same text, cut into the
-// same ~4 KiB documents, single-threaded, best of N. Run from a directory holding
-// node_modules/js-tiktoken (npm install js-tiktoken in a temp dir; never in the repository).
+// The peer for ms_tokenizer_bench: a JavaScript tiktoken's "gpt2" encoding on the same text, cut
+// into the same ~4 KiB documents, single-threaded, best of N, the encoding loaded once before.
+// The package is js-tiktoken (a pure JavaScript port) or tiktoken (the WASM build of the Rust core
+// that Python's tiktoken wraps). Run from a directory holding node_modules/<package> (npm install
+// in a temp dir; never in the repository).
 //
-//   node tokenizer_bench_js.mjs <text file> [repeats]
+//   node tokenizer_bench_js.mjs <text file> [repeats] [js-tiktoken|tiktoken]
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 
 const require = createRequire(join(process.cwd(), "package.json"));
-const { getEncoding } = require("js-tiktoken");
+const pkg = process.argv[4] ?? "js-tiktoken";
 
 const text = readFileSync(process.argv[2], "utf8");
 const repeats = Number(process.argv[3] ?? 5);
@@ -20,7 +22,8 @@ for (let begin = 0; begin < text.length;) {
   docs.push(text.slice(begin, end));
   begin = end;
 }
-const enc = getEncoding("gpt2");
+const enc =
+    pkg === "tiktoken" ? require("tiktoken").get_encoding("gpt2") : require("js-tiktoken").getEncoding("gpt2");
 const mb = Buffer.byteLength(text, "utf8") / 1e6;
 let best = Infinity, tokens = 0;
 for (let r = 0; r < repeats; ++r) {
@@ -30,5 +33,5 @@ for (let r = 0; r < repeats; ++r) {
   const s = Number(process.hrtime.bigint() - t0) / 1e9;
   if (s < best) { best = s; tokens = n; }
 }
-console.log(`  js-tiktoken 1 thread: ${tokens} tokens, ${best.toFixed(4)} s, ${(mb / best).toFixed(2)} MB/s`);
-console.log(JSON.stringify({ impl: "js-tiktoken", threads: 1, tokens, seconds: best, mb_per_s: mb / best }));
+console.log(`  ${pkg} 1 thread: ${tokens} tokens, ${best.toFixed(4)} s, ${(mb / best).toFixed(2)} MB/s`);
+console.log(JSON.stringify({ impl: pkg, threads: 1, tokens, seconds: best, mb_per_s: mb / best }));
