@@ -97,17 +97,30 @@ ms::Result<std::string> dry_run_device(const ms::config::RunConfig& config, int 
   MS_ASSIGN_OR_RETURN(const ms::plan::Layout layout, ms::plan::layout_of(config, ranks));
   MS_ASSIGN_OR_RETURN(const std::vector<ms::plan::RankElements> elements,
                       ms::plan::rank_elements(config, layout));
-  MS_ASSIGN_OR_RETURN(const std::vector<ms::plan::RankMemory> memory,
+  // The trainer keeps f32 weights and activations in either precision (docs/train.md), so the
+  // model's state is sized at 4 bytes an element; bf16 adds the backend's operand copies.
+  MS_ASSIGN_OR_RETURN(std::vector<ms::plan::RankMemory> memory,
                       ms::plan::rank_memory(config, layout, elements, 4, 0.0));
+  const bool on_device = config.train.device != "cpu";
+  for (ms::plan::RankMemory& rank : memory) {
+    rank.scratch_mib = ms::plan::bf16_scratch_bytes(config, layout, on_device,
+                                                    rank.pp_rank == layout.pp - 1) /
+                       (1024.0 * 1024.0);
+  }
   const ms::plan::RankMemory& peak = ms::plan::peak_rank(memory);
-  char line[320];
+  const bool bf16 = config.train.precision == ms::config::Precision::kBf16;
+  char scratch[96] = "";
+  if (bf16) {
+    std::snprintf(scratch, sizeof(scratch), ", bf16 operand copies %s%.1f",
+                  on_device ? "up to " : "", peak.scratch_mib);
+  }
+  char line[400];
   std::snprintf(line, sizeof(line),
                 "# device: %s, precision %s; expected peak memory per model rank %.1f MiB "
-                "(weights %.1f, gradients %.1f, optimizer state %.1f, activations %.1f)\n",
-                config.train.device.c_str(),
-                config.train.precision == ms::config::Precision::kF32 ? "f32" : "bf16",
-                peak.total_mib(), peak.weights_mib, peak.gradients_mib, peak.optimizer_mib,
-                peak.activations_mib);
+                "(weights %.1f, gradients %.1f, optimizer state %.1f, activations %.1f%s)\n",
+                config.train.device.c_str(), bf16 ? "bf16" : "f32", peak.total_mib(),
+                peak.weights_mib, peak.gradients_mib, peak.optimizer_mib, peak.activations_mib,
+                scratch);
   return std::string(line);
 }
 

@@ -7,68 +7,12 @@
 
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
+#include "plan/layer_shape.h"
 #include "plan/pipeline_replay.h"
 #include "train/run_checks.h"
 
 namespace ms::plan {
 namespace {
-
-// One rank's share of a layer, for a micro-batch of B sequences of T tokens each (the rank's
-// T = seq_len / cp under context parallelism; full_T the whole sequence).
-struct LayerShape {
-  int64_t B = 0, T = 0, full_T = 0, N = 0, Nr = 0, D = 0, hd = 0, heads = 0, kv_heads = 0, d_ff = 0,
-          shared_d_ff = 0, experts = 0, top_k = 0, local_experts = 0, expert_rows = 0, vocab = 0,
-          window = 0;
-  bool sp = false;
-};
-
-LayerShape layer_shape(const config::RunConfig& c, const Layout& l) {
-  const config::ModelConfig& m = c.model;
-  LayerShape s;
-  s.B = l.micro_batch;
-  s.full_T = c.train.seq_len;
-  s.T = s.full_T / l.cp;
-  s.N = s.B * s.T;
-  s.sp = l.tp > 1 && l.sequence_parallel;
-  s.Nr = s.sp ? s.N / l.tp : s.N;
-  s.D = m.d_model;
-  s.hd = m.d_model / m.n_heads;
-  s.heads = m.n_heads / l.tp;
-  s.kv_heads = m.n_kv_heads / l.tp;
-  s.d_ff = m.d_ff / l.tp;
-  s.shared_d_ff = m.moe.shared_expert_d_ff / l.tp;
-  s.experts = m.moe.num_experts;
-  s.top_k = m.moe.top_k;
-  if (s.experts > 0) {
-    s.local_experts = s.experts / l.ep;
-    // Balanced routing: the N * top_k assignments of each of the ep ranks spread evenly.
-    s.expert_rows = std::max<int64_t>(1, s.N * s.top_k * l.ep / s.experts);
-  }
-  s.vocab = parallel::padded_vocab(m.vocab_size, l.tp) / l.tp;
-  s.window = m.sliding_window;
-  return s;
-}
-
-// Forward GEMMs (m, n, k) of one layer.
-std::vector<std::array<int64_t, 3>> layer_gemms(const LayerShape& s) {
-  std::vector<std::array<int64_t, 3>> g = {{s.N, s.heads * s.hd, s.D},
-                                           {s.N, s.kv_heads * s.hd, s.D},
-                                           {s.N, s.kv_heads * s.hd, s.D},
-                                           {s.N, s.D, s.heads * s.hd}};
-  auto mlp = [&](int64_t rows, int64_t f) {
-    g.push_back({rows, f, s.D});
-    g.push_back({rows, f, s.D});
-    g.push_back({rows, s.D, f});
-  };
-  if (s.experts == 0) {
-    mlp(s.N, s.d_ff);
-  } else {
-    g.push_back({s.N, s.experts, s.D});
-    for (int64_t e = 0; e < s.local_experts; ++e) mlp(s.expert_rows, s.d_ff);
-    if (s.shared_d_ff > 0) mlp(s.N, s.shared_d_ff);
-  }
-  return g;
-}
 
 // Bytes of the elementwise passes of one layer's forward (norms, rope, residuals, SwiGLU,
 // routing): each float read and written once per pass; the backward moves about twice this.

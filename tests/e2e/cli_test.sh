@@ -50,6 +50,12 @@ check "a rank count from SLURM_NTASKS that fits no layout says where it came fro
   "the 3 ranks are SLURM_NTASKS's" \
   -- env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE SLURM_NTASKS=3 "$BIN/ms-train" \
      --config "$SRC/configs/tiny-cpu.yaml" --set parallel.tp=2 --dry-run
+check "--dry-run at bf16 counts the backend's operand copies in the peak" 0 \
+  "precision bf16; expected peak memory per model rank 294\.6 MiB .*bf16 operand copies 110\.9\)" \
+  -- "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" --set train.precision=bf16 --dry-run
+check "--dry-run at f32 has no operand copies" 0 \
+  "precision f32; expected peak memory per model rank 183\.7 MiB .*activations 105\.8\)" \
+  -- "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml" --dry-run
 check "2 * parallel.cp that overflows says so, with its operands" 1 \
   "2 \* parallel\.cp \(2 \* 4611686018427387904\) overflows 64 bits" \
   -- "$BIN/ms-train" --config "$SRC/configs/tiny-cpu.yaml" --set parallel.cp=4611686018427387904 --dry-run
