@@ -18,6 +18,7 @@
 #include "ops/backend_registry.h"
 #include "plan/layout.h"
 #include "plan/memory.h"
+#include "train/layer_shape.h"
 #include "train/layout_report.h"
 #include "train/stop_signal.h"
 #include "train/trainer.h"
@@ -102,10 +103,11 @@ ms::Result<std::string> dry_run_device(const ms::config::RunConfig& config, int 
   MS_ASSIGN_OR_RETURN(std::vector<ms::plan::RankMemory> memory,
                       ms::plan::rank_memory(config, layout, elements, 4, 0.0));
   const bool on_device = config.train.device != "cpu";
+  const ms::config::RunConfig applied = ms::plan::apply_layout(config, layout);
   for (ms::plan::RankMemory& rank : memory) {
-    rank.scratch_mib = ms::plan::bf16_scratch_bytes(config, layout, on_device,
-                                                    rank.pp_rank == layout.pp - 1) /
-                       (1024.0 * 1024.0);
+    rank.scratch_mib =
+        ms::train::bf16_scratch_bytes(applied, on_device, rank.pp_rank == layout.pp - 1) /
+        (1024.0 * 1024.0);
   }
   const ms::plan::RankMemory& peak = ms::plan::peak_rank(memory);
   const bool bf16 = config.train.precision == ms::config::Precision::kBf16;

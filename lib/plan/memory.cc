@@ -2,7 +2,6 @@
 #include "plan/memory.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -12,7 +11,6 @@
 #include "parallel/pp_schedule.h"
 #include "parallel/tp_layout.h"
 #include "parallel/tp_shards.h"
-#include "plan/layer_shape.h"
 #include "train/layout_report.h"
 #include "train/run_checks.h"
 
@@ -243,24 +241,6 @@ Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, con
     m.overhead_mib = overhead_mib;
   }
   return out;
-}
-
-double bf16_scratch_bytes(const config::RunConfig& config, const Layout& layout, bool on_device,
-                          bool lm_head) {
-  if (config.train.precision != config::Precision::kBf16) return 0;
-  const LayerShape s = layer_shape(apply_layout(config, layout), layout);
-  std::vector<std::array<int64_t, 3>> gemms = layer_gemms(s);
-  if (lm_head) gemms.push_back({s.N, s.vocab, s.D});
-  double x = 0, w = 0, dy = 0;  // the largest call's elements, per operand
-  for (const auto& [m, n, k] : gemms) {
-    x = std::max(x, static_cast<double>(m) * static_cast<double>(k));
-    w = std::max(w, static_cast<double>(n) * static_cast<double>(k));
-    dy = std::max(dy, static_cast<double>(m) * static_cast<double>(n));
-  }
-  const double q = static_cast<double>(s.N) * static_cast<double>(s.heads * s.hd);
-  const double kv = static_cast<double>(s.N) * static_cast<double>(s.kv_heads * s.hd);
-  if (on_device) return 2.0 * (2.0 * (x + w + dy) + 4.0 * (q + kv + kv + q));
-  return 4.0 * (std::max(x, q) + std::max(w, kv) + std::max(dy, kv) + q);
 }
 
 const RankMemory& peak_rank(const std::vector<RankMemory>& ranks) {

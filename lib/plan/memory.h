@@ -22,7 +22,7 @@ struct RankMemory {
   int64_t dense_elements = 0, expert_elements = 0;  // local parameter elements
   double weights_mib = 0, gradients_mib = 0, optimizer_mib = 0, activations_mib = 0;
   double overhead_mib = 0;  // the cluster's runtime_overhead_mib
-  double scratch_mib = 0;   // operand copies at bf16 matmul precision (bf16_scratch_bytes)
+  double scratch_mib = 0;   // operand copies at bf16 (train::bf16_scratch_bytes)
   double total_mib() const {
     return weights_mib + gradients_mib + optimizer_mib + activations_mib + overhead_mib +
            scratch_mib;
@@ -56,18 +56,6 @@ Result<std::vector<RankElements>> rank_elements(const config::RunConfig& config,
 Result<std::vector<RankMemory>> rank_memory(const config::RunConfig& config, const Layout& layout,
                                             const std::vector<RankElements>& elements, int bytes,
                                             double overhead_mib);
-
-// The operand copies a backend keeps for one rank at bf16 matmul precision (ops/backend.h),
-// in bytes; 0 at f32. The host backend rounds each matmul-class call's inputs into f32 copies in
-// four per-thread slots (a linear layer's x, w and dy and attention's dout; attention's q, k
-// and v share the first three), each grown to its largest call. The CUDA backend casts a linear
-// layer's x, w and dy to bf16 and rounds attention's q, k, v and dout into f32 copies, each
-// grown by doubling, so to up to twice its largest call: the figure is that bound. The calls
-// are the layer's GEMMs, the router's, and on the last pipeline rank (`lm_head`) the LM head's,
-// whose dy is tokens x vocabulary; MoE experts are sized with balanced routing, so a step whose
-// routing sends one expert more rows grows its slots further.
-double bf16_scratch_bytes(const config::RunConfig& config, const Layout& layout, bool on_device,
-                          bool lm_head);
 
 // The pipeline rank with the largest total.
 const RankMemory& peak_rank(const std::vector<RankMemory>& ranks);

@@ -7,12 +7,16 @@
 
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
-#include "plan/layer_shape.h"
 #include "plan/pipeline_replay.h"
+#include "train/layer_shape.h"
 #include "train/run_checks.h"
 
 namespace ms::plan {
 namespace {
+
+using train::LayerShape;
+using train::layer_gemms;
+using train::layer_shape;
 
 // Bytes of the elementwise passes of one layer's forward (norms, rope, residuals, SwiGLU,
 // routing): each float read and written once per pass; the backward moves about twice this.
@@ -165,7 +169,7 @@ Calibration layer_calibration(const CostModel& model, const config::RunConfig& c
   Layout whole = l;
   whole.tp = whole.cp = whole.ep = 1;
   whole.sequence_parallel = false;
-  const LayerShape s = layer_shape(c, whole);
+  const LayerShape s = layer_shape(apply_layout(c, whole));
   const double fwd = model.measured_layer_seconds(s.B, s.T, false);
   const double bwd = model.measured_layer_seconds(s.B, s.T, true);
   if (fwd <= 0 || bwd <= 0) return {};
@@ -175,7 +179,7 @@ Calibration layer_calibration(const CostModel& model, const config::RunConfig& c
 
 Costs chunk_costs(const CostModel& model, const config::RunConfig& c, const Layout& l,
                   int64_t layers, bool first, bool last) {
-  const LayerShape s = layer_shape(c, l);
+  const LayerShape s = layer_shape(c);
   const int bytes = model.cluster().bytes_per_element();
   const int ep_bytes = c.parallel.ep_comm_dtype == "bf16" ? 2 : 4;
   const Calibration cal = layer_calibration(model, c, l);
@@ -338,7 +342,7 @@ Result<Prediction> predict(const CostModel& model, const config::RunConfig& conf
       p.cp.seconds += costs.cp_seconds * static_cast<double>(m);
     }
   }
-  const LayerShape s = layer_shape(c, l);
+  const LayerShape s = layer_shape(c);
   const double act_bytes = static_cast<double>(s.Nr * s.D) * bytes;
   const bool pp_inter =
       l.tp * l.cp * l.dp >= cluster.ranks_per_node && l.pp > 1 && world > cluster.ranks_per_node;

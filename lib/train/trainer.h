@@ -136,7 +136,8 @@ class Trainer {
   bool is_tied_copy(const model::Parameter& p) const;
   void log_model_size() const;
   // Logs (rank 0) what one model rank holds: weights, gradients and optimizer state of its
-  // tp slice (the state divided over dp under ZeRO-1) and the expected peak activations.
+  // tp slice (the state divided over dp under ZeRO-1), the expected peak activations and, at
+  // bf16, the backend's operand copies.
   void log_memory_plan() const;
   Status open_telemetry();
   Status measure_yardsticks();

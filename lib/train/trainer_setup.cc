@@ -20,6 +20,7 @@
 #include "ops/sgemm_rate.h"
 #include "telemetry/writer.h"
 #include "train/document_mask.h"
+#include "train/layer_shape.h"
 #include "train/layout_report.h"
 #include "train/rank_sum.h"
 #include "train/run_checks.h"
@@ -416,20 +417,31 @@ void Trainer::log_memory_plan() const {
   std::string pp_part = shape.pp > 1 ? "pp " + std::to_string(shape.pp) + ", " : "";
   if (config_.parallel.cp > 1) pp_part += "cp " + std::to_string(config_.parallel.cp) + ", ";
   const double acts = static_cast<double>(activation_bytes) * in_flight / (1024.0 * 1024.0);
-  s_->predicted_mib = mem.weights_mib + mem.gradients_mib + mem.optimizer_mib + acts;
+  // At bf16 the backend's copies of the largest call's operands (train/layer_shape.h); the LM
+  // head's, the largest, only where this rank holds it.
+  bool lm_head = false;
+  for (const auto& chunk : s_->chunks) lm_head = lm_head || chunk->chunk().last;
+  const double copies =
+      bf16_scratch_bytes(config_, !s_->device.is_host(), lm_head) / (1024.0 * 1024.0);
+  s_->predicted_mib = mem.weights_mib + mem.gradients_mib + mem.optimizer_mib + acts + copies;
   if (world_.rank() != 0) return;
-  char line[400];
+  char copies_part[64] = "";
+  if (copies > 0) {
+    std::snprintf(copies_part, sizeof(copies_part), ", bf16 operand copies %.1f MiB", copies);
+  }
+  char line[448];
   std::snprintf(line, sizeof(line),
                 "memory per model rank (%stp %d, dp %d, zero %d): weights %.1f MiB, "
                 "gradients %.1f MiB, optimizer state %.1f MiB; expected peak activations %.1f MiB "
-                "(micro-batch %lld x %lld, %d in flight, recompute %s, sequence parallel %s)",
+                "(micro-batch %lld x %lld, %d in flight, recompute %s, sequence parallel %s)%s",
                 pp_part.c_str(),
                 s_->model->tp_size(), s_->dp, static_cast<int>(config_.parallel.zero),
                 mem.weights_mib, mem.gradients_mib, mem.optimizer_mib, acts,
                 static_cast<long long>(config_.train.micro_batch),
                 static_cast<long long>(config_.train.seq_len), in_flight,
                 std::string(config::enum_to_name(config_.parallel.recompute)).c_str(),
-                s_->model->tp_size() > 1 && config_.parallel.sequence_parallel ? "on" : "off");
+                s_->model->tp_size() > 1 && config_.parallel.sequence_parallel ? "on" : "off",
+                copies_part);
   MS_LOG(Info) << line;
 }
 

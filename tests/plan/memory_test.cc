@@ -10,6 +10,7 @@
 
 #include "model/transformer.h"
 #include "parallel/tp_layout.h"
+#include "train/layer_shape.h"
 #include "train/layout_report.h"
 
 namespace ms::plan {
@@ -133,20 +134,21 @@ TEST(Memory, MixedPrecisionHalvesWeightsAndActivations) {
 // the host: tiny-dense trained 6 steps in f32 and bf16 peaked 110.8 MiB apart, this figure 110.9
 // (docs/train.md).
 TEST(Memory, Bf16OperandCopiesAreTheLargestCallPerSlot) {
-  config::RunConfig c = small_model();
-  const Layout l{.dp = 1, .micro_batch = 2};
-  EXPECT_EQ(bf16_scratch_bytes(c, l, false, true), 0.0);  // f32: no copies
+  config::RunConfig c = apply_layout(small_model(), {.dp = 1, .micro_batch = 2});
+  EXPECT_EQ(train::bf16_scratch_bytes(c, false, true), 0.0);  // f32: no copies
   c.train.precision = config::Precision::kBf16;
   const double v = static_cast<double>(parallel::padded_vocab(c.model.vocab_size, 1));
   const double x = 128 * 176, q = 128 * 64, kv = 128 * 32;
-  EXPECT_DOUBLE_EQ(bf16_scratch_bytes(c, l, false, true), 4 * (x + 64 * v + 128 * v + q));
+  EXPECT_DOUBLE_EQ(train::bf16_scratch_bytes(c, false, true), 4 * (x + 64 * v + 128 * v + q));
   // Off the last pipeline rank the LM head's operands are not there: the MLP's are the largest.
-  EXPECT_DOUBLE_EQ(bf16_scratch_bytes(c, l, false, false), 4 * (x + 176 * 64 + 128 * 176 + q));
-  EXPECT_DOUBLE_EQ(bf16_scratch_bytes(c, l, true, true),
+  EXPECT_DOUBLE_EQ(train::bf16_scratch_bytes(c, false, false),
+                   4 * (x + 176 * 64 + 128 * 176 + q));
+  EXPECT_DOUBLE_EQ(train::bf16_scratch_bytes(c, true, true),
                    2 * (2 * (x + 64 * v + 128 * v) + 4 * (q + kv + kv + q)));
   // Tensor parallelism shards the LM head, so its copies shrink.
-  EXPECT_LT(bf16_scratch_bytes(c, {.dp = 1, .tp = 2, .micro_batch = 2}, false, true),
-            bf16_scratch_bytes(c, l, false, true));
+  config::RunConfig tp2 = c;
+  tp2.parallel.tp = 2;
+  EXPECT_LT(train::bf16_scratch_bytes(tp2, false, true), train::bf16_scratch_bytes(c, false, true));
 }
 
 TEST(Memory, ZeroBubbleKeepsTheDeferredWeightGradientOperands) {

@@ -1,16 +1,17 @@
 // See layer_shape.h.
-#include "plan/layer_shape.h"
+#include "train/layer_shape.h"
 
 #include <algorithm>
 
 #include "parallel/tp_layout.h"
 
-namespace ms::plan {
+namespace ms::train {
 
-LayerShape layer_shape(const config::RunConfig& c, const Layout& l) {
+LayerShape layer_shape(const config::RunConfig& c) {
   const config::ModelConfig& m = c.model;
+  const config::ParallelConfig& l = c.parallel;
   LayerShape s;
-  s.B = l.micro_batch;
+  s.B = c.train.micro_batch;
   s.full_T = c.train.seq_len;
   s.T = s.full_T / l.cp;
   s.N = s.B * s.T;
@@ -54,5 +55,21 @@ std::vector<std::array<int64_t, 3>> layer_gemms(const LayerShape& s) {
   return g;
 }
 
+double bf16_scratch_bytes(const config::RunConfig& c, bool on_device, bool lm_head) {
+  if (c.train.precision != config::Precision::kBf16) return 0;
+  const LayerShape s = layer_shape(c);
+  std::vector<std::array<int64_t, 3>> gemms = layer_gemms(s);
+  if (lm_head) gemms.push_back({s.N, s.vocab, s.D});
+  double x = 0, w = 0, dy = 0;  // the largest call's elements, per operand
+  for (const auto& [m, n, k] : gemms) {
+    x = std::max(x, static_cast<double>(m) * static_cast<double>(k));
+    w = std::max(w, static_cast<double>(n) * static_cast<double>(k));
+    dy = std::max(dy, static_cast<double>(m) * static_cast<double>(n));
+  }
+  const double q = static_cast<double>(s.N) * static_cast<double>(s.heads * s.hd);
+  const double kv = static_cast<double>(s.N) * static_cast<double>(s.kv_heads * s.hd);
+  if (on_device) return 2.0 * (2.0 * (x + w + dy) + 4.0 * (q + kv + kv + q));
+  return 4.0 * (std::max(x, q) + std::max(w, kv) + std::max(dy, kv) + q);
+}
 
-}  // namespace ms::plan
+}  // namespace ms::train
