@@ -277,4 +277,31 @@ Result<std::vector<double>> run_reward_program(const RewardProgram& program,
   return rewards;
 }
 
+Result<std::vector<bool>> flawed_positives(const RewardProgram& checker,
+                                           std::span<const RewardQuery> queries,
+                                           std::span<const double> rewards) {
+  std::vector<bool> flawed(queries.size(), false);
+  std::vector<size_t> positives;
+  std::vector<RewardQuery> shown;
+  for (size_t i = 0; i < queries.size(); ++i) {
+    if (rewards[i] > 0.0) {
+      positives.push_back(i);
+      shown.push_back(queries[i]);
+    }
+  }
+  if (shown.empty()) return flawed;
+  Result<std::vector<double>> checked = run_reward_program(checker, shown);
+  if (!checked.ok()) return checked.status().with_context("step checker");
+  const std::vector<double>& steps = *checked;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    if (steps[j] < -1.0 || steps[j] != std::floor(steps[j])) {
+      return Corruption("step checker '" + checker.command + "': line " + std::to_string(j + 1) +
+                        " is " + std::to_string(steps[j]) +
+                        "; expected the index of the first flawed step, or -1 for none");
+    }
+    flawed[positives[j]] = steps[j] != -1.0;
+  }
+  return flawed;
+}
+
 }  // namespace ms::rl

@@ -34,4 +34,15 @@ struct RewardProgram {
 Result<std::vector<double>> run_reward_program(const RewardProgram& program,
                                                std::span<const RewardQuery> queries);
 
+// FAPO's flawed positives (Ding et al., "FAPO: Flawed-Aware Policy Optimization", 2025; verl's
+// recipe/fapo): the queries whose reward is positive go to `checker`, a program run as a reward
+// program is, which prints for each the index of the first flawed step of its response, or -1
+// when every step holds (FAPO's generative reward model answers the same way). True for each
+// positive the checker flags; the others are false and never shown to it. The checker's
+// failures are run_reward_program's; a line that is not an integer of at least -1 is
+// Corruption naming the checker and the line.
+Result<std::vector<bool>> flawed_positives(const RewardProgram& checker,
+                                           std::span<const RewardQuery> queries,
+                                           std::span<const double> rewards);
+
 }  // namespace ms::rl

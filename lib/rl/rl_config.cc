@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 
@@ -120,7 +121,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
        {{"builtin", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_builtin); }},
         {"program", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_program); }},
         {"timeout_s", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_timeout_s); }},
-        {"processes", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_processes); }}}},
+        {"processes", [&](auto& n, auto& k) { return read_scalar(n, k, c.reward_processes); }},
+        {"step_checker", [&](auto& n, auto& k) { return read_scalar(n, k, c.step_checker); }},
+        {"flawed_penalty", [&](auto& n, auto& k) { return read_scalar(n, k, c.flawed_penalty); }}}},
   };
   for (const auto& section : root) {
     const std::string name = section.first.as<std::string>();
@@ -203,6 +206,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   }
   if (!(c.reward_timeout_s > 0.0)) return bad("reward.timeout_s must be positive");
   if (c.reward_processes < 1) return bad("reward.processes must be at least 1");
+  if (!std::isfinite(c.flawed_penalty) || c.flawed_penalty < 0.0) {
+    return bad("reward.flawed_penalty must be a finite number of at least 0");
+  }
   if (!(c.optimizer.lr > 0.0)) return bad("optimizer.lr must be positive");
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
   if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");

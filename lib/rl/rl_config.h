@@ -71,6 +71,12 @@ struct RlConfig {
   std::string reward_program;                   // command; replaces the built-in reward
   double reward_timeout_s = 60.0;
   int reward_processes = 1;
+  // FAPO: a command that checks the steps of positively rewarded responses (reward_program.h,
+  // flawed_positives); a flawed one loses flawed_penalty of its reward (verl's default 1: a
+  // correct answer scored +1 against -1 for a wrong one becomes 0). Run with the reward
+  // program's timeout and processes.
+  std::string step_checker;
+  double flawed_penalty = 1.0;
 };
 
 std::string_view algorithm_name(Algorithm a);

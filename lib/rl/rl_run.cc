@@ -44,6 +44,7 @@ std::string step_metrics_json(const StepMetrics& m) {
       {"grad_norm", m.grad_norm}, {"lr", m.lr}, {"kept_groups", m.kept_groups},
       {"dropped_groups", m.dropped_groups}, {"rounds", m.rounds},
       {"response_tokens", m.response_tokens}, {"updates", m.updates},
+      {"flawed_positives", m.flawed_positives},
       {"tokens_per_forward", m.tokens_per_forward}, {"draft_acceptance", m.draft_acceptance},
       {"weight_version", m.weight_version},
       {"rollout_s", m.rollout_s}, {"update_s", m.update_s}};

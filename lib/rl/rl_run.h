@@ -29,6 +29,7 @@ struct StepMetrics {
   double clip_fraction = 0, dual_clip_fraction = 0, policy_kl = 0, ref_kl = 0;
   double loss = 0, grad_norm = 0, lr = 0;
   int64_t kept_groups = 0, dropped_groups = 0, rounds = 0, response_tokens = 0, updates = 0;
+  int64_t flawed_positives = 0;  // responses the step checker flagged (FAPO), all ranks
   // Generation: tokens each rollout gained per actor forward after its prefill (1 without
   // speculative rollouts), and the share of drafted tokens the actor accepted.
   double tokens_per_forward = 0, draft_acceptance = 0;

@@ -58,14 +58,14 @@ Result<std::unique_ptr<RolloutGenerator>> RolloutGenerator::create(
 }
 
 Result<std::vector<double>> RolloutGenerator::rewards(
-    const std::vector<Rollout>& rollouts, const std::vector<const PromptExample*>& examples) {
+    std::vector<Rollout>& rollouts, const std::vector<const PromptExample*>& examples) {
   std::vector<double> out(rollouts.size());
+  std::vector<RewardQuery> queries;
+  queries.reserve(rollouts.size());
+  for (size_t i = 0; i < rollouts.size(); ++i) {
+    queries.push_back({examples[i]->prompt, rollouts[i].text, examples[i]->answer});
+  }
   if (!config_.reward_program.empty()) {
-    std::vector<RewardQuery> queries;
-    queries.reserve(rollouts.size());
-    for (size_t i = 0; i < rollouts.size(); ++i) {
-      queries.push_back({examples[i]->prompt, rollouts[i].text, examples[i]->answer});
-    }
     RewardProgram program{config_.reward_program, config_.reward_timeout_s,
                           config_.reward_processes};
     MS_ASSIGN_OR_RETURN(out, run_reward_program(program, queries));
@@ -77,6 +77,15 @@ Result<std::vector<double>> RolloutGenerator::rewards(
       out[i] = config_.reward_builtin == "format"
                    ? (format_ok(rollouts[i].text) ? correct : -1.0)
                    : correct;
+    }
+  }
+  if (!config_.step_checker.empty()) {
+    RewardProgram checker{config_.step_checker, config_.reward_timeout_s,
+                          config_.reward_processes};
+    MS_ASSIGN_OR_RETURN(const std::vector<bool> flawed, flawed_positives(checker, queries, out));
+    for (size_t i = 0; i < rollouts.size(); ++i) {
+      rollouts[i].flawed = flawed[i];
+      if (flawed[i]) out[i] -= config_.flawed_penalty;
     }
   }
   if (config_.overlong_cache_len > 0) {

@@ -29,6 +29,7 @@ struct Rollout {
   std::string text;  // the response decoded
   double reward = 0.0;
   bool correct = false;  // the reference answer matched (accuracy), whatever the reward
+  bool flawed = false;   // a positive the step checker found a flawed step in (FAPO)
   bool truncated = false;  // stopped by max_tokens
 };
 
@@ -60,7 +61,8 @@ class RolloutGenerator {
   RolloutGenerator(const data::Tokenizer& tokenizer, const RlConfig& config,
                    const std::vector<PromptExample>& prompts)
       : tokenizer_(tokenizer), config_(config), prompts_(prompts) {}
-  Result<std::vector<double>> rewards(const std::vector<Rollout>& rollouts,
+  // The rewards of `rollouts`, marking the flawed positives where a step checker is set.
+  Result<std::vector<double>> rewards(std::vector<Rollout>& rollouts,
                                       const std::vector<const PromptExample*>& examples);
 
   const data::Tokenizer& tokenizer_;

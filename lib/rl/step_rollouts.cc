@@ -62,7 +62,8 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   out.weight_version = weight_version;
   StepMetrics& m = out.metrics;
   m.step = step;
-  std::vector<double> generated(4, 0.0);  // sums of reward, correct, length; responses
+  // Sums of reward, correct, length and flawed positives; responses.
+  std::vector<double> generated(5, 0.0);
   // The engine's decode figures: tokens emitted, rounds, drafted and accepted tokens.
   std::vector<double> decoding(4, 0.0);
   MS_ASSIGN_OR_RETURN(
@@ -89,7 +90,8 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                        generated[0] += x.reward;
                        generated[1] += x.correct;
                        generated[2] += static_cast<double>(x.sample.response.size());
-                       generated[3] += 1.0;
+                       generated[3] += x.flawed;
+                       generated[4] += 1.0;
                      }
                    }
                    out.rounds.push_back(std::move(*groups));
@@ -111,9 +113,10 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, decoding));
   if (decoding[1] > 0.0) m.tokens_per_forward = decoding[0] / decoding[1];
   if (decoding[2] > 0.0) m.draft_acceptance = decoding[3] / decoding[2];
-  m.mean_reward = generated[0] / generated[3];
-  m.accuracy = generated[1] / generated[3];
-  m.response_length = generated[2] / generated[3];
+  m.mean_reward = generated[0] / generated[4];
+  m.accuracy = generated[1] / generated[4];
+  m.response_length = generated[2] / generated[4];
+  m.flawed_positives = static_cast<int64_t>(generated[3]);
   out.before.assign(batch.kept.size() + 1, 0);
   for (size_t k = 0; k < batch.kept.size(); ++k) {
     const GroupRef& ref = batch.kept[k];

@@ -3,7 +3,8 @@
 # tokenizer) and the arithmetic prompt split: a GRPO run with a user reward program and KL to
 # the reference writes real per-step telemetry (rl_steps.jsonl, telemetry/, held-out accuracy);
 # DAPO with the exact-answer reward on a model that never answers fails with dynamic sampling's
-# bound; a crashing reward program and a misspelt key fail naming them.
+# bound; FAPO's step checker penalizes the positives it flags; a crashing reward program, a step
+# checker printing garbage and a misspelt key fail naming them.
 # Usage: rl_test.sh <bin dir> <source dir>
 set -euo pipefail
 BIN=$1
@@ -171,6 +172,25 @@ config crash "{name: grpo}" "{program: \"exit 7\", timeout_s: 10}"
 if out=$("$BIN/ms-train" rl --config "$work/crash.yaml" 2>&1); then fail "crash should fail"; fi
 grep -q "reward program 'exit 7' exited with status 7" <<<"$out" || { echo "$out"; fail "crash error"; }
 [ ! -s "$work/crash/rl_steps.jsonl" ] || fail "a step was recorded on failed rewards"
+
+# FAPO: a step checker that flags every positive (step 0 of each is "flawed") costs each of them
+# flawed_penalty, so every reward falls by 1 and lands at or below 0; one that prints garbage
+# fails the step naming it.
+config fapo "{name: grpo}" \
+  "{program: \"python3 $work/reward.py\", timeout_s: 30, step_checker: \"sed s/.*/0/\", flawed_penalty: 1.0}"
+out=$("$BIN/ms-train" rl --config "$work/fapo.yaml" 2>&1) || { echo "$out"; fail "fapo run"; }
+python3 - "$work/fapo/rl_steps.jsonl" <<'PY' || fail "fapo telemetry"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 3, rows
+for r in rows:
+    assert 0 < r["flawed_positives"] <= 8 and r["mean_reward"] <= 0, r
+PY
+config fapo_bad "{name: grpo}" \
+  "{program: \"python3 $work/reward.py\", timeout_s: 30, step_checker: \"sed s/.*/x/\"}"
+if out=$("$BIN/ms-train" rl --config "$work/fapo_bad.yaml" 2>&1); then fail "fapo_bad should fail"; fi
+grep -q "step checker" <<<"$out" || { echo "$out"; fail "the checker is not named"; }
+[ ! -s "$work/fapo_bad/rl_steps.jsonl" ] || fail "a step was recorded on a failed check"
 
 config typo "{name: grpo, clip_hihg: 0.3}" "{builtin: exact_number}"
 if out=$("$BIN/ms-train" rl --config "$work/typo.yaml" 2>&1); then fail "typo should fail"; fi

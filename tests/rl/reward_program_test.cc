@@ -98,6 +98,46 @@ TEST(RewardProgram, WrongLineCountIsAnError) {
   EXPECT_NE(unread.find("printed 1 lines for 2000"), std::string::npos) << unread;
 }
 
+// FAPO's step checker sees only the positives, in order, and flags those whose line is not -1;
+// a line that is not the index of a step (or -1) is an error naming the checker and the line.
+TEST(FlawedPositives, OnlyPositivesAreCheckedAndNonMinusOneFlags) {
+  // Flags a response that says "guess" (its step 0), and fails if it is shown the negative
+  // ("wrong" in the response), which it must never see.
+  const std::string checker =
+      "while IFS= read -r line; do case \"$line\" in *wrong*) exit 3;; *guess*) echo 0;; "
+      "*) echo -1;; esac; done";
+  std::vector<RewardQuery> q = queries(5);
+  q[1].response = " I guess it is 2.";
+  q[2].response = " wrong: a guess";  // negative: never shown, or the checker exits 3
+  q[4].response = " guess 5.";
+  const std::vector<double> rewards = {1.0, 1.0, -1.0, 0.5, 1.0};
+  for (int processes : {1, 2}) {
+    Result<std::vector<bool>> flawed =
+        flawed_positives(RewardProgram{checker, 30.0, processes}, q, rewards);
+    ASSERT_TRUE(flawed.ok()) << flawed.status().to_string();
+    EXPECT_EQ(*flawed, (std::vector<bool>{false, true, false, false, true}));
+  }
+  // Nothing positive: the checker is not run at all.
+  Result<std::vector<bool>> none =
+      flawed_positives(RewardProgram{"exit 1", 30.0, 1}, q, std::vector<double>(5, 0.0));
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_EQ(*none, std::vector<bool>(5, false));
+
+  for (const char* bad : {"cat > /dev/null; printf '%s\\n' -1 1.5 -1 -1",
+                          "cat > /dev/null; printf '%s\\n' -1 -2 -1 -1"}) {
+    Result<std::vector<bool>> r = flawed_positives(RewardProgram{bad, 30.0, 1}, q, rewards);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("step checker"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("line 2"), std::string::npos) << r.status().message();
+  }
+  // A crashing checker fails like a crashing reward program, named as the step checker.
+  Result<std::vector<bool>> crashed =
+      flawed_positives(RewardProgram{"cat > /dev/null; kill -9 $$", 30.0, 1}, q, rewards);
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_NE(crashed.status().message().find("step checker"), std::string::npos)
+      << crashed.status().message();
+}
+
 TEST(RewardProgram, RejectsBadSettings) {
   EXPECT_FALSE(run_reward_program(RewardProgram{"", 1.0, 1}, queries(1)).ok());
   EXPECT_FALSE(run_reward_program(RewardProgram{"cat", 0.0, 1}, queries(1)).ok());

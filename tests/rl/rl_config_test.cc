@@ -81,6 +81,20 @@ TEST(RlConfig, ErrorsNameTheKey) {
             std::string::npos);
 }
 
+TEST(RlConfig, FapoKeys) {
+  Result<RlConfig> plain = parse_rl_config(kBase, "rl.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->step_checker.empty());
+  EXPECT_EQ(plain->flawed_penalty, 1.0);  // verl's recipe/fapo default
+  Result<RlConfig> fapo = parse_rl_config(
+      kBase + "reward: {step_checker: ./check_steps.py, flawed_penalty: 0.5}\n", "rl.yaml");
+  ASSERT_TRUE(fapo.ok()) << fapo.status().to_string();
+  EXPECT_EQ(fapo->step_checker, "./check_steps.py");
+  EXPECT_EQ(fapo->flawed_penalty, 0.5);
+  EXPECT_NE(error_of(kBase + "reward: {flawed_penalty: -1}\n").find("reward.flawed_penalty"),
+            std::string::npos);
+}
+
 TEST(RlConfig, CheckpointKeys) {
   Result<RlConfig> plain = parse_rl_config(kBase, "rl.yaml");
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
