@@ -195,8 +195,7 @@ Status PlanFileWriter::begin_section(PlanSection kind, int split, uint32_t sourc
 
 Status PlanFileWriter::append_bytes(std::span<const std::byte> bytes) {
   assert(open_ >= 0 && bytes.size() % sections_[static_cast<size_t>(open_)].elem_bytes == 0);
-  crc_ = crc32c(bytes.data(), bytes.size(), crc_);
-  return out_->append_copy(bytes);
+  return append_copy({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
 }
 
 Result<PlanFileSummary> PlanFileWriter::finish(const PlanInfo& info) {

@@ -399,12 +399,14 @@ Result<PlannedMixture> build_plan(const MixtureConfig& config,
   // Each stream's epochs are bounded before the blend, so the pool shuffles the epochs certain
   // to be used while the main thread blends; the rest are shuffled once the counts are known.
   const size_t num_streams = 2 * num_sources;  // (split, source), in file order
+  auto split_of = [&](size_t i) { return static_cast<int>(i / num_sources); };
+  auto source_of = [&](size_t i) { return i % num_sources; };
   const std::array<std::span<const PlanPhase>, 2> split_phases = {info.schedule, val_phases};
   std::vector<uint64_t> early_epochs(num_streams), epoch_room(num_streams);
   double stream_entries = 0;
   for (size_t i = 0; i < num_streams; ++i) {
-    const int split = static_cast<int>(i / num_sources);
-    const size_t s = i % num_sources;
+    const int split = split_of(i);
+    const size_t s = source_of(i);
     const SplitMembers& m = members[s][split];
     const auto [lo, hi] = blend_count_bounds(split_phases[split], s, info.samples[split]);
     early_epochs[i] = epochs_for(lo, config.seq_len, m.tokens);
@@ -423,15 +425,15 @@ Result<PlannedMixture> build_plan(const MixtureConfig& config,
   std::vector<HugePageArray<uint32_t>> orders(num_streams);
   std::vector<std::vector<std::future<void>>> shuffles(num_streams);
   auto shuffle_later = [&](size_t i, uint64_t first, uint64_t end) {
-    const int split = static_cast<int>(i / num_sources);
-    const size_t s = i % num_sources;
+    const int split = split_of(i);
+    const size_t s = source_of(i);
     shuffles[i].push_back(pool.submit([&, i, split, s, first, end] {
       shuffle_epochs(inputs[s], members[s][split], seed, static_cast<Split>(split), first, end,
                      orders[i]);
     }));
   };
   for (size_t i = 0; i < num_streams; ++i) {
-    orders[i].resize(epoch_room[i] * members[i % num_sources][i / num_sources].sequences.size());
+    orders[i].resize(epoch_room[i] * members[source_of(i)][split_of(i)].sequences.size());
     if (early_epochs[i] > 0) shuffle_later(i, 0, early_epochs[i]);
   }
 
@@ -461,8 +463,8 @@ Result<PlannedMixture> build_plan(const MixtureConfig& config,
     MS_RETURN_IF_ERROR(out->append(std::span<const uint16_t>(validation.source)));
 
     for (size_t i = 0; i < num_streams; ++i) {
-      const int split = static_cast<int>(i / num_sources);
-      const size_t s = i % num_sources;
+      const int split = split_of(i);
+      const size_t s = source_of(i);
       const SplitMembers& m = members[s][split];
       PlanSplitCounts& c = info.sources[s].splits[split];
       c = {m.documents, m.sequences.size(), m.tokens, blend_counts[split][s], 0};
@@ -475,8 +477,8 @@ Result<PlannedMixture> build_plan(const MixtureConfig& config,
       if (c.epochs > early_epochs[i]) shuffle_later(i, early_epochs[i], c.epochs);
     }
     for (size_t i = 0; i < num_streams; ++i) {
-      const int split = static_cast<int>(i / num_sources);
-      const uint32_t s = static_cast<uint32_t>(i % num_sources);
+      const int split = split_of(i);
+      const uint32_t s = static_cast<uint32_t>(source_of(i));
       for (std::future<void>& f : shuffles[i]) f.wait();
       const PlanSplitCounts& c = info.sources[s].splits[split];
       const std::span<const uint32_t> order =

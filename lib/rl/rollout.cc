@@ -60,10 +60,13 @@ Result<std::unique_ptr<RolloutGenerator>> RolloutGenerator::create(
 Result<std::vector<double>> RolloutGenerator::rewards(
     std::vector<Rollout>& rollouts, const std::vector<const PromptExample*>& examples) {
   std::vector<double> out(rollouts.size());
+  // What the reward program and the step checker read; built only when one is set.
   std::vector<RewardQuery> queries;
-  queries.reserve(rollouts.size());
-  for (size_t i = 0; i < rollouts.size(); ++i) {
-    queries.push_back({examples[i]->prompt, rollouts[i].text, examples[i]->answer});
+  if (!config_.reward_program.empty() || !config_.step_checker.empty()) {
+    queries.reserve(rollouts.size());
+    for (size_t i = 0; i < rollouts.size(); ++i) {
+      queries.push_back({examples[i]->prompt, rollouts[i].text, examples[i]->answer});
+    }
   }
   if (!config_.reward_program.empty()) {
     RewardProgram program{config_.reward_program, config_.reward_timeout_s,
