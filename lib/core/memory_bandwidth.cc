@@ -62,28 +62,44 @@ uint64_t sum_lines(const Vec* p, size_t lines) {
 
 }  // namespace
 
-double measure_read_gbs(size_t bytes, int threads, int reps) {
-  threads = std::max(threads, 1);
-  reps = std::max(reps, 1);
-  const size_t lines = bytes / kLineBytes;
-  if (lines < static_cast<size_t>(threads)) return 0;
+struct ReadProbe::Buffer {
+  size_t lines = 0;
+  HugePageVector<uint64_t> words;
+};
+
+ReadProbe::ReadProbe(size_t bytes, int threads)
+    : buffer_(std::make_unique<Buffer>()), threads_(std::max(threads, 1)) {
+  buffer_->lines = bytes / kLineBytes;
   // 64-byte aligned (core/huge_pages.h) and touched: no page faults are timed.
-  HugePageVector<uint64_t> buffer(lines * (kLineBytes / sizeof(uint64_t)), 1);
-  const Vec* vecs = reinterpret_cast<const Vec*>(buffer.data());
+  if (buffer_->lines >= static_cast<size_t>(threads_)) {
+    buffer_->words.assign(buffer_->lines * (kLineBytes / sizeof(uint64_t)), 1);
+  }
+}
+
+ReadProbe::~ReadProbe() = default;
+
+size_t ReadProbe::bytes() const { return buffer_->lines * kLineBytes; }
+
+double ReadProbe::run(int passes) {
+  passes = std::max(passes, 1);
+  const size_t lines = buffer_->lines;
+  const int threads = threads_;
+  if (lines < static_cast<size_t>(threads)) return 0;
+  const Vec* vecs = reinterpret_cast<const Vec*>(buffer_->words.data());
   // Every thread starts each pass at one barrier and ends it at another; thread 0 times the
   // span between them, so a pass lasts until its slowest slice is read.
   std::barrier start(threads), done(threads);
   std::atomic<uint64_t> sink{0};
-  double best_s = std::numeric_limits<double>::infinity();
+  std::vector<double> seconds;
   const auto read_slices = [&](int t) {
     const size_t begin = lines * static_cast<size_t>(t) / static_cast<size_t>(threads);
     const size_t end = lines * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
-    for (int rep = 0; rep < reps; ++rep) {
+    for (int pass = 0; pass < passes; ++pass) {
       start.arrive_and_wait();
       Stopwatch watch;
       const uint64_t sum = sum_lines(vecs + begin * kVecsPerLine, end - begin);
       done.arrive_and_wait();
-      if (t == 0) best_s = std::min(best_s, watch.elapsed_s());
+      if (t == 0) seconds.push_back(watch.elapsed_s());
       sink.fetch_add(sum, std::memory_order_relaxed);
     }
   };
@@ -91,7 +107,20 @@ double measure_read_gbs(size_t bytes, int threads, int reps) {
   for (int t = 1; t < threads; ++t) workers.emplace_back(read_slices, t);
   read_slices(0);
   for (std::thread& w : workers) w.join();
-  return static_cast<double>(lines * kLineBytes) / best_s / 1e9;
+  double best = 0;
+  for (double s : seconds) {
+    const double gbs = static_cast<double>(lines * kLineBytes) / s / 1e9;
+    best = std::max(best, gbs);
+    worst_gbs_ = passes_ == 0 ? gbs : std::min(worst_gbs_, gbs);
+    best_gbs_ = std::max(best_gbs_, gbs);
+    ++passes_;
+  }
+  return best;
+}
+
+double measure_read_gbs(size_t bytes, int threads, int reps) {
+  ReadProbe probe(bytes, threads);
+  return probe.run(reps);
 }
 
 size_t last_level_cache_bytes() {

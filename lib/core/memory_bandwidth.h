@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 namespace ms {
 
@@ -26,6 +27,35 @@ double measure_stream_gbs(StreamKernel kernel, size_t elements, int reps);
 // touched before the first pass, like measure_stream_gbs's. 0 when fewer than one line per
 // thread. For a bound on memory, pass bytes well above last_level_cache_bytes().
 double measure_read_gbs(size_t bytes, int threads, int reps);
+
+// The read probe with its buffer kept, so that passes can be taken between runs of the work it
+// bounds: ms-infer bench reads between decode runs, so that the bound and the decode see the
+// same machine (on a shared VM the probe moved by 2x from one minute to the next).
+class ReadProbe {
+ public:
+  // Allocates and touches the buffer: `bytes` rounded down to whole 64-byte lines, split into
+  // `threads` slices (measure_read_gbs's).
+  ReadProbe(size_t bytes, int threads);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  // Takes `passes` more passes (at least 1); returns the best GB/s among them, 0 when the
+  // buffer holds fewer lines than threads.
+  double run(int passes);
+  // Over every pass so far: the best and the worst GB/s, and how many; 0 before the first.
+  double best_gbs() const { return best_gbs_; }
+  double worst_gbs() const { return worst_gbs_; }
+  int passes() const { return passes_; }
+  size_t bytes() const;
+
+ private:
+  struct Buffer;
+  std::unique_ptr<Buffer> buffer_;  // huge-page backed (core/huge_pages.h)
+  int threads_;
+  double best_gbs_ = 0, worst_gbs_ = 0;
+  int passes_ = 0;
+};
 
 // The size of the largest CPU cache the OS reports (L3, else L2); 0 when it reports none.
 size_t last_level_cache_bytes();

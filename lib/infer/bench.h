@@ -2,8 +2,8 @@
 // vLLM's benchmark_throughput prints, and a batch-size sweep like llama.cpp's batched-bench
 // (prompt processing and token generation timed apart) set against the memory-bandwidth bound:
 // the bytes one decode step reads (weights with their scales, KV cache, embedding row) over the
-// read bandwidth measured in the same run with the decode's threads (core/memory_bandwidth.h,
-// measure_read_gbs). A step reads and hardly writes, so read bandwidth is its limit; the
+// read bandwidth measured in the same run with the decode's threads, between its decode runs
+// (core/memory_bandwidth.h, ReadProbe). A step reads and hardly writes, so read bandwidth is its limit; the
 // one-thread STREAM copy figure of earlier runs is kept beside it, labelled, for comparison.
 // cmd/ms-infer/bench.cc only parses options and prints.
 #pragma once
@@ -63,7 +63,12 @@ struct SweepRow {
 };
 
 struct SweepResult {
-  double read_bytes_s = 0;       // measure_read_gbs with the decode's threads: the bound
+  // The read probe (core/memory_bandwidth.h, ReadProbe) with the decode's threads, its passes
+  // taken before and between the decode runs: the best is the bound, the worst shows how much
+  // the machine moved while the sweep ran.
+  double read_bytes_s = 0;
+  double read_worst_bytes_s = 0;
+  int read_passes = 0;
   int read_threads = 0;
   double read_probe_bytes = 0;   // the read probe's buffer
   double copy_bytes_s = 0;       // STREAM copy on one thread, read + write counted (labelled)

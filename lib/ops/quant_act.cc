@@ -160,4 +160,26 @@ void int4_group_bias(const Int8Activations& x, int64_t group_size, std::vector<f
   }
 }
 
+void int4_step_layout(const Int8Activations& x, std::vector<int8_t>* codes) {
+  assert(x.format == WeightFormat::kInt4);
+  constexpr int64_t kHalf = kActivationChunk / 2, kStep = 2 * kActivationChunk;
+  const int64_t steps = x.cols / kStep;
+  codes->resize(x.codes.size());
+  for (int64_t t = 0; t < x.n; ++t) {
+    const int8_t* src = x.codes.data() + t * x.cols;
+    int8_t* dst = codes->data() + t * x.cols;
+    for (int64_t s = 0; s < steps; ++s) {
+      // From x's layout: chunk 0's even and odd columns, then chunk 1's.
+      const int8_t* in = src + s * kStep;
+      int8_t* out = dst + s * kStep;
+      std::memcpy(out, in, kHalf);
+      std::memcpy(out + kHalf, in + 2 * kHalf, kHalf);
+      std::memcpy(out + 2 * kHalf, in + kHalf, kHalf);
+      std::memcpy(out + 3 * kHalf, in + 3 * kHalf, kHalf);
+    }
+    const int64_t tail = steps * kStep;
+    std::memcpy(dst + tail, src + tail, static_cast<size_t>(x.cols - tail));
+  }
+}
+
 }  // namespace ms::ops

@@ -96,4 +96,11 @@ void quantize_activations(const float* x, int64_t n, int64_t cols, WeightFormat 
 // kernel may subtract once instead of chunk by chunk.
 void int4_group_bias(const Int8Activations& x, int64_t group_size, std::vector<float>* out);
 
+// For a kernel that multiplies a 64-byte line of int4 weights (two chunks, 128 columns) by x in
+// one pass per nibble half: x's codes with, per step of 128 columns, chunk 0's even columns,
+// chunk 1's even ones, chunk 0's odd ones, then chunk 1's odd ones (32 each), so that the
+// line's low nibbles meet the first 64 and its high ones the last 64. A last single chunk keeps
+// x's layout. `codes` is resized to x.codes'.
+void int4_step_layout(const Int8Activations& x, std::vector<int8_t>* codes);
+
 }  // namespace ms::ops

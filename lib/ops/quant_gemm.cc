@@ -53,13 +53,14 @@ QuantRowsFn rows_fn(CpuPath path) {
 struct IntKernel {
   Int8ActRowsFn fn;
   bool group_bias;
+  bool int4_steps = false;  // takes int4's x in int4_step_layout's
 };
 
 IntKernel int8_act_kernel(CpuPath path) {
 #if defined(MS_QUANT_AVX512_VNNI)
   static const bool vnni =
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw");
-  if (path == CpuPath::kAvx512 && vnni) return {int8_act_rows_avx512, true};
+  if (path == CpuPath::kAvx512 && vnni) return {int8_act_rows_avx512, true, true};
 #endif
 #if defined(MS_QUANT_AVX2)
   if (path != CpuPath::kScalar && cpu_has(CpuPath::kAvx2)) return {int8_act_rows_avx2, true};
@@ -221,6 +222,11 @@ void quantized_linears(const float* x, std::span<const QuantLinearOut> outs, int
       thread_local std::vector<float> group_bias;
       int4_group_bias(quantized, w.group_size, &group_bias);
       view.group_bias = group_bias.data();
+    }
+    if (kernel.int4_steps && w.format == WeightFormat::kInt4) {
+      thread_local std::vector<int8_t> step_codes;
+      int4_step_layout(quantized, &step_codes);
+      view.step_codes = step_codes.data();
     }
     parallel_weight_blocks(outs, [&](const QuantLinearOut& o, int64_t begin, int64_t end) {
       kernel.fn(view, o.w, o.y, begin, end);

@@ -23,6 +23,9 @@ struct Int8ActView {
   // int4, for the vector kernels: int4_group_bias for w's group size, (n, cols / group_size);
   // null for the scalar twin, which subtracts nibble_bias chunk by chunk.
   const float* group_bias = nullptr;
+  // int4, for the AVX-512 kernel: the codes in its steps' layout (int4_step_layout), (n,
+  // cols); null for the other kernels.
+  const int8_t* step_codes = nullptr;
 };
 
 // Output channels [row_begin, row_end) of y: (x.n, w.rows) for every row of x, which was

@@ -3,14 +3,19 @@
 // products into one of 16 int32 lanes: the work of AVX2's vpmaddubsw, vpmaddwd and add in one
 // instruction twice as wide, and exact (no int16 step to saturate). A lane's integer sum is
 // converted and multiplied into the f32 total once per activation scale.
-//   int4: a step takes two chunks (128 columns, one 64-byte line of packed nibbles). Their low
-//     and high nibbles are rearranged so that each chunk's 32 low nibbles meet its 32 even-column
-//     codes and its high ones the odd codes (Int8Activations' int4 layout), a vpdpbusd each.
-//     Lane i < 8 of a chunk covers its even columns 8i .. 8i + 6, lane 8 + i the odd ones, so
-//     with groups of 32 lanes 0-3 and 8-11 take the first group's scale and the rest the
-//     second's. The nibbles are code + 8; as in the AVX2 kernel, an output subtracts the 8
-//     times the codes' sum this adds once, at the end: sum_g w_scale[g] * group_bias[g]
-//     (Int8ActView::group_bias), a vector multiply-add per 16 groups.
+//   int4: a step takes two chunks (128 columns, one 64-byte line of packed nibbles). Chunk k's
+//     byte b holds its columns 2b (low nibble) and 2b + 1 (high), so the line's 64 low nibbles
+//     are the two chunks' even columns and its high ones their odd columns. x comes laid out to
+//     match (int4_step_layout, once per call), so one vpdpbusd per nibble half adds both chunks
+//     into one vector, lane i < 8 summing chunk 0's columns 8i .. 8i + 7 and lane 8 + i chunk
+//     1's, and one conversion and one multiply-add per step scale it lane by lane (the weight
+//     groups' scales times x's, formed in a 128-bit register and spread by one permute). The
+//     line is read once. Shuffling the nibbles to meet x's per-chunk layout instead, with a
+//     conversion and scaling per chunk, took 13 vector instructions per line to this loop's 9
+//     and ran 27% slower from the cache (docs/bench/infer.md, "int4 steps in x's layout").
+//     The nibbles are code + 8; an output subtracts the 8 times the codes' sum this adds once,
+//     at the end: sum_g w_scale[g] * group_bias[g] (Int8ActView::group_bias), a vector
+//     multiply-add per 16 groups.
 //   int8: the weights are signed, so the unsigned operand is |w| (vpabsb; a code of -128 from a
 //     file becomes 128) and the signed one x, negated where w < 0 (no vpsignb in AVX-512). The
 //     row's scale multiplies the total.
@@ -32,21 +37,13 @@ void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HIN
 
 __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 
-// The weight bytes two chunks' codes meet: [low nibbles, high nibbles] of the first chunk's 32
-// packed bytes, then of the second's.
-struct Int4Pair {
-  __m512i first, second;
-  explicit Int4Pair(const uint8_t* p) {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i b = load(p);
-    const __m512i lo = _mm512_and_si512(b, low4);
-    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-    first = _mm512_shuffle_i64x2(lo, hi, 0x44);   // lo's 128-bit lanes 0, 1, then hi's 0, 1
-    second = _mm512_shuffle_i64x2(lo, hi, 0xee);  // lanes 2, 3 of each
-  }
-};
+// Two floats in the low half of a register.
+__m128 two(const float* p) {
+  return _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+}
 
-// The same for one chunk alone (the last of a row whose width is an odd number of chunks).
+// The one chunk left when a row's width is an odd number of chunks, in x's own layout: its 32
+// low nibbles, then its 32 high ones.
 __m512i int4_chunk(const uint8_t* p) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -60,9 +57,8 @@ __m512i dot(__m512i sum, __m512i w, const int8_t* x) {
   return _mm512_dpbusd_epi32(sum, w, load(x));
 }
 
-// One row of W (int4 in groups of G) against T rows of x. A step takes 128 columns; with G = 32
-// or 64 its first chunk goes to `a` and its second to `b`, with G = 128 (one activation scale
-// per 128 columns) the whole step goes to `a`.
+// One row of W (int4 in groups of G) against T rows of x, a step of 128 columns a time into
+// `a`, with x's codes in the steps' layout (Int8ActView::step_codes).
 template <int G, int T>
 struct Int4Row {
   static constexpr int64_t kCols = 2 * kChunk;
@@ -70,43 +66,41 @@ struct Int4Row {
   const float* scales;  // the row's group scales
   int64_t groups;
   XRows<T> x;
+  const int8_t* codes[T];  // rows of x, steps' layout
 
   void prefetch_step(int64_t s) const { prefetch(w + s * kChunk + kPrefetchBytes); }
 
-  // The weight scales of chunk c, lane by lane.
-  __m512 chunk_scales(int64_t c) const {
-    if constexpr (G == 32) {
-      return _mm512_mask_blend_ps(0xf0f0, _mm512_set1_ps(scales[2 * c]),
-                                  _mm512_set1_ps(scales[2 * c + 1]));
+  // The scales of step s's 16 lanes for row t of x: the weight group's scale times x's. Lane
+  // i < 8 covers chunk 0's columns 8i .. 8i + 7, lane 8 + i chunk 1's. The products are formed
+  // four at most, in one 128-bit register, and spread over the lanes by one permute.
+  __m512 step_scales(int t, int64_t s) const {
+    if constexpr (G == 128) {
+      return _mm512_set1_ps(scales[s] * x.scales[t][s]);
+    } else if constexpr (G == 64) {
+      const __m128 products = _mm_mul_ps(two(scales + 2 * s), two(x.scales[t] + 2 * s));
+      const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+      return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(products));
     } else {
-      return _mm512_set1_ps(scales[c]);
+      // Groups 4s .. 4s + 3 of 32 columns, x's chunks 2s and 2s + 1 of 64.
+      const __m128 xs = two(x.scales[t] + 2 * s);
+      const __m128 products = _mm_mul_ps(_mm_loadu_ps(scales + 4 * s), _mm_unpacklo_ps(xs, xs));
+      const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+      return _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(products));
     }
   }
 
-  // acc + the products of chunk c's weights `wc` and x codes, scaled.
-  __m512 add_chunk(int t, int64_t c, __m512i wc, __m512 ws, __m512 acc) const {
-    const __m512i sum = dot(_mm512_setzero_si512(), wc, x.codes[t] + c * kChunk);
-    const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(x.scales[t][c]));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc);
-  }
-
-  void step(int64_t s, __m512 (&a)[T], __m512 (&b)[T]) const {
-    const Int4Pair pair(w + s * kChunk);
-    if constexpr (G == 128) {
-      const __m512 ws = _mm512_set1_ps(scales[s]);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* xc = x.codes[t] + s * kCols;
-        const __m512i sum = dot(dot(_mm512_setzero_si512(), pair.first, xc), pair.second,
-                                xc + kChunk);
-        const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(x.scales[t][s]));
-        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, a[t]);
-      }
-    } else {
-      const __m512 ws0 = chunk_scales(2 * s), ws1 = chunk_scales(2 * s + 1);
-      for (int t = 0; t < T; ++t) {
-        a[t] = add_chunk(t, 2 * s, pair.first, ws0, a[t]);
-        b[t] = add_chunk(t, 2 * s + 1, pair.second, ws1, b[t]);
-      }
+  void step(int64_t s, __m512 (&a)[T], __m512 (&)[T]) const {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    __m512i b = load(w + s * kChunk);
+    // Kept in a register: GCC would otherwise read the line twice, once for each nibble half,
+    // and the loads are what limit this loop once its data is in the cache.
+    __asm__("" : "+v"(b));
+    const __m512i lo = _mm512_and_si512(b, low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xc = codes[t] + s * kCols;
+      const __m512i sum = dot(dot(_mm512_setzero_si512(), lo, xc), hi, xc + kChunk);
+      a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), step_scales(t, s), a[t]);
     }
   }
 
@@ -116,8 +110,16 @@ struct Int4Row {
     if (cols % kCols != 0) {
       const int64_t c = cols / kChunk - 1;
       const __m512i wc = int4_chunk(w + c * (kChunk / 2));
-      const __m512 ws = chunk_scales(c);
-      for (int t = 0; t < T; ++t) a[t] = add_chunk(t, c, wc, ws, a[t]);
+      // Lane i < 8 covers the chunk's even columns 8i .. 8i + 6, lane 8 + i the odd ones: with
+      // G = 32, lanes 0-3 and 8-11 are the first group's.
+      const __m512 ws = G == 32 ? _mm512_mask_blend_ps(0xf0f0, _mm512_set1_ps(scales[2 * c]),
+                                                        _mm512_set1_ps(scales[2 * c + 1]))
+                                : _mm512_set1_ps(scales[c]);
+      for (int t = 0; t < T; ++t) {
+        const __m512i sum = dot(_mm512_setzero_si512(), wc, x.codes[t] + c * kChunk);
+        const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(x.scales[t][c]));
+        a[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, a[t]);
+      }
     }
     for (int64_t g = 0; g < groups; g += 16) {
       const __mmask16 m =
@@ -183,46 +185,54 @@ void run_row(const Row& row, int64_t cols, float row_scale, float* y, int64_t ld
   }
 }
 
-// Output channels r0 .. r1 - 1 of rows t0 .. t0 + T - 1 of x.
+// Output channels r0 .. r1 - 1 of rows t0 .. t0 + T - 1 of x, int8 weights.
 template <int T>
-void dot_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, int64_t r1,
-              float* y) {
-  const int64_t cols = w.cols;
-  if (w.format == WeightFormat::kInt8) {
-    const XRows<T> rows(x, t0, 0);
-    for (int64_t r = r0; r < r1; ++r) {
-      const Int8Row<T> row{reinterpret_cast<const int8_t*>(w.values) + r * cols, rows};
-      run_row<T>(row, cols, w.scales[r], y + t0 * w.rows + r, w.rows);
-    }
-    return;
-  }
-  const int64_t groups = cols / w.group_size;
-  const XRows<T> rows(x, t0, groups);
+void int8_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, int64_t r1,
+               float* y) {
+  const XRows<T> rows(x, t0, 0);
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* bytes = w.values + r * (cols / 2);
-    const float* scales = w.scales + r * groups;
-    float* out = y + t0 * w.rows + r;
-    switch (w.group_size) {
-      case 32:
-        run_row<T>(Int4Row<32, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
-        break;
-      case 64:
-        run_row<T>(Int4Row<64, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
-        break;
-      default:
-        run_row<T>(Int4Row<128, T>{bytes, scales, groups, rows}, cols, 1.0f, out, w.rows);
-        break;
-    }
+    const Int8Row<T> row{reinterpret_cast<const int8_t*>(w.values) + r * w.cols, rows};
+    run_row<T>(row, w.cols, w.scales[r], y + t0 * w.rows + r, w.rows);
   }
+}
+
+// The same for int4 weights in groups of G.
+template <int G, int T>
+void int4_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0, int64_t r1,
+               float* y) {
+  const int64_t groups = w.cols / G;
+  Int4Row<G, T> row{nullptr, nullptr, groups, XRows<T>(x, t0, groups), {}};
+  for (int t = 0; t < T; ++t) row.codes[t] = x.step_codes + (t0 + t) * x.cols;
+  for (int64_t r = r0; r < r1; ++r) {
+    row.w = w.values + r * (w.cols / 2);
+    row.scales = w.scales + r * groups;
+    run_row<T>(row, w.cols, 1.0f, y + t0 * w.rows + r, w.rows);
+  }
+}
+
+template <int G>
+void int4_tiles(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
+                int64_t row_end) {
+  for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
+    int4_rows<G, T>(x, w, t, r0, r1, y);
+  });
 }
 
 }  // namespace
 
 void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                           int64_t row_end) {
-  for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
-    dot_rows<T>(x, w, t, r0, r1, y);
-  });
+  switch (w.format == WeightFormat::kInt8 ? 8 : w.group_size) {
+    case 8:
+      for_each_int8_act_tile(x.n, row_begin, row_end,
+                             [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
+                               int8_rows<T>(x, w, t, r0, r1, y);
+                             });
+      break;
+    case 32: int4_tiles<32>(x, w, y, row_begin, row_end); break;
+    case 64: int4_tiles<64>(x, w, y, row_begin, row_end); break;
+    default: int4_tiles<128>(x, w, y, row_begin, row_end); break;
+  }
 }
 
 }  // namespace ms::ops

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -35,6 +36,24 @@ TEST(MemoryBandwidth, ReadProbeGivesAFinitePositiveRateOnEveryThreadCount) {
     const double gbs = measure_read_gbs(bytes, threads, 2);
     EXPECT_TRUE(std::isfinite(gbs) && gbs > 0) << bytes << " bytes, " << threads << " threads";
   }
+}
+
+TEST(MemoryBandwidth, AKeptProbeAccumulatesItsPassesBestAndWorst) {
+  ReadProbe probe(64 * 1000 + 17, 2);
+  EXPECT_EQ(probe.bytes(), 64u * 1000);
+  EXPECT_EQ(probe.passes(), 0);
+  EXPECT_EQ(probe.best_gbs(), 0.0);
+  const double first = probe.run(3);
+  const double second = probe.run(2);
+  EXPECT_EQ(probe.passes(), 5);
+  EXPECT_TRUE(std::isfinite(first) && first > 0 && std::isfinite(second) && second > 0);
+  EXPECT_EQ(probe.best_gbs(), std::max(first, second));
+  EXPECT_GT(probe.worst_gbs(), 0.0);
+  EXPECT_LE(probe.worst_gbs(), std::min(first, second));
+
+  ReadProbe too_small(3 * 64, 4);
+  EXPECT_EQ(too_small.run(2), 0.0);
+  EXPECT_EQ(too_small.passes(), 0);
 }
 
 TEST(MemoryBandwidth, LastLevelCacheSizeIsZeroOrAPlausibleCache) {

@@ -28,6 +28,8 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   options.stream_mib = 8;
   SweepResult r;
   r.read_bytes_s = 10e9;
+  r.read_worst_bytes_s = 6e9;
+  r.read_passes = 9;
   r.read_threads = 2;
   r.read_probe_bytes = 8 * 1024 * 1024;
   r.copy_bytes_s = 5e9;   // half the read bound: 2 steps/s is 60% of its B=2 bound
@@ -37,7 +39,8 @@ TEST(BenchSweepTable, RowsFollowFromTheTimings) {
   r.linear_params = 1e9;  // a prefill of 2 x 4 tokens in 0.5 s: 2 * 1e9 * 8 / 0.5 = 32 GFLOP/s
   r.rows.push_back({2, 0.5, 1.0, {}});  // 2 decode steps in 1 s: 2 steps/s, 30% of B=2 bound
   const std::string text = format_sweep(r, options);
-  EXPECT_NE(text.find("read bandwidth (2 threads, 8 MiB, best of 5): 10.00 GB/s"),
+  EXPECT_NE(text.find("read bandwidth (2 threads, 8 MiB, best of 9 passes taken between the "
+                      "decode runs, worst 6.00): 10.00 GB/s"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("copy bandwidth (1 thread, 8 MiB arrays, read + write counted): 5.00 GB/s"),

@@ -236,6 +236,29 @@ TEST(QuantActTest, GroupBiasIsTheScaleTimesEightTimesTheGroupsCodeSum) {
   }
 }
 
+TEST(QuantActTest, Int4StepLayoutPutsBothChunksEvenColumnsBeforeTheirOddOnes) {
+  std::mt19937_64 rng(6);
+  const int64_t n = 2, cols = 320;  // two steps of 128 columns and a single chunk after them
+  const auto x = test::random_floats(static_cast<size_t>(n * cols), rng, -1, 1);
+  Int8Activations act;
+  quantize_activations(x.data(), n, cols, WeightFormat::kInt4, &act);
+  std::vector<int8_t> steps;
+  int4_step_layout(act, &steps);
+  ASSERT_EQ(steps.size(), act.codes.size());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t col = 0; col < cols; ++col) {
+      const int64_t s = col / (2 * kChunk), in_step = col % (2 * kChunk);
+      const int64_t chunk = in_step / kChunk, j = in_step % kChunk;
+      // Per step: chunk 0's even columns, chunk 1's, chunk 0's odd ones, chunk 1's; the tail
+      // chunk as x lays it out.
+      const int64_t at = col < 256 ? s * 2 * kChunk + (j % 2) * kChunk + chunk * (kChunk / 2) + j / 2
+                                   : Int8Activations::code_index(WeightFormat::kInt4, col);
+      EXPECT_EQ(steps[static_cast<size_t>(t * cols + at)], act.code(t, col))
+          << "row " << t << " column " << col;
+    }
+  }
+}
+
 using Int8ActCase = test::QuantCase;
 
 // GEMV and every remainder of the four-row blocks of x, an odd and an even
