@@ -50,6 +50,20 @@ constexpr int64_t kRowTile = 16;
 // (measured with quant_gemm_bench, docs/infer.md).
 constexpr int kGemvRows = 4;
 constexpr int64_t kGemvShortCols = 4096;
+// How far ahead of the columns it multiplies Dot::accumulate asks for W's bytes (f32, bf16 and
+// int8 codes): the hardware prefetchers alone kept the f32 GEMV's stream short of the read bound
+// (docs/bench/infer.md, "Prefetching the f32 and bf16 GEMV").
+constexpr int64_t kGemvPrefetchBytes = 4096;
+
+// Asks for the 64-byte lines of [p, p + bytes), at least the first.
+inline void prefetch_lines(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  int64_t at = 0;
+  do {
+    __builtin_prefetch(c + at);
+    at += 64;
+  } while (at < bytes);
+}
 
 // Path P: using V; static constexpr int W; V zero(); V load(const float*);
 // V fmadd(V a, V b, V c) = a * b + c; V add(V, V); float sum(V);
@@ -97,6 +111,7 @@ struct Dot {
                          Acc& acc) {
     int64_t c = 0;
     for (; c + K * P::W <= body; c += K * P::W) {
+      for (int r = 0; r < R; ++r) decode.prefetch(r, c, K * P::W);
       for (int k = 0; k < K; ++k) step(x, ld, c + k * P::W, decode, acc[k]);
     }
     for (int k = 0; c < body; c += P::W, ++k) step(x, ld, c, decode, acc[k]);
@@ -246,12 +261,20 @@ struct F32Decode {
   int64_t ld;
   typename P::V vec(int r, int64_t c) const { return P::load(w + r * ld + c); }
   float one(int r, int64_t c) const { return w[r * ld + c]; }
+  // Columns [c, c + n) of row r, kGemvPrefetchBytes on.
+  void prefetch(int r, int64_t c, int64_t n) const {
+    prefetch_lines(reinterpret_cast<const char*>(w + r * ld + c) + kGemvPrefetchBytes,
+                   n * static_cast<int64_t>(sizeof(float)));
+  }
 };
 template <class P>
 struct Bf16Decode {
   const uint8_t* w;
   int64_t ld;  // bytes per row
   typename P::V vec(int r, int64_t c) const { return P::bf16(w + r * ld + 2 * c); }
+  void prefetch(int r, int64_t c, int64_t n) const {
+    prefetch_lines(w + r * ld + 2 * c + kGemvPrefetchBytes, 2 * n);
+  }
   float one(int r, int64_t c) const {
     uint32_t bits = 0;
     std::memcpy(&bits, w + r * ld + 2 * c, 2);
@@ -266,6 +289,9 @@ struct I8Decode {
   const uint8_t* w;
   int64_t ld;
   typename P::V vec(int r, int64_t c) const { return P::i8(w + r * ld + c); }
+  void prefetch(int r, int64_t c, int64_t n) const {
+    prefetch_lines(w + r * ld + c + kGemvPrefetchBytes, n);
+  }
   float one(int r, int64_t c) const {
     return static_cast<float>(static_cast<int8_t>(w[r * ld + c]));
   }

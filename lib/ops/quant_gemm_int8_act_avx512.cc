@@ -30,10 +30,21 @@ namespace ms::ops {
 namespace {
 
 constexpr int64_t kChunk = 64;
-// As in the AVX2 kernel: how far ahead of the step it multiplies the kernel asks for W's bytes.
-constexpr int64_t kPrefetchBytes = 1024;
+// How far ahead of the step it multiplies the kernel asks for W's bytes (and the AVX2 kernel
+// 1 KiB): with 1 KiB the two cores streamed W at 34 GB/s where a plain read of the same
+// matrices took 54; 4 KiB, with the scales' stream prefetched too, gave 39 (docs/bench/infer.md,
+// "int4 steps in x's layout").
+constexpr int64_t kPrefetchBytes = 4096;
 
 void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+// The first kPrefetchBytes of a block of rows (at most `bytes`), asked for before its first
+// step: the steps ask only for what lies kPrefetchBytes ahead of them, and a decode step's
+// blocks can be as small as 16 KiB.
+void prefetch_start(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t at = 0; at < bytes && at < kPrefetchBytes; at += kChunk) prefetch(c + at);
+}
 
 __m512i load(const void* p) { return _mm512_loadu_si512(p); }
 
@@ -68,7 +79,12 @@ struct Int4Row {
   XRows<T> x;
   const int8_t* codes[T];  // rows of x, steps' layout
 
-  void prefetch_step(int64_t s) const { prefetch(w + s * kChunk + kPrefetchBytes); }
+  // W's line kPrefetchBytes ahead, and the scales of the step that line belongs to: a second
+  // stream, which without its own prefetch stalled the multiply-adds waiting on it.
+  void prefetch_step(int64_t s) const {
+    prefetch(w + s * kChunk + kPrefetchBytes);
+    prefetch(scales + (s + kPrefetchBytes / kChunk) * (kCols / G));
+  }
 
   // The scales of step s's 16 lanes for row t of x: the weight group's scale times x's. Lane
   // i < 8 covers chunk 0's columns 8i .. 8i + 7, lane 8 + i chunk 1's. The products are formed
@@ -213,6 +229,10 @@ void int4_rows(const Int8ActView& x, const QuantView& w, int64_t t0, int64_t r0,
 template <int G>
 void int4_tiles(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                 int64_t row_end) {
+  const int64_t groups = w.cols / G;
+  prefetch_start(w.values + row_begin * (w.cols / 2), (row_end - row_begin) * (w.cols / 2));
+  prefetch_start(w.scales + row_begin * groups,
+                 (row_end - row_begin) * groups * static_cast<int64_t>(sizeof(float)));
   for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
     int4_rows<G, T>(x, w, t, r0, r1, y);
   });
@@ -224,6 +244,7 @@ void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, in
                           int64_t row_end) {
   switch (w.format == WeightFormat::kInt8 ? 8 : w.group_size) {
     case 8:
+      prefetch_start(w.values + row_begin * w.cols, (row_end - row_begin) * w.cols);
       for_each_int8_act_tile(x.n, row_begin, row_end,
                              [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
                                int8_rows<T>(x, w, t, r0, r1, y);
