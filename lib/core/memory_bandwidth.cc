@@ -62,30 +62,19 @@ uint64_t sum_lines(const Vec* p, size_t lines) {
 
 }  // namespace
 
-struct ReadProbe::Buffer {
-  size_t lines = 0;
-  HugePageVector<uint64_t> words;
-};
-
 ReadProbe::ReadProbe(size_t bytes, int threads)
-    : buffer_(std::make_unique<Buffer>()), threads_(std::max(threads, 1)) {
-  buffer_->lines = bytes / kLineBytes;
-  // 64-byte aligned (core/huge_pages.h) and touched: no page faults are timed.
-  if (buffer_->lines >= static_cast<size_t>(threads_)) {
-    buffer_->words.assign(buffer_->lines * (kLineBytes / sizeof(uint64_t)), 1);
-  }
-}
+    : lines_(bytes / kLineBytes), threads_(std::max(threads, 1)) {}
 
-ReadProbe::~ReadProbe() = default;
-
-size_t ReadProbe::bytes() const { return buffer_->lines * kLineBytes; }
+size_t ReadProbe::bytes() const { return lines_ * kLineBytes; }
 
 double ReadProbe::run(int passes) {
   passes = std::max(passes, 1);
-  const size_t lines = buffer_->lines;
+  const size_t lines = lines_;
   const int threads = threads_;
   if (lines < static_cast<size_t>(threads)) return 0;
-  const Vec* vecs = reinterpret_cast<const Vec*>(buffer_->words.data());
+  // 64-byte aligned (core/huge_pages.h) and touched: no page faults are timed.
+  const HugePageVector<uint64_t> buffer(lines * (kLineBytes / sizeof(uint64_t)), 1);
+  const Vec* vecs = reinterpret_cast<const Vec*>(buffer.data());
   // Every thread starts each pass at one barrier and ends it at another; thread 0 times the
   // span between them, so a pass lasts until its slowest slice is read.
   std::barrier start(threads), done(threads);

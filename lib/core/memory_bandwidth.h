@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 
 namespace ms {
 
@@ -28,17 +27,16 @@ double measure_stream_gbs(StreamKernel kernel, size_t elements, int reps);
 // thread. For a bound on memory, pass bytes well above last_level_cache_bytes().
 double measure_read_gbs(size_t bytes, int threads, int reps);
 
-// The read probe with its buffer kept, so that passes can be taken between runs of the work it
-// bounds: ms-infer bench reads between decode runs, so that the bound and the decode see the
-// same machine (on a shared VM the probe moved by 2x from one minute to the next).
+// The read probe taken a few passes at a time, its best and worst kept across them, so that
+// passes can be taken between runs of the work it bounds: ms-infer bench reads between decode
+// runs, so that the bound and the decode see the same machine (on a shared VM the probe moved by
+// 2x from one minute to the next). Each run() allocates and touches its buffer and frees it
+// after, so nothing is held between runs beside a model that may fill the memory.
 class ReadProbe {
  public:
-  // Allocates and touches the buffer: `bytes` rounded down to whole 64-byte lines, split into
-  // `threads` slices (measure_read_gbs's).
+  // `bytes` rounded down to whole 64-byte lines, split into `threads` slices (as
+  // measure_read_gbs's).
   ReadProbe(size_t bytes, int threads);
-  ~ReadProbe();
-  ReadProbe(const ReadProbe&) = delete;
-  ReadProbe& operator=(const ReadProbe&) = delete;
 
   // Takes `passes` more passes (at least 1); returns the best GB/s among them, 0 when the
   // buffer holds fewer lines than threads.
@@ -50,8 +48,7 @@ class ReadProbe {
   size_t bytes() const;
 
  private:
-  struct Buffer;
-  std::unique_ptr<Buffer> buffer_;  // huge-page backed (core/huge_pages.h)
+  size_t lines_;
   int threads_;
   double best_gbs_ = 0, worst_gbs_ = 0;
   int passes_ = 0;

@@ -180,7 +180,8 @@ std::string format_sweep(const SweepResult& result, const SweepOptions& options)
                 "weight bytes per decode step: %.2f MB; KV cache bytes per decode step and "
                 "sequence: %.2f MB; embedding row: %.4f MB; read bound at B=1 %.1f steps/s\n",
                 result.read_threads, result.read_probe_bytes / (1024 * 1024),
-                result.read_passes, result.read_worst_bytes_s / 1e9, result.read_bytes_s / 1e9, options.stream_mib, result.copy_bytes_s / 1e9,
+                result.read_passes, result.read_worst_bytes_s / 1e9, result.read_bytes_s / 1e9,
+                options.stream_mib, result.copy_bytes_s / 1e9,
                 result.weight_bytes / 1e6, result.kv_bytes / 1e6, result.row_bytes / 1e6,
                 result.bound_steps_s(1));
   std::string out = line;

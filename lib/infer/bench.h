@@ -3,9 +3,9 @@
 // (prompt processing and token generation timed apart) set against the memory-bandwidth bound:
 // the bytes one decode step reads (weights with their scales, KV cache, embedding row) over the
 // read bandwidth measured in the same run with the decode's threads, between its decode runs
-// (core/memory_bandwidth.h, ReadProbe). A step reads and hardly writes, so read bandwidth is its limit; the
-// one-thread STREAM copy figure of earlier runs is kept beside it, labelled, for comparison.
-// cmd/ms-infer/bench.cc only parses options and prints.
+// (core/memory_bandwidth.h, ReadProbe). A step reads and hardly writes, so read bandwidth is
+// its limit; the one-thread STREAM copy figure of earlier runs is kept beside it, labelled, for
+// comparison. cmd/ms-infer/bench.cc only parses options and prints.
 #pragma once
 
 #include <cstdint>

@@ -52,7 +52,8 @@ constexpr int kGemvRows = 4;
 constexpr int64_t kGemvShortCols = 4096;
 // How far ahead of the columns it multiplies Dot::accumulate asks for W's bytes (f32, bf16 and
 // int8 codes): the hardware prefetchers alone kept the f32 GEMV's stream short of the read bound
-// (docs/bench/infer.md, "Prefetching the f32 and bf16 GEMV").
+// (docs/bench/infer.md, "Quantized decode kernels against
+// the read bound").
 constexpr int64_t kGemvPrefetchBytes = 4096;
 
 // Asks for the 64-byte lines of [p, p + bytes), at least the first.

@@ -12,7 +12,8 @@
 //     groups' scales times x's, formed in a 128-bit register and spread by one permute). The
 //     line is read once. Shuffling the nibbles to meet x's per-chunk layout instead, with a
 //     conversion and scaling per chunk, took 13 vector instructions per line to this loop's 9
-//     and ran 27% slower from the cache (docs/bench/infer.md, "int4 steps in x's layout").
+//     and ran 26-45% slower from the cache (docs/bench/infer.md, "Quantized decode kernels
+//     against the read bound").
 //     The nibbles are code + 8; an output subtracts the 8 times the codes' sum this adds once,
 //     at the end: sum_g w_scale[g] * group_bias[g] (Int8ActView::group_bias), a vector
 //     multiply-add per 16 groups.
@@ -22,6 +23,7 @@
 // Each output's sums run in the same order whatever the number of rows of x beside it, so a row
 // of x gives the same bits alone (a decode step) as in a batch (a prefill). This file calls no
 // inline function of another header (quant_gemm_int8_act.h says why).
+#include <cassert>
 #include <immintrin.h>
 
 #include "ops/quant_gemm_int8_act.h"
@@ -33,7 +35,7 @@ constexpr int64_t kChunk = 64;
 // How far ahead of the step it multiplies the kernel asks for W's bytes (and the AVX2 kernel
 // 1 KiB): with 1 KiB the two cores streamed W at 34 GB/s where a plain read of the same
 // matrices took 54; 4 KiB, with the scales' stream prefetched too, gave 39 (docs/bench/infer.md,
-// "int4 steps in x's layout").
+// "Quantized decode kernels against the read bound").
 constexpr int64_t kPrefetchBytes = 4096;
 
 void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
@@ -242,14 +244,15 @@ void int4_tiles(const Int8ActView& x, const QuantView& w, float* y, int64_t row_
 
 void int8_act_rows_avx512(const Int8ActView& x, const QuantView& w, float* y, int64_t row_begin,
                           int64_t row_end) {
-  switch (w.format == WeightFormat::kInt8 ? 8 : w.group_size) {
-    case 8:
-      prefetch_start(w.values + row_begin * w.cols, (row_end - row_begin) * w.cols);
-      for_each_int8_act_tile(x.n, row_begin, row_end,
-                             [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
-                               int8_rows<T>(x, w, t, r0, r1, y);
-                             });
-      break;
+  if (w.format == WeightFormat::kInt8) {
+    prefetch_start(w.values + row_begin * w.cols, (row_end - row_begin) * w.cols);
+    for_each_int8_act_tile(x.n, row_begin, row_end, [&]<int T>(int64_t t, int64_t r0, int64_t r1) {
+      int8_rows<T>(x, w, t, r0, r1, y);
+    });
+    return;
+  }
+  assert(x.step_codes != nullptr && "int4 needs x in int4_step_layout's layout");
+  switch (w.group_size) {
     case 32: int4_tiles<32>(x, w, y, row_begin, row_end); break;
     case 64: int4_tiles<64>(x, w, y, row_begin, row_end); break;
     default: int4_tiles<128>(x, w, y, row_begin, row_end); break;

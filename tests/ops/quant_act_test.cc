@@ -251,8 +251,9 @@ TEST(QuantActTest, Int4StepLayoutPutsBothChunksEvenColumnsBeforeTheirOddOnes) {
       const int64_t chunk = in_step / kChunk, j = in_step % kChunk;
       // Per step: chunk 0's even columns, chunk 1's, chunk 0's odd ones, chunk 1's; the tail
       // chunk as x lays it out.
-      const int64_t at = col < 256 ? s * 2 * kChunk + (j % 2) * kChunk + chunk * (kChunk / 2) + j / 2
-                                   : Int8Activations::code_index(WeightFormat::kInt4, col);
+      const int64_t at = col < 256
+                             ? s * 2 * kChunk + (j % 2) * kChunk + chunk * (kChunk / 2) + j / 2
+                             : Int8Activations::code_index(WeightFormat::kInt4, col);
       EXPECT_EQ(steps[static_cast<size_t>(t * cols + at)], act.code(t, col))
           << "row " << t << " column " << col;
     }
