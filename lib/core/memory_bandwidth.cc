@@ -62,6 +62,16 @@ uint64_t sum_lines(const Vec* p, size_t lines) {
 
 }  // namespace
 
+uint64_t read_bytes(const void* p, size_t bytes) {
+  const auto* c = static_cast<const uint8_t*>(p);
+  uint64_t sum = 0;
+  for (; bytes > 0 && reinterpret_cast<uintptr_t>(c) % alignof(Vec) != 0; --bytes) sum += *c++;
+  const size_t lines = bytes / kLineBytes;
+  sum += sum_lines(reinterpret_cast<const Vec*>(c), lines);
+  for (size_t i = lines * kLineBytes; i < bytes; ++i) sum += c[i];
+  return sum;
+}
+
 ReadProbe::ReadProbe(size_t bytes, int threads)
     : lines_(bytes / kLineBytes), threads_(std::max(threads, 1)) {}
 

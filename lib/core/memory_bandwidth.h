@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ms {
 
@@ -26,6 +27,12 @@ double measure_stream_gbs(StreamKernel kernel, size_t elements, int reps);
 // touched before the first pass, like measure_stream_gbs's. 0 when fewer than one line per
 // thread. For a bound on memory, pass bytes well above last_level_cache_bytes().
 double measure_read_gbs(size_t bytes, int threads, int reps);
+
+// Reads [p, p + bytes) as the read probe reads (vector loads, eight independent accumulators):
+// a plain read of given memory, for benchmarks that set a kernel against reading the very bytes
+// it reads. Any alignment and length. Returns a sum of the memory's 64-bit words (and of the
+// bytes outside them) that changes with any one byte: its use is keeping the loads.
+uint64_t read_bytes(const void* p, size_t bytes);
 
 // The read probe taken a few passes at a time, its best and worst kept across them, so that
 // passes can be taken between runs of the work it bounds: ms-infer bench reads between decode

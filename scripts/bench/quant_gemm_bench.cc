@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <utility>
 #include <random>
@@ -32,26 +31,6 @@ using ms::ops::ActivationFormat;
 using ms::ops::CpuPath;
 using ms::ops::WeightFormat;
 
-// Two 64-bit lanes with eight accumulators, as core/memory_bandwidth.cc reads: loads that do
-// not wait on one add chain.
-using Vec = uint64_t __attribute__((vector_size(16)));
-
-uint64_t sum_bytes(const uint8_t* p, size_t bytes) {
-  Vec a[8] = {};
-  size_t i = 0;
-  for (; i + 128 <= bytes; i += 128) {
-    for (int k = 0; k < 8; ++k) {
-      Vec v;
-      std::memcpy(&v, p + i + 16 * k, sizeof(v));
-      a[k] += v;
-    }
-  }
-  uint64_t s = 0;
-  for (int k = 0; k < 8; ++k) s += a[k][0] + a[k][1];
-  for (; i < bytes; ++i) s += p[i];
-  return s;
-}
-
 // Reads every copy's values and scales as the GEMV does: its rows in 16 blocks over the ops
 // threads, a block's values and then its scales; the atomic sum keeps the loads.
 uint64_t read_copies(const std::vector<ms::ops::QuantizedMatrix>& copies) {
@@ -63,9 +42,9 @@ uint64_t read_copies(const std::vector<ms::ops::QuantizedMatrix>& copies) {
     ms::ops::parallel_blocks(kBlocks, 1, [&](int64_t b0, int64_t b1) {
       const size_t r0 = static_cast<size_t>(q.rows * b0 / kBlocks);
       const size_t r1 = static_cast<size_t>(q.rows * b1 / kBlocks);
-      uint64_t sum = sum_bytes(q.values.data() + r0 * row_bytes, (r1 - r0) * row_bytes);
-      sum += sum_bytes(reinterpret_cast<const uint8_t*>(q.scales.data() + r0 * row_scales),
-                       (r1 - r0) * row_scales * sizeof(float));
+      uint64_t sum = ms::read_bytes(q.values.data() + r0 * row_bytes, (r1 - r0) * row_bytes);
+      sum += ms::read_bytes(q.scales.data() + r0 * row_scales,
+                            (r1 - r0) * row_scales * sizeof(float));
       sink.fetch_add(sum, std::memory_order_relaxed);
     });
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 namespace ms {
 namespace {
@@ -54,6 +55,28 @@ TEST(MemoryBandwidth, AKeptProbeAccumulatesItsPassesBestAndWorst) {
   ReadProbe too_small(3 * 64, 4);
   EXPECT_EQ(too_small.run(2), 0.0);
   EXPECT_EQ(too_small.passes(), 0);
+}
+
+TEST(MemoryBandwidth, ReadBytesReadsEveryByteAtAnyAlignmentAndLength) {
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7 + 3);
+  EXPECT_EQ(read_bytes(bytes.data() + 17, 0), 0u);
+  // Unaligned starts, bodies of whole lines and tails: a change to any one byte of the range,
+  // and none outside it, changes the result.
+  for (const auto& [begin, length] : {std::pair<size_t, size_t>{0, 1000}, {1, 999}, {5, 130},
+                                      {3, 9}, {64, 256}}) {
+    const uint64_t before = read_bytes(bytes.data() + begin, length);
+    for (size_t i = begin; i < begin + length; ++i) {
+      bytes[i] ^= 0x10;
+      EXPECT_NE(read_bytes(bytes.data() + begin, length), before) << begin << " + " << i;
+      bytes[i] ^= 0x10;
+    }
+    if (begin > 0) {
+      bytes[begin - 1] ^= 0x10;
+      EXPECT_EQ(read_bytes(bytes.data() + begin, length), before) << begin;
+      bytes[begin - 1] ^= 0x10;
+    }
+  }
 }
 
 TEST(MemoryBandwidth, LastLevelCacheSizeIsZeroOrAPlausibleCache) {
