@@ -84,6 +84,17 @@ int main(int argc, char** argv) {
                                    "avx512")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  if (paths != "all") {
+    std::string rest = paths + ",";
+    for (size_t at; (at = rest.find(',')) != std::string::npos; rest.erase(0, at + 1)) {
+      const std::string name = rest.substr(0, at);
+      if (name != "scalar" && name != "avx2" && name != "avx512") {
+        std::fprintf(stderr, "--paths: '%s' is not one of scalar, avx2, avx512 (or all)\n",
+                     name.c_str());
+        return 2;
+      }
+    }
+  }
 
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<float> dist(-1, 1);
