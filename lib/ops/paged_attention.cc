@@ -38,6 +38,22 @@ int64_t kv_head_stride(const PagedAttentionShape& s) { return s.block_size * s.h
   return ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
 }
 
+// o += p * v over one head's n values, eight at a time, with restrict-qualified pointers: as a
+// plain loop in attend_group the compiler kept it scalar (at -O2 GCC vectorizes only loops that
+// need no alias check and no remainder loop), and `perf` put two thirds of attention's time on
+// it (docs/bench/infer.md). Each value is one multiply and one add either way, so the vector
+// form gives the same bits. Always inlined, so that it vectorizes for the caller's clone
+// (MS_CLONES_AVX2).
+[[gnu::always_inline]] inline void add_scaled(float* __restrict o, const float* __restrict v,
+                                              float p, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  int64_t d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) o[d + j] += p * v[d + j];
+  }
+  for (; d < n; ++d) o[d] += p * v[d];
+}
+
 // Offsets (of kv head 0) of positions first .. last of q's sequence in a layer's cache, walked
 // block by block (no division per position).
 void cached_offsets(const PagedAttentionShape& s, const PagedQuery& q, int64_t first,
@@ -112,8 +128,7 @@ void attend_group(const PagedAttentionShape& s, const PagedQuery& t, const float
     for (int64_t g = 0; g < group; ++g) {
       const float p = std::exp(scores[g * len + i] - max_score[g]);
       sum[g] += p;
-      float* o = out + g * hd;
-      for (int64_t d = 0; d < hd; ++d) o[d] += p * v[d];
+      add_scaled(out + g * hd, v, p, hd);
     }
   }
   for (int64_t g = 0; g < group; ++g) {
