@@ -47,7 +47,22 @@ def read_safetensors(path):
     return tensors
 
 
-def load_model(model_dir):
+def linear_op(w, fmt):
+    """y = x @ w.T for x of shape (..., in) in f32, with w held as `fmt` says (main()'s --weights)."""
+    if fmt == "f32":
+        return lambda x: F.linear(x, w)
+    if fmt == "bf16":
+        wb = w.bfloat16()
+        return lambda x: F.linear(x.bfloat16(), wb).float()
+    scales = (w.abs().amax(1) / 127).clamp(min=1e-12).double()
+    codes = torch.quantize_per_channel(w, scales, torch.zeros(w.shape[0], dtype=torch.long), 0,
+                                       torch.qint8)
+    packed = torch.ops.quantized.linear_prepack(codes, None)
+    return lambda x: torch.ops.quantized.linear_dynamic(x.reshape(-1, w.shape[1]), packed).view(
+        *x.shape[:-1], w.shape[0])
+
+
+def load_model(model_dir, weights_format="f32"):
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     weights = {}
@@ -56,13 +71,13 @@ def load_model(model_dir):
             weights.update(read_safetensors(os.path.join(model_dir, name)))
     if not weights:
         raise SystemExit(model_dir + ": no *.safetensors weight file")
-    return Model(cfg, weights)
+    return Model(cfg, weights, weights_format)
 
 
 class Model:
     """The forward of docs/model.md over a KV cache of shape (layers, B, KV, max_len, hd)."""
 
-    def __init__(self, cfg, w):
+    def __init__(self, cfg, w, weights_format="f32"):
         self.w = w
         self.d = cfg["hidden_size"]
         self.layers = cfg["num_hidden_layers"]
@@ -76,7 +91,15 @@ class Model:
         self.top_k = cfg.get("num_experts_per_tok", 2)
         self.max_len = cfg["max_position_embeddings"]
         self.embed = w["model.embed_tokens.weight"]
-        self.lm_head = self.embed if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
+        lm_head = self.embed if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
+        # Every 2-D weight but the embedding table is a linear layer's; the f32 tensors are
+        # dropped once their op holds them in its own format.
+        self.linears = {name: linear_op(t, weights_format) for name, t in w.items()
+                        if t.dim() == 2 and name != "model.embed_tokens.weight"}
+        self.lm_head = self.linears.get("lm_head.weight") or linear_op(lm_head, weights_format)
+        if weights_format != "f32":
+            for name in self.linears:
+                del w[name]
         theta = cfg.get("rope_theta", 10000.0)
         inv = 1.0 / (theta ** (torch.arange(0, self.hd, 2, dtype=torch.float64) / self.hd))
         ang = torch.outer(torch.arange(self.max_len, dtype=torch.float64), inv)
@@ -101,9 +124,9 @@ class Model:
         is (T, pos+T)."""
         b, t, _ = x.shape
         p = "model.layers.%d.self_attn." % l
-        q = F.linear(x, self.w[p + "q_proj.weight"]).view(b, t, self.heads, self.hd).transpose(1, 2)
-        k = F.linear(x, self.w[p + "k_proj.weight"]).view(b, t, self.kv_heads, self.hd)
-        v = F.linear(x, self.w[p + "v_proj.weight"]).view(b, t, self.kv_heads, self.hd)
+        q = self.linears[p + "q_proj.weight"](x).view(b, t, self.heads, self.hd).transpose(1, 2)
+        k = self.linears[p + "k_proj.weight"](x).view(b, t, self.kv_heads, self.hd)
+        v = self.linears[p + "v_proj.weight"](x).view(b, t, self.kv_heads, self.hd)
         keys, values = cache
         keys[l, :, :, pos:pos + t] = self.rope(k.transpose(1, 2), pos)
         values[l, :, :, pos:pos + t] = v.transpose(1, 2)
@@ -116,7 +139,7 @@ class Model:
         scores = scores.view(b, self.kv_heads, rep, t, n) + mask
         out = F.softmax(scores, -1).view(b, self.kv_heads, rep * t, n) @ values[l, :, :, :n]
         out = out.view(b, self.heads, t, self.hd).transpose(1, 2).reshape(b, t, self.d)
-        return F.linear(out, self.w[p + "o_proj.weight"])
+        return self.linears[p + "o_proj.weight"](out)
 
     def mask(self, pos, t, n):
         """(T, n) additive mask: query pos+i sees keys j <= pos+i (and > pos+i-W windowed)."""
@@ -128,16 +151,18 @@ class Model:
         return torch.zeros(t, n).masked_fill(hidden, float("-inf"))
 
     def swiglu(self, x, gate, up, down):
-        return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
+        """gate, up and down name their weights."""
+        lin = self.linears
+        return lin[down](F.silu(lin[gate](x)) * lin[up](x))
 
     def ffn(self, l, x):
         """x is (B, T, D), the normed input."""
         p = "model.layers.%d." % l
         if self.experts == 0:
-            return self.swiglu(x, *(self.w[p + "mlp.%s_proj.weight" % n]
+            return self.swiglu(x, *(p + "mlp.%s_proj.weight" % n
                                     for n in ("gate", "up", "down")))
         flat = x.reshape(-1, self.d)
-        probs = F.softmax(F.linear(flat, self.w[p + "block_sparse_moe.gate.weight"]), -1)
+        probs = F.softmax(self.linears[p + "block_sparse_moe.gate.weight"](flat), -1)
         top_p, top_e = probs.topk(self.top_k, -1)
         top_p = top_p / top_p.sum(-1, keepdim=True)
         out = torch.zeros_like(flat)
@@ -146,11 +171,11 @@ class Model:
             if rows.numel() == 0:
                 continue
             ep = p + "block_sparse_moe.experts.%d." % e
-            y = self.swiglu(flat[rows], *(self.w[ep + n + ".weight"] for n in ("w1", "w3", "w2")))
+            y = self.swiglu(flat[rows], *(ep + n + ".weight" for n in ("w1", "w3", "w2")))
             out.index_add_(0, rows, y * top_p[rows, slot].unsqueeze(1))
         shared = p + "mlp.shared_expert."
         if shared + "gate_proj.weight" in self.w:
-            out += self.swiglu(flat, *(self.w[shared + "%s_proj.weight" % n]
+            out += self.swiglu(flat, *(shared + "%s_proj.weight" % n
                                        for n in ("gate", "up", "down")))
         return out.view_as(x)
 
@@ -166,7 +191,7 @@ class Model:
             else:
                 h = x + self.attention(l, n1, pos, cache, mask)
                 x = h + self.ffn(l, self.rms(h, p + "post_attention_layernorm.weight"))
-        return F.linear(self.rms(x[:, -1], "model.norm.weight"), self.lm_head)
+        return self.lm_head(self.rms(x[:, -1], "model.norm.weight"))
 
 
 def greedy(model, prompt, max_tokens):
@@ -237,9 +262,15 @@ def main():
     p.add_argument("--input-len", type=int, default=64)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--batch-sizes", default="1,4,16")
+    p.add_argument("--weights", choices=("f32", "bf16", "int8"), default="f32",
+                   help="how the linear layers hold their weights (see above)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    model = load_model(a.model)
+    if a.weights == "int8":
+        if "onednn" not in torch.backends.quantized.supported_engines:
+            raise SystemExit("--weights int8: this PyTorch has no oneDNN quantized engine")
+        torch.backends.quantized.engine = "onednn"
+    model = load_model(a.model, a.weights)
     ok = True
     with torch.inference_mode():
         if a.prompt_ids:
@@ -254,9 +285,9 @@ def main():
         for batch in (int(b) for b in a.batch_sizes.split(",")):
             time_batch(model, batch, a.input_len, 3)  # warm-up at these shapes, untimed
             t_pp, t_tg = time_batch(model, batch, a.input_len, a.output_len)
-            print("torch_sweep B %d PP %d TG %d T_PP %.3f S_PP %.1f T_TG %.3f S_TG %.1f"
+            print("torch_sweep B %d PP %d TG %d T_PP %.3f S_PP %.1f T_TG %.3f S_TG %.1f W %s"
                   % (batch, a.input_len, a.output_len, t_pp, batch * a.input_len / t_pp, t_tg,
-                     batch * (a.output_len - 1) / t_tg))
+                     batch * (a.output_len - 1) / t_tg, a.weights))
     raise SystemExit(0 if ok else 1)
 
 

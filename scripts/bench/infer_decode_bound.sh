@@ -7,10 +7,12 @@
 # bytes a step reads: the weights in that format with their scales, the KV cache at the mean
 # context, the embedding row), the same over the one-thread STREAM copy figure (labelled, for
 # comparison with earlier runs) and prefill GFLOP/s. PyTorch on the CPU (Debian's
-# python3-torch, when present) runs the same model directory in f32 with the same thread count,
-# in the same run. Each format's sweep runs REPS times (default 3): the table keeps the fastest
-# decode, as the probes keep their best of 5, and the min/median/max follow it. The load
-# average is printed before each format, as the machine may be shared.
+# python3-torch, when present) runs the same model directory with the same thread count in the
+# same run, with its weights in f32, bf16 and int8 (infer_bench_torch.py --weights), each set
+# beside ms-infer's decode in that format. Each format's sweep runs REPS times (default 3):
+# the table keeps the fastest decode, as the probes keep their best of 5, and the
+# min/median/max follow it. The load average is printed before each format, as the machine may
+# be shared.
 # (Named infer_quant_decode.sh, with the copy bound, before issue 49.)
 # Usage: [MODEL=290m|1b] scripts/bench/infer_decode_bound.sh <build dir> [threads] [model writer's bin dir]
 #   The model writer is a test tool: pass a test build's bin dir when <build dir> is a
@@ -75,13 +77,21 @@ cat "$summary"
 
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
   version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
-  echo
-  echo "-- pytorch $version f32, $THREADS threads, the same model directory"
-  /usr/bin/python3 "$SRC/scripts/bench/infer_bench_torch.py" --model "$work/model" \
-    --threads "$THREADS" --input-len $PP --output-len $TG --batch-sizes 1 | tee "$work/torch.txt"
-  awk '$1 == "torch_sweep" { printf "pytorch f32: decode %.1f steps/s (B=1), load %s\n", ($7 - 1) / $13, load }' \
-    load="$(cut -d' ' -f1-3 /proc/loadavg)" \
-    "$work/torch.txt"
+  # PyTorch with its weights in f32, bf16 and int8 (its oneDNN dynamic quantized linear, int8
+  # activations per call), each beside ms-infer's row of that format from the table above.
+  for format in f32 bf16 int8; do
+    label=$format
+    [ "$format" = int8 ] && label="int8 x int8 act"
+    echo
+    echo "-- pytorch $version, $format weights, $THREADS threads, the same model directory (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    /usr/bin/python3 "$SRC/scripts/bench/infer_bench_torch.py" --model "$work/model" --weights "$format" \
+      --threads "$THREADS" --input-len $PP --output-len $TG --batch-sizes 1 | tee "$work/torch.txt"
+    ours=$(awk -F'|' -v label="$label" '{ l = $2; gsub(/^ +| +$/, "", l) } l == label { print $7 + 0 }' "$summary")
+    awk -v format="$format" -v ours="$ours" '$1 == "torch_sweep" {
+      theirs = ($7 - 1) / $13
+      printf "pytorch %s: decode %.1f steps/s (B=1); ms-infer %.1f, %.2fx pytorch\n", format, theirs, ours, ours / theirs }' \
+      "$work/torch.txt"
+  done
 else
   echo "pytorch: python3-torch not installed; no comparison"
 fi
