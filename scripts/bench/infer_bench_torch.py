@@ -93,8 +93,11 @@ class Model:
         self.embed = w["model.embed_tokens.weight"]
         lm_head = self.embed if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
         # Every 2-D weight but the embedding table is a linear layer's; the f32 tensors are
-        # dropped once their op holds them in its own format.
-        self.linears = {name: linear_op(t, weights_format) for name, t in w.items()
+        # dropped once their op holds them in its own format. A MoE router stays f32, as in
+        # ms-infer, whose --weights converts the experts' and the dense layers' matrices only.
+        self.linears = {name: linear_op(t, "f32" if name.endswith("block_sparse_moe.gate.weight")
+                                        else weights_format)
+                        for name, t in w.items()
                         if t.dim() == 2 and name != "model.embed_tokens.weight"}
         self.lm_head = self.linears.get("lm_head.weight") or linear_op(lm_head, weights_format)
         if weights_format != "f32":
@@ -174,7 +177,7 @@ class Model:
             y = self.swiglu(flat[rows], *(ep + n + ".weight" for n in ("w1", "w3", "w2")))
             out.index_add_(0, rows, y * top_p[rows, slot].unsqueeze(1))
         shared = p + "mlp.shared_expert."
-        if shared + "gate_proj.weight" in self.w:
+        if shared + "gate_proj.weight" in self.linears:
             out += self.swiglu(flat, *(shared + "%s_proj.weight" % n
                                        for n in ("gate", "up", "down")))
         return out.view_as(x)
