@@ -95,3 +95,50 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
 else
   echo "pytorch: python3-torch not installed; no comparison"
 fi
+
+# llama.cpp (node-llama-cpp's prebuilt CPU binaries from the npm registry, installed once into
+# a cache) on the same weights written as GGUF (llamacpp_gguf.py) in f32, q8_0 and q4_0, each
+# beside ms-infer's row of the nearest format: q8_0 is 8.5 bits a weight against int8's 8, q4_0
+# 4.5 against int4-g64's 4.5. Its share is of the read bandwidth ms-infer's row measured, over
+# its own bytes a step: its weights as written, plus its KV cache in f16 (llama.cpp's default,
+# half of ms-infer's f32 cache bytes). LLAMACPP=0 skips it.
+if [ "${LLAMACPP:-1}" = 1 ] && command -v node > /dev/null && command -v npm > /dev/null &&
+  /usr/bin/python3 -c 'import numpy' 2> /dev/null; then
+  nlc=${XDG_CACHE_HOME:-$HOME/.cache}/ms-bench/node-llama-cpp-3.22.1
+  if [ ! -f "$nlc/node_modules/node-llama-cpp/dist/index.js" ]; then
+    mkdir -p "$nlc"
+    npm install --prefix "$nlc" --no-audit --no-fund --ignore-scripts node-llama-cpp@3.22.1 > "$work/npm.log" 2>&1 ||
+      { echo "llama.cpp: npm install of node-llama-cpp failed (see below); no comparison"; tail -5 "$work/npm.log"; }
+  fi
+  if [ -f "$nlc/node_modules/node-llama-cpp/dist/index.js" ]; then
+    for pair in f32:f32 q8_0:"int8 x int8 act" q4_0:"int4-g64 x int8 act"; do
+      type=${pair%%:*}
+      label=${pair#*:}
+      echo
+      echo "-- llama.cpp (node-llama-cpp 3.22.1), $type, $THREADS threads, the same weights as GGUF (load $(cut -d' ' -f1-3 /proc/loadavg))"
+      : > "$work/llamacpp.txt"
+      if /usr/bin/python3 "$SRC/scripts/bench/llamacpp_gguf.py" --model "$work/model" --type "$type" \
+        --out "$work/model.gguf" | tee "$work/gguf.txt"; then
+        node "$SRC/scripts/bench/llamacpp_decode.mjs" --node-modules "$nlc/node_modules" \
+          --gguf "$work/model.gguf" --threads "$THREADS" --input-len $PP --output-len $TG \
+          --runs "$REPS" 2>&1 | tee "$work/llamacpp.txt" || true
+      fi
+      rm -f "$work/model.gguf"
+      mb=$(awk '$1 == "gguf" { for (i = 1; i < NF; ++i) if ($(i + 1) == "MB") print $i }' "$work/gguf.txt")
+      awk -F'|' -v label="$label" -v type="$type" -v mb="$mb" -v file="$work/llamacpp.txt" '
+        { l = $2; gsub(/^ +| +$/, "", l) }
+        l == label {
+          ours = $7 + 0; rd = $5 + 0; kv = $4 / 2
+          while ((getline line < file) > 0) {
+            n = split(line, f, " ")
+            if (f[1] == "llamacpp_sweep" && f[n] + 0 > best) { best = f[n] + 0; median = f[n - 2] + 0 }
+          }
+          if (best == 0) { printf "llama.cpp %s: no timed run (see above)\n", type; exit }
+          printf "llama.cpp %s: decode %.1f steps/s (B=1, best of its runs; %.1f at its median step), %.1f%% of the read bound (%.1f MB a step at %.2f GB/s); ms-infer %s %.1f steps/s, %.2fx llama.cpp\n",
+            type, best, 1000 / median, 100 * best * (mb + kv) / (rd * 1000), mb + kv, rd, label, ours, ours / best
+        }' "$summary"
+    done
+  fi
+else
+  echo "llama.cpp: skipped (LLAMACPP=0, or no node/npm, or no numpy for the GGUF writer)"
+fi
