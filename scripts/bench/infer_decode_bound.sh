@@ -103,7 +103,7 @@ fi
 # its own bytes a step: its weights as written, plus its KV cache in f16 (llama.cpp's default,
 # half of ms-infer's f32 cache bytes). LLAMACPP=0 skips it.
 if [ "${LLAMACPP:-1}" = 1 ] && command -v node > /dev/null && command -v npm > /dev/null &&
-  /usr/bin/python3 -c 'import numpy' 2> /dev/null; then
+  /usr/bin/python3 -c 'import numpy, torch' 2> /dev/null; then
   nlc=${XDG_CACHE_HOME:-$HOME/.cache}/ms-bench/node-llama-cpp-3.22.1
   if [ ! -f "$nlc/node_modules/node-llama-cpp/dist/index.js" ]; then
     mkdir -p "$nlc"
@@ -140,5 +140,5 @@ if [ "${LLAMACPP:-1}" = 1 ] && command -v node > /dev/null && command -v npm > /
     done
   fi
 else
-  echo "llama.cpp: skipped (LLAMACPP=0, or no node/npm, or no numpy for the GGUF writer)"
+  echo "llama.cpp: skipped (LLAMACPP=0, or no node/npm, or no python3-torch for the GGUF writer)"
 fi

@@ -10,13 +10,19 @@ scale and 32 4-bit codes: 4.5 bits a weight), quantized as llama.cpp's reference
 are permuted from the half-split rotary layout of Hugging Face's Llama to the interleaved one
 llama.cpp's LLAMA architecture rotates, as its own converter does. Dense models only.
 
-Written for Debian's python3 with numpy (python3-torch brings it), run with /usr/bin/python3."""
+Written for Debian's python3-torch (the weights are read by infer_bench_torch.py's reader) and
+numpy, run with /usr/bin/python3."""
 import argparse
 import json
 import os
 import struct
+import sys
 
 import numpy as np
+
+# The safetensors reader of the PyTorch yardstick beside it (f32, bf16 or f16 tensors as f32).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from infer_bench_torch import read_safetensors  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
@@ -27,32 +33,6 @@ T_UINT32, T_INT32, T_FLOAT32, T_STRING, T_ARRAY = 4, 5, 6, 8, 9
 GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
 # general.file_type: all f32, mostly q4_0, mostly q8_0.
 FILE_TYPE = {"f32": 0, "q4_0": 2, "q8_0": 7}
-SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
-
-
-def read_safetensors(path):
-    """name -> f32 array for every tensor of one .safetensors file (F32, F16 or BF16)."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (header_len,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + header_len].decode("utf-8"))
-    base = 8 + header_len
-    out = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        begin, end = entry["data_offsets"]
-        raw = blob[base + begin:base + end]
-        if entry["dtype"] == "BF16":
-            bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
-            values = bits.view(np.float32)
-        elif entry["dtype"] in SAFETENSORS_DTYPES:
-            values = np.frombuffer(raw, dtype=SAFETENSORS_DTYPES[entry["dtype"]]).astype(np.float32)
-        else:
-            raise SystemExit("%s: tensor %s has dtype %s; expected F32, F16 or BF16"
-                             % (path, name, entry["dtype"]))
-        out[name] = values.reshape(entry["shape"])
-    return out
 
 
 def quantize_q8_0(w):
@@ -187,7 +167,7 @@ def main():
     w = {}
     for name in sorted(os.listdir(a.model)):
         if name.endswith(".safetensors"):
-            w.update(read_safetensors(os.path.join(a.model, name)))
+            w.update((k, t.numpy()) for k, t in read_safetensors(os.path.join(a.model, name)).items())
     d, layers = cfg["hidden_size"], cfg["num_hidden_layers"]
     heads = cfg["num_attention_heads"]
     kv_heads = cfg.get("num_key_value_heads", heads)
