@@ -75,6 +75,11 @@ echo "| weights | weight MB per step | KV cache MB per step | read GB/s (${THREA
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 cat "$summary"
 
+# Column $2 (| separated, as numbered by awk -F'|') of the summary row labelled $1.
+row_field() {
+  awk -F'|' -v label="$1" -v col="$2" '{ l = $2; gsub(/^ +| +$/, "", l) } l == label { print $col + 0 }' "$summary"
+}
+
 if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
   version=$(/usr/bin/python3 -c 'import torch; print(torch.__version__)')
   # PyTorch with its weights in f32, bf16 and int8 (its oneDNN dynamic quantized linear, int8
@@ -86,7 +91,7 @@ if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
     echo "-- pytorch $version, $format weights, $THREADS threads, the same model directory (load $(cut -d' ' -f1-3 /proc/loadavg))"
     /usr/bin/python3 "$SRC/scripts/bench/infer_bench_torch.py" --model "$work/model" --weights "$format" \
       --threads "$THREADS" --input-len $PP --output-len $TG --batch-sizes 1 | tee "$work/torch.txt"
-    ours=$(awk -F'|' -v label="$label" '{ l = $2; gsub(/^ +| +$/, "", l) } l == label { print $7 + 0 }' "$summary")
+    ours=$(row_field "$label" 7)
     awk -v format="$format" -v ours="$ours" '$1 == "torch_sweep" {
       theirs = ($7 - 1) / $13
       printf "pytorch %s: decode %.1f steps/s (B=1); ms-infer %.1f, %.2fx pytorch\n", format, theirs, ours, ours / theirs }' \
@@ -125,18 +130,16 @@ if [ "${LLAMACPP:-1}" = 1 ] && command -v node > /dev/null && command -v npm > /
       fi
       rm -f "$work/model.gguf"
       mb=$(awk '$1 == "gguf" { for (i = 1; i < NF; ++i) if ($(i + 1) == "MB") print $i }' "$work/gguf.txt")
-      awk -F'|' -v label="$label" -v type="$type" -v mb="$mb" -v file="$work/llamacpp.txt" '
-        { l = $2; gsub(/^ +| +$/, "", l) }
-        l == label {
-          ours = $7 + 0; rd = $5 + 0; kv = $4 / 2
-          while ((getline line < file) > 0) {
-            n = split(line, f, " ")
-            if (f[1] == "llamacpp_sweep" && f[n] + 0 > best) { best = f[n] + 0; median = f[n - 2] + 0 }
-          }
+      # ms-infer's row: steps/s, the read bandwidth, and its f32 KV cache bytes (llama.cpp's are f16).
+      awk -v label="$label" -v type="$type" -v mb="$mb" -v ours="$(row_field "$label" 7)" \
+        -v rd="$(row_field "$label" 5)" -v kv="$(row_field "$label" 4)" '
+        $1 == "llamacpp_sweep" && $NF + 0 > best { best = $NF + 0; median = $(NF - 2) + 0 }
+        END {
           if (best == 0) { printf "llama.cpp %s: no timed run (see above)\n", type; exit }
+          kv /= 2
           printf "llama.cpp %s: decode %.1f steps/s (B=1, best of its runs; %.1f at its median step), %.1f%% of the read bound (%.1f MB a step at %.2f GB/s); ms-infer %s %.1f steps/s, %.2fx llama.cpp\n",
             type, best, 1000 / median, 100 * best * (mb + kv) / (rd * 1000), mb + kv, rd, label, ours, ours / best
-        }' "$summary"
+        }' "$work/llamacpp.txt"
     done
   fi
 else

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <random>
@@ -84,15 +85,23 @@ int main(int argc, char** argv) {
                                    "avx512")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (paths != "all") {
+  // The paths --paths names, each checked against the library's own names for them.
+  const CpuPath kPaths[] = {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512};
+  std::vector<CpuPath> selected;
+  if (paths == "all") {
+    selected.assign(std::begin(kPaths), std::end(kPaths));
+  } else {
     std::string rest = paths + ",";
     for (size_t at; (at = rest.find(',')) != std::string::npos; rest.erase(0, at + 1)) {
       const std::string name = rest.substr(0, at);
-      if (name != "scalar" && name != "avx2" && name != "avx512") {
+      const auto* hit = std::find_if(std::begin(kPaths), std::end(kPaths),
+                                     [&](CpuPath p) { return ms::ops::cpu_path_name(p) == name; });
+      if (hit == std::end(kPaths)) {
         std::fprintf(stderr, "--paths: '%s' is not one of scalar, avx2, avx512 (or all)\n",
                      name.c_str());
         return 2;
       }
+      selected.push_back(*hit);
     }
   }
 
@@ -134,12 +143,12 @@ int main(int argc, char** argv) {
     const double plain_gbs = mb / 1e3 / plain;
     for (ActivationFormat act : {ActivationFormat::kF32, ActivationFormat::kInt8}) {
       if (act == ActivationFormat::kInt8 && !ms::ops::int8_activations_apply(view)) continue;
-      for (CpuPath path : {CpuPath::kScalar, CpuPath::kAvx2, CpuPath::kAvx512}) {
-        if (!ms::ops::cpu_path_supported(path)) continue;
-        const std::string name(ms::ops::cpu_path_name(path));
-        if (paths != "all" && ("," + paths + ",").find("," + name + ",") == std::string::npos) {
+      for (CpuPath path : kPaths) {
+        if (!ms::ops::cpu_path_supported(path) ||
+            std::find(selected.begin(), selected.end(), path) == selected.end()) {
           continue;
         }
+        const std::string name(ms::ops::cpu_path_name(path));
         const double gemv = best_seconds(reps, [&] {
           for (const ms::ops::QuantizedMatrix& c : all) {
             ms::ops::quantized_linear(x.data(), c.view(), y.data(), 1, path, act);
