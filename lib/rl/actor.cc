@@ -5,18 +5,10 @@
 #include <string>
 
 namespace ms::rl {
-namespace {
 
-// One padded micro-batch: inputs/targets (B, T), and for each response token (in sample
-// order) its flat position in (B, T).
-struct Packed {
-  std::vector<int32_t> inputs, targets;
-  std::vector<int64_t> positions;
-  int64_t B = 0, T = 0;
-};
-
-Result<Packed> pack(std::span<const Sample* const> samples, int32_t pad, int64_t max_seq_len) {
-  Packed p;
+Result<PackedSamples> pack_samples(std::span<const Sample* const> samples, int32_t pad,
+                                   int64_t max_seq_len) {
+  PackedSamples p;
   p.B = static_cast<int64_t>(samples.size());
   for (size_t b = 0; b < samples.size(); ++b) {
     const Sample& s = *samples[b];
@@ -41,15 +33,12 @@ Result<Packed> pack(std::span<const Sample* const> samples, int32_t pad, int64_t
       p.inputs[static_cast<size_t>(row) + t] = all[t];
       p.targets[static_cast<size_t>(row) + t] = all[t + 1];
     }
-    // Response token j is predicted at position prompt_len - 1 + j.
     for (size_t j = 0; j < s.response.size(); ++j) {
       p.positions.push_back(row + static_cast<int64_t>(s.prompt.size() - 1 + j));
     }
   }
   return p;
 }
-
-}  // namespace
 
 Result<ResponseLayout> response_layout(std::span<const Sample* const> samples) {
   std::vector<int64_t> lengths;
@@ -66,7 +55,8 @@ Result<PolicyEval> evaluate_policy(model::Transformer& model,
   for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
     const auto chunk = samples.subspan(first, std::min(samples.size() - first,
                                                        static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(Packed p, pack(chunk, pad_token, model.config().max_seq_len));
+    MS_ASSIGN_OR_RETURN(PackedSamples p,
+                        pack_samples(chunk, pad_token, model.config().max_seq_len));
     if (p.positions.empty()) continue;
     MS_ASSIGN_OR_RETURN(Tensor logits, model.forward_logits(p.inputs.data(), p.B, p.T));
     const float* all = logits.data<float>();
@@ -96,7 +86,8 @@ Status backward_policy(model::Transformer& model, std::span<const Sample* const>
   for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
     const auto chunk = samples.subspan(first, std::min(samples.size() - first,
                                                        static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(Packed p, pack(chunk, pad_token, model.config().max_seq_len));
+    MS_ASSIGN_OR_RETURN(PackedSamples p,
+                        pack_samples(chunk, pad_token, model.config().max_seq_len));
     if (p.positions.empty()) continue;
     if (next + p.positions.size() > grad_log_probs.size()) {
       return InvalidArgument("gradient has fewer entries than the samples' response tokens");

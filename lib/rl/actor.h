@@ -24,6 +24,20 @@ struct Sample {
   std::vector<int32_t> response;  // may be empty (the model ended at once)
 };
 
+// One padded micro-batch: inputs/targets (B, T) with `pad` after each sample, and for each
+// response token (in sample order) its flat position in (B, T): response token j of a sample
+// is predicted at position prompt_len - 1 + j. Shared by the actor and the critic (critic.h),
+// which reads its value of a response token at the same position.
+struct PackedSamples {
+  std::vector<int32_t> inputs, targets;
+  std::vector<int64_t> positions;
+  int64_t B = 0, T = 0;
+};
+
+// InvalidArgument for an empty prompt or a sample longer than max_seq_len.
+Result<PackedSamples> pack_samples(std::span<const Sample* const> samples, int32_t pad,
+                                   int64_t max_seq_len);
+
 // The layout of the samples' responses, in sample order.
 Result<ResponseLayout> response_layout(std::span<const Sample* const> samples);
 

@@ -113,7 +113,10 @@ Result<std::vector<double>> whiten_tokens(std::span<const double> values) {
   mean /= n;
   double squares = 0.0;
   for (double v : values) squares += (v - mean) * (v - mean);
-  const double variance = squares / n * (n / (n - 1.0));
+  return whiten_with(values, mean, squares / n * (n / (n - 1.0)));
+}
+
+std::vector<double> whiten_with(std::span<const double> values, double mean, double variance) {
   const double scale = 1.0 / std::sqrt(variance + 1e-8);
   std::vector<double> out(values.size());
   for (size_t i = 0; i < values.size(); ++i) out[i] = (values[i] - mean) * scale;

@@ -64,5 +64,8 @@ Result<std::vector<double>> monte_carlo_returns(const ResponseLayout& layout,
 // (x - mean) / sqrt(var + 1e-8) over all tokens, var the unbiased (n - 1) variance, as verl's
 // masked_whiten. InvalidArgument for fewer than two tokens.
 Result<std::vector<double>> whiten_tokens(std::span<const double> values);
+// The same with the mean and the unbiased variance given (the loop takes them over every
+// data-parallel rank's tokens, so dp ranks whiten as one rank would the union batch).
+std::vector<double> whiten_with(std::span<const double> values, double mean, double variance);
 
 }  // namespace ms::rl

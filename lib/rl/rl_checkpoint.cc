@@ -1,7 +1,9 @@
 // Checkpoints of an RL run (docs/rl.md, "Checkpoints and resume"): ms-train's checkpoint format
 // under <run.dir>/checkpoints, holding the actor's weights (so ms-infer --checkpoint serves the
-// post-trained model and ms-ckpt reshards or exports it), the optimizer's moments, and in the
-// manifest's state the optimizer's update count and the run's position in its prompt stream.
+// post-trained model and ms-ckpt reshards or exports it), the optimizer's moments, with PPO and
+// VAPO the critic's weights and moments under the prefix "critic." (which serving and export,
+// reading the model's own names, pass over), and in the manifest's state the optimizers' update
+// counts and the run's position in its prompt stream.
 // Rollout seeds are a function of (run.seed, step, round, position), so a run resumed from the
 // checkpoint after step k takes exactly the steps k+1... the uninterrupted run takes.
 #include <algorithm>
@@ -17,6 +19,28 @@ namespace ms::rl {
 namespace {
 
 const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
+const char* const kCriticPrefix = "critic.";
+
+// The moments' tensors `optimizer` owns on this rank: name, spec and the floats of each.
+struct MomentTensor {
+  std::string name;
+  comm::ShardSpec spec;
+  float* data;
+};
+
+Result<std::vector<MomentTensor>> moment_tensors(const SavedModel& m) {
+  std::vector<MomentTensor> out;
+  train::Optimizer& moments = m.optimizer->optimizer();
+  for (const train::ShardSegment& segment : m.optimizer->owned_segments()) {
+    const model::Parameter& p = *(*m.trainable)[segment.param];
+    MS_ASSIGN_OR_RETURN(const comm::ShardSpec spec, train::zero_shard_spec(p.shard, segment));
+    float* from[] = {moments.exp_avg().data(), moments.exp_avg_sq().data()};
+    for (size_t i = 0; i < 2; ++i) {
+      out.push_back({kMomentPrefixes[i] + m.prefix + p.name, spec, from[i] + segment.shard_offset});
+    }
+  }
+  return out;
+}
 
 // The model description a save writes as config_yaml (what ms-infer and ms-ckpt read): the
 // actor checkpoint's own (`step_dir`), or for a Hugging Face actor (no step_dir) a run config
@@ -54,6 +78,18 @@ Status trim_jsonl(const std::string& path, int64_t step) {
 
 }  // namespace
 
+std::vector<SavedModel> RlRun::State::saved_models() {
+  std::vector<SavedModel> out;
+  std::vector<model::Parameter*> actor_parameters;
+  for (model::Parameter& p : actor->parameters()) actor_parameters.push_back(&p);
+  out.push_back({"", std::move(actor_parameters), &trainable, optimizer.get(), "optimizer_updates"});
+  if (critic) {
+    out.push_back({kCriticPrefix, critic->parameters(), &critic_trainable, critic_optimizer.get(),
+                   "critic_optimizer_updates"});
+  }
+  return out;
+}
+
 Status RlRun::State::find_and_load_weights() {
   const std::string checkpoints = config.run_dir + "/checkpoints";
   if (config.resume == "auto") {
@@ -72,12 +108,15 @@ Status RlRun::State::find_and_load_weights() {
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(resume_dir));
   std::vector<ckpt::ExpectedTensor> expected;
   std::vector<ckpt::LoadTensor> load;
-  for (model::Parameter& p : actor->parameters()) {
-    expected.push_back({p.name, DType::kF32, p.global_shape});
-    load.push_back({p.name, DType::kF32, p.shard, p.value.raw_data()});
-    if (!p.trainable) continue;
-    for (const char* prefix : kMomentPrefixes) {
-      expected.push_back({prefix + p.name, DType::kF32, p.global_shape});
+  for (const SavedModel& saved : saved_models()) {
+    for (model::Parameter* p : saved.parameters) {
+      const std::string name = saved.prefix + p->name;
+      expected.push_back({name, DType::kF32, p->global_shape});
+      load.push_back({name, DType::kF32, p->shard, p->value.raw_data()});
+      if (!p->trainable) continue;
+      for (const char* prefix : kMomentPrefixes) {
+        expected.push_back({prefix + name, DType::kF32, p->global_shape});
+      }
     }
   }
   MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(resume_dir));
@@ -89,21 +128,17 @@ Status RlRun::State::find_and_load_weights() {
 Status RlRun::State::restore_optimizer_and_position() {
   if (resume_dir.empty()) return Status::OK();
   MS_ASSIGN_OR_RETURN(const ckpt::Manifest m, ckpt::Manifest::read(resume_dir));
-  train::Optimizer& moments = optimizer->optimizer();
   std::vector<ckpt::LoadTensor> load;
-  for (const train::ShardSegment& segment : optimizer->owned_segments()) {
-    const model::Parameter& p = *trainable[segment.param];
-    MS_ASSIGN_OR_RETURN(const comm::ShardSpec spec, train::zero_shard_spec(p.shard, segment));
-    float* into[] = {moments.exp_avg().data(), moments.exp_avg_sq().data()};
-    for (size_t i = 0; i < 2; ++i) {
-      load.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                      into[i] + segment.shard_offset});
-    }
+  for (const SavedModel& saved : saved_models()) {
+    MS_ASSIGN_OR_RETURN(const std::vector<MomentTensor> moments, moment_tensors(saved));
+    for (const MomentTensor& t : moments) load.push_back({t.name, DType::kF32, t.spec, t.data});
   }
   MS_RETURN_IF_ERROR(ckpt::load_tensors(resume_dir, m, load, {}, io::default_env()));
   try {
     const nlohmann::json& state = m.state;
-    moments.set_updates(state.at("optimizer_updates").get<int64_t>());
+    for (const SavedModel& saved : saved_models()) {
+      saved.optimizer->optimizer().set_updates(state.at(saved.updates_key).get<int64_t>());
+    }
     const nlohmann::json& rl = state.at("rl");
     if (rl.at("seed").get<uint64_t>() != config.seed) {
       return InvalidArgument(resume_dir + " was saved by a run with run.seed " +
@@ -143,17 +178,13 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   // Every rank holds the whole actor and (without ZeRO) every moment: the Checkpointer writes
   // each replicated tensor once.
   std::vector<ckpt::SaveTensor> tensors;
-  for (const model::Parameter& p : actor->parameters()) {
-    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data(), false});
-  }
-  train::Optimizer& moments = optimizer->optimizer();
-  for (const train::ShardSegment& segment : optimizer->owned_segments()) {
-    const model::Parameter& p = *trainable[segment.param];
-    MS_ASSIGN_OR_RETURN(const comm::ShardSpec spec, train::zero_shard_spec(p.shard, segment));
-    const float* from[] = {moments.exp_avg().data(), moments.exp_avg_sq().data()};
-    for (size_t i = 0; i < 2; ++i) {
-      tensors.push_back({kMomentPrefixes[i] + p.name, DType::kF32, spec,
-                         from[i] + segment.shard_offset, optimizer->zero()});
+  for (const SavedModel& saved : saved_models()) {
+    for (const model::Parameter* p : saved.parameters) {
+      tensors.push_back({saved.prefix + p->name, DType::kF32, p->shard, p->value.raw_data(), false});
+    }
+    MS_ASSIGN_OR_RETURN(const std::vector<MomentTensor> moments, moment_tensors(saved));
+    for (const MomentTensor& t : moments) {
+      tensors.push_back({t.name, DType::kF32, t.spec, t.data, saved.optimizer->zero()});
     }
   }
   std::ostringstream rng;
@@ -164,7 +195,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   request.layout = {dp->size(), dp->size(), 1, 1, 1, 0};
   request.config_yaml = config_yaml;
   request.state = {{"step", step},
-                   {"optimizer_updates", moments.updates()},
+                   {"optimizer_updates", optimizer->optimizer().updates()},
                    {"rl", {{"seed", config.seed},
                            {"cursor", stream.cursor},
                            {"order", stream.order},
@@ -172,6 +203,9 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   request.tokenizer_path = tokenizer_path;
   request.async = false;
   request.keep = config.checkpoint_keep;
+  if (critic_optimizer) {
+    request.state["critic_optimizer_updates"] = critic_optimizer->optimizer().updates();
+  }
   MS_RETURN_IF_ERROR(checkpointer->save(tensors, std::move(request)));
   log("rl: saved " + checkpointer->last_report()->step_dir);
   return Status::OK();

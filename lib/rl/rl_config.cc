@@ -33,7 +33,15 @@ Status positive(int64_t v, const std::string& key) {
 
 }  // namespace
 
-std::string_view algorithm_name(Algorithm a) { return a == Algorithm::kGrpo ? "grpo" : "dapo"; }
+std::string_view algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::kGrpo: return "grpo";
+    case Algorithm::kDapo: return "dapo";
+    case Algorithm::kPpo: return "ppo";
+    case Algorithm::kVapo: return "vapo";
+  }
+  return "?";
+}
 
 Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& source) {
   YAML::Node root;
@@ -54,8 +62,19 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
       c.clip = PolicyClip{0.2, 0.28, 3.0};
       c.dynamic_sampling = true;
       c.overlong_cache_len = -1;  // resolved to max_tokens / 4 below unless set
+    } else if (name == "ppo") {
+      c.algorithm = Algorithm::kPpo;
+    } else if (name == "vapo") {
+      // VAPO's recipe: DAPO's clip-higher and token-level loss, a length-adaptive policy
+      // lambda, the positive-example loss and 50 value pretraining steps.
+      c.algorithm = Algorithm::kVapo;
+      c.loss_agg = LossAggregation::kTokenMean;
+      c.clip = PolicyClip{0.2, 0.28, 3.0};
+      c.positive_nll_coef = 0.1;
+      c.critic_warmup_steps = 50;
     } else if (name != "grpo") {
-      return InvalidArgument(source + ": algorithm.name must be grpo or dapo, got '" + name + "'");
+      return InvalidArgument(source + ": algorithm.name must be grpo, dapo, ppo or vapo, got '" +
+                             name + "'");
     }
   }
   c.optimizer.weight_decay = 0.0;
@@ -97,7 +116,17 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"dynamic_sampling", [&](auto& n, auto& k) { return read_scalar(n, k, c.dynamic_sampling); }},
         {"max_rounds", [&](auto& n, auto& k) { return read_scalar(n, k, c.max_rounds); }},
         {"overlong_cache_len",
-         [&](auto& n, auto& k) { return read_scalar(n, k, c.overlong_cache_len); }}}},
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.overlong_cache_len); }},
+        {"gamma", [&](auto& n, auto& k) { return read_scalar(n, k, c.gamma); }},
+        {"lambda", [&](auto& n, auto& k) { return read_scalar(n, k, c.lambda); }},
+        {"lambda_alpha", [&](auto& n, auto& k) { return read_scalar(n, k, c.lambda_alpha); }},
+        {"positive_nll_coef",
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.positive_nll_coef); }}}},
+      {"critic",
+       {{"lr", [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_lr); }},
+        {"value_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.value_clip); }},
+        {"warmup_steps",
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_steps); }}}},
       {"train",
        {{"steps", [&](auto& n, auto& k) { return read_scalar(n, k, c.steps); }},
         {"mini_batches", [&](auto& n, auto& k) { return read_scalar(n, k, c.mini_batches); }},
@@ -171,7 +200,14 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   }
   if (c.train_prompts.empty()) return bad("prompts.train is required");
   MS_RETURN_IF_ERROR(positive(c.group_size, "rollout.group_size").with_context(source));
-  if (c.group_size < 2) return bad("rollout.group_size must be at least 2 (advantages compare a group)");
+  if (c.group_size < 2 && !has_critic(c.algorithm)) {
+    return bad("rollout.group_size must be at least 2 for " +
+               std::string(algorithm_name(c.algorithm)) + " (its advantages compare a group)");
+  }
+  if (c.group_size < 2 && c.dynamic_sampling) {
+    return bad("algorithm.dynamic_sampling needs rollout.group_size of at least 2 (it drops "
+               "groups whose rewards are all equal)");
+  }
   MS_RETURN_IF_ERROR(positive(c.prompts_per_step, "rollout.prompts_per_step").with_context(source));
   MS_RETURN_IF_ERROR(positive(c.max_tokens, "rollout.max_tokens").with_context(source));
   MS_RETURN_IF_ERROR(positive(c.steps, "train.steps").with_context(source));
@@ -210,6 +246,26 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     return bad("reward.flawed_penalty must be a finite number of at least 0");
   }
   if (!(c.optimizer.lr > 0.0)) return bad("optimizer.lr must be positive");
+  if (!has_critic(c.algorithm)) {
+    if (root["critic"]) {
+      return bad("the critic section applies to ppo and vapo; algorithm.name is " +
+                 std::string(algorithm_name(c.algorithm)) + ", which has no value model");
+    }
+  } else {
+    if (c.critic_lr == 0.0) c.critic_lr = 2.0 * c.optimizer.lr;
+    if (!(c.critic_lr > 0.0)) return bad("critic.lr must be positive (or 0: twice optimizer.lr)");
+    if (!(c.value_clip > 0.0)) return bad("critic.value_clip must be positive");
+    if (c.critic_warmup_steps < 0) return bad("critic.warmup_steps must be >= 0");
+    if (c.critic_warmup_steps >= c.steps) {
+      return bad("critic.warmup_steps (" + std::to_string(c.critic_warmup_steps) +
+                 ") must be below train.steps (" + std::to_string(c.steps) +
+                 "): the actor trains only after the value pretraining steps");
+    }
+  }
+  if (!(c.gamma >= 0.0 && c.gamma <= 1.0)) return bad("algorithm.gamma must be in [0, 1]");
+  if (!(c.lambda >= 0.0 && c.lambda <= 1.0)) return bad("algorithm.lambda must be in [0, 1]");
+  if (!(c.lambda_alpha > 0.0)) return bad("algorithm.lambda_alpha must be positive");
+  if (!(c.positive_nll_coef >= 0.0)) return bad("algorithm.positive_nll_coef must be >= 0");
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
   if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");
   if (c.resume != "auto" && c.resume != "none") {

@@ -17,7 +17,12 @@
 
 namespace ms::rl {
 
-enum class Algorithm { kGrpo, kDapo };
+// GRPO and DAPO take one advantage per response from its group; PPO and VAPO train a critic
+// (critic.h) and take per-token advantages from GAE.
+enum class Algorithm { kGrpo, kDapo, kPpo, kVapo };
+
+// True for the algorithms with a value model.
+inline bool has_critic(Algorithm a) { return a == Algorithm::kPpo || a == Algorithm::kVapo; }
 
 struct RlConfig {
   // run
@@ -54,6 +59,21 @@ struct RlConfig {
   bool dynamic_sampling = false;
   int64_t max_rounds = 4;           // dynamic sampling's bound on generation rounds per step
   int64_t overlong_cache_len = 0;   // 0: no overlong shaping
+  // PPO and VAPO (advantage.h): GAE's discount and, for PPO, its lambda (verl's defaults 1.0 and
+  // 1.0); VAPO's policy lambda is length-adaptive with lambda_alpha (0.05) and its critic's
+  // lambda 1.0. positive_nll_coef: VAPO's language-model loss on positive responses (0.1; 0
+  // for PPO).
+  double gamma = 1.0;
+  double lambda = 1.0;
+  double lambda_alpha = 0.05;
+  double positive_nll_coef = 0.0;
+  // The critic (PPO and VAPO): its learning rate (0: twice optimizer.lr, VAPO's 1e-6 / 2e-6;
+  // the rest of its optimizer is optimizer's), the value clip (verl's cliprange_value 0.5), and
+  // the value pretraining steps at the start of the run: the critic trains on Monte-Carlo
+  // returns of the initial policy's rollouts while the actor stays fixed (VAPO: 50).
+  double critic_lr = 0.0;
+  double value_clip = 0.5;
+  int64_t critic_warmup_steps = 0;
   // update
   int64_t steps = 10;
   int64_t mini_batches = 1;  // updates per step: the step's responses split into this many

@@ -33,6 +33,18 @@ std::string hostname() {
   return name;
 }
 
+// Finishes a step of `optimizer`: the gradient reduction, the norm, clipping at
+// optim.grad_clip and the update at `lr`. Returns the norm before clipping. Collective.
+Result<double> apply_update(train::DistributedOptimizer& optimizer, const config::OptimConfig& optim,
+                            double lr) {
+  MS_RETURN_IF_ERROR(optimizer.finish_reduction());
+  MS_ASSIGN_OR_RETURN(const double norm, optimizer.grad_norm());
+  const double clip =
+      optim.grad_clip > 0.0 && norm > optim.grad_clip ? optim.grad_clip / (norm + 1e-6) : 1.0;
+  MS_RETURN_IF_ERROR(optimizer.apply(lr, clip));
+  return norm;
+}
+
 }  // namespace
 
 std::string step_metrics_json(const StepMetrics& m) {
@@ -48,6 +60,14 @@ std::string step_metrics_json(const StepMetrics& m) {
       {"tokens_per_forward", m.tokens_per_forward}, {"draft_acceptance", m.draft_acceptance},
       {"weight_version", m.weight_version},
       {"rollout_s", m.rollout_s}, {"update_s", m.update_s}};
+  if (m.critic_updates > 0) {
+    j["value_loss"] = m.value_loss;
+    j["value_clip_fraction"] = m.value_clip_fraction;
+    j["critic_grad_norm"] = m.critic_grad_norm;
+    j["value_mean"] = m.value_mean;
+    j["return_mean"] = m.return_mean;
+    j["critic_updates"] = m.critic_updates;
+  }
   return j.dump();
 }
 
@@ -88,6 +108,19 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   MS_ASSIGN_OR_RETURN(s->optimizer,
                       train::DistributedOptimizer::create(dp, std::move(params), config.optimizer,
                                                           options));
+  if (s->critic) {
+    std::vector<train::TrainableParam> critic_params;
+    for (model::Parameter* p : s->critic->parameters()) {
+      if (!p->trainable) continue;
+      critic_params.push_back({"critic." + p->name, &p->value, &p->grad, p->weight_decay, true, true});
+      s->critic_trainable.push_back(p);
+    }
+    config::OptimConfig critic_optim = config.optimizer;
+    critic_optim.lr = config.critic_lr;
+    MS_ASSIGN_OR_RETURN(s->critic_optimizer,
+                        train::DistributedOptimizer::create(dp, std::move(critic_params),
+                                                            critic_optim, options));
+  }
   local = s->restore_optimizer_and_position();
   if (local.ok() && dp.rank() == 0) local = s->trim_run_files();
   MS_RETURN_IF_ERROR(comm::agree(dp, local, "resuming from " + s->resume_dir));
@@ -107,7 +140,10 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
          ", " + std::to_string(config.prompts_per_step) + " groups per step over " +
          std::to_string(dp.size()) + " data-parallel rank(s), loss " +
          std::string(loss_aggregation_name(config.loss_agg)) + ", actor " +
-         std::to_string(s->actor->parameter_count()) + " parameters");
+         std::to_string(s->actor->parameter_count()) + " parameters" +
+         (s->critic ? ", critic lr " + std::to_string(config.critic_lr) + " with " +
+                          std::to_string(config.critic_warmup_steps) + " value pretraining steps"
+                    : std::string()));
   return std::unique_ptr<RlRun>(new RlRun(std::move(s)));
 }
 
@@ -140,6 +176,9 @@ Status RlRun::State::load(comm::Communicator& group) {
     std::copy_n(src[i].value.data<float>(), src[i].value.numel(), dst[i].value.data<float>());
   }
   if (config.kl_coef == 0.0) reference.model.reset();  // no reference model needed
+  if (has_critic(config.algorithm)) {
+    MS_ASSIGN_OR_RETURN(critic, Critic::create(*actor));
+  }
   MS_RETURN_IF_ERROR(find_and_load_weights());  // a resumed run's actor replaces the loaded one
   pad = reference.tokenizer->eos_id();
   stream = PromptStream::shuffled(prompts.size(), config.seed);
@@ -197,11 +236,76 @@ Result<StepMetrics> RlRun::step(int64_t step) {
   return m;
 }
 
-// The update half of a step: advantages, then for each epoch and mini-batch of whole groups the
-// current policy's log-probs, the loss against the behavior policy's, and one optimizer step.
-// The loss weights carry the global token and response counts of each mini-batch
-// (aggregation.h), so after the optimizer's gradient average every update equals one rank's on
-// the whole mini-batch.
+// The per-token signal: GRPO and DAPO spread each response's group-normalised advantage over
+// its tokens; PPO and VAPO score the outcome reward at each response's last token, take the
+// critic's values at rollout time, and run GAE (VAPO's decoupled, length-adaptive form), the
+// advantages then whitened over every rank's tokens as verl whitens its batch. In value
+// pretraining steps the critic's targets are the Monte-Carlo returns and there are no
+// advantages. Collective over dp.
+Result<RlRun::TokenTargets> RlRun::token_targets(const StepRollouts& r,
+                                                 const ResponseLayout& layout,
+                                                 std::span<const Sample* const> samples,
+                                                 bool value_warmup) {
+  const RlConfig& c = s_->config;
+  comm::Communicator& dp = *s_->dp;
+  TokenTargets out;
+  if (!has_critic(c.algorithm)) {
+    std::vector<double> scores;
+    for (const Rollout* x : r.kept) scores.push_back(x->reward);
+    MS_ASSIGN_OR_RETURN(const std::vector<double> per_response,
+                        group_normalized_advantages(scores, c.group_size, {c.epsilon, true}));
+    MS_ASSIGN_OR_RETURN(out.advantages, broadcast_to_tokens(layout, per_response));
+    return out;
+  }
+  const Status local = [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(out.old_values,
+                        s_->critic->values(samples, kPolicyMicroBatch, s_->pad));
+    std::vector<double> rewards(static_cast<size_t>(layout.num_tokens()), 0.0);
+    std::vector<double> lambdas;
+    for (int64_t i = 0; i < layout.num_responses(); ++i) {
+      const int64_t length = layout.length(i);
+      if (length > 0) rewards[static_cast<size_t>(layout.begin(i) + length - 1)] = r.kept[static_cast<size_t>(i)]->reward;
+      lambdas.push_back(c.algorithm == Algorithm::kVapo ? length_adaptive_lambda(length, c.lambda_alpha)
+                                                        : c.lambda);
+    }
+    if (value_warmup) {
+      MS_ASSIGN_OR_RETURN(out.returns, monte_carlo_returns(layout, rewards, c.gamma));
+      return Status::OK();
+    }
+    AdvantagesAndReturns gae_out;
+    if (c.algorithm == Algorithm::kVapo) {
+      MS_ASSIGN_OR_RETURN(gae_out, decoupled_gae(layout, rewards, out.old_values, c.gamma,
+                                                 /*critic_lambda=*/1.0, lambdas));
+    } else {
+      MS_ASSIGN_OR_RETURN(gae_out, gae(layout, rewards, out.old_values, c.gamma, lambdas));
+    }
+    out.advantages = std::move(gae_out.advantages);
+    out.returns = std::move(gae_out.returns);
+    return Status::OK();
+  }();
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic's values and the advantages"));
+  if (value_warmup) return out;
+  // Mean, then the unbiased variance, over every rank's tokens.
+  std::vector<double> sums = {static_cast<double>(out.advantages.size()), 0.0};
+  for (double a : out.advantages) sums[1] += a;
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+  const double n = sums[0];
+  if (n < 2.0) return out;  // nothing to normalise: at most one response token in the step
+  const double mean = sums[1] / n;
+  std::vector<double> squares = {0.0};
+  for (double a : out.advantages) squares[0] += (a - mean) * (a - mean);
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, squares));
+  out.advantages = whiten_with(out.advantages, mean, squares[0] / n * (n / (n - 1.0)));
+  return out;
+}
+
+// The update half of a step: the per-token signal, then for each epoch and mini-batch of whole
+// groups the current policy's log-probs, the loss against the behavior policy's, and one
+// optimizer step; with a critic, its values, the clipped value loss and one step of its own
+// optimizer on the same mini-batch. The loss weights carry the global token and response
+// counts of each mini-batch (aggregation.h), so after the optimizer's gradient average every
+// update equals one rank's on the whole mini-batch. In value pretraining steps (PPO/VAPO's
+// critic.warmup_steps) only the critic trains.
 Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   const RlConfig& c = s_->config;
   comm::Communicator& dp = *s_->dp;
@@ -212,21 +316,40 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   // continues the schedule.
   const double lr = train::learning_rate(c.optimizer, r.step, c.steps);
   m.lr = lr;
+  const bool critic = has_critic(c.algorithm);
+  const bool value_warmup = critic && r.step <= c.critic_warmup_steps;
   const std::vector<const Rollout*>& kept = r.kept;
   const std::vector<size_t>& before = r.before;
   const PolicyEval& old_policy = r.behavior;
-  std::vector<double> scores;
-  for (const Rollout* x : kept) scores.push_back(x->reward);
-  MS_ASSIGN_OR_RETURN(const std::vector<double> advantages,
-                      group_normalized_advantages(scores, c.group_size, {c.epsilon, true}));
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
+  Result<ResponseLayout> whole = response_layout(samples);
+  MS_RETURN_IF_ERROR(comm::agree(dp, whole.status(), "the rollouts' layout"));
+  MS_ASSIGN_OR_RETURN(const TokenTargets targets,
+                      token_targets(r, *whole, samples, value_warmup));
   PolicyEval reference;
-  if (c.kl_coef > 0.0) {
+  if (c.kl_coef > 0.0 && !value_warmup) {
     Result<PolicyEval> ref = evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
     MS_RETURN_IF_ERROR(comm::agree(dp, ref.status(), "the reference model's log-probs"));
     reference = std::move(*ref);
   }
+  if (critic) {
+    // This rank's token sums of the values and returns, for the step's means.
+    std::vector<double> sums = {static_cast<double>(targets.old_values.size()), 0.0, 0.0};
+    for (double v : targets.old_values) sums[1] += v;
+    for (double x : targets.returns) sums[2] += x;
+    MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+    if (sums[0] > 0.0) {
+      m.value_mean = sums[1] / sums[0];
+      m.return_mean = sums[2] / sums[0];
+    }
+  }
+  const config::OptimConfig critic_optim = [&] {
+    config::OptimConfig o = c.optimizer;
+    o.lr = c.critic_lr;
+    return o;
+  }();
+  const double critic_lr = train::learning_rate(critic_optim, r.step, c.steps);
 
   // Updates: mini-batches of whole groups.
   Stopwatch update_clock;
@@ -243,63 +366,96 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
       const size_t r0 = before[g0] * G, r1 = before[g1] * G;
       const std::span<const Sample* const> mb_samples(samples.data() + r0, r1 - r0);
       const size_t t0 = token_offset[r0], t1 = token_offset[r1];
-      // The mini-batch's global token and response counts, then the loss over this rank's part.
-      std::vector<double> counts(2, 0.0);
-      for (const Sample* x : mb_samples) {
-        counts[0] += static_cast<double>(x->response.size());
-        counts[1] += x->response.empty() ? 0.0 : 1.0;
+      // The mini-batch's global token, response and positive-response token counts, then the
+      // losses over this rank's part.
+      std::vector<double> counts(3, 0.0);
+      for (size_t i = r0; i < r1; ++i) {
+        const double tokens = static_cast<double>(kept[i]->sample.response.size());
+        counts[0] += tokens;
+        counts[1] += tokens > 0.0 ? 1.0 : 0.0;
+        if (kept[i]->reward > 0.0) counts[2] += tokens;
       }
       MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, counts));
       const AggregationScope scope{c.loss_agg, static_cast<int64_t>(counts[0]),
                                    static_cast<int64_t>(counts[1]),
                                    static_cast<double>(c.max_tokens), dp.size()};
-      // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
-      std::vector<double> sums(5, 0.0);
-      s_->optimizer->begin_step();
-      const Status local = [&]() -> Status {
-        MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
-        MS_ASSIGN_OR_RETURN(const PolicyEval current,
-                            evaluate_policy(*s_->actor, mb_samples, kPolicyMicroBatch, s_->pad));
-        const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
-        MS_ASSIGN_OR_RETURN(
-            const std::vector<double> token_adv,
-            broadcast_to_tokens(layout, std::span(advantages.data() + r0, r1 - r0)));
-        MS_ASSIGN_OR_RETURN(LossResult policy,
-                            clipped_policy_loss(layout, current.log_probs, old_lp, token_adv,
-                                                c.clip, scope));
-        const double n = static_cast<double>(t1 - t0);
-        sums[0] = policy.loss;
-        sums[1] = policy.clip_fraction * n;
-        sums[2] = policy.dual_clip_fraction * n;
-        sums[3] = policy.kl * n;
-        if (c.kl_coef > 0.0) {
-          const std::span<const double> ref_lp(reference.log_probs.data() + t0, t1 - t0);
-          MS_ASSIGN_OR_RETURN(const LossResult kl,
-                              k3_kl_loss(layout, current.log_probs, ref_lp, c.kl_coef, scope));
-          sums[0] += kl.loss;
-          sums[4] = kl.kl * n;
-          for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
+      if (!value_warmup) {
+        // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
+        std::vector<double> sums(5, 0.0);
+        s_->optimizer->begin_step();
+        const Status local = [&]() -> Status {
+          MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
+          MS_ASSIGN_OR_RETURN(const PolicyEval current,
+                              evaluate_policy(*s_->actor, mb_samples, kPolicyMicroBatch, s_->pad));
+          const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
+          const std::span<const double> token_adv(targets.advantages.data() + t0, t1 - t0);
+          MS_ASSIGN_OR_RETURN(LossResult policy,
+                              clipped_policy_loss(layout, current.log_probs, old_lp, token_adv,
+                                                  c.clip, scope));
+          const double n = static_cast<double>(t1 - t0);
+          sums[0] = policy.loss;
+          sums[1] = policy.clip_fraction * n;
+          sums[2] = policy.dual_clip_fraction * n;
+          sums[3] = policy.kl * n;
+          if (c.kl_coef > 0.0) {
+            const std::span<const double> ref_lp(reference.log_probs.data() + t0, t1 - t0);
+            MS_ASSIGN_OR_RETURN(const LossResult kl,
+                                k3_kl_loss(layout, current.log_probs, ref_lp, c.kl_coef, scope));
+            sums[0] += kl.loss;
+            sums[4] = kl.kl * n;
+            for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
+          }
+          if (c.positive_nll_coef > 0.0 && counts[2] > 0.0) {
+            std::vector<double> positive;
+            for (size_t i = r0; i < r1; ++i) positive.push_back(kept[i]->reward > 0.0 ? 1.0 : 0.0);
+            MS_ASSIGN_OR_RETURN(const LossResult nll,
+                                positive_nll_loss(layout, current.log_probs, positive,
+                                                  c.positive_nll_coef,
+                                                  static_cast<int64_t>(counts[2]), dp.size()));
+            sums[0] += nll.loss;
+            for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += nll.gradient[k];
+          }
+          return backward_policy(*s_->actor, mb_samples, policy.gradient, kPolicyMicroBatch, s_->pad);
+        }();
+        MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
+        MS_ASSIGN_OR_RETURN(const double norm, apply_update(*s_->optimizer, c.optimizer, lr));
+        MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+        // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
+        m.loss += sums[0] / static_cast<double>(dp.size());
+        if (counts[0] > 0.0) {
+          m.clip_fraction += sums[1] / counts[0];
+          m.dual_clip_fraction += sums[2] / counts[0];
+          m.policy_kl += sums[3] / counts[0];
+          m.ref_kl += sums[4] / counts[0];
         }
-        return backward_policy(*s_->actor, mb_samples, policy.gradient, kPolicyMicroBatch, s_->pad);
-      }();
-      MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
-      MS_RETURN_IF_ERROR(s_->optimizer->finish_reduction());
-      MS_ASSIGN_OR_RETURN(const double norm, s_->optimizer->grad_norm());
-      const double clip = c.optimizer.grad_clip > 0.0 && norm > c.optimizer.grad_clip
-                              ? c.optimizer.grad_clip / (norm + 1e-6)
-                              : 1.0;
-      MS_RETURN_IF_ERROR(s_->optimizer->apply(lr, clip));
-      MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
-      // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
-      m.loss += sums[0] / static_cast<double>(dp.size());
-      if (counts[0] > 0.0) {
-        m.clip_fraction += sums[1] / counts[0];
-        m.dual_clip_fraction += sums[2] / counts[0];
-        m.policy_kl += sums[3] / counts[0];
-        m.ref_kl += sums[4] / counts[0];
+        m.grad_norm += norm;
+        ++m.updates;
       }
-      m.grad_norm += norm;
-      ++m.updates;
+      if (critic) {
+        std::vector<double> sums(2, 0.0);  // value loss, clipped tokens
+        s_->critic_optimizer->begin_step();
+        const Status local = [&]() -> Status {
+          MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
+          MS_ASSIGN_OR_RETURN(const std::vector<double> values,
+                              s_->critic->values(mb_samples, kPolicyMicroBatch, s_->pad));
+          MS_ASSIGN_OR_RETURN(
+              const LossResult value,
+              value_loss(layout, values,
+                         std::span(targets.old_values.data() + t0, t1 - t0),
+                         std::span(targets.returns.data() + t0, t1 - t0), c.value_clip, scope));
+          sums[0] = value.loss;
+          sums[1] = value.clip_fraction * static_cast<double>(t1 - t0);
+          return s_->critic->backward(mb_samples, value.gradient, kPolicyMicroBatch, s_->pad);
+        }();
+        MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic update"));
+        MS_ASSIGN_OR_RETURN(const double norm,
+                            apply_update(*s_->critic_optimizer, critic_optim, critic_lr));
+        MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+        m.value_loss += sums[0] / static_cast<double>(dp.size());
+        if (counts[0] > 0.0) m.value_clip_fraction += sums[1] / counts[0];
+        m.critic_grad_norm += norm;
+        ++m.critic_updates;
+      }
     }
   }
   const double updates = static_cast<double>(std::max<int64_t>(m.updates, 1));
@@ -309,6 +465,10 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   m.ref_kl /= updates;
   m.loss /= updates;
   m.grad_norm /= updates;
+  const double critic_updates = static_cast<double>(std::max<int64_t>(m.critic_updates, 1));
+  m.value_loss /= critic_updates;
+  m.value_clip_fraction /= critic_updates;
+  m.critic_grad_norm /= critic_updates;
   m.update_s = update_clock.elapsed_s();
   return m;
 }
@@ -349,7 +509,14 @@ Result<StepMetrics> RlRun::run() {
                   static_cast<long long>(last.kept_groups),
                   static_cast<long long>(last.dropped_groups), last.tokens_per_forward,
                   last.rollout_s, last.update_s);
-    s_->log(line);
+    std::string text = line;
+    if (last.critic_updates > 0) {
+      std::snprintf(line, sizeof line, " value loss %.4f value %.3f return %.3f%s", last.value_loss,
+                    last.value_mean, last.return_mean,
+                    last.updates == 0 ? " (value pretraining)" : "");
+      text += line;
+    }
+    s_->log(text);
     if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) MS_RETURN_IF_ERROR(evaluate(i));
     if (c.checkpoint_every > 0 && i % c.checkpoint_every == 0 && i != c.steps) {
       MS_RETURN_IF_ERROR(s_->save_checkpoint(i));

@@ -17,6 +17,8 @@
 
 #include "comm/communicator.h"
 #include "core/status.h"
+#include "rl/actor.h"
+#include "rl/response_layout.h"
 #include "rl/rl_config.h"
 
 namespace ms::rl {
@@ -37,6 +39,12 @@ struct StepMetrics {
   // synchronous; older with asynchronous rollouts).
   int64_t weight_version = 0;
   double rollout_s = 0, update_s = 0;
+  // PPO and VAPO: the critic's value loss, value-clip fraction and gradient norm (means over
+  // its updates), the mean value at rollout time and the mean return over response tokens,
+  // and the critic's updates (the actor's `updates` are 0 in value pretraining steps).
+  double value_loss = 0, value_clip_fraction = 0, critic_grad_norm = 0;
+  double value_mean = 0, return_mean = 0;
+  int64_t critic_updates = 0;
 };
 
 // One JSON object per line of <run.dir>/rl_steps.jsonl (docs/rl.md lists the keys).
@@ -62,6 +70,13 @@ class RlRun {
   explicit RlRun(std::unique_ptr<State> state);
   Result<StepMetrics> step(int64_t step);
   Result<StepMetrics> update(const StepRollouts& rollouts);
+  // The per-token signal of this rank's kept rollouts (layout order): the policy's advantages
+  // and, with a critic, the values at rollout time and the returns it is trained towards.
+  struct TokenTargets {
+    std::vector<double> advantages, old_values, returns;
+  };
+  Result<TokenTargets> token_targets(const StepRollouts& rollouts, const ResponseLayout& layout,
+                                     std::span<const Sample* const> samples, bool value_warmup);
   Status evaluate(int64_t step);
   std::unique_ptr<State> s_;
 };

@@ -20,12 +20,23 @@
 #include "rl/rl_config.h"
 #include "rl/rl_run.h"
 #include "rl/async_rollouts.h"
+#include "rl/critic.h"
 #include "rl/rollout.h"
 #include "rl/step_rollouts.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::rl {
+
+// One trained model of the run as its checkpoint holds it (rl_checkpoint.cc): the actor (no
+// prefix), or the critic ("critic.").
+struct SavedModel {
+  std::string prefix;
+  std::vector<model::Parameter*> parameters;
+  const std::vector<model::Parameter*>* trainable;  // in the optimizer's order
+  train::DistributedOptimizer* optimizer;           // null before the optimizers exist
+  const char* updates_key;  // the optimizer's update count in the manifest's state
+};
 
 struct RlRun::State {
   RlConfig config;
@@ -35,6 +46,9 @@ struct RlRun::State {
   infer::LoadedModel reference;  // the checkpoint as loaded: the frozen reference for KL
   std::unique_ptr<model::Transformer> actor;
   std::unique_ptr<train::DistributedOptimizer> optimizer;
+  // PPO and VAPO: the value model and its own optimizer over the same data-parallel group.
+  std::unique_ptr<Critic> critic;
+  std::unique_ptr<train::DistributedOptimizer> critic_optimizer;
   std::vector<PromptExample> prompts, eval_prompts;
   std::span<const PromptExample> eval_share;  // this rank's contiguous share of eval_prompts
   std::unique_ptr<RolloutGenerator> rollouts;
@@ -48,6 +62,7 @@ struct RlRun::State {
   // Checkpoints (rl_checkpoint.cc): the actor's trainable parameters in the optimizer's order,
   // what a save writes beside the tensors, and the checkpoint a resumed run started from.
   std::vector<model::Parameter*> trainable;
+  std::vector<model::Parameter*> critic_trainable;  // in the critic optimizer's order
   std::string tokenizer_path, config_yaml;
   std::string resume_dir;
   int64_t start_step = 0;  // the step the run continues after (0: a fresh run)
@@ -58,6 +73,8 @@ struct RlRun::State {
   // Finds the checkpoint to resume from (checkpoint.resume auto) and the model description and
   // tokenizer a save writes; loads the resumed actor's weights into `actor`.
   Status find_and_load_weights();
+  // The actor, then the critic when there is one.
+  std::vector<SavedModel> saved_models();
   // After the optimizer adopted the parameters: its moments and the run's position.
   Status restore_optimizer_and_position();
   // Drops the lines of rl_steps.jsonl / rl_eval.jsonl past start_step (written after the

@@ -3,7 +3,8 @@
 # and under `mpirun -np 2` must generate the same rollouts (seeded by their position in the
 # round, whichever rank generates them), keep and drop the same groups under dynamic sampling,
 # and take the same updates, so rl_steps.jsonl and rl_eval.jsonl agree: counts and rewards
-# exactly, losses, gradient norms, entropies, clip fractions and KLs to 1e-5 relative. Also a
+# exactly, losses, gradient norms, entropies, clip fractions and KLs to 1e-5 relative (and with
+# VAPO's critic its value loss, gradient norm, values and returns). Also a
 # prompts_per_step that the ranks cannot share, and asynchronous rollouts, are refused by name.
 # Usage: rl_dp_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model>
 set -euo pipefail
@@ -56,10 +57,11 @@ close = ["mean_reward", "accuracy", "response_length", "entropy", "clip_fraction
          "dual_clip_fraction", "policy_kl", "ref_kl", "loss", "grad_norm"]
 one, two = rows(sys.argv[1], "rl_steps.jsonl"), rows(sys.argv[2], "rl_steps.jsonl")
 assert len(one) == len(two) == 3, (len(one), len(two))
+critic = ["value_loss", "value_clip_fraction", "critic_grad_norm", "value_mean", "return_mean"]
 for a, b in zip(one, two):
-    for k in exact:
+    for k in exact + [k for k in ["critic_updates"] if k in a]:
         assert a[k] == b[k], (k, a, b)
-    for k in close:
+    for k in close + [k for k in critic if k in a]:
         assert abs(a[k] - b[k]) <= 1e-5 * max(abs(a[k]), abs(b[k])) + 1e-9, (k, a[k], b[k])
 assert one[-1]["grad_norm"] > 0 and one[-1]["clip_fraction"] > 0, one[-1]
 ev1, ev2 = rows(sys.argv[1], "rl_eval.jsonl"), rows(sys.argv[2], "rl_eval.jsonl")
@@ -68,11 +70,17 @@ print("dropped groups per step:", [r["dropped_groups"] for r in one])
 PY
 }
 
-for algo in grpo dapo; do
-  if [ $algo = grpo ]; then section="{name: grpo, kl_coef: 0.01}"; reward=$work/vowels.py
-  else section="{name: dapo, max_rounds: 8}"; reward=$work/parity.py; fi
+for algo in grpo dapo vapo; do
+  case $algo in
+    grpo) section="{name: grpo, kl_coef: 0.01}"; reward=$work/vowels.py ;;
+    dapo) section="{name: dapo, max_rounds: 8}"; reward=$work/parity.py ;;
+    vapo) section="{name: vapo}"; reward=$work/vowels.py ;;
+  esac
   config "$work/$algo.1.yaml" "$work/$algo.1" "$section" "$reward"
   config "$work/$algo.2.yaml" "$work/$algo.2" "$section" "$reward"
+  if [ $algo = vapo ]; then  # one value pretraining step; advantages whitened over both ranks
+    for n in 1 2; do echo "critic: {warmup_steps: 1, lr: 0.02}" >> "$work/$algo.$n.yaml"; done
+  fi
   "$BIN/ms-train" rl --config "$work/$algo.1.yaml" > "$work/$algo.1.log" 2>&1 ||
     { cat "$work/$algo.1.log"; fail "$algo on one rank"; }
   timeout -k 5 240 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config "$work/$algo.2.yaml" \

@@ -4,7 +4,8 @@
 # the reference writes real per-step telemetry (rl_steps.jsonl, telemetry/, held-out accuracy);
 # DAPO with the exact-answer reward on a model that never answers fails with dynamic sampling's
 # bound; FAPO's step checker penalizes the positives it flags; a crashing reward program, a step
-# checker printing garbage and a misspelt key fail naming them.
+# checker printing garbage and a misspelt key fail naming them; VAPO trains its critic (value
+# pretraining, then both) and resumes it bit for bit.
 # Usage: rl_test.sh <bin dir> <source dir>
 set -euo pipefail
 BIN=$1
@@ -191,6 +192,45 @@ config fapo_bad "{name: grpo}" \
 if out=$("$BIN/ms-train" rl --config "$work/fapo_bad.yaml" 2>&1); then fail "fapo_bad should fail"; fi
 grep -q "step checker" <<<"$out" || { echo "$out"; fail "the checker is not named"; }
 [ ! -s "$work/fapo_bad/rl_steps.jsonl" ] || fail "a step was recorded on a failed check"
+
+# VAPO with a value model: with one value pretraining step, step 1 trains only the critic (no
+# actor update; its value loss recorded), steps 2 and 3 both; the values move off 0 once the
+# critic has trained. 3 steps in one go equal 2 steps and a resume to 3 bit for bit (the
+# critic's weights and moments are in the checkpoint, under critic.), and ms-infer still serves
+# the checkpoint.
+vapo_extra="critic: {warmup_steps: 1, lr: 0.02}"
+config vfull "{name: vapo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}" \
+  "$vapo_extra
+checkpoint: {every: 2}"
+"$BIN/ms-train" rl --config "$work/vfull.yaml" > "$work/vfull.log" 2>&1 || { cat "$work/vfull.log"; fail "vapo run"; }
+grep -q "(value pretraining)" "$work/vfull.log" || { cat "$work/vfull.log"; fail "no value pretraining step"; }
+config vsplit "{name: vapo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}" "$vapo_extra"
+sed -i 's/steps: 3,/steps: 2,/' "$work/vsplit.yaml"
+"$BIN/ms-train" rl --config "$work/vsplit.yaml" > "$work/vsplit.log" 2>&1 || { cat "$work/vsplit.log"; fail "vapo first half"; }
+sed -i 's/steps: 2,/steps: 3,/' "$work/vsplit.yaml"
+"$BIN/ms-train" rl --config "$work/vsplit.yaml" > "$work/vsplit2.log" 2>&1 || { cat "$work/vsplit2.log"; fail "vapo resumed half"; }
+grep -q "resumed from .*step-00000002 after step 2" "$work/vsplit2.log" || { cat "$work/vsplit2.log"; fail "vapo did not resume"; }
+python3 - "$work/vfull" "$work/vsplit" <<'PY' || fail "vapo telemetry or resume"
+import json, sys
+def rows(d):
+    return [json.loads(l) for l in open(f"{d}/rl_steps.jsonl")]
+full, split = rows(sys.argv[1]), rows(sys.argv[2])
+assert [r["step"] for r in full] == [1, 2, 3], full
+assert full[0]["updates"] == 0 and full[0]["grad_norm"] == 0, full[0]   # value pretraining
+assert all(r["critic_updates"] == 4 and r["value_loss"] > 0 for r in full), full
+assert all(r["critic_grad_norm"] > 0 for r in full), full
+assert full[0]["value_mean"] == 0 and full[1]["value_mean"] != 0, full
+assert all(r["updates"] == 4 and r["grad_norm"] > 0 for r in full[1:]), full
+assert len(split) == 3
+for a, b in zip(full, split):
+    for k in a:
+        if k not in ("rollout_s", "update_s"):
+            assert a[k] == b[k], (k, a, b)
+PY
+grep -q '"critic.value_head.score.weight"' "$work/vsplit/checkpoints/step-00000003/manifest.json" ||
+  fail "the checkpoint holds no critic"
+"$BIN/ms-infer" generate --checkpoint "$work/vsplit/checkpoints/latest" --prompt "Mia has" \
+  --max-tokens 3 > "$work/vgen.txt" 2>&1 || { cat "$work/vgen.txt"; fail "ms-infer cannot serve the VAPO checkpoint"; }
 
 config typo "{name: grpo, clip_hihg: 0.3}" "{builtin: exact_number}"
 if out=$("$BIN/ms-train" rl --config "$work/typo.yaml" 2>&1); then fail "typo should fail"; fi

@@ -42,6 +42,61 @@ TEST(RlConfig, GrpoAndDapoDefaults) {
   EXPECT_EQ(custom->overlong_cache_len, 0);
 }
 
+TEST(RlConfig, PpoAndVapoDefaults) {
+  Result<RlConfig> ppo = parse_rl_config(kBase + "algorithm: {name: ppo}\n", "rl.yaml");
+  ASSERT_TRUE(ppo.ok()) << ppo.status().to_string();
+  EXPECT_TRUE(has_critic(ppo->algorithm));
+  EXPECT_EQ(ppo->gamma, 1.0);
+  EXPECT_EQ(ppo->lambda, 1.0);
+  EXPECT_EQ(ppo->positive_nll_coef, 0.0);
+  EXPECT_EQ(ppo->critic_warmup_steps, 0);
+  EXPECT_EQ(ppo->value_clip, 0.5);
+  EXPECT_EQ(ppo->critic_lr, 2.0 * ppo->optimizer.lr);  // twice the actor's by default
+  EXPECT_FALSE(ppo->dynamic_sampling);
+
+  Result<RlConfig> vapo = parse_rl_config(
+      kBase + "algorithm: {name: vapo}\ntrain: {steps: 60}\nrollout: {group_size: 1}\n",
+      "rl.yaml");
+  ASSERT_TRUE(vapo.ok()) << vapo.status().to_string();
+  EXPECT_EQ(vapo->algorithm, Algorithm::kVapo);
+  EXPECT_EQ(vapo->loss_agg, LossAggregation::kTokenMean);
+  EXPECT_EQ(vapo->clip.high, 0.28);
+  EXPECT_EQ(vapo->lambda_alpha, 0.05);
+  EXPECT_EQ(vapo->positive_nll_coef, 0.1);
+  EXPECT_EQ(vapo->critic_warmup_steps, 50);
+  EXPECT_EQ(vapo->group_size, 1);  // a value model needs no group
+
+  Result<RlConfig> custom = parse_rl_config(
+      kBase + "algorithm: {name: vapo, lambda_alpha: 0.1, positive_nll_coef: 0}\n"
+              "critic: {lr: 3e-6, value_clip: 0.2, warmup_steps: 2}\n",
+      "rl.yaml");
+  ASSERT_TRUE(custom.ok()) << custom.status().to_string();
+  EXPECT_EQ(custom->critic_lr, 3e-6);
+  EXPECT_EQ(custom->value_clip, 0.2);
+  EXPECT_EQ(custom->critic_warmup_steps, 2);
+  EXPECT_EQ(custom->positive_nll_coef, 0.0);
+
+  auto error = [](const std::string& yaml) {
+    Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
+    EXPECT_FALSE(r.ok()) << yaml;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  // VAPO's 50 value pretraining steps leave nothing for the actor in the default 10 steps.
+  EXPECT_NE(error(kBase + "algorithm: {name: vapo}\n").find("critic.warmup_steps (50)"),
+            std::string::npos);
+  EXPECT_NE(error(kBase + "critic: {lr: 1e-6}\n").find("applies to ppo and vapo"),
+            std::string::npos);
+  EXPECT_NE(error(kBase + "algorithm: {name: ppo}\ncritic: {value_clip: 0}\n")
+                .find("critic.value_clip"),
+            std::string::npos);
+  EXPECT_NE(error(kBase + "algorithm: {name: ppo, lambda: 1.5}\n").find("algorithm.lambda"),
+            std::string::npos);
+  EXPECT_NE(error(kBase + "algorithm: {name: ppo, dynamic_sampling: true}\n"
+                          "rollout: {group_size: 1}\n")
+                .find("dynamic_sampling"),
+            std::string::npos);
+}
+
 std::string error_of(const std::string& yaml) {
   Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
   EXPECT_FALSE(r.ok()) << yaml;
@@ -56,7 +111,8 @@ TEST(RlConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(error_of(kBase + "rollout: {group_size: 1}\n").find("rollout.group_size"),
             std::string::npos);
-  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo}\n").find("algorithm.name"), std::string::npos);
+  EXPECT_NE(error_of(kBase + "algorithm: {name: reinforce}\n").find("algorithm.name"),
+            std::string::npos);
   EXPECT_NE(error_of(kBase + "algorithm: {dual_clip: 0.5}\n").find("algorithm.dual_clip"),
             std::string::npos);
   EXPECT_NE(error_of(kBase + "algorithm: {loss_agg: mean}\n").find("algorithm.loss_agg"),

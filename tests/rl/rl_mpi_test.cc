@@ -5,7 +5,10 @@
 //     logits move, and match the full forward of the updated model);
 //   - data-parallel invariance: every rank holding part of the batch, with the global token and
 //     response counts in the aggregation scope and the optimizer's sum over ranks divided by dp,
-//     gives the gradient of one rank holding the union batch, in every aggregation mode.
+//     gives the gradient of one rank holding the union batch, in every aggregation mode;
+//   - the critic (PPO/VAPO's value model): it starts from the actor's weights at value 0, its
+//     gradient matches finite differences through the value head and the trunk, and its
+//     clipped value loss over dp ranks equals one rank on the union batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "model/transformer.h"
 #include "rl/actor.h"
 #include "rl/advantage.h"
+#include "rl/critic.h"
 #include "rl/losses.h"
 #include "train/distributed_optimizer.h"
 
@@ -266,6 +270,166 @@ INSTANTIATE_TEST_SUITE_P(Modes, DataParallelInvariance,
                          ::testing::Values(LossAggregation::kTokenMean,
                                            LossAggregation::kSeqMeanTokenMean,
                                            LossAggregation::kSeqMeanTokenSumNorm));
+
+// A loss linear in the values, sum_t c_t v_t, so its gradient with respect to value t is c_t.
+std::vector<double> value_weights(size_t n) {
+  std::vector<double> c;
+  for (size_t k = 0; k < n; ++k) c.push_back(std::cos(0.9 * static_cast<double>(k) + 0.3));
+  return c;
+}
+
+double weighted_values(Critic& critic, std::span<const Sample* const> samples) {
+  auto v = critic.values(samples, 3, 0);
+  EXPECT_TRUE(v.ok()) << v.status().to_string();
+  const std::vector<double> c = value_weights(v->size());
+  double sum = 0;
+  for (size_t k = 0; k < v->size(); ++k) sum += c[k] * (*v)[k];
+  return sum;
+}
+
+model::Parameter& critic_parameter(Critic& critic, const std::string& name) {
+  for (model::Parameter* p : critic.parameters()) {
+    if (p->name == name) return *p;
+  }
+  ADD_FAILURE() << "no critic parameter " << name;
+  return *critic.parameters().front();
+}
+
+TEST(Critic, StartsFromTheActorAtValueZero) {
+  auto actor = make_model();
+  auto critic = Critic::create(*actor);
+  ASSERT_TRUE(critic.ok()) << critic.status().to_string();
+  const std::vector<Sample> samples = make_samples();
+  const auto all = pointers(samples, 0, samples.size());
+  auto values = (*critic)->values(all, 3, 0);
+  ASSERT_TRUE(values.ok());
+  EXPECT_EQ(static_cast<int64_t>(values->size()), response_layout(all)->num_tokens());
+  for (double v : *values) EXPECT_EQ(v, 0.0);
+  for (model::Parameter* p : (*critic)->parameters()) {
+    if (p->name.starts_with("value_head.score")) continue;
+    const std::string from = p->name == "value_head.norm.weight" ? "model.norm.weight" : p->name;
+    const model::Parameter& a = actor->parameters()[*actor->parameter_index(from)];
+    ASSERT_EQ(a.value.numel(), p->value.numel()) << p->name;
+    for (int64_t k = 0; k < a.value.numel(); ++k) {
+      ASSERT_EQ(a.value.data<float>()[k], p->value.data<float>()[k]) << p->name;
+    }
+  }
+  for (model::Parameter* p : (*critic)->parameters()) {
+    EXPECT_NE(p->name, "lm_head.weight") << "the critic has no lm_head";
+    EXPECT_NE(p->name, "model.norm.weight") << "the value head holds the final norm";
+  }
+}
+
+TEST(Critic, GradientMatchesFiniteDifferences) {
+  auto actor = make_model();
+  auto made = Critic::create(*actor);
+  ASSERT_TRUE(made.ok());
+  Critic& critic = **made;
+  // A head that is not zero, so the gradient reaches the trunk.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  model::Parameter& w = critic_parameter(critic, "value_head.score.weight");
+  for (int64_t k = 0; k < w.value.numel(); ++k) w.value.data<float>()[k] = normal(rng);
+  critic_parameter(critic, "value_head.score.bias").value.data<float>()[0] = 0.3f;
+  const std::vector<Sample> samples = make_samples();
+  const auto all = pointers(samples, 0, samples.size());
+  auto values = critic.values(all, 3, 0);
+  ASSERT_TRUE(values.ok());
+  for (model::Parameter* p : critic.parameters()) p->grad.fill(0.0f);
+  ASSERT_TRUE(critic.backward(all, value_weights(values->size()), 3, 0).ok());
+  int checked = 0;
+  for (const char* name : {"value_head.score.weight", "value_head.score.bias",
+                           "value_head.norm.weight", "model.embed_tokens.weight",
+                           "model.layers.0.self_attn.q_proj.weight",
+                           "model.layers.0.mlp.down_proj.weight",
+                           "model.layers.0.post_attention_layernorm.weight"}) {
+    model::Parameter& p = critic_parameter(critic, name);
+    for (int64_t k = 0; k < p.value.numel(); k += std::max<int64_t>(1, p.value.numel() / 6)) {
+      float& x = p.value.data<float>()[k];
+      const float saved = x;
+      const float h = 1e-3f * std::max(1.0f, std::abs(saved));
+      x = saved + h;
+      const double up = weighted_values(critic, all);
+      x = saved - h;
+      const double down = weighted_values(critic, all);
+      x = saved;
+      const double numeric = (up - down) / (2.0 * h);
+      const double analytic = p.grad.data<float>()[k];
+      EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::abs(numeric)) << name << " [" << k << "]";
+      checked += std::abs(numeric) > 1e-4;
+    }
+  }
+  EXPECT_GT(checked, 20) << "too few elements with a gradient to check";
+  // A gradient of the wrong length is refused.
+  EXPECT_FALSE(critic.backward(all, std::vector<double>(3, 1.0), 3, 0).ok());
+}
+
+TEST(CriticDataParallel, RanksEqualTheUnionBatch) {
+  auto world = comm::MpiCommunicator::world("dp");
+  ASSERT_TRUE(world.ok());
+  const int dp = (*world)->size();
+  const int rank = (*world)->rank();
+  const std::vector<Sample> samples = make_samples();
+  auto actor = make_model();
+  auto make_critic = [&] {
+    auto c = Critic::create(*actor);
+    EXPECT_TRUE(c.ok());
+    model::Parameter& w = critic_parameter(**c, "value_head.score.weight");
+    for (int64_t k = 0; k < w.value.numel(); ++k) w.value.data<float>()[k] = std::sin(1.0f + k);
+    return std::move(*c);
+  };
+  const auto all = pointers(samples, 0, samples.size());
+  const ResponseLayout union_layout = *response_layout(all);
+  // Old values and returns that put some tokens outside the value clip on both sides.
+  auto whole = make_critic();
+  const std::vector<double> values = *whole->values(all, 3, 0);
+  std::vector<double> old_values, returns;
+  for (size_t k = 0; k < values.size(); ++k) {
+    old_values.push_back(values[k] + 0.8 * std::sin(1.3 * k));
+    returns.push_back(std::cos(0.5 * k));
+  }
+  const AggregationScope one{LossAggregation::kTokenMean, 0, 0, 7.0, 1};
+  auto union_loss = value_loss(union_layout, values, old_values, returns, 0.5, one);
+  ASSERT_TRUE(union_loss.ok());
+  ASSERT_GT(union_loss->clip_fraction, 0.0);
+  for (model::Parameter* p : whole->parameters()) p->grad.fill(0.0f);
+  ASSERT_TRUE(whole->backward(all, union_loss->gradient, 3, 0).ok());
+
+  auto part = make_critic();
+  std::vector<train::TrainableParam> params;
+  for (model::Parameter* p : part->parameters()) {
+    if (p->trainable) params.push_back({p->name, &p->value, &p->grad, p->weight_decay, true, true});
+  }
+  auto optimizer = train::DistributedOptimizer::create(**world, std::move(params),
+                                                       config::OptimConfig{}, {});
+  ASSERT_TRUE(optimizer.ok());
+  const size_t first = samples.size() * static_cast<size_t>(rank) / static_cast<size_t>(dp);
+  const size_t last = samples.size() * static_cast<size_t>(rank + 1) / static_cast<size_t>(dp);
+  const auto mine = pointers(samples, first, last);
+  const ResponseLayout layout = *response_layout(mine);
+  const size_t t0 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(first)));
+  const size_t t1 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(last)));
+  const AggregationScope shared{LossAggregation::kTokenMean, union_layout.num_tokens(), 0, 7.0, dp};
+  auto my_values = part->values(mine, 3, 0);
+  ASSERT_TRUE(my_values.ok());
+  auto loss = value_loss(layout, *my_values, std::span(old_values).subspan(t0, t1 - t0),
+                         std::span(returns).subspan(t0, t1 - t0), 0.5, shared);
+  ASSERT_TRUE(loss.ok());
+  (*optimizer)->begin_step();
+  ASSERT_TRUE(part->backward(mine, loss->gradient, 3, 0).ok());
+  ASSERT_TRUE((*optimizer)->finish_reduction().ok());
+  const auto wp = whole->parameters(), pp = part->parameters();
+  double checked = 0;
+  for (size_t i = 0; i < wp.size(); ++i) {
+    for (int64_t k = 0; k < wp[i]->grad.numel(); ++k) {
+      const double want = wp[i]->grad.data<float>()[k];
+      ASSERT_NEAR(pp[i]->grad.data<float>()[k] / dp, want, 1e-6 + 1e-4 * std::abs(want))
+          << wp[i]->name << " [" << k << "] rank " << rank;
+      checked += std::abs(want);
+    }
+  }
+  EXPECT_GT(checked, 0.0);
+}
 
 }  // namespace
 }  // namespace ms::rl
