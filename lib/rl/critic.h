@@ -22,8 +22,9 @@ namespace ms::rl {
 class Critic {
  public:
   // The trunk and the head's norm start as copies of `actor`'s embedding, layers and final
-  // norm (VAPO's and verl's critics start from the policy's own weights), the score weight and
-  // bias at 0, so every value starts at 0 and the first updates fit the head to the returns.
+  // norm (verl's critic loads the actor's model by default; VAPO's starts from a reward model,
+  // which this toolkit has none of, and its value pretraining is what removes the start's
+  // bias), the score weight and bias at 0, so every value starts at 0.
   static Result<std::unique_ptr<Critic>> create(const model::Transformer& actor);
 
   // The value of every response token (layout order), forward only.

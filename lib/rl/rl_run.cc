@@ -66,6 +66,7 @@ std::string step_metrics_json(const StepMetrics& m) {
     j["critic_grad_norm"] = m.critic_grad_norm;
     j["value_mean"] = m.value_mean;
     j["return_mean"] = m.return_mean;
+    j["explained_variance"] = m.explained_variance;
     j["critic_updates"] = m.critic_updates;
   }
   return j.dump();
@@ -334,14 +335,27 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
     reference = std::move(*ref);
   }
   if (critic) {
-    // This rank's token sums of the values and returns, for the step's means.
-    std::vector<double> sums = {static_cast<double>(targets.old_values.size()), 0.0, 0.0};
-    for (double v : targets.old_values) sums[1] += v;
-    for (double x : targets.returns) sums[2] += x;
+    // Token sums of the values, the returns and their squares, and of the residuals R - V and
+    // theirs: the step's means and the explained variance 1 - Var(R - V) / Var(R) (verl's
+    // vf_explained_var) of the values the critic gave at rollout time.
+    std::vector<double> sums = {static_cast<double>(targets.old_values.size()), 0, 0, 0, 0, 0};
+    for (size_t k = 0; k < targets.old_values.size(); ++k) {
+      const double v = targets.old_values[k], ret = targets.returns[k];
+      sums[1] += v;
+      sums[2] += ret;
+      sums[3] += ret * ret;
+      sums[4] += ret - v;
+      sums[5] += (ret - v) * (ret - v);
+    }
     MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
-    if (sums[0] > 0.0) {
-      m.value_mean = sums[1] / sums[0];
-      m.return_mean = sums[2] / sums[0];
+    const double n = sums[0];
+    if (n > 0.0) {
+      m.value_mean = sums[1] / n;
+      m.return_mean = sums[2] / n;
+      const double return_var = sums[3] / n - m.return_mean * m.return_mean;
+      const double residual_mean = sums[4] / n;
+      const double residual_var = sums[5] / n - residual_mean * residual_mean;
+      m.explained_variance = return_var > 1e-12 ? 1.0 - residual_var / return_var : 0.0;
     }
   }
   const config::OptimConfig critic_optim = [&] {
@@ -511,8 +525,8 @@ Result<StepMetrics> RlRun::run() {
                   last.rollout_s, last.update_s);
     std::string text = line;
     if (last.critic_updates > 0) {
-      std::snprintf(line, sizeof line, " value loss %.4f value %.3f return %.3f%s", last.value_loss,
-                    last.value_mean, last.return_mean,
+      std::snprintf(line, sizeof line, " value loss %.4f value %.3f return %.3f explained %.3f%s",
+                    last.value_loss, last.value_mean, last.return_mean, last.explained_variance,
                     last.updates == 0 ? " (value pretraining)" : "");
       text += line;
     }

@@ -41,9 +41,10 @@ struct StepMetrics {
   double rollout_s = 0, update_s = 0;
   // PPO and VAPO: the critic's value loss, value-clip fraction and gradient norm (means over
   // its updates), the mean value at rollout time and the mean return over response tokens,
-  // and the critic's updates (the actor's `updates` are 0 in value pretraining steps).
+  // the share of the returns' variance those values explain (0 when the returns do not
+  // vary), and the critic's updates (the actor's `updates` are 0 in value pretraining steps).
   double value_loss = 0, value_clip_fraction = 0, critic_grad_norm = 0;
-  double value_mean = 0, return_mean = 0;
+  double value_mean = 0, return_mean = 0, explained_variance = 0;
   int64_t critic_updates = 0;
 };
 

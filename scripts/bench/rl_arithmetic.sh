@@ -38,11 +38,14 @@ PPS=${RL_PROMPTS_PER_STEP:-16}
 TEMP=${RL_TEMPERATURE:-0.7}
 MB=${RL_MINI_BATCHES:-2}
 # RL_RUNS="grpo" runs one algorithm only (experiments); the benchmark runs grpo, dapo,
-# grpo_spec (speculative rollouts) and grpo_async (asynchronous rollouts, staleness 1).
+# grpo_spec (speculative rollouts) and grpo_async (asynchronous rollouts, staleness 1); vapo
+# (PPO with a value model) runs when named, with RL_VAPO_WARMUP value pretraining steps (10:
+# VAPO's 50 would be most of a 60-step run) and the critic at twice the actor's lr.
 # RL_TRAIN_LIMIT=N trains on the first N training prompts only (0: all). With a few prompts the
 # run is a check that the loop learns at all: they are revisited every step, so the sample
 # accuracy on them should climb (docs/bench/rl.md).
 LIMIT=${RL_TRAIN_LIMIT:-0}
+VAPO_WARMUP=${RL_VAPO_WARMUP:-10}
 mkdir -p "$WORK/data"
 cd "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
@@ -103,7 +106,7 @@ if [ ! -f pretrain/checkpoints/latest ]; then
 fi
 grep -E "step $STEPS/$STEPS " pretrain.log | tail -1 | sed 's/^.*] //' || true
 
-rl() {  # rl <name> <algorithm section> [more rollout keys, ", key: value"]
+rl() {  # rl <name> <algorithm section> [more rollout keys, ", key: value"] [more yaml]
   cat > "$1.yaml" <<YAML
 run: {dir: $1, seed: 1}
 actor: {checkpoint: pretrain/checkpoints}
@@ -114,6 +117,7 @@ algorithm: $2
 train: {steps: $RL_STEPS, mini_batches: $MB, epochs: 1}
 optimizer: {lr: $RL_LR, grad_clip: 1.0}
 reward: {builtin: exact_number}
+${4:-}
 YAML
   rm -rf "$1"
   local t=$(date +%s)
@@ -135,7 +139,9 @@ for i in range(0, len(steps), tenth):  # sample accuracy averaged over each tent
     print(f"  steps {chunk[0]['step']:3d}-{chunk[-1]['step']:3d}: sample reward {mean('mean_reward'):.3f} "
           f"accuracy {mean('accuracy'):.3f} length {mean('response_length'):.1f} "
           f"kept {mean('kept_groups'):.1f} dropped {mean('dropped_groups'):.1f} "
-          f"clip {mean('clip_fraction'):.3f} rollout {mean('rollout_s'):.2f}s update {mean('update_s'):.2f}s")
+          f"clip {mean('clip_fraction'):.3f} rollout {mean('rollout_s'):.2f}s update {mean('update_s'):.2f}s"
+          + (f" value loss {mean('value_loss'):.4f} value {mean('value_mean'):.3f}"
+             if all("value_loss" in s for s in chunk) else ""))
 # Generation speed: tokens generated over the rollout phases' time (generation, rewards and
 # the behavior log-probs), and the drafting figures of speculative rollouts.
 group_size = int(sys.argv[2])
@@ -160,6 +166,7 @@ for run in ${RL_RUNS:-grpo dapo grpo_spec grpo_async}; do
     # rollouts one step stale: the same number of updates as grpo, for the timings.
     grpo_spec) rl grpo_spec "{name: grpo}" ", speculative_tokens: 4" || echo "## grpo_spec stopped" ;;
     grpo_async) rl grpo_async "{name: grpo}" ", async_staleness: 1" || echo "## grpo_async stopped" ;;
+    vapo) rl vapo "{name: vapo}" "" "critic: {warmup_steps: $VAPO_WARMUP}" || echo "## vapo stopped" ;;
   esac
 done
 echo "# done $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -57,7 +57,8 @@ close = ["mean_reward", "accuracy", "response_length", "entropy", "clip_fraction
          "dual_clip_fraction", "policy_kl", "ref_kl", "loss", "grad_norm"]
 one, two = rows(sys.argv[1], "rl_steps.jsonl"), rows(sys.argv[2], "rl_steps.jsonl")
 assert len(one) == len(two) == 3, (len(one), len(two))
-critic = ["value_loss", "value_clip_fraction", "critic_grad_norm", "value_mean", "return_mean"]
+critic = ["value_loss", "value_clip_fraction", "critic_grad_norm", "value_mean", "return_mean",
+          "explained_variance"]
 for a, b in zip(one, two):
     for k in exact + [k for k in ["critic_updates"] if k in a]:
         assert a[k] == b[k], (k, a, b)

@@ -218,7 +218,7 @@ full, split = rows(sys.argv[1]), rows(sys.argv[2])
 assert [r["step"] for r in full] == [1, 2, 3], full
 assert full[0]["updates"] == 0 and full[0]["grad_norm"] == 0, full[0]   # value pretraining
 assert all(r["critic_updates"] == 4 and r["value_loss"] > 0 for r in full), full
-assert all(r["critic_grad_norm"] > 0 for r in full), full
+assert all(r["critic_grad_norm"] > 0 and r["explained_variance"] <= 1 for r in full), full
 assert full[0]["value_mean"] == 0 and full[1]["value_mean"] != 0, full
 assert all(r["updates"] == 4 and r["grad_norm"] > 0 for r in full[1:]), full
 assert len(split) == 3
