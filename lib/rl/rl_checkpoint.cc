@@ -195,7 +195,6 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   request.layout = {dp->size(), dp->size(), 1, 1, 1, 0};
   request.config_yaml = config_yaml;
   request.state = {{"step", step},
-                   {"optimizer_updates", optimizer->optimizer().updates()},
                    {"rl", {{"seed", config.seed},
                            {"cursor", stream.cursor},
                            {"order", stream.order},
@@ -203,8 +202,8 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   request.tokenizer_path = tokenizer_path;
   request.async = false;
   request.keep = config.checkpoint_keep;
-  if (critic_optimizer) {
-    request.state["critic_optimizer_updates"] = critic_optimizer->optimizer().updates();
+  for (const SavedModel& saved : saved_models()) {
+    request.state[saved.updates_key] = saved.optimizer->optimizer().updates();
   }
   MS_RETURN_IF_ERROR(checkpointer->save(tensors, std::move(request)));
   log("rl: saved " + checkpointer->last_report()->step_dir);

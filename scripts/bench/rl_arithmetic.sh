@@ -38,14 +38,16 @@ PPS=${RL_PROMPTS_PER_STEP:-16}
 TEMP=${RL_TEMPERATURE:-0.7}
 MB=${RL_MINI_BATCHES:-2}
 # RL_RUNS="grpo" runs one algorithm only (experiments); the benchmark runs grpo, dapo,
-# grpo_spec (speculative rollouts) and grpo_async (asynchronous rollouts, staleness 1); vapo
-# (PPO with a value model) runs when named, with RL_VAPO_WARMUP value pretraining steps (10:
-# VAPO's 50 would be most of a 60-step run) and the critic at twice the actor's lr.
+# grpo_spec (speculative rollouts) and grpo_async (asynchronous rollouts, staleness 1); ppo
+# and vapo (with a value model) run when named, with RL_CRITIC_WARMUP value pretraining steps
+# (10: VAPO's 50 would be most of a 60-step run) and the critic at RL_CRITIC_LR (default twice
+# the actor's lr, VAPO's ratio).
 # RL_TRAIN_LIMIT=N trains on the first N training prompts only (0: all). With a few prompts the
 # run is a check that the loop learns at all: they are revisited every step, so the sample
 # accuracy on them should climb (docs/bench/rl.md).
 LIMIT=${RL_TRAIN_LIMIT:-0}
-VAPO_WARMUP=${RL_VAPO_WARMUP:-10}
+CRITIC_WARMUP=${RL_CRITIC_WARMUP:-10}
+CRITIC_LR=${RL_CRITIC_LR:-$(python3 -c "print(2 * $RL_LR)")}
 mkdir -p "$WORK/data"
 cd "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1 \
@@ -53,7 +55,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 
 echo "# rl_arithmetic.sh: $(uname -n), $(nproc --all) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)," \
   "pretrain $STEPS steps on $STORIES stories of $OPS operations from $START, RL $RL_STEPS steps at lr $RL_LR" \
-  "(G $G, $PPS prompts/step, temperature $TEMP, $MB mini-batches), held-out seed $HELDOUT_SEED"
+  "(G $G, $PPS prompts/step, temperature $TEMP, $MB mini-batches), held-out seed $HELDOUT_SEED" \
+  "${RL_RUNS:+, runs $RL_RUNS}, critic lr $CRITIC_LR with $CRITIC_WARMUP value pretraining steps"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 tag="$STORIES-$TRAIN_SEED-$OPS-$START-$STEPS"
 if [ "$(cat data/tag 2>/dev/null)" != "$tag" ]; then
@@ -166,7 +169,8 @@ for run in ${RL_RUNS:-grpo dapo grpo_spec grpo_async}; do
     # rollouts one step stale: the same number of updates as grpo, for the timings.
     grpo_spec) rl grpo_spec "{name: grpo}" ", speculative_tokens: 4" || echo "## grpo_spec stopped" ;;
     grpo_async) rl grpo_async "{name: grpo}" ", async_staleness: 1" || echo "## grpo_async stopped" ;;
-    vapo) rl vapo "{name: vapo}" "" "critic: {warmup_steps: $VAPO_WARMUP}" || echo "## vapo stopped" ;;
+    ppo|vapo) rl $run "{name: $run}" "" "critic: {warmup_steps: $CRITIC_WARMUP, lr: $CRITIC_LR}" ||
+              echo "## $run stopped" ;;
   esac
 done
 echo "# done $(date -u +%Y-%m-%dT%H:%MZ), load average $(cut -d' ' -f1-3 /proc/loadavg)"
