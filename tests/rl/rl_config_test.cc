@@ -42,6 +42,12 @@ TEST(RlConfig, GrpoAndDapoDefaults) {
   EXPECT_EQ(custom->overlong_cache_len, 0);
 }
 
+std::string error_of(const std::string& yaml) {
+  Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
+  EXPECT_FALSE(r.ok()) << yaml;
+  return r.ok() ? "" : r.status().message();
+}
+
 TEST(RlConfig, PpoAndVapoDefaults) {
   Result<RlConfig> ppo = parse_rl_config(kBase + "algorithm: {name: ppo}\n", "rl.yaml");
   ASSERT_TRUE(ppo.ok()) << ppo.status().to_string();
@@ -76,31 +82,20 @@ TEST(RlConfig, PpoAndVapoDefaults) {
   EXPECT_EQ(custom->critic_warmup_steps, 2);
   EXPECT_EQ(custom->positive_nll_coef, 0.0);
 
-  auto error = [](const std::string& yaml) {
-    Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
-    EXPECT_FALSE(r.ok()) << yaml;
-    return r.ok() ? std::string() : r.status().message();
-  };
   // VAPO's 50 value pretraining steps leave nothing for the actor in the default 10 steps.
-  EXPECT_NE(error(kBase + "algorithm: {name: vapo}\n").find("critic.warmup_steps (50)"),
+  EXPECT_NE(error_of(kBase + "algorithm: {name: vapo}\n").find("critic.warmup_steps (50)"),
             std::string::npos);
-  EXPECT_NE(error(kBase + "critic: {lr: 1e-6}\n").find("applies to ppo and vapo"),
+  EXPECT_NE(error_of(kBase + "critic: {lr: 1e-6}\n").find("applies to ppo and vapo"),
             std::string::npos);
-  EXPECT_NE(error(kBase + "algorithm: {name: ppo}\ncritic: {value_clip: 0}\n")
+  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo}\ncritic: {value_clip: 0}\n")
                 .find("critic.value_clip"),
             std::string::npos);
-  EXPECT_NE(error(kBase + "algorithm: {name: ppo, lambda: 1.5}\n").find("algorithm.lambda"),
+  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo, lambda: 1.5}\n").find("algorithm.lambda"),
             std::string::npos);
-  EXPECT_NE(error(kBase + "algorithm: {name: ppo, dynamic_sampling: true}\n"
+  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo, dynamic_sampling: true}\n"
                           "rollout: {group_size: 1}\n")
                 .find("dynamic_sampling"),
             std::string::npos);
-}
-
-std::string error_of(const std::string& yaml) {
-  Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
-  EXPECT_FALSE(r.ok()) << yaml;
-  return r.ok() ? "" : r.status().message();
 }
 
 TEST(RlConfig, ErrorsNameTheKey) {

@@ -65,6 +65,27 @@ std::vector<const Sample*> pointers(const std::vector<Sample>& s, size_t first, 
   return out;
 }
 
+// Rank `rank` of `dp`'s contiguous share of the samples: its pointers, their layout, and their
+// range of the union batch's tokens.
+struct RankShare {
+  size_t first = 0, last = 0;  // samples
+  std::vector<const Sample*> samples;
+  ResponseLayout layout;
+  size_t t0 = 0, t1 = 0;  // tokens of the union layout
+};
+
+RankShare rank_share(const std::vector<Sample>& samples, const ResponseLayout& union_layout,
+                     int rank, int dp) {
+  RankShare s;
+  s.first = samples.size() * static_cast<size_t>(rank) / static_cast<size_t>(dp);
+  s.last = samples.size() * static_cast<size_t>(rank + 1) / static_cast<size_t>(dp);
+  s.samples = pointers(samples, s.first, s.last);
+  s.layout = *response_layout(s.samples);
+  s.t0 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(s.first)));
+  s.t1 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(s.last)));
+  return s;
+}
+
 std::vector<train::TrainableParam> trainable(model::Transformer& m) {
   std::vector<train::TrainableParam> params;
   for (model::Parameter& p : m.parameters()) {
@@ -235,12 +256,10 @@ TEST_P(DataParallelInvariance, RanksEqualTheUnionBatch) {
   auto optimizer = train::DistributedOptimizer::create(**world, trainable(*part_model),
                                                        config::OptimConfig{}, {});
   ASSERT_TRUE(optimizer.ok());
-  const size_t first = samples.size() * static_cast<size_t>(rank) / static_cast<size_t>(dp);
-  const size_t last = samples.size() * static_cast<size_t>(rank + 1) / static_cast<size_t>(dp);
-  const auto mine = pointers(samples, first, last);
-  const ResponseLayout layout = *response_layout(mine);
-  const size_t t0 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(first)));
-  const size_t t1 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(last)));
+  const RankShare share = rank_share(samples, union_layout, rank, dp);
+  const auto& mine = share.samples;
+  const size_t first = share.first, last = share.last, t0 = share.t0, t1 = share.t1;
+  const ResponseLayout& layout = share.layout;
   auto current = evaluate_policy(*part_model, mine, 3, 0);
   ASSERT_TRUE(current.ok());
   int64_t responses = 0;
@@ -293,6 +312,14 @@ model::Parameter& critic_parameter(Critic& critic, const std::string& name) {
   }
   ADD_FAILURE() << "no critic parameter " << name;
   return *critic.parameters().front();
+}
+
+std::vector<train::TrainableParam> trainable(Critic& critic) {
+  std::vector<train::TrainableParam> params;
+  for (model::Parameter* p : critic.parameters()) {
+    if (p->trainable) params.push_back({p->name, &p->value, &p->grad, p->weight_decay, true, true});
+  }
+  return params;
 }
 
 TEST(Critic, StartsFromTheActorAtValueZero) {
@@ -396,19 +423,13 @@ TEST(CriticDataParallel, RanksEqualTheUnionBatch) {
   ASSERT_TRUE(whole->backward(all, union_loss->gradient, 3, 0).ok());
 
   auto part = make_critic();
-  std::vector<train::TrainableParam> params;
-  for (model::Parameter* p : part->parameters()) {
-    if (p->trainable) params.push_back({p->name, &p->value, &p->grad, p->weight_decay, true, true});
-  }
-  auto optimizer = train::DistributedOptimizer::create(**world, std::move(params),
+  auto optimizer = train::DistributedOptimizer::create(**world, trainable(*part),
                                                        config::OptimConfig{}, {});
   ASSERT_TRUE(optimizer.ok());
-  const size_t first = samples.size() * static_cast<size_t>(rank) / static_cast<size_t>(dp);
-  const size_t last = samples.size() * static_cast<size_t>(rank + 1) / static_cast<size_t>(dp);
-  const auto mine = pointers(samples, first, last);
-  const ResponseLayout layout = *response_layout(mine);
-  const size_t t0 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(first)));
-  const size_t t1 = static_cast<size_t>(union_layout.begin(static_cast<int64_t>(last)));
+  const RankShare share = rank_share(samples, union_layout, rank, dp);
+  const auto& mine = share.samples;
+  const size_t t0 = share.t0, t1 = share.t1;
+  const ResponseLayout& layout = share.layout;
   const AggregationScope shared{LossAggregation::kTokenMean, union_layout.num_tokens(), 0, 7.0, dp};
   auto my_values = part->values(mine, 3, 0);
   ASSERT_TRUE(my_values.ok());
