@@ -30,7 +30,7 @@ AsyncRollouts::AsyncRollouts(const RlConfig& config, comm::Communicator& dp,
 Result<std::unique_ptr<AsyncRollouts>> AsyncRollouts::start(
     const RlConfig& config, comm::Communicator& dp, const data::Tokenizer& tokenizer,
     const std::vector<PromptExample>& prompts, model::Transformer& actor, PromptStream stream,
-    int64_t start_step, int32_t pad) {
+    int64_t start_step, int32_t pad, WeightVersions older, int* substituted) {
   if (dp.size() != 1) {
     return InvalidArgument("rollout.async_staleness runs on one rank for now, got " +
                            std::to_string(dp.size()) + " data-parallel ranks (docs/rl.md)");
@@ -40,7 +40,17 @@ Result<std::unique_ptr<AsyncRollouts>> AsyncRollouts::start(
   MS_ASSIGN_OR_RETURN(a->copy_, model::Transformer::create(actor.config(), config.seed));
   MS_ASSIGN_OR_RETURN(a->generator_,
                       RolloutGenerator::create(*a->copy_, tokenizer, config, prompts));
+  a->versions_ = std::move(older);
+  a->versions_.erase(a->versions_.lower_bound(start_step), a->versions_.end());
   a->versions_[start_step] = copy_weights(actor);
+  // Every version the steps before start_step + 1 + k still need, from the newest held at or
+  // after it when the checkpoint lacks it.
+  *substituted = 0;
+  for (int64_t v = a->version_for(start_step + 1); v < start_step; ++v) {
+    if (a->versions_.count(v) != 0) continue;
+    a->versions_[v] = a->versions_.upper_bound(v)->second;
+    ++*substituted;
+  }
   a->thread_ = std::thread([raw = a.get()] { raw->run(); });
   return a;
 }
@@ -55,7 +65,7 @@ AsyncRollouts::~AsyncRollouts() {
 }
 
 int64_t AsyncRollouts::version_for(int64_t step) const {
-  return std::max(start_step_, step - 1 - config_.async_staleness);
+  return std::max<int64_t>(0, step - 1 - config_.async_staleness);
 }
 
 void AsyncRollouts::publish(int64_t step) {
@@ -63,8 +73,16 @@ void AsyncRollouts::publish(int64_t step) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     versions_[step] = std::move(weights);
+    // Steps after `step` need this version or newer ones; the rollout thread, possibly ahead,
+    // has loaded what it generates from already.
+    versions_.erase(versions_.begin(), versions_.lower_bound(version_for(step + 1)));
   }
   changed_.notify_all();
+}
+
+WeightVersions AsyncRollouts::held_versions_before(int64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return WeightVersions(versions_.begin(), versions_.lower_bound(step));
 }
 
 Result<StepRollouts> AsyncRollouts::take(int64_t step) {
@@ -93,8 +111,6 @@ void AsyncRollouts::run() {
       for (size_t i = 0; i < params.size(); ++i) {
         std::copy(weights[i].begin(), weights[i].end(), params[i].value.data<float>());
       }
-      // Later steps need this version or newer ones.
-      versions_.erase(versions_.begin(), versions_.lower_bound(version));
     }
     Result<StepRollouts> rollouts = Internal("no rollouts");
     try {

@@ -7,6 +7,11 @@
 // ahead of training. The behavior policy's log-probs come from the generating copy, so the
 // clipped ratio is taken against the weights that really produced each response.
 //
+// The versions follow the run, not the process: step i uses the weights after step
+// max(0, i - 1 - k) whether the run started at step 0 or resumed later, and a checkpoint after
+// step s keeps the older versions the next k steps still need (held_versions_before), so a
+// resumed run generates what the uninterrupted one did, bit for bit.
+//
 // One data-parallel rank only: with one rank the generation side makes no communicator call
 // (agree and the rank sums return at once), so the rollout thread can run it beside the
 // trainer's thread.
@@ -32,15 +37,23 @@
 
 namespace ms::rl {
 
+// Weights of the actor after some steps, by step: one vector per parameter, in
+// Transformer::parameters() order.
+using WeightVersions = std::map<int64_t, std::vector<std::vector<float>>>;
+
 class AsyncRollouts {
  public:
   // Starts the rollout thread for steps start_step + 1 .. config.steps, with the actor's
-  // current weights as version start_step and `stream` as the prompt position. Everything
-  // passed by reference must outlive this object; `dp` must have one rank.
+  // current weights as version start_step, `older` the versions before it that a resumed run's
+  // checkpoint held, and `stream` as the prompt position. A version the next steps need but
+  // `older` lacks (a checkpoint saved at another staleness, or by a synchronous run) is taken
+  // from the next newer one; `substituted` then counts them (the run is not bitwise the
+  // uninterrupted one). Everything passed by reference must outlive this object; `dp` must
+  // have one rank.
   static Result<std::unique_ptr<AsyncRollouts>> start(
       const RlConfig& config, comm::Communicator& dp, const data::Tokenizer& tokenizer,
       const std::vector<PromptExample>& prompts, model::Transformer& actor, PromptStream stream,
-      int64_t start_step, int32_t pad);
+      int64_t start_step, int32_t pad, WeightVersions older, int* substituted);
   // Stops the rollout thread after its current batch and joins it.
   ~AsyncRollouts();
   AsyncRollouts(const AsyncRollouts&) = delete;
@@ -50,14 +63,18 @@ class AsyncRollouts {
   // failed (it then stops).
   Result<StepRollouts> take(int64_t step);
   // Hands the actor's weights after `step` to the rollout thread (a copy: the trainer goes on
-  // updating its own).
+  // updating its own), and drops the versions no step after `step` needs.
   void publish(int64_t step);
+  // A copy of the versions older than `step` still held: after publish(step), those the next
+  // k steps need besides the actor's own (what a checkpoint after `step` saves).
+  WeightVersions held_versions_before(int64_t step);
 
  private:
   AsyncRollouts(const RlConfig& config, comm::Communicator& dp, model::Transformer& actor,
                 PromptStream stream, int64_t start_step, int32_t pad);
   void run();
-  // The version step's rollouts are generated with.
+  // The version step's rollouts are generated with: the weights after step
+  // max(0, step - 1 - k).
   int64_t version_for(int64_t step) const;
 
   const RlConfig& config_;
@@ -71,7 +88,7 @@ class AsyncRollouts {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<int64_t, std::vector<std::vector<float>>> versions_;  // published weights by step
+  WeightVersions versions_;  // published weights by step
   std::deque<StepRollouts> ready_;
   Status failed_;
   bool stop_ = false;

@@ -3,7 +3,9 @@
 // post-trained model and ms-ckpt reshards or exports it), the optimizer's moments, with PPO and
 // VAPO the critic's weights and moments under the prefix "critic." (which serving and export,
 // reading the model's own names, pass over), and in the manifest's state the optimizers' update
-// counts and the run's position in its prompt stream.
+// counts and the run's position in its prompt stream. An asynchronous run's checkpoint also
+// holds the older weight versions its next rollouts still need, under "async_weights.v<step>."
+// (AsyncRollouts::held_versions_before), so its resumed steps equal the uninterrupted ones.
 // Rollout seeds are a function of (run.seed, step, round, position), so a run resumed from the
 // checkpoint after step k takes exactly the steps k+1... the uninterrupted run takes.
 #include <algorithm>
@@ -20,6 +22,10 @@ namespace {
 
 const char* const kMomentPrefixes[] = {"optimizer.exp_avg.", "optimizer.exp_avg_sq."};
 const char* const kCriticPrefix = "critic.";
+
+std::string async_version_prefix(int64_t version) {
+  return "async_weights.v" + std::to_string(version) + ".";
+}
 
 // The moments' tensors `optimizer` owns on this rank: name, spec and the floats of each.
 struct MomentTensor {
@@ -119,6 +125,28 @@ Status RlRun::State::find_and_load_weights() {
       }
     }
   }
+  // An asynchronous run's older weight versions: checked whatever this run is, loaded when it
+  // generates asynchronously too.
+  std::vector<int64_t> versions;
+  try {
+    if (m.state.contains("async_versions")) {
+      versions = m.state.at("async_versions").get<std::vector<int64_t>>();
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Corruption(resume_dir + "/manifest.json: state.async_versions: " + e.what());
+  }
+  const std::vector<model::Parameter>& params = actor->parameters();
+  for (int64_t v : versions) {
+    std::vector<std::vector<float>>& weights = resumed_versions[v];
+    for (const model::Parameter& p : params) {
+      const std::string name = async_version_prefix(v) + p.name;
+      expected.push_back({name, DType::kF32, p.global_shape});
+      if (config.async_staleness < 0) continue;
+      weights.emplace_back(static_cast<size_t>(p.value.numel()));
+      load.push_back({name, DType::kF32, p.shard, weights.back().data()});
+    }
+  }
+  if (config.async_staleness < 0) resumed_versions.clear();
   MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(resume_dir));
   MS_RETURN_IF_ERROR(ckpt::load_tensors(resume_dir, m, load, {}, io::default_env()));
   start_step = m.step;
@@ -187,6 +215,17 @@ Status RlRun::State::save_checkpoint(int64_t step) {
       tensors.push_back({t.name, DType::kF32, t.spec, t.data, saved.optimizer->zero()});
     }
   }
+  // The older versions the asynchronous rollouts of the next steps still need.
+  const WeightVersions versions = async ? async->held_versions_before(step) : WeightVersions{};
+  std::vector<int64_t> version_steps;
+  for (const auto& [v, weights] : versions) {
+    version_steps.push_back(v);
+    const std::vector<model::Parameter>& params = actor->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      tensors.push_back({async_version_prefix(v) + params[i].name, DType::kF32, params[i].shard,
+                         weights[i].data(), false});
+    }
+  }
   std::ostringstream rng;
   rng << stream.rng;
   ckpt::SaveRequest request;
@@ -205,6 +244,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   for (const SavedModel& saved : saved_models()) {
     request.state[saved.updates_key] = saved.optimizer->optimizer().updates();
   }
+  if (!version_steps.empty()) request.state["async_versions"] = version_steps;
   MS_RETURN_IF_ERROR(checkpointer->save(tensors, std::move(request)));
   log("rl: saved " + checkpointer->last_report()->step_dir);
   return Status::OK();

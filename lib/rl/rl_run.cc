@@ -129,11 +129,20 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   // the engine reads exactly what each update writes.
   local = s->open_outputs(dp);
   if (local.ok() && config.async_staleness >= 0) {
+    int substituted = 0;
     Result<std::unique_ptr<AsyncRollouts>> async =
         AsyncRollouts::start(config, dp, *s->reference.tokenizer, s->prompts, *s->actor,
-                             s->stream, s->start_step, s->pad);
+                             s->stream, s->start_step, s->pad, std::move(s->resumed_versions),
+                             &substituted);
     if (async.ok()) s->async = std::move(*async);
     local = async.status();
+    if (substituted > 0) {
+      s->log("rl: warning: " + s->resume_dir + " holds " + std::to_string(substituted) +
+             " fewer older weight version(s) than rollout.async_staleness " +
+             std::to_string(config.async_staleness) + " needs (saved at another staleness or "
+             "synchronously): the next rollouts use newer weights, so this run is not bitwise "
+             "the uninterrupted one");
+    }
   }
   MS_RETURN_IF_ERROR(comm::agree(dp, local, "starting the rollout engine and the run's files"));
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +

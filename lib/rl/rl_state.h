@@ -58,6 +58,8 @@ struct RlRun::State {
   // loop draws from it directly.
   PromptStream stream;
   std::unique_ptr<AsyncRollouts> async;  // with rollout.async_staleness >= 0
+  // The older weight versions a resumed asynchronous run's checkpoint held, for AsyncRollouts.
+  WeightVersions resumed_versions;
   int32_t pad = 0;
   // Checkpoints (rl_checkpoint.cc): the actor's trainable parameters in the optimizer's order,
   // what a save writes beside the tensors, and the checkpoint a resumed run started from.

@@ -161,6 +161,36 @@ assert all(r["updates"] == 4 and r["grad_norm"] > 0 for r in async1), async1
 assert rows(sys.argv[1], "rl_eval.jsonl") == rows(sys.argv[2], "rl_eval.jsonl")
 PY
 
+# Resume with k = 1: 2 steps, then a resume to 4, equal 4 steps in one go bit for bit, because
+# the checkpoint after step 2 holds the weights after step 1 that step 3's rollouts come from.
+config afull "{name: grpo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}" "checkpoint: {every: 2}"
+config asplit "{name: grpo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}"
+sed -i "s/temperature: 1.0,/temperature: 1.0, async_staleness: 1,/; s/steps: 3,/steps: 4,/" "$work/afull.yaml"
+sed -i "s/temperature: 1.0,/temperature: 1.0, async_staleness: 1,/; s/steps: 3,/steps: 2,/" "$work/asplit.yaml"
+"$BIN/ms-train" rl --config "$work/afull.yaml" > "$work/afull.log" 2>&1 || { cat "$work/afull.log"; fail "async full run"; }
+"$BIN/ms-train" rl --config "$work/asplit.yaml" > "$work/asplit.log" 2>&1 || { cat "$work/asplit.log"; fail "async first half"; }
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["state"]["async_versions"] == [1], m["state"]' \
+  "$work/asplit/checkpoints/step-00000002/manifest.json" || fail "the async checkpoint does not hold version 1"
+sed -i 's/steps: 2,/steps: 4,/' "$work/asplit.yaml"
+"$BIN/ms-train" rl --config "$work/asplit.yaml" > "$work/asplit2.log" 2>&1 || { cat "$work/asplit2.log"; fail "async resumed half"; }
+! grep -q "not bitwise" "$work/asplit2.log" || { cat "$work/asplit2.log"; fail "async resume substituted a version"; }
+python3 - "$work/afull" "$work/asplit" <<'PY' || fail "the resumed asynchronous run differs from the uninterrupted one"
+import json, sys
+def rows(d):
+    return [json.loads(l) for l in open(f"{d}/rl_steps.jsonl")]
+full, split = rows(sys.argv[1]), rows(sys.argv[2])
+assert [r["weight_version"] for r in full] == [0, 0, 1, 2], full
+assert len(split) == 4
+for a, b in zip(full, split):
+    for k in a:
+        if k not in ("rollout_s", "update_s"):
+            assert a[k] == b[k], (k, a, b)
+PY
+# The same checkpoint resumed synchronously is accepted (its older versions unused).
+cp -r "$work/asplit" "$work/async_sync"
+sed -i "s/async_staleness: 1, //; s|dir: $work/asplit|dir: $work/async_sync|; s/steps: 4,/steps: 5,/" "$work/asplit.yaml"
+"$BIN/ms-train" rl --config "$work/asplit.yaml" > "$work/async_sync.log" 2>&1 || { cat "$work/async_sync.log"; fail "a synchronous resume of an async checkpoint"; }
+
 # DAPO drops groups whose rewards are all equal: a random model never answers, so every group
 # scores 0 and dynamic sampling gives up at its bound.
 config dapo "{name: dapo, max_rounds: 2}" "{builtin: exact_number}"
