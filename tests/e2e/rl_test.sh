@@ -186,10 +186,18 @@ for a, b in zip(full, split):
         if k not in ("rollout_s", "update_s"):
             assert a[k] == b[k], (k, a, b)
 PY
-# The same checkpoint resumed synchronously is accepted (its older versions unused).
+# The same checkpoint resumed synchronously is accepted (its older versions unused); resumed at
+# k = 2 it lacks the weights after step 2, takes newer ones and says the run is not bitwise.
 cp -r "$work/asplit" "$work/async_sync"
-sed -i "s/async_staleness: 1, //; s|dir: $work/asplit|dir: $work/async_sync|; s/steps: 4,/steps: 5,/" "$work/asplit.yaml"
-"$BIN/ms-train" rl --config "$work/asplit.yaml" > "$work/async_sync.log" 2>&1 || { cat "$work/async_sync.log"; fail "a synchronous resume of an async checkpoint"; }
+cp -r "$work/asplit" "$work/async_k2"
+sed "s/async_staleness: 1, //; s|dir: $work/asplit|dir: $work/async_sync|; s/steps: 4,/steps: 5,/" \
+  "$work/asplit.yaml" > "$work/async_sync.yaml"
+"$BIN/ms-train" rl --config "$work/async_sync.yaml" > "$work/async_sync.log" 2>&1 || { cat "$work/async_sync.log"; fail "a synchronous resume of an async checkpoint"; }
+sed "s/async_staleness: 1,/async_staleness: 2,/; s|dir: $work/asplit|dir: $work/async_k2|; s/steps: 4,/steps: 5,/" \
+  "$work/asplit.yaml" > "$work/async_k2.yaml"
+"$BIN/ms-train" rl --config "$work/async_k2.yaml" > "$work/async_k2.log" 2>&1 || { cat "$work/async_k2.log"; fail "a resume at k = 2"; }
+grep -q "holds 1 fewer older weight version(s) than rollout.async_staleness 2 needs" "$work/async_k2.log" ||
+  { cat "$work/async_k2.log"; fail "no warning for a missing version"; }
 
 # DAPO drops groups whose rewards are all equal: a random model never answers, so every group
 # scores 0 and dynamic sampling gives up at its bound.
