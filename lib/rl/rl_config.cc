@@ -64,6 +64,7 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
       c.overlong_cache_len = -1;  // resolved to max_tokens / 4 below unless set
     } else if (name == "ppo") {
       c.algorithm = Algorithm::kPpo;
+      c.loss_agg = LossAggregation::kTokenMean;  // verl's PPO actor and critic default
     } else if (name == "vapo") {
       // VAPO's recipe: DAPO's clip-higher and token-level loss, a length-adaptive policy
       // lambda, the positive-example loss and 50 value pretraining steps.

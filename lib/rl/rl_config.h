@@ -103,7 +103,8 @@ std::string_view algorithm_name(Algorithm a);
 
 // Parses YAML text; `source` names it in errors. Algorithm defaults (GRPO: seq-mean-token-mean,
 // clip 0.2/0.2; DAPO: token-mean, clip 0.2/0.28, dynamic sampling, overlong shaping with
-// cache_len max_tokens / 4) apply first and explicit keys override them. InvalidArgument naming
+// cache_len max_tokens / 4; PPO: token-mean; VAPO: token-mean, clip 0.2/0.28, positive NLL
+// 0.1, 50 value pretraining steps) apply first and explicit keys override them. InvalidArgument naming
 // the key for unknown keys, wrong types and values out of range.
 Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& source);
 Result<RlConfig> load_rl_config(const std::string& path);

@@ -52,6 +52,8 @@ TEST(RlConfig, PpoAndVapoDefaults) {
   Result<RlConfig> ppo = parse_rl_config(kBase + "algorithm: {name: ppo}\n", "rl.yaml");
   ASSERT_TRUE(ppo.ok()) << ppo.status().to_string();
   EXPECT_TRUE(has_critic(ppo->algorithm));
+  EXPECT_EQ(ppo->loss_agg, LossAggregation::kTokenMean);
+  EXPECT_EQ(ppo->clip.high, 0.2);
   EXPECT_EQ(ppo->gamma, 1.0);
   EXPECT_EQ(ppo->lambda, 1.0);
   EXPECT_EQ(ppo->positive_nll_coef, 0.0);
