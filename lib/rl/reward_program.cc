@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,19 +70,31 @@ Status start_copy(const std::string& command, Copy& copy) {
   if (::pipe2(err, O_CLOEXEC) != 0) return fail("pipe for reward program");
   opened[4] = err[0];
   opened[5] = err[1];
-  const pid_t pid = ::fork();
-  if (pid < 0) return fail("fork for reward program");
-  if (pid == 0) {
-    // The child: only async-signal-safe calls until exec. Its own process group, so a timeout
-    // kills whatever the shell started too.
-    ::setpgid(0, 0);
-    ::dup2(in[1], STDIN_FILENO);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  // posix_spawn, not fork: with asynchronous rollouts the rollout thread starts the program
+  // while the trainer's thread may be inside a threaded OpenBLAS call, and fork runs
+  // OpenBLAS's pthread_atfork handler, which stops its worker threads under that call (the
+  // trainer then waited forever). glibc's posix_spawn runs no fork handlers. The child gets its
+  // own process group, so a timeout kills whatever the shell started too; dup2 clears the
+  // pipes' close-on-exec on the three standard descriptors.
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_adddup2(&actions, in[1], STDIN_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  ::posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
+  ::posix_spawnattr_init(&attributes);
+  ::posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(&attributes, 0);
+  std::string shell = "sh", flag = "-c", text = command;
+  char* argv[] = {shell.data(), flag.data(), text.data(), nullptr};
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, environ);
+  ::posix_spawn_file_actions_destroy(&actions);
+  ::posix_spawnattr_destroy(&attributes);
+  if (spawned != 0) {
+    errno = spawned;
+    return fail("starting /bin/sh for reward program");
   }
-  ::setpgid(pid, pid);  // also here, so the group exists before we might signal it
   ::close(in[1]);
   ::close(out[1]);
   ::close(err[1]);

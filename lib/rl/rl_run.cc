@@ -35,14 +35,40 @@ std::string hostname() {
 
 // Finishes a step of `optimizer`: the gradient reduction, the norm, clipping at
 // optim.grad_clip and the update at `lr`. Returns the norm before clipping. Collective.
-Result<double> apply_update(train::DistributedOptimizer& optimizer, const config::OptimConfig& optim,
-                            double lr) {
+Result<double> apply_update(train::DistributedOptimizer& optimizer,
+                            const config::OptimConfig& optim, double lr) {
   MS_RETURN_IF_ERROR(optimizer.finish_reduction());
   MS_ASSIGN_OR_RETURN(const double norm, optimizer.grad_norm());
   const double clip =
       optim.grad_clip > 0.0 && norm > optim.grad_clip ? optim.grad_clip / (norm + 1e-6) : 1.0;
   MS_RETURN_IF_ERROR(optimizer.apply(lr, clip));
   return norm;
+}
+
+// The critic's figures of a step from the values it gave at rollout time: the means of the
+// values and returns over every rank's response tokens, and the explained variance
+// 1 - Var(R - V) / Var(R) (verl's vf_explained_var; 0 when the returns do not vary).
+Status record_value_statistics(comm::Communicator& dp, std::span<const double> values,
+                               std::span<const double> returns, StepMetrics& m) {
+  // Token count; sums of V, R, R^2, R - V and (R - V)^2.
+  std::vector<double> sums = {static_cast<double>(values.size()), 0, 0, 0, 0, 0};
+  for (size_t k = 0; k < values.size(); ++k) {
+    const double residual = returns[k] - values[k];
+    sums[1] += values[k];
+    sums[2] += returns[k];
+    sums[3] += returns[k] * returns[k];
+    sums[4] += residual;
+    sums[5] += residual * residual;
+  }
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+  const double n = sums[0];
+  if (n == 0.0) return Status::OK();
+  m.value_mean = sums[1] / n;
+  m.return_mean = sums[2] / n;
+  const double return_var = sums[3] / n - m.return_mean * m.return_mean;
+  const double residual_var = sums[5] / n - (sums[4] / n) * (sums[4] / n);
+  m.explained_variance = return_var > 1e-12 ? 1.0 - residual_var / return_var : 0.0;
+  return Status::OK();
 }
 
 }  // namespace
@@ -113,7 +139,8 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     std::vector<train::TrainableParam> critic_params;
     for (model::Parameter* p : s->critic->parameters()) {
       if (!p->trainable) continue;
-      critic_params.push_back({"critic." + p->name, &p->value, &p->grad, p->weight_decay, true, true});
+      critic_params.push_back(
+          {"critic." + p->name, &p->value, &p->grad, p->weight_decay, true, true});
       s->critic_trainable.push_back(p);
     }
     config::OptimConfig critic_optim = config.optimizer;
@@ -274,9 +301,12 @@ Result<RlRun::TokenTargets> RlRun::token_targets(const StepRollouts& r,
     std::vector<double> lambdas;
     for (int64_t i = 0; i < layout.num_responses(); ++i) {
       const int64_t length = layout.length(i);
-      if (length > 0) rewards[static_cast<size_t>(layout.begin(i) + length - 1)] = r.kept[static_cast<size_t>(i)]->reward;
-      lambdas.push_back(c.algorithm == Algorithm::kVapo ? length_adaptive_lambda(length, c.lambda_alpha)
-                                                        : c.lambda);
+      if (length > 0) {
+        rewards[static_cast<size_t>(layout.end(i) - 1)] = r.kept[static_cast<size_t>(i)]->reward;
+      }
+      lambdas.push_back(c.algorithm == Algorithm::kVapo
+                            ? length_adaptive_lambda(length, c.lambda_alpha)
+                            : c.lambda);
     }
     if (value_warmup) {
       MS_ASSIGN_OR_RETURN(out.returns, monte_carlo_returns(layout, rewards, c.gamma));
@@ -309,28 +339,21 @@ Result<RlRun::TokenTargets> RlRun::token_targets(const StepRollouts& r,
   return out;
 }
 
+
 // The update half of a step: the per-token signal, then for each epoch and mini-batch of whole
-// groups the current policy's log-probs, the loss against the behavior policy's, and one
-// optimizer step; with a critic, its values, the clipped value loss and one step of its own
-// optimizer on the same mini-batch. The loss weights carry the global token and response
-// counts of each mini-batch (aggregation.h), so after the optimizer's gradient average every
-// update equals one rank's on the whole mini-batch. In value pretraining steps (PPO/VAPO's
-// critic.warmup_steps) only the critic trains.
+// groups one actor update and, with a critic, one critic update (in value pretraining steps,
+// PPO/VAPO's critic.warmup_steps, only the critic's). The loss weights carry the global token
+// and response counts of each mini-batch (aggregation.h), so after the optimizer's gradient
+// average every update equals one rank's on the whole mini-batch.
 Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   const RlConfig& c = s_->config;
   comm::Communicator& dp = *s_->dp;
   const size_t G = static_cast<size_t>(c.group_size);
   StepMetrics m = r.metrics;
   m.weight_version = r.weight_version;
-  // Every update of the step at its rate: a pure function of the step, so a resumed run
-  // continues the schedule.
-  const double lr = train::learning_rate(c.optimizer, r.step, c.steps);
-  m.lr = lr;
   const bool critic = has_critic(c.algorithm);
   const bool value_warmup = critic && r.step <= c.critic_warmup_steps;
   const std::vector<const Rollout*>& kept = r.kept;
-  const std::vector<size_t>& before = r.before;
-  const PolicyEval& old_policy = r.behavior;
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
   Result<ResponseLayout> whole = response_layout(samples);
@@ -339,40 +362,17 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
                       token_targets(r, *whole, samples, value_warmup));
   PolicyEval reference;
   if (c.kl_coef > 0.0 && !value_warmup) {
-    Result<PolicyEval> ref = evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
+    Result<PolicyEval> ref =
+        evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
     MS_RETURN_IF_ERROR(comm::agree(dp, ref.status(), "the reference model's log-probs"));
     reference = std::move(*ref);
   }
   if (critic) {
-    // Token sums of the values, the returns and their squares, and of the residuals R - V and
-    // theirs: the step's means and the explained variance 1 - Var(R - V) / Var(R) (verl's
-    // vf_explained_var) of the values the critic gave at rollout time.
-    std::vector<double> sums = {static_cast<double>(targets.old_values.size()), 0, 0, 0, 0, 0};
-    for (size_t k = 0; k < targets.old_values.size(); ++k) {
-      const double v = targets.old_values[k], ret = targets.returns[k];
-      sums[1] += v;
-      sums[2] += ret;
-      sums[3] += ret * ret;
-      sums[4] += ret - v;
-      sums[5] += (ret - v) * (ret - v);
-    }
-    MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
-    const double n = sums[0];
-    if (n > 0.0) {
-      m.value_mean = sums[1] / n;
-      m.return_mean = sums[2] / n;
-      const double return_var = sums[3] / n - m.return_mean * m.return_mean;
-      const double residual_mean = sums[4] / n;
-      const double residual_var = sums[5] / n - residual_mean * residual_mean;
-      m.explained_variance = return_var > 1e-12 ? 1.0 - residual_var / return_var : 0.0;
-    }
+    MS_RETURN_IF_ERROR(record_value_statistics(dp, targets.old_values, targets.returns, m));
   }
-  const config::OptimConfig critic_optim = [&] {
-    config::OptimConfig o = c.optimizer;
-    o.lr = c.critic_lr;
-    return o;
-  }();
-  const double critic_lr = train::learning_rate(critic_optim, r.step, c.steps);
+  // Every update of the step at its rate: a pure function of the step, so a resumed run
+  // continues the schedule.
+  m.lr = train::learning_rate(c.optimizer, r.step, c.steps);
 
   // Updates: mini-batches of whole groups.
   Stopwatch update_clock;
@@ -386,99 +386,29 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
       const size_t g0 = groups * static_cast<size_t>(mb) / static_cast<size_t>(c.mini_batches);
       const size_t g1 = groups * static_cast<size_t>(mb + 1) / static_cast<size_t>(c.mini_batches);
       if (g0 == g1) continue;
-      const size_t r0 = before[g0] * G, r1 = before[g1] * G;
-      const std::span<const Sample* const> mb_samples(samples.data() + r0, r1 - r0);
-      const size_t t0 = token_offset[r0], t1 = token_offset[r1];
-      // The mini-batch's global token, response and positive-response token counts, then the
-      // losses over this rank's part.
+      MiniBatch batch;
+      batch.r0 = r.before[g0] * G;
+      batch.r1 = r.before[g1] * G;
+      batch.samples = std::span<const Sample* const>(samples).subspan(batch.r0,
+                                                                       batch.r1 - batch.r0);
+      batch.t0 = token_offset[batch.r0];
+      batch.t1 = token_offset[batch.r1];
+      // The mini-batch's global token, response and positive-response token counts.
       std::vector<double> counts(3, 0.0);
-      for (size_t i = r0; i < r1; ++i) {
+      for (size_t i = batch.r0; i < batch.r1; ++i) {
         const double tokens = static_cast<double>(kept[i]->sample.response.size());
         counts[0] += tokens;
         counts[1] += tokens > 0.0 ? 1.0 : 0.0;
         if (kept[i]->reward > 0.0) counts[2] += tokens;
       }
       MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, counts));
-      const AggregationScope scope{c.loss_agg, static_cast<int64_t>(counts[0]),
-                                   static_cast<int64_t>(counts[1]),
-                                   static_cast<double>(c.max_tokens), dp.size()};
-      if (!value_warmup) {
-        // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
-        std::vector<double> sums(5, 0.0);
-        s_->optimizer->begin_step();
-        const Status local = [&]() -> Status {
-          MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
-          MS_ASSIGN_OR_RETURN(const PolicyEval current,
-                              evaluate_policy(*s_->actor, mb_samples, kPolicyMicroBatch, s_->pad));
-          const std::span<const double> old_lp(old_policy.log_probs.data() + t0, t1 - t0);
-          const std::span<const double> token_adv(targets.advantages.data() + t0, t1 - t0);
-          MS_ASSIGN_OR_RETURN(LossResult policy,
-                              clipped_policy_loss(layout, current.log_probs, old_lp, token_adv,
-                                                  c.clip, scope));
-          const double n = static_cast<double>(t1 - t0);
-          sums[0] = policy.loss;
-          sums[1] = policy.clip_fraction * n;
-          sums[2] = policy.dual_clip_fraction * n;
-          sums[3] = policy.kl * n;
-          if (c.kl_coef > 0.0) {
-            const std::span<const double> ref_lp(reference.log_probs.data() + t0, t1 - t0);
-            MS_ASSIGN_OR_RETURN(const LossResult kl,
-                                k3_kl_loss(layout, current.log_probs, ref_lp, c.kl_coef, scope));
-            sums[0] += kl.loss;
-            sums[4] = kl.kl * n;
-            for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += kl.gradient[k];
-          }
-          if (c.positive_nll_coef > 0.0 && counts[2] > 0.0) {
-            std::vector<double> positive;
-            for (size_t i = r0; i < r1; ++i) positive.push_back(kept[i]->reward > 0.0 ? 1.0 : 0.0);
-            MS_ASSIGN_OR_RETURN(const LossResult nll,
-                                positive_nll_loss(layout, current.log_probs, positive,
-                                                  c.positive_nll_coef,
-                                                  static_cast<int64_t>(counts[2]), dp.size()));
-            sums[0] += nll.loss;
-            for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += nll.gradient[k];
-          }
-          return backward_policy(*s_->actor, mb_samples, policy.gradient, kPolicyMicroBatch, s_->pad);
-        }();
-        MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
-        MS_ASSIGN_OR_RETURN(const double norm, apply_update(*s_->optimizer, c.optimizer, lr));
-        MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
-        // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
-        m.loss += sums[0] / static_cast<double>(dp.size());
-        if (counts[0] > 0.0) {
-          m.clip_fraction += sums[1] / counts[0];
-          m.dual_clip_fraction += sums[2] / counts[0];
-          m.policy_kl += sums[3] / counts[0];
-          m.ref_kl += sums[4] / counts[0];
-        }
-        m.grad_norm += norm;
-        ++m.updates;
-      }
-      if (critic) {
-        std::vector<double> sums(2, 0.0);  // value loss, clipped tokens
-        s_->critic_optimizer->begin_step();
-        const Status local = [&]() -> Status {
-          MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(mb_samples));
-          MS_ASSIGN_OR_RETURN(const std::vector<double> values,
-                              s_->critic->values(mb_samples, kPolicyMicroBatch, s_->pad));
-          MS_ASSIGN_OR_RETURN(
-              const LossResult value,
-              value_loss(layout, values,
-                         std::span(targets.old_values.data() + t0, t1 - t0),
-                         std::span(targets.returns.data() + t0, t1 - t0), c.value_clip, scope));
-          sums[0] = value.loss;
-          sums[1] = value.clip_fraction * static_cast<double>(t1 - t0);
-          return s_->critic->backward(mb_samples, value.gradient, kPolicyMicroBatch, s_->pad);
-        }();
-        MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic update"));
-        MS_ASSIGN_OR_RETURN(const double norm,
-                            apply_update(*s_->critic_optimizer, critic_optim, critic_lr));
-        MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
-        m.value_loss += sums[0] / static_cast<double>(dp.size());
-        if (counts[0] > 0.0) m.value_clip_fraction += sums[1] / counts[0];
-        m.critic_grad_norm += norm;
-        ++m.critic_updates;
-      }
+      batch.tokens = counts[0];
+      batch.positive_tokens = static_cast<int64_t>(counts[2]);
+      batch.scope = AggregationScope{c.loss_agg, static_cast<int64_t>(counts[0]),
+                                     static_cast<int64_t>(counts[1]),
+                                     static_cast<double>(c.max_tokens), dp.size()};
+      if (!value_warmup) MS_RETURN_IF_ERROR(update_actor(r, batch, targets, reference, m));
+      if (critic) MS_RETURN_IF_ERROR(update_critic(r.step, batch, targets, m));
     }
   }
   const double updates = static_cast<double>(std::max<int64_t>(m.updates, 1));
@@ -494,6 +424,108 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   m.critic_grad_norm /= critic_updates;
   m.update_s = update_clock.elapsed_s();
   return m;
+}
+
+// One actor update on a mini-batch: the current policy's log-probs, the clipped loss against
+// the behavior policy's (plus k3 KL and VAPO's positive-example NLL when on), one backward and
+// one optimizer step. Adds the update's figures to m.
+Status RlRun::update_actor(const StepRollouts& r, const MiniBatch& batch,
+                           const TokenTargets& targets, const PolicyEval& reference,
+                           StepMetrics& m) {
+  const RlConfig& c = s_->config;
+  comm::Communicator& dp = *s_->dp;
+  const size_t t0 = batch.t0, n = batch.t1 - batch.t0;
+  // Token sums of: loss, clipped, dual-clipped, policy KL, reference KL.
+  std::vector<double> sums(5, 0.0);
+  s_->optimizer->begin_step();
+  const Status local = [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(batch.samples));
+    MS_ASSIGN_OR_RETURN(const PolicyEval current,
+                        evaluate_policy(*s_->actor, batch.samples, kPolicyMicroBatch, s_->pad));
+    const std::span<const double> old_lp(r.behavior.log_probs.data() + t0, n);
+    const std::span<const double> token_adv(targets.advantages.data() + t0, n);
+    MS_ASSIGN_OR_RETURN(LossResult policy,
+                        clipped_policy_loss(layout, current.log_probs, old_lp, token_adv, c.clip,
+                                            batch.scope));
+    const auto add = [&](const LossResult& term) {
+      sums[0] += term.loss;
+      for (size_t k = 0; k < policy.gradient.size(); ++k) policy.gradient[k] += term.gradient[k];
+    };
+    sums[0] = policy.loss;
+    sums[1] = policy.clip_fraction * static_cast<double>(n);
+    sums[2] = policy.dual_clip_fraction * static_cast<double>(n);
+    sums[3] = policy.kl * static_cast<double>(n);
+    if (c.kl_coef > 0.0) {
+      const std::span<const double> ref_lp(reference.log_probs.data() + t0, n);
+      MS_ASSIGN_OR_RETURN(const LossResult kl, k3_kl_loss(layout, current.log_probs, ref_lp,
+                                                          c.kl_coef, batch.scope));
+      add(kl);
+      sums[4] = kl.kl * static_cast<double>(n);
+    }
+    if (c.positive_nll_coef > 0.0 && batch.positive_tokens > 0) {
+      std::vector<double> positive;
+      for (size_t i = batch.r0; i < batch.r1; ++i) {
+        positive.push_back(r.kept[i]->reward > 0.0 ? 1.0 : 0.0);
+      }
+      MS_ASSIGN_OR_RETURN(const LossResult nll,
+                          positive_nll_loss(layout, current.log_probs, positive,
+                                            c.positive_nll_coef, batch.positive_tokens,
+                                            dp.size()));
+      add(nll);
+    }
+    return backward_policy(*s_->actor, batch.samples, policy.gradient, kPolicyMicroBatch,
+                           s_->pad);
+  }();
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
+  MS_ASSIGN_OR_RETURN(const double norm, apply_update(*s_->optimizer, c.optimizer, m.lr));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+  // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
+  m.loss += sums[0] / static_cast<double>(dp.size());
+  if (batch.tokens > 0.0) {
+    m.clip_fraction += sums[1] / batch.tokens;
+    m.dual_clip_fraction += sums[2] / batch.tokens;
+    m.policy_kl += sums[3] / batch.tokens;
+    m.ref_kl += sums[4] / batch.tokens;
+  }
+  m.grad_norm += norm;
+  ++m.updates;
+  return Status::OK();
+}
+
+// One critic update on a mini-batch: its current values, the clipped value loss against the
+// returns (clipped around the values at rollout time), one backward and one step of its own
+// optimizer at critic.lr on the actor's schedule. Adds the update's figures to m.
+Status RlRun::update_critic(int64_t step, const MiniBatch& batch, const TokenTargets& targets,
+                            StepMetrics& m) {
+  const RlConfig& c = s_->config;
+  comm::Communicator& dp = *s_->dp;
+  config::OptimConfig optim = c.optimizer;
+  optim.lr = c.critic_lr;
+  const size_t t0 = batch.t0, n = batch.t1 - batch.t0;
+  std::vector<double> sums(2, 0.0);  // value loss, clipped tokens
+  s_->critic_optimizer->begin_step();
+  const Status local = [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(const ResponseLayout layout, response_layout(batch.samples));
+    MS_ASSIGN_OR_RETURN(const std::vector<double> values,
+                        s_->critic->values(batch.samples, kPolicyMicroBatch, s_->pad));
+    MS_ASSIGN_OR_RETURN(const LossResult value,
+                        value_loss(layout, values, std::span(targets.old_values).subspan(t0, n),
+                                   std::span(targets.returns).subspan(t0, n), c.value_clip,
+                                   batch.scope));
+    sums[0] = value.loss;
+    sums[1] = value.clip_fraction * static_cast<double>(n);
+    return s_->critic->backward(batch.samples, value.gradient, kPolicyMicroBatch, s_->pad);
+  }();
+  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic update"));
+  MS_ASSIGN_OR_RETURN(const double norm,
+                      apply_update(*s_->critic_optimizer, optim,
+                                   train::learning_rate(optim, step, c.steps)));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
+  m.value_loss += sums[0] / static_cast<double>(dp.size());
+  if (batch.tokens > 0.0) m.value_clip_fraction += sums[1] / batch.tokens;
+  m.critic_grad_norm += norm;
+  ++m.critic_updates;
+  return Status::OK();
 }
 
 Result<StepMetrics> RlRun::run() {

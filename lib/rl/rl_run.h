@@ -18,6 +18,7 @@
 #include "comm/communicator.h"
 #include "core/status.h"
 #include "rl/actor.h"
+#include "rl/aggregation.h"
 #include "rl/response_layout.h"
 #include "rl/rl_config.h"
 
@@ -78,6 +79,19 @@ class RlRun {
   };
   Result<TokenTargets> token_targets(const StepRollouts& rollouts, const ResponseLayout& layout,
                                      std::span<const Sample* const> samples, bool value_warmup);
+  // One mini-batch of whole groups: this rank's samples [r0, r1) of the step's kept ones and
+  // their tokens [t0, t1); the global counts and the loss weights' scope.
+  struct MiniBatch {
+    size_t r0 = 0, r1 = 0, t0 = 0, t1 = 0;
+    std::span<const Sample* const> samples;
+    double tokens = 0;            // response tokens over every rank
+    int64_t positive_tokens = 0;  // of positively rewarded responses, over every rank
+    AggregationScope scope;
+  };
+  Status update_actor(const StepRollouts& rollouts, const MiniBatch& batch,
+                      const TokenTargets& targets, const PolicyEval& reference, StepMetrics& m);
+  Status update_critic(int64_t step, const MiniBatch& batch, const TokenTargets& targets,
+                       StepMetrics& m);
   Status evaluate(int64_t step);
   std::unique_ptr<State> s_;
 };
