@@ -43,8 +43,8 @@ Result<std::unique_ptr<AsyncRollouts>> AsyncRollouts::start(
   a->versions_ = std::move(older);
   a->versions_.erase(a->versions_.lower_bound(start_step), a->versions_.end());
   a->versions_[start_step] = copy_weights(actor);
-  // Every version the steps before start_step + 1 + k still need, from the newest held at or
-  // after it when the checkpoint lacks it.
+  // The versions steps start_step + 1 .. start_step + k use; one the checkpoint lacks is taken
+  // from the next newer version held.
   *substituted = 0;
   for (int64_t v = a->version_for(start_step + 1); v < start_step; ++v) {
     if (a->versions_.count(v) != 0) continue;
