@@ -40,6 +40,18 @@ Result<PackedSamples> pack_samples(std::span<const Sample* const> samples, int32
   return p;
 }
 
+Status for_each_micro_batch(std::span<const Sample* const> samples, int64_t micro_batch,
+                            int32_t pad, int64_t max_seq_len,
+                            const std::function<Status(const PackedSamples&)>& fn) {
+  const auto step = static_cast<size_t>(micro_batch);
+  for (size_t first = 0; first < samples.size(); first += step) {
+    const auto chunk = samples.subspan(first, std::min(samples.size() - first, step));
+    MS_ASSIGN_OR_RETURN(const PackedSamples p, pack_samples(chunk, pad, max_seq_len));
+    if (!p.positions.empty()) MS_RETURN_IF_ERROR(fn(p));
+  }
+  return Status::OK();
+}
+
 Result<ResponseLayout> response_layout(std::span<const Sample* const> samples) {
   std::vector<int64_t> lengths;
   lengths.reserve(samples.size());
@@ -52,12 +64,9 @@ Result<PolicyEval> evaluate_policy(model::Transformer& model,
                                    int32_t pad_token) {
   PolicyEval out;
   const int64_t vocab = model.config().vocab_size;
-  for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
-    const auto chunk = samples.subspan(first, std::min(samples.size() - first,
-                                                       static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(PackedSamples p,
-                        pack_samples(chunk, pad_token, model.config().max_seq_len));
-    if (p.positions.empty()) continue;
+  MS_RETURN_IF_ERROR(for_each_micro_batch(samples, micro_batch, pad_token,
+                                          model.config().max_seq_len,
+                                          [&](const PackedSamples& p) -> Status {
     MS_ASSIGN_OR_RETURN(Tensor logits, model.forward_logits(p.inputs.data(), p.B, p.T));
     const float* all = logits.data<float>();
     for (int64_t pos : p.positions) {
@@ -74,7 +83,8 @@ Result<PolicyEval> evaluate_policy(model::Transformer& model,
       out.log_probs.push_back(static_cast<double>(row[p.targets[static_cast<size_t>(pos)]]) - lse);
       out.entropy.push_back(std::log(sum) - weighted / sum);
     }
-  }
+    return Status::OK();
+  }));
   return out;
 }
 
@@ -83,12 +93,9 @@ Status backward_policy(model::Transformer& model, std::span<const Sample* const>
                        int32_t pad_token) {
   size_t next = 0;  // index into grad_log_probs
   std::vector<float> weights;
-  for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
-    const auto chunk = samples.subspan(first, std::min(samples.size() - first,
-                                                       static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(PackedSamples p,
-                        pack_samples(chunk, pad_token, model.config().max_seq_len));
-    if (p.positions.empty()) continue;
+  MS_RETURN_IF_ERROR(for_each_micro_batch(samples, micro_batch, pad_token,
+                                          model.config().max_seq_len,
+                                          [&](const PackedSamples& p) -> Status {
     if (next + p.positions.size() > grad_log_probs.size()) {
       return InvalidArgument("gradient has fewer entries than the samples' response tokens");
     }
@@ -96,9 +103,9 @@ Status backward_policy(model::Transformer& model, std::span<const Sample* const>
     for (int64_t pos : p.positions) {
       weights[static_cast<size_t>(pos)] = static_cast<float>(-grad_log_probs[next++]);
     }
-    MS_RETURN_IF_ERROR(model.forward_backward_weighted(p.inputs.data(), p.targets.data(), weights,
-                                                       p.B, p.T).status());
-  }
+    return model.forward_backward_weighted(p.inputs.data(), p.targets.data(), weights, p.B, p.T)
+        .status();
+  }));
   if (next != grad_log_probs.size()) {
     return InvalidArgument("gradient has more entries (" + std::to_string(grad_log_probs.size()) +
                            ") than the samples' response tokens (" + std::to_string(next) + ")");

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct PackedSamples {
 // InvalidArgument for an empty prompt or a sample longer than max_seq_len.
 Result<PackedSamples> pack_samples(std::span<const Sample* const> samples, int32_t pad,
                                    int64_t max_seq_len);
+
+// Packs `samples` in order into micro-batches of at most `micro_batch` samples and calls fn on
+// each one that holds a response token; the first error (packing's or fn's) ends the walk.
+// The actor's and the critic's passes all walk their samples this way.
+Status for_each_micro_batch(std::span<const Sample* const> samples, int64_t micro_batch,
+                            int32_t pad, int64_t max_seq_len,
+                            const std::function<Status(const PackedSamples&)>& fn);
 
 // The layout of the samples' responses, in sample order.
 Result<ResponseLayout> response_layout(std::span<const Sample* const> samples);

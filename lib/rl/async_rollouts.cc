@@ -80,9 +80,14 @@ void AsyncRollouts::publish(int64_t step) {
   changed_.notify_all();
 }
 
-WeightVersions AsyncRollouts::held_versions_before(int64_t step) {
+std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>>
+AsyncRollouts::held_versions_before(int64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return WeightVersions(versions_.begin(), versions_.lower_bound(step));
+  std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>> out;
+  for (auto it = versions_.begin(); it != versions_.lower_bound(step); ++it) {
+    out.emplace_back(it->first, &it->second);
+  }
+  return out;
 }
 
 Result<StepRollouts> AsyncRollouts::take(int64_t step) {

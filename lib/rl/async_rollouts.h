@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <utility>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -65,9 +66,12 @@ class AsyncRollouts {
   // Hands the actor's weights after `step` to the rollout thread (a copy: the trainer goes on
   // updating its own), and drops the versions no step after `step` needs.
   void publish(int64_t step);
-  // A copy of the versions older than `step` still held: after publish(step), those the next
-  // k steps need besides the actor's own (what a checkpoint after `step` saves).
-  WeightVersions held_versions_before(int64_t step);
+  // The versions older than `step` still held, by step, without a copy: after publish(step),
+  // those the next k steps need besides the actor's own (what a checkpoint after `step`
+  // saves). Only publish, on the trainer's thread, removes a version (the rollout thread only
+  // reads them), so the pointers stay valid until the trainer's next publish.
+  std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>> held_versions_before(
+      int64_t step);
 
  private:
   AsyncRollouts(const RlConfig& config, comm::Communicator& dp, model::Transformer& actor,

@@ -74,7 +74,8 @@ Result<Critic::HeadPass> Critic::forward(const PackedSamples& p, bool backward) 
   const double bias = head_[2].value.data<float>()[0];
   for (int64_t r = 0; r < rows; ++r) {
     double v = bias;
-    for (int64_t k = 0; k < D; ++k) v += static_cast<double>(w[k]) * h.normed[static_cast<size_t>(r * D + k)];
+    const float* n = h.normed.data() + r * D;
+    for (int64_t k = 0; k < D; ++k) v += static_cast<double>(w[k]) * n[k];
     h.values.push_back(v);
   }
   return h;
@@ -83,29 +84,22 @@ Result<Critic::HeadPass> Critic::forward(const PackedSamples& p, bool backward) 
 Result<std::vector<double>> Critic::values(std::span<const Sample* const> samples,
                                            int64_t micro_batch, int32_t pad) {
   std::vector<double> out;
-  const int64_t max_seq_len = trunk_->config().max_seq_len;
-  for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
-    const auto chunk = samples.subspan(first, std::min(samples.size() - first,
-                                                       static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(const PackedSamples p, pack_samples(chunk, pad, max_seq_len));
-    if (p.positions.empty()) continue;
+  MS_RETURN_IF_ERROR(for_each_micro_batch(samples, micro_batch, pad, trunk_->config().max_seq_len,
+                                          [&](const PackedSamples& p) -> Status {
     MS_ASSIGN_OR_RETURN(const HeadPass h, forward(p, /*backward=*/false));
     out.insert(out.end(), h.values.begin(), h.values.end());
-  }
+    return Status::OK();
+  }));
   return out;
 }
 
 Status Critic::backward(std::span<const Sample* const> samples,
                         std::span<const double> grad_values, int64_t micro_batch, int32_t pad) {
   const int64_t D = d_model_;
-  const int64_t max_seq_len = trunk_->config().max_seq_len;
   size_t next = 0;  // index into grad_values
   std::vector<float> d_normed, d_rows;
-  for (size_t first = 0; first < samples.size(); first += static_cast<size_t>(micro_batch)) {
-    const auto chunk = samples.subspan(first, std::min(samples.size() - first,
-                                                       static_cast<size_t>(micro_batch)));
-    MS_ASSIGN_OR_RETURN(const PackedSamples p, pack_samples(chunk, pad, max_seq_len));
-    if (p.positions.empty()) continue;
+  MS_RETURN_IF_ERROR(for_each_micro_batch(samples, micro_batch, pad, trunk_->config().max_seq_len,
+                                          [&](const PackedSamples& p) -> Status {
     const size_t rows = p.positions.size();
     if (next + rows > grad_values.size()) {
       return InvalidArgument("the value gradient has " + std::to_string(grad_values.size()) +
@@ -137,8 +131,8 @@ Status Critic::backward(std::span<const Sample* const> samples,
       std::copy_n(d_rows.data() + r * static_cast<size_t>(D), D,
                   hidden_.data() + p.positions[r] * D);
     }
-    MS_RETURN_IF_ERROR(trunk_->stage_backward(0, hidden_, {}));
-  }
+    return trunk_->stage_backward(0, hidden_, {});
+  }));
   if (next != grad_values.size()) {
     return InvalidArgument("the value gradient has " + std::to_string(grad_values.size()) +
                            " entries, more than the samples' response tokens (" +

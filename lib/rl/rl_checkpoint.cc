@@ -135,18 +135,17 @@ Status RlRun::State::find_and_load_weights() {
   } catch (const nlohmann::json::exception& e) {
     return Corruption(resume_dir + "/manifest.json: state.async_versions: " + e.what());
   }
-  const std::vector<model::Parameter>& params = actor->parameters();
+  const bool async = config.async_staleness >= 0;
   for (int64_t v : versions) {
-    std::vector<std::vector<float>>& weights = resumed_versions[v];
-    for (const model::Parameter& p : params) {
+    std::vector<std::vector<float>>* weights = async ? &resumed_versions[v] : nullptr;
+    for (const model::Parameter& p : actor->parameters()) {
       const std::string name = async_version_prefix(v) + p.name;
       expected.push_back({name, DType::kF32, p.global_shape});
-      if (config.async_staleness < 0) continue;
-      weights.emplace_back(static_cast<size_t>(p.value.numel()));
-      load.push_back({name, DType::kF32, p.shard, weights.back().data()});
+      if (weights == nullptr) continue;
+      weights->emplace_back(static_cast<size_t>(p.value.numel()));
+      load.push_back({name, DType::kF32, p.shard, weights->back().data()});
     }
   }
-  if (config.async_staleness < 0) resumed_versions.clear();
   MS_RETURN_IF_ERROR(ckpt::check_tensors(m, expected, {}).with_context(resume_dir));
   MS_RETURN_IF_ERROR(ckpt::load_tensors(resume_dir, m, load, {}, io::default_env()));
   start_step = m.step;
@@ -216,14 +215,15 @@ Status RlRun::State::save_checkpoint(int64_t step) {
     }
   }
   // The older versions the asynchronous rollouts of the next steps still need.
-  const WeightVersions versions = async ? async->held_versions_before(step) : WeightVersions{};
   std::vector<int64_t> version_steps;
-  for (const auto& [v, weights] : versions) {
-    version_steps.push_back(v);
-    const std::vector<model::Parameter>& params = actor->parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      tensors.push_back({async_version_prefix(v) + params[i].name, DType::kF32, params[i].shard,
-                         weights[i].data(), false});
+  if (async) {
+    for (const auto& [v, weights] : async->held_versions_before(step)) {
+      version_steps.push_back(v);
+      const std::vector<model::Parameter>& params = actor->parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        tensors.push_back({async_version_prefix(v) + params[i].name, DType::kF32,
+                           params[i].shard, (*weights)[i].data(), false});
+      }
     }
   }
   std::ostringstream rng;

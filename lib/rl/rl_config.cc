@@ -43,6 +43,12 @@ std::string_view algorithm_name(Algorithm a) {
   return "?";
 }
 
+config::OptimConfig critic_optimizer(const RlConfig& c) {
+  config::OptimConfig o = c.optimizer;
+  o.lr = c.critic_lr;
+  return o;
+}
+
 Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& source) {
   YAML::Node root;
   try {

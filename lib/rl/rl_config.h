@@ -101,6 +101,9 @@ struct RlConfig {
 
 std::string_view algorithm_name(Algorithm a);
 
+// The critic's optimizer: `optimizer`'s settings and schedule at critic_lr.
+config::OptimConfig critic_optimizer(const RlConfig& c);
+
 // Parses YAML text; `source` names it in errors. Algorithm defaults (GRPO: seq-mean-token-mean,
 // clip 0.2/0.2; DAPO: token-mean, clip 0.2/0.28, dynamic sampling, overlong shaping with
 // cache_len max_tokens / 4; PPO: token-mean; VAPO: token-mean, clip 0.2/0.28, positive NLL

@@ -124,30 +124,26 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   MS_RETURN_IF_ERROR(comm::agree(dp, local, "locking run.dir"));
   local = s->load(dp);
   MS_RETURN_IF_ERROR(comm::agree(dp, local, "loading the actor and the prompts"));
-  std::vector<train::TrainableParam> params;
-  for (model::Parameter& p : s->actor->parameters()) {
-    if (!p.trainable) continue;
-    params.push_back({p.name, &p.value, &p.grad, p.weight_decay, true, true});
-    s->trainable.push_back(&p);
-  }
+  // Each trained model's optimizer adopts its trainable parameters, in the order kept for its
+  // checkpoints (SavedModel::trainable).
   train::DistributedOptimizerOptions options;
   options.overlap = false;
-  MS_ASSIGN_OR_RETURN(s->optimizer,
-                      train::DistributedOptimizer::create(dp, std::move(params), config.optimizer,
-                                                          options));
-  if (s->critic) {
-    std::vector<train::TrainableParam> critic_params;
-    for (model::Parameter* p : s->critic->parameters()) {
+  const auto adopt = [&](const SavedModel& m, const config::OptimConfig& optim,
+                         std::vector<model::Parameter*>& trainable)
+      -> Result<std::unique_ptr<train::DistributedOptimizer>> {
+    std::vector<train::TrainableParam> params;
+    for (model::Parameter* p : m.parameters) {
       if (!p->trainable) continue;
-      critic_params.push_back(
-          {"critic." + p->name, &p->value, &p->grad, p->weight_decay, true, true});
-      s->critic_trainable.push_back(p);
+      params.push_back({m.prefix + p->name, &p->value, &p->grad, p->weight_decay, true, true});
+      trainable.push_back(p);
     }
-    config::OptimConfig critic_optim = config.optimizer;
-    critic_optim.lr = config.critic_lr;
+    return train::DistributedOptimizer::create(dp, std::move(params), optim, options);
+  };
+  const std::vector<SavedModel> models = s->saved_models();
+  MS_ASSIGN_OR_RETURN(s->optimizer, adopt(models[0], config.optimizer, s->trainable));
+  if (s->critic) {
     MS_ASSIGN_OR_RETURN(s->critic_optimizer,
-                        train::DistributedOptimizer::create(dp, std::move(critic_params),
-                                                            critic_optim, options));
+                        adopt(models[1], critic_optimizer(config), s->critic_trainable));
   }
   local = s->restore_optimizer_and_position();
   if (local.ok() && dp.rank() == 0) local = s->trim_run_files();
@@ -499,8 +495,7 @@ Status RlRun::update_critic(int64_t step, const MiniBatch& batch, const TokenTar
                             StepMetrics& m) {
   const RlConfig& c = s_->config;
   comm::Communicator& dp = *s_->dp;
-  config::OptimConfig optim = c.optimizer;
-  optim.lr = c.critic_lr;
+  const config::OptimConfig optim = critic_optimizer(c);
   const size_t t0 = batch.t0, n = batch.t1 - batch.t0;
   std::vector<double> sums(2, 0.0);  // value loss, clipped tokens
   s_->critic_optimizer->begin_step();
