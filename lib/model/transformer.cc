@@ -367,6 +367,52 @@ Result<Tensor> Transformer::forward_logits(const int32_t* inputs, int64_t B, int
   return out;
 }
 
+Result<Transformer::TokenLogProbs> Transformer::forward_log_probs(
+    const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+    std::span<const int64_t> positions) {
+  Impl& m = *impl_;
+  if (m.cp.active()) {
+    return FailedPrecondition("forward_log_probs needs whole sequences, but this rank holds a "
+                              "context-parallel share of them");
+  }
+  MS_RETURN_IF_ERROR(need_whole_model(m.chunk, "forward_log_probs"));
+  MS_ASSIGN_OR_RETURN(const Dims d, check_batch(m.cfg, m.tp, inputs, targets, B, T));
+  for (int64_t pos : positions) {
+    if (pos < 0 || pos >= d.N) {
+      return InvalidArgument("log-prob position " + std::to_string(pos) + " lies outside the " +
+                             std::to_string(d.N) + " tokens of the batch");
+    }
+  }
+  m.forward(inputs, nullptr, d);
+  MS_RETURN_IF_ERROR(m.tp.error);
+  MS_RETURN_IF_ERROR(m.ep.error);
+  // The logits come to the host: (N, vocab) whole, or this rank's (N, vocab_rows) columns.
+  const int64_t ld = m.tp.active() ? m.tp.vocab_rows : m.cfg.vocab_size;
+  std::vector<float> logits(static_cast<size_t>(d.N * ld));
+  MS_RETURN_IF_ERROR(m.pass.logits.read(*m.be, 0, logits));
+  TokenLogProbs out;
+  out.log_probs.resize(positions.size());
+  out.entropy.resize(positions.size());
+  if (!m.tp.active()) {
+    MS_ASSIGN_OR_RETURN(const parallel::VocabShard whole,
+                        parallel::vocab_shard(m.cfg.vocab_size, 1, 0));
+    MS_RETURN_IF_ERROR(parallel::vocab_parallel_log_probs(nullptr, whole, logits.data(), ld,
+                                                          targets, positions,
+                                                          out.log_probs.data(),
+                                                          out.entropy.data()));
+    return out;
+  }
+  m.tp.error = m.tp.blocking(
+      "allgather", static_cast<uint64_t>(positions.size()) * (sizeof(float) + 3 * sizeof(double)),
+      [&] {
+        return parallel::vocab_parallel_log_probs(m.tp.comm, m.tp.vocab, logits.data(), ld,
+                                                  targets, positions, out.log_probs.data(),
+                                                  out.entropy.data());
+      });
+  MS_RETURN_IF_ERROR(m.tp.error);
+  return out;
+}
+
 const PipelineChunk& Transformer::chunk() const { return impl_->chunk; }
 
 int64_t Transformer::stage_activation_elements(int64_t B, int64_t T) const {

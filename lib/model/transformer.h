@@ -222,6 +222,18 @@ class Transformer {
 
   // Logits (B, T, vocab_size) f32 (inference, golden tests). FailedPrecondition under tp.
   Result<Tensor> forward_logits(const int32_t* inputs, int64_t B, int64_t T);
+  // RL post-training (lib/rl): a forward of (B, T) inputs, then at each flat position of
+  // `positions` (in [0, B*T)) the log-probability of targets[position] and the entropy of the
+  // next-token distribution, in double. Under tp the logits stay vocabulary-parallel: only
+  // (positions)-sized vectors cross tp (parallel::vocab_parallel_log_probs), and every tp rank
+  // gets the same bits. InvalidArgument as forward_loss, or for a position outside the batch;
+  // FailedPrecondition under cp or on a pipeline chunk.
+  struct TokenLogProbs {
+    std::vector<double> log_probs, entropy;  // one per position
+  };
+  Result<TokenLogProbs> forward_log_probs(const int32_t* inputs, const int32_t* targets,
+                                          int64_t B, int64_t T,
+                                          std::span<const int64_t> positions);
 
   // The tensor-parallel size and this rank's place in it (1 and 0 without tp).
   int tp_size() const;

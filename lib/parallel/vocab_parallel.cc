@@ -1,10 +1,15 @@
 // Vocabulary-parallel embedding and cross-entropy (vocab_parallel.h): the local work is the
 // backend's (ops/embedding.h, ops/cross_entropy.h), the exchanges are here. Per-row sums are
-// taken in double, as in ops::softmax_cross_entropy, and cross tp as fp32.
+// taken in double, as in ops::softmax_cross_entropy, and cross tp as fp32; the RL log-probs'
+// sums (vocab_parallel_log_probs, on the host) cross as doubles.
 #include "parallel/vocab_parallel.h"
 
+#include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "ops/device_array.h"
 
@@ -103,6 +108,60 @@ Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& sh
   be.vocab_losses(max.data(), pairs.data(), lse.data(), losses, n);
   if (write_grad) {
     be.vocab_local_grad(logits, ld, real, shard.begin, targets, lse.data(), grad_scale, n);
+  }
+  return Status::OK();
+}
+
+Status vocab_parallel_log_probs(comm::Communicator* tp, const VocabShard& shard,
+                                const float* logits, int64_t ld, const int32_t* targets,
+                                std::span<const int64_t> rows, double* log_probs,
+                                double* entropy) {
+  if (tp != nullptr) assert_matches(shard, *tp);
+  const int64_t real = shard.real_end() - shard.begin;
+  if (ld < real || ld > shard.length) {
+    return InvalidArgument("log-prob logits row stride " + std::to_string(ld) +
+                           " must lie between the real columns held (" + std::to_string(real) +
+                           ") and the padded shard (" + std::to_string(shard.length) + ")");
+  }
+  const size_t n = rows.size();
+  std::vector<float> max(n, -std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < n; ++i) {
+    const float* z = logits + rows[i] * ld;
+    for (int64_t v = 0; v < real; ++v) max[i] = std::max(max[i], z[v]);
+  }
+  if (tp != nullptr && tp->size() > 1) {
+    MS_RETURN_IF_ERROR(tp->allreduce(max.data(), max.data(), n, DType::kF32, comm::ReduceOp::kMax));
+  }
+  // Per row: sum of e = exp(z - max), sum of e (z - max), the target's z - max.
+  std::vector<double> sums(3 * n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    const float* z = logits + rows[i] * ld;
+    const double m = max[i];
+    for (int64_t v = 0; v < real; ++v) {
+      const double shifted = static_cast<double>(z[v]) - m;
+      const double e = std::exp(shifted);
+      sums[3 * i] += e;
+      sums[3 * i + 1] += e * shifted;
+    }
+    const int64_t target = targets[rows[i]];
+    if (target >= shard.begin && target < shard.real_end()) {
+      sums[3 * i + 2] = static_cast<double>(z[target - shard.begin]) - m;
+    }
+  }
+  if (tp != nullptr && tp->size() > 1) {
+    std::vector<double> all(sums.size() * static_cast<size_t>(tp->size()));
+    MS_RETURN_IF_ERROR(tp->allgather(sums.data(), all.data(), sums.size() * sizeof(double),
+                                     DType::kU8));
+    std::fill(sums.begin(), sums.end(), 0.0);
+    for (int r = 0; r < tp->size(); ++r) {
+      const double* part = all.data() + static_cast<size_t>(r) * sums.size();
+      for (size_t k = 0; k < sums.size(); ++k) sums[k] += part[k];
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const double log_sum = std::log(sums[3 * i]);
+    log_probs[i] = sums[3 * i + 2] - log_sum;
+    entropy[i] = log_sum - sums[3 * i + 1] / sums[3 * i];
   }
   return Status::OK();
 }

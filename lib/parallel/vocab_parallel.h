@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "comm/communicator.h"
 #include "core/status.h"
@@ -69,5 +70,18 @@ Status vocab_parallel_cross_entropy(comm::Communicator& tp, const VocabShard& sh
                                     float* logits, int64_t ld, const int32_t* targets,
                                     float* losses, int64_t n, float grad_scale,
                                     bool write_grad, ops::Backend& be = ops::cpu_backend());
+
+// RL post-training's per-token policy figures (lib/rl): for each row i of `rows`, the
+// log-probability of targets[i] and the entropy of the softmax over the real vocabulary, in
+// double, from this rank's columns of the (n, ld) logits in host memory (ld as above). `tp`
+// null: the whole vocabulary is here (shard is vocab_shard(vocab, 1, 0)). Collective over tp:
+// one all-reduce MAX of a float per row, then one all-gather of three doubles per row (the
+// sums of exp(z - max) and of exp(z - max) (z - max), and the target's z - max where held),
+// added in rank order so every rank gets the same bits. The caller validates the targets and
+// that each row lies in [0, n).
+Status vocab_parallel_log_probs(comm::Communicator* tp, const VocabShard& shard,
+                                const float* logits, int64_t ld, const int32_t* targets,
+                                std::span<const int64_t> rows, double* log_probs,
+                                double* entropy);
 
 }  // namespace ms::parallel

@@ -63,26 +63,14 @@ Result<PolicyEval> evaluate_policy(model::Transformer& model,
                                    std::span<const Sample* const> samples, int64_t micro_batch,
                                    int32_t pad_token) {
   PolicyEval out;
-  const int64_t vocab = model.config().vocab_size;
   MS_RETURN_IF_ERROR(for_each_micro_batch(samples, micro_batch, pad_token,
                                           model.config().max_seq_len,
                                           [&](const PackedSamples& p) -> Status {
-    MS_ASSIGN_OR_RETURN(Tensor logits, model.forward_logits(p.inputs.data(), p.B, p.T));
-    const float* all = logits.data<float>();
-    for (int64_t pos : p.positions) {
-      const float* row = all + pos * vocab;
-      // log-softmax and entropy in double: log p(target) = logit - lse.
-      const double max = *std::max_element(row, row + vocab);
-      double sum = 0.0, weighted = 0.0;
-      for (int64_t v = 0; v < vocab; ++v) {
-        const double e = std::exp(static_cast<double>(row[v]) - max);
-        sum += e;
-        weighted += e * (static_cast<double>(row[v]) - max);
-      }
-      const double lse = max + std::log(sum);
-      out.log_probs.push_back(static_cast<double>(row[p.targets[static_cast<size_t>(pos)]]) - lse);
-      out.entropy.push_back(std::log(sum) - weighted / sum);
-    }
+    MS_ASSIGN_OR_RETURN(const model::Transformer::TokenLogProbs t,
+                        model.forward_log_probs(p.inputs.data(), p.targets.data(), p.B, p.T,
+                                                p.positions));
+    out.log_probs.insert(out.log_probs.end(), t.log_probs.begin(), t.log_probs.end());
+    out.entropy.insert(out.entropy.end(), t.entropy.begin(), t.entropy.end());
     return Status::OK();
   }));
   return out;

@@ -54,8 +54,8 @@ struct PolicyEval {
   std::vector<double> entropy;    // of the next-token distribution at each response token
 };
 
-// Forward only (Transformer::forward_logits). InvalidArgument for an empty prompt or a sample
-// longer than the model's context.
+// Forward only (Transformer::forward_log_probs: collective over a tensor-parallel actor's tp
+// group). InvalidArgument for an empty prompt or a sample longer than the model's context.
 Result<PolicyEval> evaluate_policy(model::Transformer& model,
                                    std::span<const Sample* const> samples, int64_t micro_batch,
                                    int32_t pad_token);

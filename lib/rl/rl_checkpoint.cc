@@ -201,16 +201,22 @@ Status RlRun::State::trim_run_files() const {
 }
 
 Status RlRun::State::save_checkpoint(int64_t step) {
-  if (!checkpointer) checkpointer = std::make_unique<ckpt::Checkpointer>(*dp);
-  // Every rank holds the whole actor and (without ZeRO) every moment: the Checkpointer writes
-  // each replicated tensor once.
+  if (!checkpointer) checkpointer = std::make_unique<ckpt::Checkpointer>(*world);
+  // Every dp rank holds the whole actor (with tp, its tp group holds it in slices) and, without
+  // ZeRO, every moment: the Checkpointer writes each tensor every rank holds whole once, and a
+  // tp slice, held alike by the ranks of a dp group, is listed by dp rank 0.
+  const auto lists = [&](const comm::ShardSpec& spec) {
+    return spec.numel() > 0 && (spec.is_replicated() || dp->rank() == 0);
+  };
   std::vector<ckpt::SaveTensor> tensors;
   for (const SavedModel& saved : saved_models()) {
     for (const model::Parameter* p : saved.parameters) {
+      if (!lists(p->shard)) continue;
       tensors.push_back({saved.prefix + p->name, DType::kF32, p->shard, p->value.raw_data(), false});
     }
     MS_ASSIGN_OR_RETURN(const std::vector<MomentTensor> moments, moment_tensors(saved));
     for (const MomentTensor& t : moments) {
+      if (!saved.optimizer->zero() && !lists(t.spec)) continue;
       tensors.push_back({t.name, DType::kF32, t.spec, t.data, saved.optimizer->zero()});
     }
   }
@@ -231,7 +237,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   ckpt::SaveRequest request;
   request.checkpoints_dir = config.run_dir + "/checkpoints";
   request.step = step;
-  request.layout = {dp->size(), dp->size(), 1, 1, 1, 0};
+  request.layout = {world->size(), dp->size(), world->size() / dp->size(), 1, 1, 0};
   request.config_yaml = config_yaml;
   request.state = {{"step", step},
                    {"rl", {{"seed", config.seed},

@@ -134,6 +134,7 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"value_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.value_clip); }},
         {"warmup_steps",
          [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_steps); }}}},
+      {"parallel", {{"tp", [&](auto& n, auto& k) { return read_scalar(n, k, c.tp); }}}},
       {"train",
        {{"steps", [&](auto& n, auto& k) { return read_scalar(n, k, c.steps); }},
         {"mini_batches", [&](auto& n, auto& k) { return read_scalar(n, k, c.mini_batches); }},
@@ -273,6 +274,17 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   if (!(c.lambda >= 0.0 && c.lambda <= 1.0)) return bad("algorithm.lambda must be in [0, 1]");
   if (!(c.lambda_alpha > 0.0)) return bad("algorithm.lambda_alpha must be positive");
   if (!(c.positive_nll_coef >= 0.0)) return bad("algorithm.positive_nll_coef must be >= 0");
+  if (c.tp < 1) return bad("parallel.tp must be at least 1");
+  if (c.tp > 1 && has_critic(c.algorithm)) {
+    return bad("parallel.tp " + std::to_string(c.tp) + " with algorithm.name " +
+               std::string(algorithm_name(c.algorithm)) + ": the critic trains at tp = 1 only; "
+               "use data parallelism (more ranks at parallel.tp 1) for ppo and vapo");
+  }
+  if (c.tp > 1 && c.async_staleness >= 0) {
+    return bad("parallel.tp " + std::to_string(c.tp) + " with rollout.async_staleness " +
+               std::to_string(c.async_staleness) + ": asynchronous rollouts run on one rank at "
+               "tp = 1 only");
+  }
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
   if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");
   if (c.resume != "auto" && c.resume != "none") {

@@ -74,6 +74,10 @@ struct RlConfig {
   double critic_lr = 0.0;
   double value_clip = 0.5;
   int64_t critic_warmup_steps = 0;
+  // parallel: the actor's tensor-parallel size for training. The world is split into tp groups
+  // of consecutive ranks and data-parallel groups across them; generation runs at tp = 1 on
+  // every rank, on whole weights gathered in memory after each update (rollout_weights.h).
+  int64_t tp = 1;
   // update
   int64_t steps = 10;
   int64_t mini_batches = 1;  // updates per step: the step's responses split into this many

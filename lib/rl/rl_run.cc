@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -95,46 +96,63 @@ std::string step_metrics_json(const StepMetrics& m) {
     j["explained_variance"] = m.explained_variance;
     j["critic_updates"] = m.critic_updates;
   }
+  if (m.resharded) {
+    j["reshard_bytes"] = m.reshard_bytes;
+    j["reshard_s"] = m.reshard_s;
+  }
   return j.dump();
 }
 
 RlRun::RlRun(std::unique_ptr<State> state) : s_(std::move(state)) {}
 RlRun::~RlRun() = default;
 
-Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& dp,
+Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& world,
                                              std::function<void(const std::string&)> log) {
-  if (config.prompts_per_step % dp.size() != 0) {
+  const int tp = static_cast<int>(config.tp);
+  if (world.size() % tp != 0) {
+    return InvalidArgument("parallel.tp (" + std::to_string(tp) + ") must divide the ranks (" +
+                           std::to_string(world.size()) + ")");
+  }
+  if (config.prompts_per_step % world.size() != 0) {
     return InvalidArgument("rollout.prompts_per_step (" + std::to_string(config.prompts_per_step) +
-                           ") must be a multiple of the data-parallel ranks (" +
-                           std::to_string(dp.size()) + "): each rank generates and trains an " +
-                           "equal share of every round's groups");
+                           ") must be a multiple of the ranks (" + std::to_string(world.size()) +
+                           "): each rank generates an equal share of every round's groups");
   }
   auto s = std::make_unique<State>();
   s->config = config;
-  s->dp = &dp;
-  s->log = dp.rank() == 0 ? std::move(log) : [](const std::string&) {};
+  s->world = &world;
+  s->dp = &world;
+  if (tp > 1) {
+    MS_ASSIGN_OR_RETURN(s->tp_group, world.split(world.rank() / tp, world.rank(), "rl.tp"));
+    MS_ASSIGN_OR_RETURN(s->dp_group, world.split(world.rank() % tp, world.rank(), "rl.dp"));
+    s->dp = s->dp_group.get();
+  }
+  comm::Communicator& dp = *s->dp;
+  s->log = world.rank() == 0 ? std::move(log) : [](const std::string&) {};
   // Rank 0 holds the run directory's lock, taken before anything is written there; the others
   // learn of a refusal from the agreement below.
   Status local = Status::OK();
-  if (dp.rank() == 0) {
+  if (world.rank() == 0) {
     Result<io::DirectoryLock> lock = train::lock_run_directory(config.run_dir);
     if (lock.ok()) s->lock.emplace(std::move(*lock));
     local = lock.status();
   }
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "locking run.dir"));
-  local = s->load(dp);
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "loading the actor and the prompts"));
+  MS_RETURN_IF_ERROR(comm::agree(world, local, "locking run.dir"));
+  local = s->load();
+  MS_RETURN_IF_ERROR(comm::agree(world, local, "loading the actor and the prompts"));
   // Each trained model's optimizer adopts its trainable parameters, in the order kept for its
   // checkpoints (SavedModel::trainable).
   train::DistributedOptimizerOptions options;
   options.overlap = false;
+  options.tp = s->tp_group.get();
   const auto adopt = [&](const SavedModel& m, const config::OptimConfig& optim,
                          std::vector<model::Parameter*>& trainable)
       -> Result<std::unique_ptr<train::DistributedOptimizer>> {
     std::vector<train::TrainableParam> params;
     for (model::Parameter* p : m.parameters) {
       if (!p->trainable) continue;
-      params.push_back({m.prefix + p->name, &p->value, &p->grad, p->weight_decay, true, true});
+      params.push_back({m.prefix + p->name, &p->value, &p->grad, p->weight_decay,
+                        p->shard.is_replicated(), true});
       trainable.push_back(p);
     }
     return train::DistributedOptimizer::create(dp, std::move(params), optim, options);
@@ -146,11 +164,11 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
                         adopt(models[1], critic_optimizer(config), s->critic_trainable));
   }
   local = s->restore_optimizer_and_position();
-  if (local.ok() && dp.rank() == 0) local = s->trim_run_files();
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "resuming from " + s->resume_dir));
+  if (local.ok() && world.rank() == 0) local = s->trim_run_files();
+  MS_RETURN_IF_ERROR(comm::agree(world, local, "resuming from " + s->resume_dir));
   // After the optimizer adopted the parameters (their values now live in its flat buffer), so
   // the engine reads exactly what each update writes.
-  local = s->open_outputs(dp);
+  local = s->open_outputs();
   if (local.ok() && config.async_staleness >= 0) {
     int substituted = 0;
     Result<std::unique_ptr<AsyncRollouts>> async =
@@ -167,46 +185,78 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
              "the uninterrupted one");
     }
   }
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "starting the rollout engine and the run's files"));
+  MS_RETURN_IF_ERROR(comm::agree(world, local, "starting the rollout engine and the run's files"));
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
          std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
          ", " + std::to_string(config.prompts_per_step) + " groups per step over " +
-         std::to_string(dp.size()) + " data-parallel rank(s), loss " +
+         std::to_string(dp.size()) + " data-parallel rank(s)" +
+         (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) + ", loss " +
          std::string(loss_aggregation_name(config.loss_agg)) + ", actor " +
          std::to_string(s->actor->parameter_count()) + " parameters" +
          (s->critic ? ", critic lr " + std::to_string(config.critic_lr) + " with " +
                           std::to_string(config.critic_warmup_steps) + " value pretraining steps"
                     : std::string()));
+  if (tp > 1) {
+    // What each rank received in the first gather: the same every update.
+    const uint64_t mine = s->unreported_reshard.bytes_received;
+    std::vector<uint64_t> bytes(static_cast<size_t>(world.size()));
+    MS_RETURN_IF_ERROR(world.allgather(&mine, bytes.data(), sizeof mine, DType::kU8));
+    std::string list;
+    for (uint64_t b : bytes) list += (list.empty() ? "" : ", ") + std::to_string(b);
+    s->log("rl: hybrid engine: training at tp " + std::to_string(tp) + " x dp " +
+           std::to_string(dp.size()) + ", generating at tp 1 x dp " +
+           std::to_string(world.size()) + "; after each update every rank gathers the whole "
+           "weights in memory, bytes received per rank: " + list);
+  }
   return std::unique_ptr<RlRun>(new RlRun(std::move(s)));
 }
 
-// Every rank loads the same actor, reference and prompts; each takes a contiguous share of the
-// held-out prompts.
-Status RlRun::State::load(comm::Communicator& group) {
+// Every rank loads the same actor (its tp slices of it), reference and prompts; each takes a
+// contiguous share of the held-out prompts.
+Status RlRun::State::load() {
   MS_ASSIGN_OR_RETURN(prompts, read_prompt_dataset(config.train_prompts));
   if (!config.eval_prompts.empty()) {
     MS_ASSIGN_OR_RETURN(eval_prompts, read_prompt_dataset(config.eval_prompts));
     if (config.eval_limit > 0 && static_cast<int64_t>(eval_prompts.size()) > config.eval_limit) {
       eval_prompts.resize(static_cast<size_t>(config.eval_limit));
     }
-    const size_t n = eval_prompts.size(), ranks = static_cast<size_t>(group.size());
-    const size_t r = static_cast<size_t>(group.rank());
+    const size_t n = eval_prompts.size(), ranks = static_cast<size_t>(world->size());
+    const size_t r = static_cast<size_t>(world->rank());
     eval_share = std::span<const PromptExample>(eval_prompts).subspan(
         n * r / ranks, n * (r + 1) / ranks - n * r / ranks);
   }
   MS_ASSIGN_OR_RETURN(reference, infer::load_model(config.model_dir, config.checkpoint));
   if (!reference.tokenizer) return InvalidArgument("the actor has no tokenizer.json beside its weights");
-  // The actor: a training model (gradients, kRandom layout) with the loaded values copied in.
+  // The actor: a training model (gradients, kRandom layout) with the loaded values copied into
+  // the slices it holds. Sequence parallelism would need tp to divide every micro-batch's
+  // tokens, which RL's packed micro-batches do not promise.
   const config::ModelConfig& mc = reference.model->config();
-  MS_ASSIGN_OR_RETURN(actor, model::Transformer::create(mc, config.seed));
+  model::ModelParallel parallel;
+  parallel.tp = tp_group.get();
+  parallel.sequence_parallel = false;
+  MS_ASSIGN_OR_RETURN(actor, model::Transformer::create(mc, config.seed, parallel));
   auto& dst = actor->parameters();
   const auto& src = reference.model->parameters();
   if (dst.size() != src.size()) return Internal("actor and checkpoint parameter tables differ");
   for (size_t i = 0; i < dst.size(); ++i) {
-    if (dst[i].name != src[i].name || dst[i].value.numel() != src[i].value.numel()) {
+    if (dst[i].name != src[i].name || dst[i].global_shape != src[i].global_shape) {
       return Internal("actor parameter " + dst[i].name + " does not match the checkpoint's");
     }
-    std::copy_n(src[i].value.data<float>(), src[i].value.numel(), dst[i].value.data<float>());
+    MS_ASSIGN_OR_RETURN(const std::vector<comm::OverlapRun> runs,
+                        comm::overlap_runs(src[i].shard, dst[i].shard));
+    for (const comm::OverlapRun& run : runs) {
+      std::copy_n(src[i].value.data<float>() + run.a_offset, run.length,
+                  dst[i].value.data<float>() + run.b_offset);
+    }
+  }
+  if (tp_group) {
+    // The engine's whole model: the loaded one itself when no KL reference needs it.
+    if (config.kl_coef == 0.0) {
+      rollout_model = std::move(reference.model);
+    } else {
+      MS_ASSIGN_OR_RETURN(rollout_model, model::Transformer::create(
+                                             mc, config.seed, {}, model::ParameterValues::kToLoad));
+    }
   }
   if (config.kl_coef == 0.0) reference.model.reset();  // no reference model needed
   if (has_critic(config.algorithm)) {
@@ -218,15 +268,18 @@ Status RlRun::State::load(comm::Communicator& group) {
   return Status::OK();
 }
 
-// The engine on the actor, this rank's telemetry file and, on rank 0, the run's JSON lines.
-Status RlRun::State::open_outputs(comm::Communicator& group) {
-  MS_ASSIGN_OR_RETURN(rollouts, RolloutGenerator::create(*actor, *reference.tokenizer, config,
-                                                         prompts));
+// The engine on the actor (on the gathered rollout model under tp), this rank's telemetry file
+// and, on rank 0, the run's JSON lines.
+Status RlRun::State::open_outputs() {
+  if (rollout_model) MS_RETURN_IF_ERROR(refresh_rollout_model());
+  MS_ASSIGN_OR_RETURN(rollouts, RolloutGenerator::create(rollout_model ? *rollout_model : *actor,
+                                                         *reference.tokenizer, config, prompts));
   telemetry::MeshCoord coord;
-  coord.dp = group.rank();
-  MS_ASSIGN_OR_RETURN(telemetry, telemetry::TelemetryWriter::open(config.run_dir, group.rank(),
+  coord.dp = dp->rank();
+  coord.tp = tp_group ? tp_group->rank() : 0;
+  MS_ASSIGN_OR_RETURN(telemetry, telemetry::TelemetryWriter::open(config.run_dir, world->rank(),
                                                                   hostname(), coord, 0.0));
-  if (group.rank() != 0) return Status::OK();
+  if (world->rank() != 0) return Status::OK();
   steps_file.open(config.run_dir + "/rl_steps.jsonl", std::ios::app);
   eval_file.open(config.run_dir + "/rl_eval.jsonl", std::ios::app);
   if (!steps_file || !eval_file) {
@@ -235,15 +288,26 @@ Status RlRun::State::open_outputs(comm::Communicator& group) {
   return Status::OK();
 }
 
+Status RlRun::State::refresh_rollout_model() {
+  if (!rollout_model || !rollout_stale) return Status::OK();
+  MS_ASSIGN_OR_RETURN(const ReshardReport r, gather_tp_weights(*tp_group, actor->parameters(),
+                                                               rollout_model->parameters()));
+  unreported_reshard.bytes_received += r.bytes_received;
+  unreported_reshard.seconds += r.seconds;
+  rollout_stale = false;
+  return Status::OK();
+}
+
 Status RlRun::evaluate(int64_t step) {
   if (s_->eval_prompts.empty()) return Status::OK();
-  comm::Communicator& dp = *s_->dp;
+  comm::Communicator& world = *s_->world;
+  MS_RETURN_IF_ERROR(s_->refresh_rollout_model());
   Result<int64_t> correct = s_->rollouts->greedy_correct(s_->eval_share);
-  MS_RETURN_IF_ERROR(comm::agree(dp, correct.status(), "the held-out evaluation"));
+  MS_RETURN_IF_ERROR(comm::agree(world, correct.status(), "the held-out evaluation"));
   std::vector<double> count = {static_cast<double>(*correct)};
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, count));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(world, count));
   const double accuracy = count[0] / static_cast<double>(s_->eval_prompts.size());
-  if (dp.rank() != 0) return Status::OK();
+  if (world.rank() != 0) return Status::OK();
   nlohmann::ordered_json j = {{"step", step}, {"heldout_accuracy", accuracy},
                               {"prompts", s_->eval_prompts.size()}};
   s_->eval_file << j.dump() << "\n" << std::flush;
@@ -258,10 +322,25 @@ Result<StepMetrics> RlRun::step(int64_t step) {
   if (s_->async) {
     MS_ASSIGN_OR_RETURN(rollouts, s_->async->take(step));
   } else {
-    RolloutSide side{s_->config, *s_->dp, *s_->rollouts, *s_->actor, s_->stream, s_->pad};
+    MS_RETURN_IF_ERROR(s_->refresh_rollout_model());
+    RolloutSide side{s_->config, *s_->world,    *s_->dp,     s_->tp_group.get(),
+                     *s_->rollouts, *s_->actor, s_->stream, s_->pad};
     MS_ASSIGN_OR_RETURN(rollouts, generate_step_rollouts(side, step, step - 1));
   }
+  const ReshardReport reshard = std::exchange(s_->unreported_reshard, {});
   MS_ASSIGN_OR_RETURN(StepMetrics m, update(rollouts));
+  if (s_->rollout_model) {
+    // The most any rank received and waited for.
+    m.resharded = true;
+    std::vector<double> mine = {static_cast<double>(reshard.bytes_received), reshard.seconds};
+    std::vector<double> all(mine.size() * static_cast<size_t>(s_->world->size()));
+    MS_RETURN_IF_ERROR(s_->world->allgather(mine.data(), all.data(), sizeof(double) * mine.size(),
+                                            DType::kU8));
+    for (size_t r = 0; r < all.size(); r += 2) {
+      m.reshard_bytes = std::max(m.reshard_bytes, static_cast<int64_t>(all[r]));
+      m.reshard_s = std::max(m.reshard_s, all[r + 1]);
+    }
+  }
   if (s_->async) {
     s_->stream = std::move(rollouts.stream_after);  // what a checkpoint after this step resumes
     s_->async->publish(step);
@@ -319,7 +398,7 @@ Result<RlRun::TokenTargets> RlRun::token_targets(const StepRollouts& r,
     out.returns = std::move(gae_out.returns);
     return Status::OK();
   }();
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic's values and the advantages"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the critic's values and the advantages"));
   if (value_warmup) return out;
   // Mean, then the unbiased variance, over every rank's tokens.
   std::vector<double> sums = {static_cast<double>(out.advantages.size()), 0.0};
@@ -353,14 +432,14 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
   Result<ResponseLayout> whole = response_layout(samples);
-  MS_RETURN_IF_ERROR(comm::agree(dp, whole.status(), "the rollouts' layout"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->world, whole.status(), "the rollouts' layout"));
   MS_ASSIGN_OR_RETURN(const TokenTargets targets,
                       token_targets(r, *whole, samples, value_warmup));
   PolicyEval reference;
   if (c.kl_coef > 0.0 && !value_warmup) {
     Result<PolicyEval> ref =
         evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
-    MS_RETURN_IF_ERROR(comm::agree(dp, ref.status(), "the reference model's log-probs"));
+    MS_RETURN_IF_ERROR(comm::agree(*s_->world, ref.status(), "the reference model's log-probs"));
     reference = std::move(*ref);
   }
   if (critic) {
@@ -472,8 +551,9 @@ Status RlRun::update_actor(const StepRollouts& r, const MiniBatch& batch,
     return backward_policy(*s_->actor, batch.samples, policy.gradient, kPolicyMicroBatch,
                            s_->pad);
   }();
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the policy update"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the policy update"));
   MS_ASSIGN_OR_RETURN(const double norm, apply_update(*s_->optimizer, c.optimizer, m.lr));
+  s_->rollout_stale = true;
   MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
   // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
   m.loss += sums[0] / static_cast<double>(dp.size());
@@ -511,7 +591,7 @@ Status RlRun::update_critic(int64_t step, const MiniBatch& batch, const TokenTar
     sums[1] = value.clip_fraction * static_cast<double>(n);
     return s_->critic->backward(batch.samples, value.gradient, kPolicyMicroBatch, s_->pad);
   }();
-  MS_RETURN_IF_ERROR(comm::agree(dp, local, "the critic update"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the critic update"));
   MS_ASSIGN_OR_RETURN(const double norm,
                       apply_update(*s_->critic_optimizer, optim,
                                    train::learning_rate(optim, step, c.steps)));
@@ -536,7 +616,7 @@ Result<StepMetrics> RlRun::run() {
   for (int64_t i = s_->start_step + 1; i <= c.steps; ++i) {
     Stopwatch clock;
     MS_ASSIGN_OR_RETURN(last, step(i));
-    if (s_->dp->rank() == 0) {
+    if (s_->world->rank() == 0) {
       s_->steps_file << step_metrics_json(last) << "\n" << std::flush;
       if (!s_->steps_file) return IOError("writing " + c.run_dir + "/rl_steps.jsonl failed");
     }

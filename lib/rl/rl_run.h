@@ -1,5 +1,5 @@
-// The RL post-training loop behind `ms-train rl` (docs/rl.md), over data-parallel ranks on the
-// CPU. Each step: sample prompts, generate G responses each with the engine on the actor's own
+// The RL post-training loop behind `ms-train rl` (docs/rl.md), over data-parallel and
+// tensor-parallel ranks on the CPU. Each step: sample prompts, generate G responses each with the engine on the actor's own
 // weights (rollout.h), score them, drop all-equal groups and generate again under dynamic
 // sampling, compute group-normalised advantages, take the rollout policy's log-probs, then for
 // each epoch and mini-batch evaluate the current policy, form the clipped loss (plus k3 KL to
@@ -40,6 +40,12 @@ struct StepMetrics {
   // synchronous; older with asynchronous rollouts).
   int64_t weight_version = 0;
   double rollout_s = 0, update_s = 0;
+  // parallel.tp > 1 (resharded true): the in-memory gathers of the whole weights since the
+  // previous step's record (for this step's rollouts, or an evaluation's before them): the most
+  // bytes any rank received and the longest any took.
+  bool resharded = false;
+  int64_t reshard_bytes = 0;
+  double reshard_s = 0;
   // PPO and VAPO: the critic's value loss, value-clip fraction and gradient norm (means over
   // its updates), the mean value at rollout time and the mean return over response tokens,
   // the share of the returns' variance those values explain (0 when the returns do not
@@ -54,10 +60,12 @@ std::string step_metrics_json(const StepMetrics& m);
 
 class RlRun {
  public:
-  // Loads the actor, the prompts, the optimizer and the engine on every rank of `dp`, the
-  // data-parallel group (rollout.prompts_per_step must be a multiple of its size). `log`
-  // receives rank 0's progress lines. Collective: a failure on one rank is every rank's error.
-  static Result<std::unique_ptr<RlRun>> create(const RlConfig& config, comm::Communicator& dp,
+  // Loads the actor, the prompts, the optimizer and the engine on every rank of `world`, split
+  // into tp groups of parallel.tp consecutive ranks and the data-parallel groups across them
+  // (parallel.tp must divide the ranks, and rollout.prompts_per_step be a multiple of them:
+  // every rank generates). `log` receives rank 0's progress lines. Collective: a failure on
+  // one rank is every rank's error.
+  static Result<std::unique_ptr<RlRun>> create(const RlConfig& config, comm::Communicator& world,
                                                std::function<void(const std::string&)> log);
   ~RlRun();
 

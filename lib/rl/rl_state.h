@@ -22,6 +22,7 @@
 #include "rl/async_rollouts.h"
 #include "rl/critic.h"
 #include "rl/rollout.h"
+#include "rl/rollout_weights.h"
 #include "rl/step_rollouts.h"
 #include "telemetry/writer.h"
 #include "train/distributed_optimizer.h"
@@ -40,11 +41,22 @@ struct SavedModel {
 
 struct RlRun::State {
   RlConfig config;
+  // Every rank (generation, agreement on errors, checkpoints, the run's files on its rank 0),
+  // the training's data-parallel group and, with parallel.tp > 1, its tensor-parallel group
+  // (tp groups are runs of consecutive ranks; dp is then the world split across them).
+  comm::Communicator* world = nullptr;
   comm::Communicator* dp = nullptr;
+  std::unique_ptr<comm::Communicator> tp_group, dp_group;
   std::function<void(const std::string&)> log;
   std::optional<io::DirectoryLock> lock;
   infer::LoadedModel reference;  // the checkpoint as loaded: the frozen reference for KL
   std::unique_ptr<model::Transformer> actor;
+  // parallel.tp > 1: the whole weights the engine generates with, gathered from the actor's
+  // slices before the first generation after each update (stale marks an update since); the
+  // gathers since the last step record, summed (a step takes and clears them).
+  std::unique_ptr<model::Transformer> rollout_model;
+  bool rollout_stale = true;
+  ReshardReport unreported_reshard;
   std::unique_ptr<train::DistributedOptimizer> optimizer;
   // PPO and VAPO: the value model and its own optimizer over the same data-parallel group.
   std::unique_ptr<Critic> critic;
@@ -70,8 +82,11 @@ struct RlRun::State {
   int64_t start_step = 0;  // the step the run continues after (0: a fresh run)
   std::unique_ptr<ckpt::Checkpointer> checkpointer;
 
-  Status load(comm::Communicator& group);
-  Status open_outputs(comm::Communicator& group);
+  Status load();
+  Status open_outputs();
+  // parallel.tp > 1: gathers the actor's slices into rollout_model when an update changed
+  // them, adding the cost to unreported_reshard. Collective over tp.
+  Status refresh_rollout_model();
   // Finds the checkpoint to resume from (checkpoint.resume auto) and the model description and
   // tokenizer a save writes; loads the resumed actor's weights into `actor`.
   Status find_and_load_weights();

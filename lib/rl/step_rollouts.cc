@@ -5,19 +5,21 @@
 
 #include "comm/agree.h"
 #include "core/timer.h"
+#include "rl/rollout_exchange.h"
 #include "train/rank_sum.h"
 
 namespace ms::rl {
 namespace {
 
 // Every rank's `local` values, rank 0's first (as raw bytes: the communicator has no f64).
-Result<std::vector<double>> gather_over_ranks(comm::Communicator& dp, std::span<const double> local) {
-  std::vector<double> all(local.size() * static_cast<size_t>(dp.size()));
-  if (dp.size() == 1) {
+Result<std::vector<double>> gather_over_ranks(comm::Communicator& group,
+                                              std::span<const double> local) {
+  std::vector<double> all(local.size() * static_cast<size_t>(group.size()));
+  if (group.size() == 1) {
     std::copy(local.begin(), local.end(), all.begin());
     return all;
   }
-  MS_RETURN_IF_ERROR(dp.allgather(local.data(), all.data(), local.size_bytes(), DType::kU8));
+  MS_RETURN_IF_ERROR(group.allgather(local.data(), all.data(), local.size_bytes(), DType::kU8));
   return all;
 }
 
@@ -48,12 +50,15 @@ std::vector<size_t> PromptStream::next(int64_t n) {
 // its share of the round's positions, seeded by position, so the rollouts are those one rank
 // would generate for the whole round. The rewards are gathered, so every rank takes the same
 // dynamic-sampling decision over the whole round and keeps the same groups; each trains the
-// kept groups it generated.
+// kept groups of its dp rank's share, which its tp group pooled (its own without tp).
 Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                                             int64_t weight_version) {
   const RlConfig& c = side.config;
+  comm::Communicator& gen = side.gen;
   comm::Communicator& dp = side.dp;
   const size_t G = static_cast<size_t>(c.group_size);
+  const size_t gen_share = static_cast<size_t>(c.prompts_per_step / gen.size());
+  const size_t gen_first = gen_share * static_cast<size_t>(gen.rank());
   const size_t share = static_cast<size_t>(c.prompts_per_step / dp.size());
   const size_t first = share * static_cast<size_t>(dp.rank());
   Stopwatch clock;
@@ -76,8 +81,8 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                                          static_cast<uint64_t>(step) * 1000 +
                                          static_cast<uint64_t>(round);
                    Result<std::vector<RolloutGroup>> groups = side.generator.sample_groups(
-                       std::span(prompts).subspan(first, share), seed, first);
-                   MS_RETURN_IF_ERROR(comm::agree(dp, groups.status(), "generating rollouts"));
+                       std::span(prompts).subspan(gen_first, gen_share), seed, gen_first);
+                   MS_RETURN_IF_ERROR(comm::agree(gen, groups.status(), "generating rollouts"));
                    const infer::EngineStats& engine = side.generator.engine_stats();
                    decoding[0] += static_cast<double>(engine.decode_generated);
                    decoding[1] += static_cast<double>(engine.decode_rounds);
@@ -94,8 +99,11 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                        generated[4] += 1.0;
                      }
                    }
+                   if (side.tp != nullptr) {
+                     MS_ASSIGN_OR_RETURN(*groups, gather_rollout_groups(*side.tp, *groups));
+                   }
                    out.rounds.push_back(std::move(*groups));
-                   MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(dp, local));
+                   MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(gen, local));
                    std::vector<std::vector<double>> rewards(all.size() / G);
                    for (size_t i = 0; i < rewards.size(); ++i) {
                      rewards[i].assign(all.begin() + static_cast<ptrdiff_t>(i * G),
@@ -109,8 +117,8 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   m.rounds = batch.rounds;
   // Every generated response counts in the reward and accuracy figures (what the policy does),
   // the kept ones in training.
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, generated));
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, decoding));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(gen, generated));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(gen, decoding));
   if (decoding[1] > 0.0) m.tokens_per_forward = decoding[0] / decoding[1];
   if (decoding[2] > 0.0) m.draft_acceptance = decoding[3] / decoding[2];
   m.mean_reward = generated[0] / generated[4];
@@ -131,7 +139,7 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   std::vector<const Sample*> samples;
   for (const Rollout* r : out.kept) samples.push_back(&r->sample);
   Result<PolicyEval> behavior = evaluate_policy(side.policy, samples, kPolicyMicroBatch, side.pad);
-  MS_RETURN_IF_ERROR(comm::agree(dp, behavior.status(), "the rollout policy's log-probs"));
+  MS_RETURN_IF_ERROR(comm::agree(gen, behavior.status(), "the rollout policy's log-probs"));
   out.behavior = std::move(*behavior);
   std::vector<double> entropy = {
       std::accumulate(out.behavior.entropy.begin(), out.behavior.entropy.end(), 0.0),

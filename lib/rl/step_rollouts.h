@@ -35,7 +35,8 @@ struct StepRollouts {
   int64_t step = 0;
   // The weights the rollouts were generated with: those after this many steps.
   int64_t weight_version = 0;
-  std::vector<std::vector<RolloutGroup>> rounds;  // this rank's groups, per generation round
+  // The groups this rank trains (its dp rank's share), per generation round.
+  std::vector<std::vector<RolloutGroup>> rounds;
   FilledBatch batch;                              // the kept groups, over every rank
   // This rank's kept rollouts (pointing into `rounds`, whose buffers a move keeps), in the
   // batch's order; before[k]: how many of this rank's kept groups precede the batch's k-th.
@@ -50,17 +51,24 @@ struct StepRollouts {
   PromptStream stream_after;
 };
 
-// What generates: `policy` is the model `generator` runs on.
+// What generates and where. `gen` is every generating rank, `dp` the training's data-parallel
+// group and `tp` (null: none) its tensor-parallel group: with a tensor-parallel actor every
+// rank generates (tp = 1 x dp = gen.size()) and the members of a tp group pool their groups,
+// so dp rank d trains the groups of gen ranks d tp .. (d + 1) tp - 1 (tp groups are runs of
+// consecutive ranks). Without tp, gen is dp. `generator` runs on the whole weights; `policy`
+// is the actor (its tp slices) that takes the behavior log-probs.
 struct RolloutSide {
   const RlConfig& config;
+  comm::Communicator& gen;
   comm::Communicator& dp;
+  comm::Communicator* tp;
   RolloutGenerator& generator;
   model::Transformer& policy;
   PromptStream& stream;
   int32_t pad = 0;
 };
 
-// Collective over side.dp (none with one rank). Errors of any rank (the engine, the reward
+// Collective over side.gen (none with one rank). Errors of any rank (the engine, the reward
 // program) reach every rank; dynamic sampling's bound error as fill_batch gives it.
 Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                                             int64_t weight_version);

@@ -8,20 +8,30 @@
 //     gives the gradient of one rank holding the union batch, in every aggregation mode;
 //   - the critic (PPO/VAPO's value model): it starts from the actor's weights at value 0, its
 //     gradient matches finite differences through the value head and the trunk, and its
-//     clipped value loss over dp ranks equals one rank on the union batch.
+//     clipped value loss over dp ranks equals one rank on the union batch;
+//   - a tensor-parallel actor (tp = every rank): the whole weights its ranks gather in memory
+//     for generation (rollout_weights.h) equal, bit for bit, what a checkpoint of its slices
+//     loads whole, and its vocabulary-parallel log-probs and entropies equal the whole model's.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <random>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "comm/mpi_communicator.h"
+#include "io/env.h"
 #include "infer/engine.h"
 #include "model/transformer.h"
 #include "rl/actor.h"
 #include "rl/advantage.h"
 #include "rl/critic.h"
 #include "rl/losses.h"
+#include "rl/rollout_weights.h"
 #include "train/distributed_optimizer.h"
 
 namespace ms::rl {
@@ -450,6 +460,94 @@ TEST(CriticDataParallel, RanksEqualTheUnionBatch) {
     }
   }
   EXPECT_GT(checked, 0.0);
+}
+
+// The gathered whole weights against the checkpoint path (the Checkpointer writes each rank's
+// slices, load_tensors reads them whole), after moving every value off its initialization so
+// that a slice put in the wrong place shows; and the tp actor's log-probs against the whole
+// model's on the same samples. The vocabulary (61) leaves the last rank a short slice.
+TEST(TensorParallelActor, GatheredWeightsEqualTheCheckpointAndLogProbsTheWholeModel) {
+  auto world = comm::MpiCommunicator::world("tp");
+  ASSERT_TRUE(world.ok());
+  comm::Communicator& tp = **world;
+  config::ModelConfig cfg = tiny();
+  cfg.vocab_size = 61;
+  cfg.n_kv_heads = 2;
+  model::ModelParallel parallel;
+  parallel.tp = &tp;
+  parallel.sequence_parallel = false;
+  auto actor = model::Transformer::create(cfg, 7, parallel);
+  ASSERT_TRUE(actor.ok()) << actor.status().to_string();
+  for (model::Parameter& p : (*actor)->parameters()) {
+    // A function of the global element index, so replicated tensors stay equal across ranks.
+    const std::vector<int64_t>& offsets = p.shard.offsets();
+    const std::vector<int64_t>& lengths = p.shard.lengths();
+    const int64_t cols = p.global_shape.size() == 2 ? p.global_shape[1] : 1;
+    const int64_t local_cols = lengths.size() == 2 ? lengths[1] : 1;
+    float* v = p.value.data<float>();
+    for (int64_t k = 0; k < p.value.numel(); ++k) {
+      const int64_t row = (offsets.empty() ? 0 : offsets[0]) + k / local_cols;
+      const int64_t col = (offsets.size() == 2 ? offsets[1] : 0) + k % local_cols;
+      v[k] += 1e-3f * std::sin(static_cast<float>(row * cols + col));
+    }
+  }
+  auto whole = model::Transformer::create(cfg, 7, {}, model::ParameterValues::kToLoad);
+  ASSERT_TRUE(whole.ok());
+  auto report = gather_tp_weights(tp, (*actor)->parameters(), (*whole)->parameters());
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->bytes_received > 0, tp.size() > 1);
+
+  char path[512] = {};
+  if (tp.rank() == 0) {
+    const std::filesystem::path p = std::filesystem::temp_directory_path() /
+                                    ("ms_rl_reshard_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(p);
+    std::snprintf(path, sizeof path, "%s", p.c_str());
+  }
+  ASSERT_TRUE(tp.broadcast(path, sizeof path, DType::kU8, 0).ok());
+  std::vector<ckpt::SaveTensor> tensors;
+  for (const model::Parameter& p : (*actor)->parameters()) {
+    tensors.push_back({p.name, DType::kF32, p.shard, p.value.raw_data(), false});
+  }
+  ckpt::SaveRequest request;
+  request.checkpoints_dir = path;
+  request.step = 1;
+  request.layout = {tp.size(), 1, tp.size(), 1, 1, 0};
+  request.config_yaml = "run: {}\n";
+  request.async = false;
+  ckpt::Checkpointer checkpointer(tp);
+  ASSERT_TRUE(checkpointer.save(tensors, request).ok());
+  ASSERT_TRUE(checkpointer.finish().ok());
+  const std::string step_dir = checkpointer.last_report()->step_dir;
+  auto manifest = ckpt::Manifest::read(step_dir);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().to_string();
+  for (const model::Parameter& p : (*whole)->parameters()) {
+    std::vector<float> loaded(static_cast<size_t>(p.value.numel()));
+    const ckpt::LoadTensor t{p.name, DType::kF32, comm::ShardSpec::replicated(p.global_shape),
+                             loaded.data()};
+    ASSERT_TRUE(ckpt::load_tensors(step_dir, *manifest, std::span(&t, 1), {}, io::default_env())
+                    .ok());
+    EXPECT_EQ(0, std::memcmp(loaded.data(), p.value.data<float>(), loaded.size() * sizeof(float)))
+        << p.name << " gathered differs from the checkpoint";
+  }
+  ASSERT_TRUE(tp.barrier().ok());
+  if (tp.rank() == 0) std::filesystem::remove_all(path);
+
+  std::vector<Sample> samples = make_samples();
+  for (Sample& x : samples) {
+    for (int32_t& t : x.prompt) t %= 61;
+    for (int32_t& t : x.response) t %= 61;
+  }
+  const auto all = pointers(samples, 0, samples.size());
+  auto sliced = evaluate_policy(**actor, all, 3, 0);
+  auto reference = evaluate_policy(**whole, all, 3, 0);
+  ASSERT_TRUE(sliced.ok()) << sliced.status().to_string();
+  ASSERT_TRUE(reference.ok());
+  ASSERT_EQ(sliced->log_probs.size(), reference->log_probs.size());
+  for (size_t k = 0; k < sliced->log_probs.size(); ++k) {
+    EXPECT_NEAR(sliced->log_probs[k], reference->log_probs[k], 1e-5) << "token " << k;
+    EXPECT_NEAR(sliced->entropy[k], reference->entropy[k], 1e-5) << "token " << k;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,135 @@
+#include "rl/rollout_exchange.h"
+
+#include <cstring>
+#include <string>
+
+namespace ms::rl {
+namespace {
+
+// A flat little-endian record: the groups' count, then per group its rollouts' count and per
+// rollout its fields. Both ends are this build on the same kind of machine.
+class Writer {
+ public:
+  template <typename T>
+  void put(const T& v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  void put_tokens(const std::vector<int32_t>& tokens) {
+    put<uint64_t>(tokens.size());
+    const auto* p = reinterpret_cast<const uint8_t*>(tokens.data());
+    bytes.insert(bytes.end(), p, p + tokens.size() * sizeof(int32_t));
+  }
+  void put_text(const std::string& text) {
+    put<uint64_t>(text.size());
+    bytes.insert(bytes.end(), text.begin(), text.end());
+  }
+  std::vector<uint8_t> bytes;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : p_(data), end_(data + size) {}
+  template <typename T>
+  Status get(T& v) {
+    if (static_cast<size_t>(end_ - p_) < sizeof(T)) return Corruption("rollout record truncated");
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return Status::OK();
+  }
+  Status get_tokens(std::vector<int32_t>& tokens) {
+    uint64_t n = 0;
+    MS_RETURN_IF_ERROR(get(n));
+    if (n > static_cast<uint64_t>(end_ - p_) / sizeof(int32_t)) {
+      return Corruption("rollout record truncated");
+    }
+    tokens.resize(n);
+    std::memcpy(tokens.data(), p_, n * sizeof(int32_t));
+    p_ += n * sizeof(int32_t);
+    return Status::OK();
+  }
+  Status get_text(std::string& text) {
+    uint64_t n = 0;
+    MS_RETURN_IF_ERROR(get(n));
+    if (n > static_cast<uint64_t>(end_ - p_)) return Corruption("rollout record truncated");
+    text.assign(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    return Status::OK();
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
+
+std::vector<uint8_t> encode(const std::vector<RolloutGroup>& groups) {
+  Writer w;
+  w.put<uint64_t>(groups.size());
+  for (const RolloutGroup& g : groups) {
+    w.put<uint64_t>(g.size());
+    for (const Rollout& r : g) {
+      w.put<uint64_t>(r.prompt_index);
+      w.put_tokens(r.sample.prompt);
+      w.put_tokens(r.sample.response);
+      w.put_text(r.text);
+      w.put(r.reward);
+      w.put<uint8_t>((r.correct ? 1 : 0) | (r.flawed ? 2 : 0) | (r.truncated ? 4 : 0));
+    }
+  }
+  return std::move(w.bytes);
+}
+
+Status decode(const uint8_t* data, size_t size, std::vector<RolloutGroup>& out) {
+  Reader in(data, size);
+  uint64_t groups = 0;
+  MS_RETURN_IF_ERROR(in.get(groups));
+  for (uint64_t k = 0; k < groups; ++k) {
+    uint64_t n = 0;
+    MS_RETURN_IF_ERROR(in.get(n));
+    RolloutGroup& g = out.emplace_back();
+    for (uint64_t i = 0; i < n; ++i) {
+      Rollout& r = g.emplace_back();
+      uint64_t index = 0;
+      uint8_t flags = 0;
+      MS_RETURN_IF_ERROR(in.get(index));
+      MS_RETURN_IF_ERROR(in.get_tokens(r.sample.prompt));
+      MS_RETURN_IF_ERROR(in.get_tokens(r.sample.response));
+      MS_RETURN_IF_ERROR(in.get_text(r.text));
+      MS_RETURN_IF_ERROR(in.get(r.reward));
+      MS_RETURN_IF_ERROR(in.get(flags));
+      r.prompt_index = static_cast<size_t>(index);
+      r.correct = (flags & 1) != 0;
+      r.flawed = (flags & 2) != 0;
+      r.truncated = (flags & 4) != 0;
+    }
+  }
+  if (!in.done()) return Corruption("rollout record has trailing bytes");
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& group,
+                                                        const std::vector<RolloutGroup>& local) {
+  if (group.size() == 1) return local;
+  const std::vector<uint8_t> mine = encode(local);
+  const uint64_t size = mine.size();
+  std::vector<uint64_t> sizes(static_cast<size_t>(group.size()));
+  MS_RETURN_IF_ERROR(group.allgather(&size, sizes.data(), sizeof size, DType::kU8));
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<uint8_t> all(total);
+  MS_RETURN_IF_ERROR(group.allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kU8));
+  std::vector<RolloutGroup> out;
+  size_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    MS_RETURN_IF_ERROR(decode(all.data() + offset, counts[r], out)
+                           .with_context("the rollouts of tp rank " + std::to_string(r)));
+    offset += counts[r];
+  }
+  return out;
+}
+
+}  // namespace ms::rl
