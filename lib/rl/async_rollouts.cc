@@ -119,7 +119,8 @@ void AsyncRollouts::run() {
     }
     Result<StepRollouts> rollouts = Internal("no rollouts");
     try {
-      RolloutSide side{config_, dp_, dp_, nullptr, *generator_, *copy_, stream_, pad_};
+      RolloutSide side{config_, dp_,          &dp_, nullptr, 0, generator_.get(),
+                       copy_.get(), 0, 1, stream_, pad_};
       rollouts = generate_step_rollouts(side, step, version);
       if (rollouts.ok()) rollouts->stream_after = stream_;
     } catch (const std::exception& e) {

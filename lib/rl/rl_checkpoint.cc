@@ -201,7 +201,7 @@ Status RlRun::State::trim_run_files() const {
 }
 
 Status RlRun::State::save_checkpoint(int64_t step) {
-  if (!checkpointer) checkpointer = std::make_unique<ckpt::Checkpointer>(*world);
+  if (!checkpointer) checkpointer = std::make_unique<ckpt::Checkpointer>(*trainers);
   // Every dp rank holds the whole actor (with tp, its tp group holds it in slices) and, without
   // ZeRO, every moment: the Checkpointer writes each tensor every rank holds whole once, and a
   // tp slice, held alike by the ranks of a dp group, is listed by dp rank 0.
@@ -237,7 +237,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   ckpt::SaveRequest request;
   request.checkpoints_dir = config.run_dir + "/checkpoints";
   request.step = step;
-  request.layout = {world->size(), dp->size(), world->size() / dp->size(), 1, 1, 0};
+  request.layout = {trainers->size(), dp->size(), trainers->size() / dp->size(), 1, 1, 0};
   request.config_yaml = config_yaml;
   request.state = {{"step", step},
                    {"rl", {{"seed", config.seed},

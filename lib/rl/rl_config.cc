@@ -89,7 +89,7 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   c.optimizer.schedule = config::LrSchedule::kConstant;
   c.optimizer.warmup_steps = 0;
   c.optimizer.min_lr = 0.0;
-  std::string loss_agg, optimizer_name, schedule;
+  std::string loss_agg, optimizer_name, schedule, placement = "colocated";
   std::vector<double> betas;
   const std::map<std::string, std::map<std::string, KeyReader>> sections = {
       {"run", {{"dir", [&](auto& n, auto& k) { return read_scalar(n, k, c.run_dir); }},
@@ -135,6 +135,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
         {"warmup_steps",
          [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_steps); }}}},
       {"parallel", {{"tp", [&](auto& n, auto& k) { return read_scalar(n, k, c.tp); }}}},
+      {"placement",
+       {{"mode", [&](auto& n, auto& k) { return read_scalar(n, k, placement); }},
+        {"rollout_ranks", [&](auto& n, auto& k) { return read_scalar(n, k, c.rollout_ranks); }}}},
       {"train",
        {{"steps", [&](auto& n, auto& k) { return read_scalar(n, k, c.steps); }},
         {"mini_batches", [&](auto& n, auto& k) { return read_scalar(n, k, c.mini_batches); }},
@@ -284,6 +287,21 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     return bad("parallel.tp " + std::to_string(c.tp) + " with rollout.async_staleness " +
                std::to_string(c.async_staleness) + ": asynchronous rollouts run on one rank at "
                "tp = 1 only");
+  }
+  if (placement != "colocated" && placement != "split") {
+    return bad("placement.mode must be colocated or split, got '" + placement + "'");
+  }
+  if (placement == "colocated" && c.rollout_ranks != 0) {
+    return bad("placement.rollout_ranks applies to placement.mode split (colocated: every rank "
+               "generates)");
+  }
+  if (placement == "split") {
+    if (c.rollout_ranks < 1) {
+      return bad("placement.mode split needs placement.rollout_ranks of at least 1");
+    }
+    if (has_critic(c.algorithm) || c.async_staleness >= 0) {
+      return bad("placement.mode split runs grpo and dapo with synchronous rollouts only");
+    }
   }
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
   if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");

@@ -78,6 +78,10 @@ struct RlConfig {
   // of consecutive ranks and data-parallel groups across them; generation runs at tp = 1 on
   // every rank, on whole weights gathered in memory after each update (rollout_weights.h).
   int64_t tp = 1;
+  // placement: colocated (every rank trains and generates; rollout_ranks 0) or split: the last
+  // rollout_ranks ranks only generate, on whole weights the trainers send them after each
+  // update, and the others only train (HybridFlow's split placement).
+  int64_t rollout_ranks = 0;
   // update
   int64_t steps = 10;
   int64_t mini_batches = 1;  // updates per step: the step's responses split into this many

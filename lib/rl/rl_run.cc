@@ -4,8 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <utility>
 #include <fstream>
+#include <sstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "comm/agree.h"
@@ -109,25 +110,62 @@ RlRun::~RlRun() = default;
 Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& world,
                                              std::function<void(const std::string&)> log) {
   const int tp = static_cast<int>(config.tp);
-  if (world.size() % tp != 0) {
-    return InvalidArgument("parallel.tp (" + std::to_string(tp) + ") must divide the ranks (" +
-                           std::to_string(world.size()) + ")");
+  const int rollout_ranks = static_cast<int>(config.rollout_ranks);
+  const bool split = rollout_ranks > 0;
+  if (rollout_ranks >= world.size()) {
+    return InvalidArgument("placement.rollout_ranks (" + std::to_string(rollout_ranks) +
+                           ") must leave at least one of the " + std::to_string(world.size()) +
+                           " ranks to train");
   }
-  if (config.prompts_per_step % world.size() != 0) {
-    return InvalidArgument("rollout.prompts_per_step (" + std::to_string(config.prompts_per_step) +
-                           ") must be a multiple of the ranks (" + std::to_string(world.size()) +
-                           "): each rank generates an equal share of every round's groups");
+  const int training = world.size() - rollout_ranks;
+  const std::string ranks_name = split ? "the training ranks" : "the ranks";
+  if (training % tp != 0) {
+    return InvalidArgument("parallel.tp (" + std::to_string(tp) + ") must divide " + ranks_name +
+                           " (" + std::to_string(training) + ")");
+  }
+  const int64_t P = config.prompts_per_step;
+  const int generating = split ? rollout_ranks : world.size();
+  if (P % generating != 0 || P % (training / tp) != 0) {
+    return InvalidArgument(
+        "rollout.prompts_per_step (" + std::to_string(P) + ") must be a multiple of " +
+        (split ? "the rollout ranks (" + std::to_string(generating) + ") and of the "
+                 "data-parallel ranks (" + std::to_string(training / tp) + ")"
+               : "the ranks (" + std::to_string(generating) + ")") +
+        ": each generates, and each data-parallel rank trains, an equal share of every "
+        "round's groups");
   }
   auto s = std::make_unique<State>();
   s->config = config;
   s->world = &world;
-  s->dp = &world;
-  if (tp > 1) {
-    MS_ASSIGN_OR_RETURN(s->tp_group, world.split(world.rank() / tp, world.rank(), "rl.tp"));
-    MS_ASSIGN_OR_RETURN(s->dp_group, world.split(world.rank() % tp, world.rank(), "rl.dp"));
-    s->dp = s->dp_group.get();
+  s->trains = world.rank() < training;
+  s->generates = !split || !s->trains;
+  s->gen_count = generating;
+  s->gen_index = !s->generates ? -1 : split ? world.rank() - training : world.rank();
+  s->trainers = &world;
+  if (split) {
+    MS_ASSIGN_OR_RETURN(s->trainer_group,
+                        world.split(s->trains ? 0 : comm::Communicator::kNoColor, world.rank(),
+                                    "rl.train"));
+    s->trainers = s->trainer_group.get();
   }
-  comm::Communicator& dp = *s->dp;
+  if (s->trains) {
+    comm::Communicator& trainers = *s->trainers;
+    s->dp = &trainers;
+    if (tp > 1) {
+      MS_ASSIGN_OR_RETURN(s->tp_group,
+                          trainers.split(trainers.rank() / tp, trainers.rank(), "rl.tp"));
+      MS_ASSIGN_OR_RETURN(s->dp_group,
+                          trainers.split(trainers.rank() % tp, trainers.rank(), "rl.dp"));
+      s->dp = s->dp_group.get();
+    }
+  }
+  if (split) {
+    // Trainers of dp rank 0 are world ranks 0 .. tp - 1: members 0 .. tp - 1, the holders.
+    const bool member = s->generates || s->dp->rank() == 0;
+    MS_ASSIGN_OR_RETURN(s->weights_group,
+                        world.split(member ? 0 : comm::Communicator::kNoColor, world.rank(),
+                                    "rl.weights"));
+  }
   s->log = world.rank() == 0 ? std::move(log) : [](const std::string&) {};
   // Rank 0 holds the run directory's lock, taken before anything is written there; the others
   // learn of a refusal from the agreement below.
@@ -140,39 +178,42 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   MS_RETURN_IF_ERROR(comm::agree(world, local, "locking run.dir"));
   local = s->load();
   MS_RETURN_IF_ERROR(comm::agree(world, local, "loading the actor and the prompts"));
-  // Each trained model's optimizer adopts its trainable parameters, in the order kept for its
-  // checkpoints (SavedModel::trainable).
-  train::DistributedOptimizerOptions options;
-  options.overlap = false;
-  options.tp = s->tp_group.get();
-  const auto adopt = [&](const SavedModel& m, const config::OptimConfig& optim,
-                         std::vector<model::Parameter*>& trainable)
-      -> Result<std::unique_ptr<train::DistributedOptimizer>> {
-    std::vector<train::TrainableParam> params;
-    for (model::Parameter* p : m.parameters) {
-      if (!p->trainable) continue;
-      params.push_back({m.prefix + p->name, &p->value, &p->grad, p->weight_decay,
-                        p->shard.is_replicated(), true});
-      trainable.push_back(p);
+  if (s->trains) {
+    // Each trained model's optimizer adopts its trainable parameters, in the order kept for
+    // its checkpoints (SavedModel::trainable).
+    train::DistributedOptimizerOptions options;
+    options.overlap = false;
+    options.tp = s->tp_group.get();
+    const auto adopt = [&](const SavedModel& m, const config::OptimConfig& optim,
+                           std::vector<model::Parameter*>& trainable)
+        -> Result<std::unique_ptr<train::DistributedOptimizer>> {
+      std::vector<train::TrainableParam> params;
+      for (model::Parameter* p : m.parameters) {
+        if (!p->trainable) continue;
+        params.push_back({m.prefix + p->name, &p->value, &p->grad, p->weight_decay,
+                          p->shard.is_replicated(), true});
+        trainable.push_back(p);
+      }
+      return train::DistributedOptimizer::create(*s->dp, std::move(params), optim, options);
+    };
+    const std::vector<SavedModel> models = s->saved_models();
+    MS_ASSIGN_OR_RETURN(s->optimizer, adopt(models[0], config.optimizer, s->trainable));
+    if (s->critic) {
+      MS_ASSIGN_OR_RETURN(s->critic_optimizer,
+                          adopt(models[1], critic_optimizer(config), s->critic_trainable));
     }
-    return train::DistributedOptimizer::create(dp, std::move(params), optim, options);
-  };
-  const std::vector<SavedModel> models = s->saved_models();
-  MS_ASSIGN_OR_RETURN(s->optimizer, adopt(models[0], config.optimizer, s->trainable));
-  if (s->critic) {
-    MS_ASSIGN_OR_RETURN(s->critic_optimizer,
-                        adopt(models[1], critic_optimizer(config), s->critic_trainable));
+    local = s->restore_optimizer_and_position();
   }
-  local = s->restore_optimizer_and_position();
   if (local.ok() && world.rank() == 0) local = s->trim_run_files();
   MS_RETURN_IF_ERROR(comm::agree(world, local, "resuming from " + s->resume_dir));
+  if (split) MS_RETURN_IF_ERROR(s->share_position());
   // After the optimizer adopted the parameters (their values now live in its flat buffer), so
   // the engine reads exactly what each update writes.
   local = s->open_outputs();
   if (local.ok() && config.async_staleness >= 0) {
     int substituted = 0;
     Result<std::unique_ptr<AsyncRollouts>> async =
-        AsyncRollouts::start(config, dp, *s->reference.tokenizer, s->prompts, *s->actor,
+        AsyncRollouts::start(config, *s->dp, *s->reference.tokenizer, s->prompts, *s->actor,
                              s->stream, s->start_step, s->pad, std::move(s->resumed_versions),
                              &substituted);
     if (async.ok()) s->async = std::move(*async);
@@ -186,33 +227,40 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     }
   }
   MS_RETURN_IF_ERROR(comm::agree(world, local, "starting the rollout engine and the run's files"));
+  const int dp_size = training / tp;
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
          std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
-         ", " + std::to_string(config.prompts_per_step) + " groups per step over " +
-         std::to_string(dp.size()) + " data-parallel rank(s)" +
-         (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) + ", loss " +
-         std::string(loss_aggregation_name(config.loss_agg)) + ", actor " +
-         std::to_string(s->actor->parameter_count()) + " parameters" +
+         ", " + std::to_string(P) + " groups per step over " + std::to_string(dp_size) +
+         " data-parallel rank(s)" + (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) +
+         (split ? ", " + std::to_string(rollout_ranks) + " rollout rank(s)" : std::string()) +
+         ", loss " + std::string(loss_aggregation_name(config.loss_agg)) +
+         (s->actor ? ", actor " + std::to_string(s->actor->parameter_count()) + " parameters"
+                   : std::string()) +
          (s->critic ? ", critic lr " + std::to_string(config.critic_lr) + " with " +
                           std::to_string(config.critic_warmup_steps) + " value pretraining steps"
                     : std::string()));
-  if (tp > 1) {
-    // What each rank received in the first gather: the same every update.
+  if (s->reshards()) {
+    // What each rank received in the first gather: the same every step.
     const uint64_t mine = s->unreported_reshard.bytes_received;
     std::vector<uint64_t> bytes(static_cast<size_t>(world.size()));
     MS_RETURN_IF_ERROR(world.allgather(&mine, bytes.data(), sizeof mine, DType::kU8));
     std::string list;
     for (uint64_t b : bytes) list += (list.empty() ? "" : ", ") + std::to_string(b);
     s->log("rl: hybrid engine: training at tp " + std::to_string(tp) + " x dp " +
-           std::to_string(dp.size()) + ", generating at tp 1 x dp " +
-           std::to_string(world.size()) + "; after each update every rank gathers the whole "
-           "weights in memory, bytes received per rank: " + list);
+           std::to_string(dp_size) + ", generating at tp 1 x dp " + std::to_string(generating) +
+           (split ? " on " + std::to_string(rollout_ranks) + " rollout-only rank(s) (split "
+                    "placement); after each step the trainers send the rollout ranks"
+                  : "; after each step every rank gathers") +
+           " the whole weights in memory, bytes received per rank: " + list);
   }
   return std::unique_ptr<RlRun>(new RlRun(std::move(s)));
 }
 
-// Every rank loads the same actor (its tp slices of it), reference and prompts; each takes a
-// contiguous share of the held-out prompts.
+// Every rank reads the prompts and loads the configured actor. A training rank makes the
+// actor (its tp slices of it; a resumed run's weights replace the loaded ones) and keeps the
+// loaded model as the KL reference, or as the rollout model under tp; a rollout-only rank
+// keeps it as its rollout model. The generating ranks take contiguous shares of the held-out
+// prompts.
 Status RlRun::State::load() {
   MS_ASSIGN_OR_RETURN(prompts, read_prompt_dataset(config.train_prompts));
   if (!config.eval_prompts.empty()) {
@@ -220,17 +268,25 @@ Status RlRun::State::load() {
     if (config.eval_limit > 0 && static_cast<int64_t>(eval_prompts.size()) > config.eval_limit) {
       eval_prompts.resize(static_cast<size_t>(config.eval_limit));
     }
-    const size_t n = eval_prompts.size(), ranks = static_cast<size_t>(world->size());
-    const size_t r = static_cast<size_t>(world->rank());
-    eval_share = std::span<const PromptExample>(eval_prompts).subspan(
-        n * r / ranks, n * (r + 1) / ranks - n * r / ranks);
+    if (generates) {
+      const size_t n = eval_prompts.size(), ranks = static_cast<size_t>(gen_count);
+      const size_t r = static_cast<size_t>(gen_index);
+      eval_share = std::span<const PromptExample>(eval_prompts).subspan(
+          n * r / ranks, n * (r + 1) / ranks - n * r / ranks);
+    }
   }
   MS_ASSIGN_OR_RETURN(reference, infer::load_model(config.model_dir, config.checkpoint));
   if (!reference.tokenizer) return InvalidArgument("the actor has no tokenizer.json beside its weights");
+  pad = reference.tokenizer->eos_id();
+  stream = PromptStream::shuffled(prompts.size(), config.seed);
+  const config::ModelConfig& mc = reference.model->config();
+  if (!trains) {
+    rollout_model = std::move(reference.model);
+    return Status::OK();
+  }
   // The actor: a training model (gradients, kRandom layout) with the loaded values copied into
   // the slices it holds. Sequence parallelism would need tp to divide every micro-batch's
   // tokens, which RL's packed micro-batches do not promise.
-  const config::ModelConfig& mc = reference.model->config();
   model::ModelParallel parallel;
   parallel.tp = tp_group.get();
   parallel.sequence_parallel = false;
@@ -249,7 +305,7 @@ Status RlRun::State::load() {
                   dst[i].value.data<float>() + run.b_offset);
     }
   }
-  if (tp_group) {
+  if (generates && tp_group) {
     // The engine's whole model: the loaded one itself when no KL reference needs it.
     if (config.kl_coef == 0.0) {
       rollout_model = std::move(reference.model);
@@ -262,18 +318,19 @@ Status RlRun::State::load() {
   if (has_critic(config.algorithm)) {
     MS_ASSIGN_OR_RETURN(critic, Critic::create(*actor));
   }
-  MS_RETURN_IF_ERROR(find_and_load_weights());  // a resumed run's actor replaces the loaded one
-  pad = reference.tokenizer->eos_id();
-  stream = PromptStream::shuffled(prompts.size(), config.seed);
-  return Status::OK();
+  return find_and_load_weights();  // a resumed run's actor replaces the loaded one
 }
 
-// The engine on the actor (on the gathered rollout model under tp), this rank's telemetry file
-// and, on rank 0, the run's JSON lines.
+// On a generating rank the engine on the actor (on the gathered rollout model under tp or
+// split placement), on a training rank its telemetry file, and on rank 0 the run's JSON lines.
 Status RlRun::State::open_outputs() {
-  if (rollout_model) MS_RETURN_IF_ERROR(refresh_rollout_model());
-  MS_ASSIGN_OR_RETURN(rollouts, RolloutGenerator::create(rollout_model ? *rollout_model : *actor,
-                                                         *reference.tokenizer, config, prompts));
+  MS_RETURN_IF_ERROR(refresh_rollout_model());
+  if (generates) {
+    MS_ASSIGN_OR_RETURN(rollouts,
+                        RolloutGenerator::create(rollout_model ? *rollout_model : *actor,
+                                                 *reference.tokenizer, config, prompts));
+  }
+  if (!trains) return Status::OK();
   telemetry::MeshCoord coord;
   coord.dp = dp->rank();
   coord.tp = tp_group ? tp_group->rank() : 0;
@@ -289,12 +346,44 @@ Status RlRun::State::open_outputs() {
 }
 
 Status RlRun::State::refresh_rollout_model() {
-  if (!rollout_model || !rollout_stale) return Status::OK();
-  MS_ASSIGN_OR_RETURN(const ReshardReport r, gather_tp_weights(*tp_group, actor->parameters(),
-                                                               rollout_model->parameters()));
+  if (!rollout_stale) return Status::OK();
+  rollout_stale = false;
+  ReshardReport r;
+  if (weights_group) {
+    MS_ASSIGN_OR_RETURN(r, gather_whole_weights(
+                               *weights_group, static_cast<int>(config.tp),
+                               trains ? &actor->parameters() : nullptr,
+                               rollout_model ? &rollout_model->parameters() : nullptr));
+  } else if (rollout_model) {
+    MS_ASSIGN_OR_RETURN(r, gather_whole_weights(*tp_group, tp_group->size(), &actor->parameters(),
+                                                &rollout_model->parameters()));
+  }
   unreported_reshard.bytes_received += r.bytes_received;
   unreported_reshard.seconds += r.seconds;
-  rollout_stale = false;
+  return Status::OK();
+}
+
+Status RlRun::State::share_position() {
+  std::string bytes;
+  if (world->rank() == 0) {
+    std::ostringstream out;
+    out << start_step << ' ' << stream.cursor << ' ' << stream.order.size();
+    for (size_t i : stream.order) out << ' ' << i;
+    out << ' ' << stream.rng;
+    bytes = out.str();
+  }
+  uint64_t size = bytes.size();
+  MS_RETURN_IF_ERROR(world->broadcast(&size, sizeof size, DType::kU8, 0));
+  bytes.resize(size);
+  MS_RETURN_IF_ERROR(world->broadcast(bytes.data(), size, DType::kU8, 0));
+  if (world->rank() == 0) return Status::OK();
+  std::istringstream in(bytes);
+  size_t n = 0;
+  in >> start_step >> stream.cursor >> n;
+  stream.order.resize(n);
+  for (size_t& i : stream.order) in >> i;
+  in >> stream.rng;
+  if (!in) return Internal("the run's position from rank 0 does not parse");
   return Status::OK();
 }
 
@@ -302,7 +391,8 @@ Status RlRun::evaluate(int64_t step) {
   if (s_->eval_prompts.empty()) return Status::OK();
   comm::Communicator& world = *s_->world;
   MS_RETURN_IF_ERROR(s_->refresh_rollout_model());
-  Result<int64_t> correct = s_->rollouts->greedy_correct(s_->eval_share);
+  Result<int64_t> correct = int64_t{0};
+  if (s_->rollouts) correct = s_->rollouts->greedy_correct(s_->eval_share);
   MS_RETURN_IF_ERROR(comm::agree(world, correct.status(), "the held-out evaluation"));
   std::vector<double> count = {static_cast<double>(*correct)};
   MS_RETURN_IF_ERROR(train::sum_in_rank_order(world, count));
@@ -323,13 +413,26 @@ Result<StepMetrics> RlRun::step(int64_t step) {
     MS_ASSIGN_OR_RETURN(rollouts, s_->async->take(step));
   } else {
     MS_RETURN_IF_ERROR(s_->refresh_rollout_model());
-    RolloutSide side{s_->config, *s_->world,    *s_->dp,     s_->tp_group.get(),
-                     *s_->rollouts, *s_->actor, s_->stream, s_->pad};
+    // Colocated under tp the tp group pools its ranks' groups, its dp rank's share; under split
+    // placement every rank takes part in pooling the whole round.
+    const bool split = s_->config.rollout_ranks > 0;
+    comm::Communicator* pool = split ? s_->world : s_->tp_group.get();
+    const size_t share = s_->dp ? static_cast<size_t>(s_->config.prompts_per_step) /
+                                      static_cast<size_t>(s_->dp->size())
+                                : 0;
+    const size_t pool_first = split || !s_->dp ? 0 : share * static_cast<size_t>(s_->dp->rank());
+    RolloutSide side{s_->config,      *s_->world,       s_->dp,         pool,
+                     pool_first,      s_->rollouts.get(), s_->actor.get(), s_->gen_index,
+                     s_->gen_count,   s_->stream,       s_->pad};
     MS_ASSIGN_OR_RETURN(rollouts, generate_step_rollouts(side, step, step - 1));
   }
+  s_->rollout_stale = true;  // the weights this step's update writes
   const ReshardReport reshard = std::exchange(s_->unreported_reshard, {});
-  MS_ASSIGN_OR_RETURN(StepMetrics m, update(rollouts));
-  if (s_->rollout_model) {
+  StepMetrics m = rollouts.metrics;
+  if (s_->trains) {
+    MS_ASSIGN_OR_RETURN(m, update(rollouts));
+  }
+  if (s_->reshards()) {
     // The most any rank received and waited for.
     m.resharded = true;
     std::vector<double> mine = {static_cast<double>(reshard.bytes_received), reshard.seconds};
@@ -398,7 +501,7 @@ Result<RlRun::TokenTargets> RlRun::token_targets(const StepRollouts& r,
     out.returns = std::move(gae_out.returns);
     return Status::OK();
   }();
-  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the critic's values and the advantages"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->trainers, local, "the critic's values and the advantages"));
   if (value_warmup) return out;
   // Mean, then the unbiased variance, over every rank's tokens.
   std::vector<double> sums = {static_cast<double>(out.advantages.size()), 0.0};
@@ -432,14 +535,14 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
   Result<ResponseLayout> whole = response_layout(samples);
-  MS_RETURN_IF_ERROR(comm::agree(*s_->world, whole.status(), "the rollouts' layout"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->trainers, whole.status(), "the rollouts' layout"));
   MS_ASSIGN_OR_RETURN(const TokenTargets targets,
                       token_targets(r, *whole, samples, value_warmup));
   PolicyEval reference;
   if (c.kl_coef > 0.0 && !value_warmup) {
     Result<PolicyEval> ref =
         evaluate_policy(*s_->reference.model, samples, kPolicyMicroBatch, s_->pad);
-    MS_RETURN_IF_ERROR(comm::agree(*s_->world, ref.status(), "the reference model's log-probs"));
+    MS_RETURN_IF_ERROR(comm::agree(*s_->trainers, ref.status(), "the reference model's log-probs"));
     reference = std::move(*ref);
   }
   if (critic) {
@@ -551,9 +654,8 @@ Status RlRun::update_actor(const StepRollouts& r, const MiniBatch& batch,
     return backward_policy(*s_->actor, batch.samples, policy.gradient, kPolicyMicroBatch,
                            s_->pad);
   }();
-  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the policy update"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->trainers, local, "the policy update"));
   MS_ASSIGN_OR_RETURN(const double norm, apply_update(*s_->optimizer, c.optimizer, m.lr));
-  s_->rollout_stale = true;
   MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, sums));
   // Each rank's loss carries the factor dp that the gradient average removes (aggregation.h).
   m.loss += sums[0] / static_cast<double>(dp.size());
@@ -591,7 +693,7 @@ Status RlRun::update_critic(int64_t step, const MiniBatch& batch, const TokenTar
     sums[1] = value.clip_fraction * static_cast<double>(n);
     return s_->critic->backward(batch.samples, value.gradient, kPolicyMicroBatch, s_->pad);
   }();
-  MS_RETURN_IF_ERROR(comm::agree(*s_->world, local, "the critic update"));
+  MS_RETURN_IF_ERROR(comm::agree(*s_->trainers, local, "the critic update"));
   MS_ASSIGN_OR_RETURN(const double norm,
                       apply_update(*s_->critic_optimizer, optim,
                                    train::learning_rate(optim, step, c.steps)));
@@ -619,6 +721,12 @@ Result<StepMetrics> RlRun::run() {
     if (s_->world->rank() == 0) {
       s_->steps_file << step_metrics_json(last) << "\n" << std::flush;
       if (!s_->steps_file) return IOError("writing " + c.run_dir + "/rl_steps.jsonl failed");
+    }
+    if (!s_->trains) {  // a rollout-only rank: no update, no telemetry or checkpoint of its own
+      if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) {
+        MS_RETURN_IF_ERROR(evaluate(i));
+      }
+      continue;
     }
     telemetry::StepRecord record;
     record.step = i;
@@ -653,6 +761,7 @@ Result<StepMetrics> RlRun::run() {
     }
   }
   MS_RETURN_IF_ERROR(evaluate(c.steps));
+  if (!s_->trains) return last;
   MS_RETURN_IF_ERROR(s_->save_checkpoint(c.steps));
   MS_RETURN_IF_ERROR(s_->telemetry->close());
   return last;

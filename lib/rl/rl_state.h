@@ -41,19 +41,28 @@ struct SavedModel {
 
 struct RlRun::State {
   RlConfig config;
-  // Every rank (generation, agreement on errors, checkpoints, the run's files on its rank 0),
-  // the training's data-parallel group and, with parallel.tp > 1, its tensor-parallel group
-  // (tp groups are runs of consecutive ranks; dp is then the world split across them).
+  // Every rank (each round's collectives, the run's files on its rank 0); the ranks that train
+  // (world, unless placement.mode is split: then the first world - rollout_ranks), their
+  // data-parallel group and, with parallel.tp > 1, their tensor-parallel group (tp groups are
+  // runs of consecutive ranks; dp is then split across them). trainers and dp are null on a
+  // rank that only generates.
   comm::Communicator* world = nullptr;
+  comm::Communicator* trainers = nullptr;
   comm::Communicator* dp = nullptr;
-  std::unique_ptr<comm::Communicator> tp_group, dp_group;
+  std::unique_ptr<comm::Communicator> trainer_group, tp_group, dp_group;
+  // Split placement: the tp ranks of dp rank 0 (holding the actor's slices), then the rollout
+  // ranks (receiving the whole weights); null on the other ranks and when colocated.
+  std::unique_ptr<comm::Communicator> weights_group;
+  bool trains = true, generates = true;
+  int gen_index = 0, gen_count = 1;  // this rank among the generating ranks (-1: none)
   std::function<void(const std::string&)> log;
   std::optional<io::DirectoryLock> lock;
   infer::LoadedModel reference;  // the checkpoint as loaded: the frozen reference for KL
   std::unique_ptr<model::Transformer> actor;
-  // parallel.tp > 1: the whole weights the engine generates with, gathered from the actor's
-  // slices before the first generation after each update (stale marks an update since); the
-  // gathers since the last step record, summed (a step takes and clears them).
+  // parallel.tp > 1 or split placement: the whole weights the engine generates with, gathered
+  // from the actor's slices before the first generation after each step (stale marks a step
+  // since; null on a rank that only trains); the gathers since the last step record, summed
+  // (a step takes and clears them).
   std::unique_ptr<model::Transformer> rollout_model;
   bool rollout_stale = true;
   ReshardReport unreported_reshard;
@@ -84,9 +93,16 @@ struct RlRun::State {
 
   Status load();
   Status open_outputs();
-  // parallel.tp > 1: gathers the actor's slices into rollout_model when an update changed
-  // them, adding the cost to unreported_reshard. Collective over tp.
+  // True when generation runs on gathered whole weights (parallel.tp > 1 or split placement):
+  // the same on every rank.
+  bool reshards() const { return config.tp > 1 || config.rollout_ranks > 0; }
+  // When a step ran since the last gather: gathers the actor's slices into the rollout model
+  // (colocated: within the tp group; split: from dp rank 0's tp ranks to the rollout ranks),
+  // adding the cost to unreported_reshard. Collective over those groups.
   Status refresh_rollout_model();
+  // Split placement: the rollout ranks take the run's position (start_step and the prompt
+  // stream) from world rank 0, which restored it. Collective over world.
+  Status share_position();
   // Finds the checkpoint to resume from (checkpoint.resume auto) and the model description and
   // tokenizer a save writes; loads the resumed actor's weights into `actor`.
   Status find_and_load_weights();

@@ -12,14 +12,19 @@ namespace ms::rl {
 namespace {
 
 // Every rank's `local` values, rank 0's first (as raw bytes: the communicator has no f64).
+// Ranks may hold different counts (none on a rank that only trains).
 Result<std::vector<double>> gather_over_ranks(comm::Communicator& group,
                                               std::span<const double> local) {
-  std::vector<double> all(local.size() * static_cast<size_t>(group.size()));
-  if (group.size() == 1) {
-    std::copy(local.begin(), local.end(), all.begin());
-    return all;
-  }
-  MS_RETURN_IF_ERROR(group.allgather(local.data(), all.data(), local.size_bytes(), DType::kU8));
+  if (group.size() == 1) return std::vector<double>(local.begin(), local.end());
+  const uint64_t mine = local.size_bytes();
+  std::vector<uint64_t> sizes(static_cast<size_t>(group.size()));
+  MS_RETURN_IF_ERROR(group.allgather(&mine, sizes.data(), sizeof mine, DType::kU8));
+  const std::vector<size_t> counts(sizes.begin(), sizes.end());
+  size_t total = 0;
+  for (size_t c : counts) total += c;
+  std::vector<double> all(total / sizeof(double));
+  MS_RETURN_IF_ERROR(group.allgatherv(local.data(), local.size_bytes(), all.data(), counts,
+                                      DType::kU8));
   return all;
 }
 
@@ -50,17 +55,19 @@ std::vector<size_t> PromptStream::next(int64_t n) {
 // its share of the round's positions, seeded by position, so the rollouts are those one rank
 // would generate for the whole round. The rewards are gathered, so every rank takes the same
 // dynamic-sampling decision over the whole round and keeps the same groups; each trains the
-// kept groups of its dp rank's share, which its tp group pooled (its own without tp).
+// kept groups of its dp rank's share (RolloutSide says where they come from).
 Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                                             int64_t weight_version) {
   const RlConfig& c = side.config;
   comm::Communicator& gen = side.gen;
-  comm::Communicator& dp = side.dp;
   const size_t G = static_cast<size_t>(c.group_size);
-  const size_t gen_share = static_cast<size_t>(c.prompts_per_step / gen.size());
-  const size_t gen_first = gen_share * static_cast<size_t>(gen.rank());
-  const size_t share = static_cast<size_t>(c.prompts_per_step / dp.size());
-  const size_t first = share * static_cast<size_t>(dp.rank());
+  const size_t P = static_cast<size_t>(c.prompts_per_step);
+  const bool generates = side.generator != nullptr;
+  const size_t gen_share = generates ? P / static_cast<size_t>(side.gen_count) : 0;
+  const size_t gen_first = generates ? gen_share * static_cast<size_t>(side.gen_index) : 0;
+  const size_t share = side.dp ? P / static_cast<size_t>(side.dp->size()) : 0;
+  const size_t first = side.dp ? share * static_cast<size_t>(side.dp->rank()) : 0;
+  const size_t base = side.pool ? side.pool_first : gen_first;  // position of rounds[k][0]
   Stopwatch clock;
   StepRollouts out;
   out.step = step;
@@ -80,14 +87,19 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                    const uint64_t seed = c.seed * 0x9e3779b97f4a7c15ULL +
                                          static_cast<uint64_t>(step) * 1000 +
                                          static_cast<uint64_t>(round);
-                   Result<std::vector<RolloutGroup>> groups = side.generator.sample_groups(
-                       std::span(prompts).subspan(gen_first, gen_share), seed, gen_first);
+                   Result<std::vector<RolloutGroup>> groups = std::vector<RolloutGroup>{};
+                   if (generates) {
+                     groups = side.generator->sample_groups(
+                         std::span(prompts).subspan(gen_first, gen_share), seed, gen_first);
+                   }
                    MS_RETURN_IF_ERROR(comm::agree(gen, groups.status(), "generating rollouts"));
-                   const infer::EngineStats& engine = side.generator.engine_stats();
-                   decoding[0] += static_cast<double>(engine.decode_generated);
-                   decoding[1] += static_cast<double>(engine.decode_rounds);
-                   decoding[2] += static_cast<double>(engine.draft_proposed);
-                   decoding[3] += static_cast<double>(engine.draft_accepted);
+                   if (generates) {
+                     const infer::EngineStats& engine = side.generator->engine_stats();
+                     decoding[0] += static_cast<double>(engine.decode_generated);
+                     decoding[1] += static_cast<double>(engine.decode_rounds);
+                     decoding[2] += static_cast<double>(engine.draft_proposed);
+                     decoding[3] += static_cast<double>(engine.draft_accepted);
+                   }
                    std::vector<double> local;
                    for (const RolloutGroup& g : *groups) {
                      for (const Rollout& x : g) {
@@ -99,8 +111,8 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                        generated[4] += 1.0;
                      }
                    }
-                   if (side.tp != nullptr) {
-                     MS_ASSIGN_OR_RETURN(*groups, gather_rollout_groups(*side.tp, *groups));
+                   if (side.pool != nullptr) {
+                     MS_ASSIGN_OR_RETURN(*groups, gather_rollout_groups(*side.pool, *groups));
                    }
                    out.rounds.push_back(std::move(*groups));
                    MS_ASSIGN_OR_RETURN(const std::vector<double> all, gather_over_ranks(gen, local));
@@ -132,19 +144,24 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
     const bool mine = index >= first && index < first + share;
     out.before[k + 1] = out.before[k] + (mine ? 1 : 0);
     if (!mine) continue;
-    for (const Rollout& r : out.rounds[static_cast<size_t>(ref.round)][index - first]) {
+    for (const Rollout& r : out.rounds[static_cast<size_t>(ref.round)][index - base]) {
       out.kept.push_back(&r);
     }
   }
   std::vector<const Sample*> samples;
   for (const Rollout* r : out.kept) samples.push_back(&r->sample);
-  Result<PolicyEval> behavior = evaluate_policy(side.policy, samples, kPolicyMicroBatch, side.pad);
+  Result<PolicyEval> behavior = PolicyEval{};
+  if (side.policy) behavior = evaluate_policy(*side.policy, samples, kPolicyMicroBatch, side.pad);
   MS_RETURN_IF_ERROR(comm::agree(gen, behavior.status(), "the rollout policy's log-probs"));
   out.behavior = std::move(*behavior);
+  if (!side.dp) {  // a rank that only generates: the trainers' figures are not its own
+    m.rollout_s = clock.elapsed_s();
+    return out;
+  }
   std::vector<double> entropy = {
       std::accumulate(out.behavior.entropy.begin(), out.behavior.entropy.end(), 0.0),
       static_cast<double>(out.behavior.entropy.size())};
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, entropy));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(*side.dp, entropy));
   if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
   m.response_tokens = static_cast<int64_t>(entropy[1]);
   m.rollout_s = clock.elapsed_s();

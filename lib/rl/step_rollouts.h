@@ -51,19 +51,28 @@ struct StepRollouts {
   PromptStream stream_after;
 };
 
-// What generates and where. `gen` is every generating rank, `dp` the training's data-parallel
-// group and `tp` (null: none) its tensor-parallel group: with a tensor-parallel actor every
-// rank generates (tp = 1 x dp = gen.size()) and the members of a tp group pool their groups,
-// so dp rank d trains the groups of gen ranks d tp .. (d + 1) tp - 1 (tp groups are runs of
-// consecutive ranks). Without tp, gen is dp. `generator` runs on the whole weights; `policy`
-// is the actor (its tp slices) that takes the behavior log-probs.
+// What generates and where. `gen` is every rank of the run (each round's collectives); the
+// generating ranks among them take equal shares of each round's positions, by gen_index.
+// `dp` is the training's data-parallel group: dp rank d trains the groups at positions
+// [d P/dp, (d + 1) P/dp). A rank trains what it generated, unless `pool` gathers the groups of
+// its generating members, which then cover positions [pool_first, ...):
+//   - one rank, or data parallelism: every rank generates and trains its share; no pool;
+//   - a tensor-parallel actor, colocated: every rank generates, and the tp group (its ranks
+//     consecutive) pools its members' groups, which are its dp rank's share;
+//   - split placement: only the rollout ranks generate, and the whole run pools the round
+//     (pool_first 0), from which each trainer takes its share.
+// `generator` runs on whole weights; `policy` is the actor (tp slices) that takes the behavior
+// log-probs of the groups this rank trains.
 struct RolloutSide {
   const RlConfig& config;
   comm::Communicator& gen;
-  comm::Communicator& dp;
-  comm::Communicator* tp;
-  RolloutGenerator& generator;
-  model::Transformer& policy;
+  comm::Communicator* dp;       // null on a rank that only generates
+  comm::Communicator* pool;     // null: none
+  size_t pool_first = 0;
+  RolloutGenerator* generator;  // null on a rank that only trains
+  model::Transformer* policy;   // null on a rank that only generates
+  int gen_index = 0;            // this rank among the generating ranks (-1: none)
+  int gen_count = 1;
   PromptStream& stream;
   int32_t pad = 0;
 };

@@ -41,7 +41,9 @@ MB=${RL_MINI_BATCHES:-2}
 # grpo_spec (speculative rollouts) and grpo_async (asynchronous rollouts, staleness 1); ppo
 # and vapo (with a value model) run when named, with RL_CRITIC_WARMUP value pretraining steps
 # (10: VAPO's 50 would be most of a 60-step run) and the critic at RL_CRITIC_LR (default twice
-# the actor's lr, VAPO's ratio).
+# the actor's lr, VAPO's ratio). grpo_dp2 and grpo_tp2 run grpo under `mpirun -np 2`: two
+# data-parallel ranks, and the actor at tensor parallel 2 generating at tp 1 on both ranks
+# (the hybrid engine's in-memory reshard; its bytes and time are printed).
 # RL_TRAIN_LIMIT=N trains on the first N training prompts only (0: all). With a few prompts the
 # run is a check that the loop learns at all: they are revisited every step, so the sample
 # accuracy on them should climb (docs/bench/rl.md).
@@ -109,7 +111,7 @@ if [ ! -f pretrain/checkpoints/latest ]; then
 fi
 grep -E "step $STEPS/$STEPS " pretrain.log | tail -1 | sed 's/^.*] //' || true
 
-rl() {  # rl <name> <algorithm section> [more rollout keys, ", key: value"] [more yaml]
+rl() {  # rl <name> <algorithm section> [more rollout keys, ", key: value"] [more yaml] [ranks]
   cat > "$1.yaml" <<YAML
 run: {dir: $1, seed: 1}
 actor: {checkpoint: pretrain/checkpoints}
@@ -124,7 +126,12 @@ ${4:-}
 YAML
   rm -rf "$1"
   local t=$(date +%s)
-  "$BIN/ms-train" rl --config "$1.yaml" > "$1.log" 2>&1 || { tail -3 "$1.log"; return 1; }
+  if [ "${5:-1}" -gt 1 ]; then
+    mpirun --oversubscribe -np "$5" "$BIN/ms-train" rl --config "$1.yaml" > "$1.log" 2>&1 < /dev/null ||
+      { tail -3 "$1.log"; return 1; }
+  else
+    "$BIN/ms-train" rl --config "$1.yaml" > "$1.log" 2>&1 || { tail -3 "$1.log"; return 1; }
+  fi
   echo "## $1: $(($(date +%s) - t)) s"
   python3 - "$1" "$G" <<'PY'
 import json, sys
@@ -157,6 +164,10 @@ print(f"rollouts: {generated / rollout_s:.0f} tokens/s ({rollout_s:.1f} s over {
       f"{sum(s['draft_acceptance'] for s in steps) / len(steps):.2f}; update "
       f"{sum(s['update_s'] for s in steps):.1f} s; weight versions {steps[0]['weight_version']}.."
       f"{steps[-1]['weight_version']}")
+if "reshard_bytes" in steps[0]:
+    print(f"in-memory reshard: {max(s['reshard_bytes'] for s in steps) / 1e6:.2f} MB received by "
+          f"the busiest rank per step, {sum(s['reshard_s'] for s in steps) / len(steps) * 1e3:.1f} ms "
+          f"per step on average")
 PY
 }
 # A run that stops (DAPO's dynamic sampling at its bound when correct answers are too rare) is
@@ -169,6 +180,8 @@ for run in ${RL_RUNS:-grpo dapo grpo_spec grpo_async}; do
     # rollouts one step stale: the same number of updates as grpo, for the timings.
     grpo_spec) rl grpo_spec "{name: grpo}" ", speculative_tokens: 4" || echo "## grpo_spec stopped" ;;
     grpo_async) rl grpo_async "{name: grpo}" ", async_staleness: 1" || echo "## grpo_async stopped" ;;
+    grpo_dp2) rl grpo_dp2 "{name: grpo}" "" "" 2 || echo "## grpo_dp2 stopped" ;;
+    grpo_tp2) rl grpo_tp2 "{name: grpo}" "" "parallel: {tp: 2}" 2 || echo "## grpo_tp2 stopped" ;;
     ppo|vapo) rl $run "{name: $run}" "" "critic: {warmup_steps: $CRITIC_WARMUP, lr: $CRITIC_LR}" ||
               echo "## $run stopped" ;;
   esac

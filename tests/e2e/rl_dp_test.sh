@@ -6,9 +6,11 @@
 # exactly, losses, gradient norms, entropies, clip fractions and KLs to 1e-5 relative (and with
 # VAPO's critic its value loss, gradient norm, values and returns). The same holds for a
 # tensor-parallel actor (parallel.tp 2 on 2 ranks, and tp 2 x dp 2 on 4), which generates at
-# tp 1 on every rank from weights gathered in memory; a tp 2 checkpoint resumes on one rank and
-# serves with ms-infer. Also a prompts_per_step that the ranks cannot share, asynchronous
-# rollouts on two ranks, and tp with a critic or not dividing the ranks, are refused by name.
+# tp 1 on every rank from weights gathered in memory, and for split placement (a tp 2 actor on
+# 2 ranks, 1 rollout-only rank receiving its weights); a tp 2 checkpoint resumes at tp 1 with a
+# rollout rank and serves with ms-infer. Also a prompts_per_step that the ranks cannot share,
+# asynchronous rollouts on two ranks, tp with a critic or not dividing the ranks, and a split
+# placement leaving no trainer, are refused by name.
 # Usage: rl_dp_test.sh <mpirun> <bin dir> <source dir> <make_tiny_model>
 set -euo pipefail
 MPIRUN=$1
@@ -105,8 +107,9 @@ done
   fail "dapo dropped no group: dynamic sampling's split over ranks was not exercised"
 
 # A tensor-parallel actor equals one rank: DAPO (dynamic sampling pooling the groups of a tp
-# group) at tp 2 on 2 ranks, GRPO with KL at tp 2 x dp 2 on 4.
-for run in dapo.tp2:2 grpo.tp2dp2:4; do
+# group) at tp 2 on 2 ranks, GRPO with KL at tp 2 x dp 2 on 4; and split placement: DAPO at
+# tp 2 on 2 ranks generating on a third.
+for run in dapo.tp2:2 grpo.tp2dp2:4 dapo.split:3; do
   name=${run%%:*} np=${run##*:} algo=${run%%.*}
   case $algo in
     grpo) section="{name: grpo, kl_coef: 0.01}"; reward=$work/vowels.py ;;
@@ -119,10 +122,14 @@ for run in dapo.tp2:2 grpo.tp2dp2:4; do
   }
   config "$work/$name.yaml" "$work/$name" "$section" "$reward" 4 model_tp
   echo "parallel: {tp: 2}" >> "$work/$name.yaml"
+  line="training at tp 2 x dp $((np / 2)), generating at tp 1 x dp $np;"
+  if [ "$name" = dapo.split ]; then
+    echo "placement: {mode: split, rollout_ranks: 1}" >> "$work/$name.yaml"
+    line="training at tp 2 x dp 1, generating at tp 1 x dp 1 on 1 rollout-only rank(s)"
+  fi
   timeout -k 5 240 "$MPIRUN" --oversubscribe -np "$np" "$BIN/ms-train" rl --config "$work/$name.yaml" \
     > "$work/$name.log" 2>&1 < /dev/null || { cat "$work/$name.log"; fail "$name on $np ranks"; }
-  grep -q "training at tp 2 x dp $((np / 2)), generating at tp 1 x dp $np" "$work/$name.log" ||
-    { cat "$work/$name.log"; fail "$name: no hybrid-engine line"; }
+  grep -q "$line" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: no hybrid-engine line"; }
   compare "$work/$algo.tp1" "$work/$name" || fail "$name differs from one rank"
   python3 - "$work/$name/rl_steps.jsonl" <<'PY' || fail "$name: no reshard figures"
 import json, sys
@@ -131,22 +138,25 @@ assert all(r["reshard_bytes"] > 0 and r["reshard_s"] >= 0 for r in rows), rows
 PY
   echo "ok: $name on $np ranks = one rank"
 done
-# The tp 2 run's checkpoint after 2 steps, resumed on one rank to step 3, equals the one-rank
-# run; it serves with ms-infer.
+# The tp 2 run's checkpoint after 2 steps, resumed at tp 1 with a rollout-only rank (the
+# trainer restores the position and hands it on) to step 3, equals the one-rank run; it serves
+# with ms-infer.
 config "$work/cross.yaml" "$work/cross" "{name: grpo, kl_coef: 0.01}" "$work/vowels.py" 4 model_tp
 sed -i "s/steps: 3,/steps: 2,/" "$work/cross.yaml"
 echo "parallel: {tp: 2}" >> "$work/cross.yaml"
 timeout -k 5 240 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config "$work/cross.yaml" \
   > "$work/cross.log" 2>&1 < /dev/null || { cat "$work/cross.log"; fail "tp 2 for 2 steps"; }
 config "$work/cross.yaml" "$work/cross" "{name: grpo, kl_coef: 0.01}" "$work/vowels.py" 4 model_tp
-"$BIN/ms-train" rl --config "$work/cross.yaml" > "$work/cross.resume.log" 2>&1 ||
-  { cat "$work/cross.resume.log"; fail "resuming the tp 2 checkpoint on one rank"; }
+echo "placement: {mode: split, rollout_ranks: 1}" >> "$work/cross.yaml"
+timeout -k 5 240 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config "$work/cross.yaml" \
+  > "$work/cross.resume.log" 2>&1 < /dev/null ||
+  { cat "$work/cross.resume.log"; fail "resuming the tp 2 checkpoint at tp 1 with a rollout rank"; }
 grep -q "resumed from .*step-00000002 after step 2" "$work/cross.resume.log" ||
-  { cat "$work/cross.resume.log"; fail "the one-rank run did not resume the tp 2 checkpoint"; }
-compare "$work/grpo.tp1" "$work/cross" || fail "tp 2 resumed at tp 1 differs from one rank"
+  { cat "$work/cross.resume.log"; fail "the split run did not resume the tp 2 checkpoint"; }
+compare "$work/grpo.tp1" "$work/cross" || fail "tp 2 resumed at tp 1 with a rollout rank differs from one rank"
 "$BIN/ms-infer" generate --checkpoint "$work/cross/checkpoints/step-00000002" --prompt "Mia has" \
   --max-tokens 3 > "$work/cross.gen" 2>&1 || { cat "$work/cross.gen"; fail "ms-infer cannot serve the tp 2 checkpoint"; }
-echo "ok: a tp 2 checkpoint resumes on one rank and serves"
+echo "ok: a tp 2 checkpoint resumes at tp 1 with a rollout rank, and serves"
 config "$work/tpbad.yaml" "$work/tpbad" "{name: vapo}" "$work/vowels.py" 4 model_tp
 echo "critic: {warmup_steps: 1}" >> "$work/tpbad.yaml"
 echo "parallel: {tp: 2}" >> "$work/tpbad.yaml"
@@ -160,6 +170,13 @@ if "$BIN/ms-train" rl --config "$work/tpodd.yaml" > "$work/tpodd.log" 2>&1; then
   fail "tp 2 on one rank should be refused"
 fi
 grep -q "parallel.tp (2) must divide the ranks (1)" "$work/tpodd.log" || { cat "$work/tpodd.log"; fail "the tp/ranks refusal does not name the key"; }
+config "$work/alloff.yaml" "$work/alloff" "{name: grpo}" "$work/vowels.py" 4
+echo "placement: {mode: split, rollout_ranks: 1}" >> "$work/alloff.yaml"
+if "$BIN/ms-train" rl --config "$work/alloff.yaml" > "$work/alloff.log" 2>&1; then
+  fail "split placement with no training rank should be refused"
+fi
+grep -q "placement.rollout_ranks (1) must leave at least one of the 1 ranks to train" "$work/alloff.log" ||
+  { cat "$work/alloff.log"; fail "the placement refusal does not name the key"; }
 
 config "$work/odd.yaml" "$work/odd" "{name: grpo}" "$work/vowels.py" 3
 if timeout -k 5 120 "$MPIRUN" --oversubscribe -np 2 "$BIN/ms-train" rl --config "$work/odd.yaml" \

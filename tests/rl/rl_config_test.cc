@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "rl/rl_config.h"
 
@@ -46,6 +47,33 @@ std::string error_of(const std::string& yaml) {
   Result<RlConfig> r = parse_rl_config(yaml, "rl.yaml");
   EXPECT_FALSE(r.ok()) << yaml;
   return r.ok() ? "" : r.status().message();
+}
+
+TEST(RlConfig, ParallelAndPlacement) {
+  Result<RlConfig> plain = parse_rl_config(kBase, "rl.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->tp, 1);
+  EXPECT_EQ(plain->rollout_ranks, 0);  // colocated
+  Result<RlConfig> split = parse_rl_config(
+      kBase + "parallel: {tp: 2}\nplacement: {mode: split, rollout_ranks: 3}\n", "rl.yaml");
+  ASSERT_TRUE(split.ok()) << split.status().to_string();
+  EXPECT_EQ(split->tp, 2);
+  EXPECT_EQ(split->rollout_ranks, 3);
+  const std::pair<std::string, std::string> refused[] = {
+      {"parallel: {tp: 0}\n", "parallel.tp must be at least 1"},
+      {"parallel: {tp: 2}\nalgorithm: {name: ppo}\n", "parallel.tp 2 with algorithm.name ppo"},
+      {"parallel: {tp: 2}\nrollout: {async_staleness: 1}\n",
+       "parallel.tp 2 with rollout.async_staleness 1"},
+      {"placement: {mode: split}\n", "needs placement.rollout_ranks of at least 1"},
+      {"placement: {rollout_ranks: 1}\n", "placement.rollout_ranks applies to placement.mode split"},
+      {"placement: {mode: apart}\n", "placement.mode must be colocated or split, got 'apart'"},
+      {"placement: {mode: split, rollout_ranks: 1}\nrollout: {async_staleness: 0}\n",
+       "split runs grpo and dapo with synchronous rollouts only"},
+  };
+  for (const auto& [yaml, message] : refused) {
+    EXPECT_NE(error_of(kBase + yaml).find(message), std::string::npos)
+        << yaml << " gave: " << error_of(kBase + yaml);
+  }
 }
 
 TEST(RlConfig, PpoAndVapoDefaults) {

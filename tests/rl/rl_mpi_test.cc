@@ -493,7 +493,8 @@ TEST(TensorParallelActor, GatheredWeightsEqualTheCheckpointAndLogProbsTheWholeMo
   }
   auto whole = model::Transformer::create(cfg, 7, {}, model::ParameterValues::kToLoad);
   ASSERT_TRUE(whole.ok());
-  auto report = gather_tp_weights(tp, (*actor)->parameters(), (*whole)->parameters());
+  auto report =
+      gather_whole_weights(tp, tp.size(), &(*actor)->parameters(), &(*whole)->parameters());
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_EQ(report->bytes_received > 0, tp.size() > 1);
 
