@@ -43,7 +43,8 @@ MB=${RL_MINI_BATCHES:-2}
 # (10: VAPO's 50 would be most of a 60-step run) and the critic at RL_CRITIC_LR (default twice
 # the actor's lr, VAPO's ratio). grpo_dp2 and grpo_tp2 run grpo under `mpirun -np 2`: two
 # data-parallel ranks, and the actor at tensor parallel 2 generating at tp 1 on both ranks
-# (the hybrid engine's in-memory reshard; its bytes and time are printed).
+# (the hybrid engine's in-memory reshard; its bytes and time are printed); grpo_split runs
+# that tp 2 actor on 2 ranks with a third generating only (split placement, 3 ranks).
 # RL_TRAIN_LIMIT=N trains on the first N training prompts only (0: all). With a few prompts the
 # run is a check that the loop learns at all: they are revisited every step, so the sample
 # accuracy on them should climb (docs/bench/rl.md).
@@ -182,6 +183,8 @@ for run in ${RL_RUNS:-grpo dapo grpo_spec grpo_async}; do
     grpo_async) rl grpo_async "{name: grpo}" ", async_staleness: 1" || echo "## grpo_async stopped" ;;
     grpo_dp2) rl grpo_dp2 "{name: grpo}" "" "" 2 || echo "## grpo_dp2 stopped" ;;
     grpo_tp2) rl grpo_tp2 "{name: grpo}" "" "parallel: {tp: 2}" 2 || echo "## grpo_tp2 stopped" ;;
+    grpo_split) rl grpo_split "{name: grpo}" "" "$(printf 'parallel: {tp: 2}\nplacement: {mode: split, rollout_ranks: 1}')" 3 ||
+                echo "## grpo_split stopped" ;;
     ppo|vapo) rl $run "{name: $run}" "" "critic: {warmup_steps: $CRITIC_WARMUP, lr: $CRITIC_LR}" ||
               echo "## $run stopped" ;;
   esac
