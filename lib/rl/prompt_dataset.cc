@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/indexed_dataset.h"
 #include "io/atomic_file.h"
 #include "io/zstd_stream.h"
 
@@ -12,6 +13,39 @@ constexpr uint64_t kMaxPromptFileBytes = uint64_t{1} << 32;  // 4 GiB as stored
 
 bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\r") == std::string_view::npos;
+}
+
+// Every document of `dataset` decoded with `tokenizer`, its trailing end-of-document id dropped.
+Result<std::vector<std::string>> decode_documents(const data::IndexedDataset& dataset,
+                                                  const data::Tokenizer& tokenizer) {
+  const std::optional<data::DatasetMeta>& meta = dataset.meta();
+  if (meta && !meta->tokenizer_hash.empty() &&
+      meta->tokenizer_hash != tokenizer.content_hash()) {
+    return InvalidArgument(dataset.prefix() + ".meta.json: built with tokenizer " +
+                           meta->tokenizer_path + " (hash " + meta->tokenizer_hash +
+                           "), not the actor's (hash " + tokenizer.content_hash() +
+                           "): the ids would decode to other text");
+  }
+  const int64_t eos = meta ? meta->eos_id : tokenizer.eos_id();
+  std::vector<std::string> out;
+  std::vector<int32_t> tokens;
+  const std::span<const int64_t> documents = dataset.document_index();
+  for (size_t d = 0; d + 1 < documents.size(); ++d) {
+    tokens.clear();
+    for (int64_t q = documents[d]; q < documents[d + 1]; ++q) {
+      const size_t seq = static_cast<size_t>(q);
+      const size_t n = static_cast<size_t>(dataset.sequence_length(seq));
+      tokens.resize(tokens.size() + n);
+      dataset.read_tokens(seq, 0, n, tokens.data() + tokens.size() - n);
+    }
+    if (!tokens.empty() && eos >= 0 && tokens.back() == eos) tokens.pop_back();
+    Result<std::string> text = tokenizer.decode(tokens);
+    if (!text.ok()) {
+      return text.status().with_context(dataset.prefix() + ": document " + std::to_string(d));
+    }
+    out.push_back(std::move(*text));
+  }
+  return out;
 }
 
 }  // namespace
@@ -58,6 +92,32 @@ Result<std::vector<PromptExample>> read_prompt_dataset(const std::string& path) 
     return parse_prompt_lines(*text, path);
   }
   return parse_prompt_lines(stored, path);
+}
+
+Result<std::vector<PromptExample>> read_prompt_datasets(const std::string& prompts_prefix,
+                                                        const std::string& answers_prefix,
+                                                        const data::Tokenizer& tokenizer) {
+  MS_ASSIGN_OR_RETURN(const data::IndexedDataset prompt_set,
+                      data::IndexedDataset::open(prompts_prefix));
+  MS_ASSIGN_OR_RETURN(const data::IndexedDataset answer_set,
+                      data::IndexedDataset::open(answers_prefix));
+  if (prompt_set.num_documents() != answer_set.num_documents()) {
+    return InvalidArgument(prompts_prefix + " holds " + std::to_string(prompt_set.num_documents()) +
+                           " documents, " + answers_prefix + " " +
+                           std::to_string(answer_set.num_documents()) +
+                           ": the two must come from the same JSON lines");
+  }
+  MS_ASSIGN_OR_RETURN(std::vector<std::string> prompts, decode_documents(prompt_set, tokenizer));
+  MS_ASSIGN_OR_RETURN(std::vector<std::string> answers, decode_documents(answer_set, tokenizer));
+  if (prompts.empty()) return Corruption(prompts_prefix + ": no prompts");
+  std::vector<PromptExample> out(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty()) {
+      return Corruption(prompts_prefix + ": document " + std::to_string(i) + " is an empty prompt");
+    }
+    out[i] = {std::move(prompts[i]), std::move(answers[i])};
+  }
+  return out;
 }
 
 }  // namespace ms::rl

@@ -99,6 +99,8 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
       {"prompts",
        {{"train", [&](auto& n, auto& k) { return read_scalar(n, k, c.train_prompts); }},
         {"eval", [&](auto& n, auto& k) { return read_scalar(n, k, c.eval_prompts); }},
+        {"train_answers", [&](auto& n, auto& k) { return read_scalar(n, k, c.train_answers); }},
+        {"eval_answers", [&](auto& n, auto& k) { return read_scalar(n, k, c.eval_answers); }},
         {"eval_every", [&](auto& n, auto& k) { return read_scalar(n, k, c.eval_every); }},
         {"eval_limit", [&](auto& n, auto& k) { return read_scalar(n, k, c.eval_limit); }}}},
       {"rollout",
@@ -277,6 +279,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
   if (!(c.lambda >= 0.0 && c.lambda <= 1.0)) return bad("algorithm.lambda must be in [0, 1]");
   if (!(c.lambda_alpha > 0.0)) return bad("algorithm.lambda_alpha must be positive");
   if (!(c.positive_nll_coef >= 0.0)) return bad("algorithm.positive_nll_coef must be >= 0");
+  if (!c.eval_answers.empty() && c.eval_prompts.empty()) {
+    return bad("prompts.eval_answers needs prompts.eval (the prompts' dataset prefix)");
+  }
   if (c.tp < 1) return bad("parallel.tp must be at least 1");
   if (c.tp > 1 && has_critic(c.algorithm)) {
     return bad("parallel.tp " + std::to_string(c.tp) + " with algorithm.name " +

@@ -35,6 +35,10 @@ struct RlConfig {
   std::string train_prompts;
   std::string eval_prompts;  // optional held-out file: greedy accuracy at start, every
                              // eval_every steps and at the end
+  // When set, train_prompts (eval_prompts) is an ms-data dataset prefix of the prompts and this
+  // the prefix of their answers (prompt_dataset.h); otherwise a JSON-lines file.
+  std::string train_answers;
+  std::string eval_answers;
   int64_t eval_every = 0;    // 0: only at start and end
   int64_t eval_limit = 0;    // 0: every held-out prompt
   // rollout

@@ -262,9 +262,16 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
 // keeps it as its rollout model. The generating ranks take contiguous shares of the held-out
 // prompts.
 Status RlRun::State::load() {
-  MS_ASSIGN_OR_RETURN(prompts, read_prompt_dataset(config.train_prompts));
+  MS_ASSIGN_OR_RETURN(reference, infer::load_model(config.model_dir, config.checkpoint));
+  if (!reference.tokenizer) return InvalidArgument("the actor has no tokenizer.json beside its weights");
+  // JSON lines, or ms-data datasets of the prompts and of their answers.
+  const auto read = [&](const std::string& path, const std::string& answers) {
+    return answers.empty() ? read_prompt_dataset(path)
+                           : read_prompt_datasets(path, answers, *reference.tokenizer);
+  };
+  MS_ASSIGN_OR_RETURN(prompts, read(config.train_prompts, config.train_answers));
   if (!config.eval_prompts.empty()) {
-    MS_ASSIGN_OR_RETURN(eval_prompts, read_prompt_dataset(config.eval_prompts));
+    MS_ASSIGN_OR_RETURN(eval_prompts, read(config.eval_prompts, config.eval_answers));
     if (config.eval_limit > 0 && static_cast<int64_t>(eval_prompts.size()) > config.eval_limit) {
       eval_prompts.resize(static_cast<size_t>(config.eval_limit));
     }
@@ -275,8 +282,6 @@ Status RlRun::State::load() {
           n * r / ranks, n * (r + 1) / ranks - n * r / ranks);
     }
   }
-  MS_ASSIGN_OR_RETURN(reference, infer::load_model(config.model_dir, config.checkpoint));
-  if (!reference.tokenizer) return InvalidArgument("the actor has no tokenizer.json beside its weights");
   pad = reference.tokenizer->eos_id();
   stream = PromptStream::shuffled(prompts.size(), config.seed);
   const config::ModelConfig& mc = reference.model->config();

@@ -5,7 +5,8 @@
 # DAPO with the exact-answer reward on a model that never answers fails with dynamic sampling's
 # bound; FAPO's step checker penalizes the positives it flags; a crashing reward program, a step
 # checker printing garbage and a misspelt key fail naming them; VAPO trains its critic (value
-# pretraining, then both) and resumes it bit for bit.
+# pretraining, then both) and resumes it bit for bit; prompts given as ms-data datasets run the
+# same as their JSON lines.
 # Usage: rl_test.sh <bin dir> <source dir>
 set -euo pipefail
 BIN=$1
@@ -67,6 +68,31 @@ evals = [json.loads(l) for l in open(sys.argv[2])]
 assert [e["step"] for e in evals] == [0, 3] and all(e["prompts"] == 6 for e in evals), evals
 PY
 grep -q '"kind":"step"' "$work/grpo/telemetry/rank-00000.jsonl" || fail "no step telemetry"
+# The same run with its prompts and answers as ms-data datasets of the same JSON lines: every
+# figure but the timings equal.
+mkdir -p "$work/ds"
+for split in train heldout; do
+  for key in prompt answer; do
+    "$BIN/ms-data" build --input "$work/prompts/arithmetic_prompts_$split.jsonl" \
+      --tokenizer "$SRC/data/tokenizers/gpt2/tokenizer.json" --text-key $key \
+      --output "$work/ds/${split}_$key" --threads 1 --no-progress > /dev/null ||
+      fail "ms-data build of the $split ${key}s"
+  done
+done
+sed "s|dir: $work/grpo,|dir: $work/grpo_ds,|; s|train: $work/prompts/arithmetic_prompts_train.jsonl,|train: $work/ds/train_prompt, train_answers: $work/ds/train_answer,|; s|eval: $work/prompts/arithmetic_prompts_heldout.jsonl,|eval: $work/ds/heldout_prompt, eval_answers: $work/ds/heldout_answer,|" \
+  "$work/grpo.yaml" > "$work/grpo_ds.yaml"
+grep -q "train_answers" "$work/grpo_ds.yaml" || fail "the dataset config was not written"
+out=$("$BIN/ms-train" rl --config "$work/grpo_ds.yaml" 2>&1) || { echo "$out"; fail "grpo on datasets"; }
+python3 - "$work/grpo" "$work/grpo_ds" <<'PY' || fail "prompts from datasets differ from JSON lines"
+import json, sys
+def rows(d):
+    return [{k: v for k, v in json.loads(l).items() if not k.endswith("_s")}
+            for l in open(f"{d}/rl_steps.jsonl")]
+assert rows(sys.argv[1]) == rows(sys.argv[2])
+ev = lambda d: open(f"{d}/rl_eval.jsonl").read()
+assert ev(sys.argv[1]) == ev(sys.argv[2])
+PY
+echo "ok: prompts from ms-data datasets equal the JSON lines"
 # Checkpoints and resume: 4 steps in one go against 2 steps, then the same config with 4 steps
 # resuming in the same run directory, must take the same steps bit for bit (rollouts, losses,
 # gradient norms; not the timings). A line past the checkpoint (as a crash after step 3 would

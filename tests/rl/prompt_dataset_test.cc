@@ -1,4 +1,5 @@
-// The prompt dataset reader: fields, compressed files, and errors naming file:line.
+// The prompt dataset reader: fields, compressed files, and errors naming file:line; ms-data
+// dataset pairs of prompts and answers against the JSON lines they were built from.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -6,6 +7,9 @@
 #include <set>
 #include <string>
 
+#include "data/dataset_builder.h"
+#include "io/atomic_file.h"
+#include "io/env.h"
 #include "io/zstd_stream.h"
 #include "rl/prompt_dataset.h"
 #include "rl/rewards.h"
@@ -59,6 +63,67 @@ TEST(PromptDataset, ReadsPlainAndCompressedFiles) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(), dir.file("bad.jsonl") + ":3: not valid JSON");
   EXPECT_FALSE(read_prompt_dataset(dir.file("missing.jsonl")).ok());
+}
+
+// `ms-data build --text-key prompt` and `--text-key answer` of the same JSON lines read back as
+// the JSON lines themselves (multi-byte text and a numeric answer included); a pair of
+// different lengths, another tokenizer's dataset, and a missing dataset are refused.
+TEST(PromptDataset, DatasetPairEqualsItsJsonLines) {
+  io::testing::TempDir dir;
+  const std::string text =
+      "{\"prompt\": \"Mia has 14 apples. How many?\", \"answer\": \"14\"}\n"
+      "{\"prompt\": \"Caf\u00e9 \u00fcber alles?\", \"answer\": \"-3\"}\n"
+      "{\"prompt\": \"  spaced  \", \"answer\": \" 7 \"}\n";
+  std::ofstream(dir.file("p.jsonl")) << text;
+  std::ofstream(dir.file("short.jsonl")) << "{\"prompt\": \"a\", \"answer\": \"1\"}\n";
+  const std::string gpt2 = std::string(MS_RL_TEST_SOURCE_DIR) + "/data/tokenizers/gpt2/tokenizer.json";
+  auto tokenizer = data::Tokenizer::load(gpt2);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().to_string();
+  const auto build = [&](const std::string& input, const std::string& key,
+                         const std::string& prefix) {
+    data::BuildOptions options;
+    options.inputs = {dir.file(input)};
+    options.tokenizer_path = gpt2;
+    options.output_prefix = dir.file(prefix);
+    options.corpus.text_key = key;
+    options.show_progress = false;
+    Result<data::BuildResult> r = data::build_dataset(io::default_env(), **tokenizer, options, nullptr);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+  };
+  build("p.jsonl", "prompt", "prompts");
+  build("p.jsonl", "answer", "answers");
+  build("short.jsonl", "answer", "short");
+  Result<std::vector<PromptExample>> lines = read_prompt_dataset(dir.file("p.jsonl"));
+  Result<std::vector<PromptExample>> pair =
+      read_prompt_datasets(dir.file("prompts"), dir.file("answers"), **tokenizer);
+  ASSERT_TRUE(lines.ok());
+  ASSERT_TRUE(pair.ok()) << pair.status().to_string();
+  ASSERT_EQ(pair->size(), lines->size());
+  for (size_t i = 0; i < lines->size(); ++i) {
+    EXPECT_EQ((*pair)[i].prompt, (*lines)[i].prompt) << i;
+    EXPECT_EQ((*pair)[i].answer, (*lines)[i].answer) << i;
+  }
+  Result<std::vector<PromptExample>> uneven =
+      read_prompt_datasets(dir.file("prompts"), dir.file("short"), **tokenizer);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("holds 3 documents"), std::string::npos)
+      << uneven.status().to_string();
+  // The sidecar says another tokenizer built it.
+  Result<std::string> meta = io::read_file(dir.file("answers.meta.json"));
+  ASSERT_TRUE(meta.ok());
+  const std::string hash = (*tokenizer)->content_hash();
+  const size_t at = meta->find(hash);
+  ASSERT_NE(at, std::string::npos);
+  std::string other = *meta;
+  other.replace(at, hash.size(), std::string(hash.size(), '0'));
+  std::ofstream(dir.file("answers.meta.json"), std::ios::trunc) << other;
+  Result<std::vector<PromptExample>> foreign =
+      read_prompt_datasets(dir.file("prompts"), dir.file("answers"), **tokenizer);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("not the actor's"), std::string::npos)
+      << foreign.status().to_string();
+  EXPECT_EQ(read_prompt_datasets(dir.file("none"), dir.file("answers"), **tokenizer).status().code(),
+            StatusCode::kNotFound);
 }
 
 // The arithmetic prompt files from data/corpus/make_arithmetic_prompts.sh: both read, every
