@@ -17,18 +17,23 @@ model::Parameter head_parameter(std::string name, int64_t size, bool weight_deca
 
 }  // namespace
 
-Result<std::unique_ptr<Critic>> Critic::create(const model::Transformer& actor) {
+Result<std::unique_ptr<Critic>> Critic::create(const model::Transformer& actor,
+                                               comm::Communicator* tp) {
   const config::ModelConfig& config = actor.config();
   std::unique_ptr<Critic> critic(new Critic());
   model::ModelParallel trunk_only;
   trunk_only.chunk = model::PipelineChunk{0, -1, /*first=*/true, /*last=*/false};
+  // Without sequence parallelism the trunk's output is the whole (B*T, D) residual stream on
+  // every tp rank, as the head needs it.
+  trunk_only.tp = tp;
+  trunk_only.sequence_parallel = false;
   // The seed only fills values the copy below overwrites.
   MS_ASSIGN_OR_RETURN(critic->trunk_, model::Transformer::create(config, 0, trunk_only));
   for (model::Parameter& p : critic->trunk_->parameters()) {
     MS_ASSIGN_OR_RETURN(const size_t i, actor.parameter_index(p.name));
     const model::Parameter& from = actor.parameters()[i];
-    if (from.value.numel() != p.value.numel()) {
-      return Internal("critic parameter " + p.name + " does not match the actor's");
+    if (!(from.shard == p.shard)) {
+      return Internal("critic parameter " + p.name + " does not match the actor's slice");
     }
     std::copy_n(from.value.data<float>(), p.value.numel(), p.value.data<float>());
   }

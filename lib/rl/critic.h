@@ -24,8 +24,12 @@ class Critic {
   // The trunk and the head's norm start as copies of `actor`'s embedding, layers and final
   // norm (verl's critic loads the actor's model by default; VAPO's starts from a reward model,
   // which this toolkit has none of, and its value pretraining is what removes the start's
-  // bias), the score weight and bias at 0, so every value starts at 0.
-  static Result<std::unique_ptr<Critic>> create(const model::Transformer& actor);
+  // bias), the score weight and bias at 0, so every value starts at 0. With `tp` (the actor's
+  // tensor-parallel group; null: none) the trunk holds the same slices as the actor and every
+  // method is collective over tp; the head is whole on every tp rank, fed the residual stream
+  // every tp rank holds alike.
+  static Result<std::unique_ptr<Critic>> create(const model::Transformer& actor,
+                                                comm::Communicator* tp = nullptr);
 
   // The value of every response token (layout order), forward only.
   Result<std::vector<double>> values(std::span<const Sample* const> samples, int64_t micro_batch,

@@ -283,11 +283,6 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     return bad("prompts.eval_answers needs prompts.eval (the prompts' dataset prefix)");
   }
   if (c.tp < 1) return bad("parallel.tp must be at least 1");
-  if (c.tp > 1 && has_critic(c.algorithm)) {
-    return bad("parallel.tp " + std::to_string(c.tp) + " with algorithm.name " +
-               std::string(algorithm_name(c.algorithm)) + ": the critic trains at tp = 1 only; "
-               "use data parallelism (more ranks at parallel.tp 1) for ppo and vapo");
-  }
   if (c.tp > 1 && c.async_staleness >= 0) {
     return bad("parallel.tp " + std::to_string(c.tp) + " with rollout.async_staleness " +
                std::to_string(c.async_staleness) + ": asynchronous rollouts run on one rank at "

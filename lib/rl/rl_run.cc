@@ -321,7 +321,7 @@ Status RlRun::State::load() {
   }
   if (config.kl_coef == 0.0) reference.model.reset();  // no reference model needed
   if (has_critic(config.algorithm)) {
-    MS_ASSIGN_OR_RETURN(critic, Critic::create(*actor));
+    MS_ASSIGN_OR_RETURN(critic, Critic::create(*actor, tp_group.get()));
   }
   return find_and_load_weights();  // a resumed run's actor replaces the loaded one
 }

@@ -61,7 +61,6 @@ TEST(RlConfig, ParallelAndPlacement) {
   EXPECT_EQ(split->rollout_ranks, 3);
   const std::pair<std::string, std::string> refused[] = {
       {"parallel: {tp: 0}\n", "parallel.tp must be at least 1"},
-      {"parallel: {tp: 2}\nalgorithm: {name: ppo}\n", "parallel.tp 2 with algorithm.name ppo"},
       {"parallel: {tp: 2}\nrollout: {async_staleness: 1}\n",
        "parallel.tp 2 with rollout.async_staleness 1"},
       {"placement: {mode: split}\n", "needs placement.rollout_ranks of at least 1"},
