@@ -107,65 +107,71 @@ std::string step_metrics_json(const StepMetrics& m) {
 RlRun::RlRun(std::unique_ptr<State> state) : s_(std::move(state)) {}
 RlRun::~RlRun() = default;
 
-Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& world,
-                                             std::function<void(const std::string&)> log) {
+// The ranks' roles and groups (rl_state.h): which ranks train and which generate, the trainers'
+// tp and dp groups, and under split placement the group the weights travel in. Collective over
+// world (the splits). InvalidArgument for a layout the ranks cannot form, before any split.
+Status RlRun::State::form_groups(comm::Communicator& w) {
+  world = &w;
   const int tp = static_cast<int>(config.tp);
   const int rollout_ranks = static_cast<int>(config.rollout_ranks);
   const bool split = rollout_ranks > 0;
-  if (rollout_ranks >= world.size()) {
+  if (rollout_ranks >= w.size()) {
     return InvalidArgument("placement.rollout_ranks (" + std::to_string(rollout_ranks) +
-                           ") must leave at least one of the " + std::to_string(world.size()) +
+                           ") must leave at least one of the " + std::to_string(w.size()) +
                            " ranks to train");
   }
-  const int training = world.size() - rollout_ranks;
-  const std::string ranks_name = split ? "the training ranks" : "the ranks";
+  const int training = w.size() - rollout_ranks;
   if (training % tp != 0) {
-    return InvalidArgument("parallel.tp (" + std::to_string(tp) + ") must divide " + ranks_name +
-                           " (" + std::to_string(training) + ")");
+    return InvalidArgument("parallel.tp (" + std::to_string(tp) + ") must divide " +
+                           (split ? "the training ranks" : "the ranks") + " (" +
+                           std::to_string(training) + ")");
   }
   const int64_t P = config.prompts_per_step;
-  const int generating = split ? rollout_ranks : world.size();
-  if (P % generating != 0 || P % (training / tp) != 0) {
+  gen_count = split ? rollout_ranks : w.size();
+  if (P % gen_count != 0 || P % (training / tp) != 0) {
     return InvalidArgument(
         "rollout.prompts_per_step (" + std::to_string(P) + ") must be a multiple of " +
-        (split ? "the rollout ranks (" + std::to_string(generating) + ") and of the "
+        (split ? "the rollout ranks (" + std::to_string(gen_count) + ") and of the "
                  "data-parallel ranks (" + std::to_string(training / tp) + ")"
-               : "the ranks (" + std::to_string(generating) + ")") +
+               : "the ranks (" + std::to_string(gen_count) + ")") +
         ": each generates, and each data-parallel rank trains, an equal share of every "
         "round's groups");
   }
-  auto s = std::make_unique<State>();
-  s->config = config;
-  s->world = &world;
-  s->trains = world.rank() < training;
-  s->generates = !split || !s->trains;
-  s->gen_count = generating;
-  s->gen_index = !s->generates ? -1 : split ? world.rank() - training : world.rank();
-  s->trainers = &world;
+  trains = w.rank() < training;
+  generates = !split || !trains;
+  gen_index = !generates ? -1 : split ? w.rank() - training : w.rank();
+  trainers = &w;
   if (split) {
-    MS_ASSIGN_OR_RETURN(s->trainer_group,
-                        world.split(s->trains ? 0 : comm::Communicator::kNoColor, world.rank(),
-                                    "rl.train"));
-    s->trainers = s->trainer_group.get();
+    MS_ASSIGN_OR_RETURN(trainer_group, w.split(trains ? 0 : comm::Communicator::kNoColor,
+                                               w.rank(), "rl.train"));
+    trainers = trainer_group.get();
   }
-  if (s->trains) {
-    comm::Communicator& trainers = *s->trainers;
-    s->dp = &trainers;
+  if (trains) {
+    dp = trainers;
     if (tp > 1) {
-      MS_ASSIGN_OR_RETURN(s->tp_group,
-                          trainers.split(trainers.rank() / tp, trainers.rank(), "rl.tp"));
-      MS_ASSIGN_OR_RETURN(s->dp_group,
-                          trainers.split(trainers.rank() % tp, trainers.rank(), "rl.dp"));
-      s->dp = s->dp_group.get();
+      MS_ASSIGN_OR_RETURN(tp_group, trainers->split(trainers->rank() / tp, trainers->rank(),
+                                                    "rl.tp"));
+      MS_ASSIGN_OR_RETURN(dp_group, trainers->split(trainers->rank() % tp, trainers->rank(),
+                                                    "rl.dp"));
+      dp = dp_group.get();
     }
   }
   if (split) {
     // Trainers of dp rank 0 are world ranks 0 .. tp - 1: members 0 .. tp - 1, the holders.
-    const bool member = s->generates || s->dp->rank() == 0;
-    MS_ASSIGN_OR_RETURN(s->weights_group,
-                        world.split(member ? 0 : comm::Communicator::kNoColor, world.rank(),
-                                    "rl.weights"));
+    const bool member = generates || dp->rank() == 0;
+    MS_ASSIGN_OR_RETURN(weights_group, w.split(member ? 0 : comm::Communicator::kNoColor,
+                                               w.rank(), "rl.weights"));
   }
+  return Status::OK();
+}
+
+Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Communicator& world,
+                                             std::function<void(const std::string&)> log) {
+  auto s = std::make_unique<State>();
+  s->config = config;
+  MS_RETURN_IF_ERROR(s->form_groups(world));
+  const int tp = static_cast<int>(config.tp);
+  const bool split = config.rollout_ranks > 0;
   s->log = world.rank() == 0 ? std::move(log) : [](const std::string&) {};
   // Rank 0 holds the run directory's lock, taken before anything is written there; the others
   // learn of a refusal from the agreement below.
@@ -227,12 +233,14 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     }
   }
   MS_RETURN_IF_ERROR(comm::agree(world, local, "starting the rollout engine and the run's files"));
-  const int dp_size = training / tp;
+  const int dp_size = (world.size() - static_cast<int>(config.rollout_ranks)) / tp;
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
          std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
-         ", " + std::to_string(P) + " groups per step over " + std::to_string(dp_size) +
-         " data-parallel rank(s)" + (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) +
-         (split ? ", " + std::to_string(rollout_ranks) + " rollout rank(s)" : std::string()) +
+         ", " + std::to_string(config.prompts_per_step) + " groups per step over " +
+         std::to_string(dp_size) + " data-parallel rank(s)" +
+         (tp > 1 ? " x tp " + std::to_string(tp) : std::string()) +
+         (split ? ", " + std::to_string(config.rollout_ranks) + " rollout rank(s)"
+                : std::string()) +
          ", loss " + std::string(loss_aggregation_name(config.loss_agg)) +
          (s->actor ? ", actor " + std::to_string(s->actor->parameter_count()) + " parameters"
                    : std::string()) +
@@ -247,9 +255,10 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     std::string list;
     for (uint64_t b : bytes) list += (list.empty() ? "" : ", ") + std::to_string(b);
     s->log("rl: hybrid engine: training at tp " + std::to_string(tp) + " x dp " +
-           std::to_string(dp_size) + ", generating at tp 1 x dp " + std::to_string(generating) +
-           (split ? " on " + std::to_string(rollout_ranks) + " rollout-only rank(s) (split "
-                    "placement); after each step the trainers send the rollout ranks"
+           std::to_string(dp_size) + ", generating at tp 1 x dp " +
+           std::to_string(s->gen_count) +
+           (split ? " on " + std::to_string(config.rollout_ranks) + " rollout-only rank(s) "
+                    "(split placement); after each step the trainers send the rollout ranks"
                   : "; after each step every rank gathers") +
            " the whole weights in memory, bytes received per rank: " + list);
   }

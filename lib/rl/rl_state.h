@@ -91,6 +91,8 @@ struct RlRun::State {
   int64_t start_step = 0;  // the step the run continues after (0: a fresh run)
   std::unique_ptr<ckpt::Checkpointer> checkpointer;
 
+  // Sets world and the roles and groups above from config (rl_run.cc).
+  Status form_groups(comm::Communicator& w);
   Status load();
   Status open_outputs();
   // True when generation runs on gathered whole weights (parallel.tp > 1 or split placement):

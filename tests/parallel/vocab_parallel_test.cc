@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "ops/cross_entropy.h"
@@ -60,6 +61,19 @@ class VocabParallel : public testing::TpTest {
  protected:
   VocabShard shard_of(int64_t vocab, const comm::Communicator& tp) {
     return *vocab_shard(vocab, tp.size(), tp.rank());
+  }
+  // fn(tp group, this rank's shard, "tp T vocab V") at every tp the world allows and every
+  // vocabulary of kVocabs.
+  void each_tp_and_vocab(
+      const std::function<void(comm::Communicator&, const VocabShard&, const std::string&)>& fn) {
+    for (int tp_size : tp_sizes()) {
+      auto tp = tp_group(tp_size);
+      ASSERT_NE(tp, nullptr);
+      for (int64_t vocab : kVocabs) {
+        fn(*tp, shard_of(vocab, *tp),
+           "tp " + std::to_string(tp_size) + " vocab " + std::to_string(vocab));
+      }
+    }
   }
 };
 
@@ -128,22 +142,17 @@ CrossEntropyRun run_cross_entropy(comm::Communicator& tp, const VocabShard& shar
 
 TEST_F(VocabParallel, CrossEntropyEqualsTheSingleProcessLoss) {
   const int64_t n = 9;
-  for (int tp_size : tp_sizes()) {
-    auto tp = tp_group(tp_size);
-    ASSERT_NE(tp, nullptr);
-    for (int64_t vocab : kVocabs) {
-      const VocabShard shard = shard_of(vocab, *tp);
-      const std::string what = "tp " + std::to_string(tp_size) + " vocab " + std::to_string(vocab);
-      const std::vector<float> logits = random_values(n * vocab, 4, "logits", -4.0f, 4.0f);
-      const std::vector<int32_t> targets = random_ids(n, vocab, 4);
-      std::vector<float> grad_ref = logits, losses_ref(n);
-      ops::softmax_cross_entropy(grad_ref.data(), targets.data(), losses_ref.data(), n, vocab,
-                                 1.0f / n, true);
-      const CrossEntropyRun run = run_cross_entropy(*tp, shard, logits, targets, 0.0f);
-      expect_close(run.losses, losses_ref, what + " losses");
-      expect_close(cols_of(run.grad, n, shard.padded, {0, vocab}), grad_ref, what + " grad");
-    }
-  }
+  each_tp_and_vocab([&](comm::Communicator& tp, const VocabShard& shard, const std::string& what) {
+    const int64_t vocab = shard.vocab;
+    const std::vector<float> logits = random_values(n * vocab, 4, "logits", -4.0f, 4.0f);
+    const std::vector<int32_t> targets = random_ids(n, vocab, 4);
+    std::vector<float> grad_ref = logits, losses_ref(n);
+    ops::softmax_cross_entropy(grad_ref.data(), targets.data(), losses_ref.data(), n, vocab,
+                               1.0f / n, true);
+    const CrossEntropyRun run = run_cross_entropy(tp, shard, logits, targets, 0.0f);
+    expect_close(run.losses, losses_ref, what + " losses");
+    expect_close(cols_of(run.grad, n, shard.padded, {0, vocab}), grad_ref, what + " grad");
+  });
 }
 
 // RL's log-probs and entropies at chosen rows against the softmax of the whole row computed
@@ -152,40 +161,35 @@ TEST_F(VocabParallel, CrossEntropyEqualsTheSingleProcessLoss) {
 TEST_F(VocabParallel, LogProbsEqualTheWholeRowSoftmax) {
   const int64_t n = 7;
   const std::vector<int64_t> rows = {6, 0, 3, 3};
-  for (int tp_size : tp_sizes()) {
-    auto tp = tp_group(tp_size);
-    ASSERT_NE(tp, nullptr);
-    for (int64_t vocab : kVocabs) {
-      const VocabShard shard = shard_of(vocab, *tp);
-      const std::string what = "tp " + std::to_string(tp_size) + " vocab " + std::to_string(vocab);
-      const std::vector<float> logits = random_values(n * vocab, 5, "logits", -6.0f, 6.0f);
-      const std::vector<int32_t> targets = random_ids(n, vocab, 5);
-      const std::vector<float> padded = pad_columns(logits, n, vocab, shard.padded,
-                                                    std::numeric_limits<float>::quiet_NaN());
-      const std::vector<float> local = cols_of(padded, n, shard.padded, {shard.begin, shard.length});
-      std::vector<double> lp(rows.size()), ent(rows.size());
-      const Status s = vocab_parallel_log_probs(tp.get(), shard, local.data(), shard.length,
-                                                targets.data(), rows, lp.data(), ent.data());
-      ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
-      for (size_t k = 0; k < rows.size(); ++k) {
-        const float* z = logits.data() + rows[k] * vocab;
-        double sum = 0.0, zp = 0.0;
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(z[v]));
-        for (int64_t v = 0; v < vocab; ++v) {
-          zp += std::exp(static_cast<double>(z[v])) / sum * static_cast<double>(z[v]);
-        }
-        const double lse = std::log(sum);
-        EXPECT_NEAR(lp[k], static_cast<double>(z[targets[rows[k]]]) - lse, 1e-12) << what;
-        EXPECT_NEAR(ent[k], lse - zp, 1e-12) << what;
+  each_tp_and_vocab([&](comm::Communicator& tp, const VocabShard& shard, const std::string& what) {
+    const int64_t vocab = shard.vocab;
+    const std::vector<float> logits = random_values(n * vocab, 5, "logits", -6.0f, 6.0f);
+    const std::vector<int32_t> targets = random_ids(n, vocab, 5);
+    const std::vector<float> padded = pad_columns(logits, n, vocab, shard.padded,
+                                                  std::numeric_limits<float>::quiet_NaN());
+    const std::vector<float> local = cols_of(padded, n, shard.padded, {shard.begin, shard.length});
+    std::vector<double> lp(rows.size()), ent(rows.size());
+    const Status s = vocab_parallel_log_probs(&tp, shard, local.data(), shard.length,
+                                              targets.data(), rows, lp.data(), ent.data());
+    ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const float* z = logits.data() + rows[k] * vocab;
+      double sum = 0.0, zp = 0.0;
+      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(z[v]));
+      for (int64_t v = 0; v < vocab; ++v) {
+        zp += std::exp(static_cast<double>(z[v])) / sum * static_cast<double>(z[v]);
       }
-      std::vector<double> mine = lp;
-      mine.insert(mine.end(), ent.begin(), ent.end());
-      std::vector<double> all(mine.size() * static_cast<size_t>(tp->size()));
-      ASSERT_TRUE(tp->allgather(mine.data(), all.data(), mine.size() * sizeof(double), DType::kU8)
-                      .ok());
-      EXPECT_EQ(0, std::memcmp(mine.data(), all.data(), mine.size() * sizeof(double))) << what;
+      const double lse = std::log(sum);
+      EXPECT_NEAR(lp[k], static_cast<double>(z[targets[rows[k]]]) - lse, 1e-12) << what;
+      EXPECT_NEAR(ent[k], lse - zp, 1e-12) << what;
     }
-  }
+    std::vector<double> mine = lp;
+    mine.insert(mine.end(), ent.begin(), ent.end());
+    std::vector<double> all(mine.size() * static_cast<size_t>(tp.size()));
+    ASSERT_TRUE(tp.allgather(mine.data(), all.data(), mine.size() * sizeof(double), DType::kU8)
+                    .ok());
+    EXPECT_EQ(0, std::memcmp(mine.data(), all.data(), mine.size() * sizeof(double))) << what;
+  });
 }
 
 // Padded columns holding huge, infinite or NaN values give bitwise the same losses and real
