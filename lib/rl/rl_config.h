@@ -78,9 +78,10 @@ struct RlConfig {
   double critic_lr = 0.0;
   double value_clip = 0.5;
   int64_t critic_warmup_steps = 0;
-  // parallel: the actor's tensor-parallel size for training. The world is split into tp groups
-  // of consecutive ranks and data-parallel groups across them; generation runs at tp = 1 on
-  // every rank, on whole weights gathered in memory after each update (rollout_weights.h).
+  // parallel: the actor's (and the critic's) tensor-parallel size for training. The training
+  // ranks are split into tp groups of consecutive ranks and data-parallel groups across them;
+  // generation runs at tp = 1, on whole weights gathered in memory after each step
+  // (rollout_weights.h).
   int64_t tp = 1;
   // placement: colocated (every rank trains and generates; rollout_ranks 0) or split: the last
   // rollout_ranks ranks only generate, on whole weights the trainers send them after each
