@@ -1,5 +1,5 @@
-// ms-train rl: RL post-training of an ms-train checkpoint with verifiable rewards (GRPO, DAPO),
-// rollouts from ms-infer's engine on the actor's own weights (lib/rl, docs/rl.md).
+// ms-train rl: RL post-training of an ms-train checkpoint with verifiable rewards (GRPO, DAPO,
+// PPO, VAPO), rollouts from ms-infer's engine on the actor's own weights (lib/rl, docs/rl.md).
 //   ms-train rl --config rl.yaml
 #include <iostream>
 #include <memory>
@@ -27,6 +27,9 @@ ms::Result<int> rl(const RlOptions& opts) {
                           MS_LOG(Info) << line;
                         }));
     MS_ASSIGN_OR_RETURN(const ms::rl::StepMetrics last, run->run());
+    // Rank 0 trains under every placement, so its last step holds the run's figures (a
+    // rollout-only rank's hold only its generation).
+    if (world.rank() != 0) return 0;
     std::cout << "rl: done, " << last.step << " steps";
     if (last.rounds > 0) std::cout << "; last " << ms::rl::step_metrics_json(last);
     std::cout << "\n";
@@ -38,10 +41,10 @@ void add_rl(ms::cli::Tool& tool) {
   auto opts = std::make_shared<RlOptions>();
   CLI::App* cmd = tool.add_subcommand(
       "rl",
-      "RL post-training with verifiable rewards (GRPO, DAPO): sample G responses per prompt "
-      "with the inference engine on the actor's own weights, score them, and update the actor "
-      "on clipped, group-normalised advantages; one process or data-parallel ranks under "
-      "mpirun (docs/rl.md)",
+      "RL post-training with verifiable rewards (GRPO, DAPO, PPO, VAPO): sample G responses per "
+      "prompt with the inference engine on the actor's own weights, score them, and update the "
+      "actor on clipped advantages; one process, or data- and tensor-parallel ranks under "
+      "mpirun, colocated or with generation-only ranks (docs/rl.md)",
       [opts] { return rl(*opts); });
   cmd->add_option("--config", opts->config_path, "The RL config (rl.yaml; keys in docs/rl.md)")
       ->required();
