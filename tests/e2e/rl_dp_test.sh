@@ -22,18 +22,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-bash "$SRC/data/corpus/make_arithmetic_prompts.sh" "$work/prompts" 20 2> /dev/null
-# A 512-entry BPE learned from the prompts (GPT-2's 50257 would make every run's logits 100
-# times wider, for nothing these comparisons need). Two key/value heads: tp 2 splits them whole.
-python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    q = json.loads(line)
-    print(q["prompt"], q["answer"] + ".")' "$work/prompts/arithmetic_prompts_train.jsonl" > "$work/text.txt"
-"$BIN/ms-data" tokenizer train --input "$work/text.txt" --vocab-size 512 \
-  --output "$work/tokenizer.json" > /dev/null 2>&1 || fail "training the test's tokenizer"
-"$MAKE" --dir "$work/model" --tokenizer "$work/tokenizer.json" \
-  --vocab-size 512 --d-model 16 --layers 1 --heads 2 --kv-heads 2 --d-ff 32 --max-seq-len 128 \
-  > /dev/null
+# Two key/value heads: tp 2 splits them whole.
+bash "$SRC/tests/e2e/rl_tiny_actor.sh" "$work" "$BIN" "$SRC" "$MAKE" 2
 # GRPO scores the share of vowels (varied in every group); DAPO the parity of the response's
 # length, so some groups score all equal and dynamic sampling drops them.
 cat > "$work/vowels.py" <<'PY'

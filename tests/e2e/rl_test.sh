@@ -16,18 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-bash "$SRC/data/corpus/make_arithmetic_prompts.sh" "$work/prompts" 20 2> /dev/null
-# A 512-entry BPE learned from the prompts: GPT-2's 50257 would make every logit row 100 times
-# wider, for nothing these checks need.
-python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    q = json.loads(line)
-    print(q["prompt"], q["answer"] + ".")' "$work/prompts/arithmetic_prompts_train.jsonl" > "$work/text.txt"
-"$BIN/ms-data" tokenizer train --input "$work/text.txt" --vocab-size 512 \
-  --output "$work/tokenizer.json" > /dev/null 2>&1 || fail "training the test's tokenizer"
-"$BIN/ms_infer_make_tiny_model" --dir "$work/model" --tokenizer "$work/tokenizer.json" \
-  --vocab-size 512 --d-model 16 --layers 1 --heads 2 --kv-heads 1 --d-ff 32 --max-seq-len 128 \
-  > /dev/null
+bash "$SRC/tests/e2e/rl_tiny_actor.sh" "$work" "$BIN" "$SRC" "$BIN/ms_infer_make_tiny_model" 1
 # Rewards the share of vowels: varied from the first step, so every group trains.
 cat > "$work/reward.py" <<'PY'
 import json, sys
