@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/agree.h"
+#include "comm/variable_length.h"
 #include "core/timer.h"
 #include "infer/model_loader.h"
 #include "io/env.h"
@@ -386,10 +387,7 @@ Status RlRun::State::share_position() {
     out << ' ' << stream.rng;
     bytes = out.str();
   }
-  uint64_t size = bytes.size();
-  MS_RETURN_IF_ERROR(world->broadcast(&size, sizeof size, DType::kU8, 0));
-  bytes.resize(size);
-  MS_RETURN_IF_ERROR(world->broadcast(bytes.data(), size, DType::kU8, 0));
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(*world, bytes, 0));
   if (world->rank() == 0) return Status::OK();
   std::istringstream in(bytes);
   size_t n = 0;

@@ -2,6 +2,9 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
+
+#include "comm/variable_length.h"
 
 namespace ms::rl {
 namespace {
@@ -114,20 +117,14 @@ Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& grou
                                                         const std::vector<RolloutGroup>& local) {
   if (group.size() == 1) return local;
   const std::vector<uint8_t> mine = encode(local);
-  const uint64_t size = mine.size();
-  std::vector<uint64_t> sizes(static_cast<size_t>(group.size()));
-  MS_RETURN_IF_ERROR(group.allgather(&size, sizes.data(), sizeof size, DType::kU8));
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::vector<uint8_t> all(total);
-  MS_RETURN_IF_ERROR(group.allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kU8));
+  MS_ASSIGN_OR_RETURN(
+      const std::vector<std::string> all,
+      comm::all_gather_variable(group, std::string_view(reinterpret_cast<const char*>(mine.data()),
+                                                        mine.size())));
   std::vector<RolloutGroup> out;
-  size_t offset = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    MS_RETURN_IF_ERROR(decode(all.data() + offset, counts[r], out)
+  for (size_t r = 0; r < all.size(); ++r) {
+    MS_RETURN_IF_ERROR(decode(reinterpret_cast<const uint8_t*>(all[r].data()), all[r].size(), out)
                            .with_context("the rollouts of tp rank " + std::to_string(r)));
-    offset += counts[r];
   }
   return out;
 }

@@ -13,8 +13,8 @@
 namespace ms::rl {
 
 // Every member's `local` groups, in rank order (rank 0's first), on every member: each rollout
-// whole (prompt and response tokens, text, reward and flags). Collective over `group`: one
-// all-gather of the byte counts, one of the bytes. Corruption when a member's bytes do not
+// whole (prompt and response tokens, text, reward and flags). Collective over `group`
+// (comm::all_gather_variable). Corruption when a member's bytes do not
 // parse (a bug, not user input).
 Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& group,
                                                         const std::vector<RolloutGroup>& local);

@@ -1,9 +1,11 @@
 #include "rl/step_rollouts.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "comm/agree.h"
+#include "comm/variable_length.h"
 #include "core/timer.h"
 #include "rl/rollout_exchange.h"
 #include "train/rank_sum.h"
@@ -16,15 +18,16 @@ namespace {
 Result<std::vector<double>> gather_over_ranks(comm::Communicator& group,
                                               std::span<const double> local) {
   if (group.size() == 1) return std::vector<double>(local.begin(), local.end());
-  const uint64_t mine = local.size_bytes();
-  std::vector<uint64_t> sizes(static_cast<size_t>(group.size()));
-  MS_RETURN_IF_ERROR(group.allgather(&mine, sizes.data(), sizeof mine, DType::kU8));
-  const std::vector<size_t> counts(sizes.begin(), sizes.end());
-  size_t total = 0;
-  for (size_t c : counts) total += c;
-  std::vector<double> all(total / sizeof(double));
-  MS_RETURN_IF_ERROR(group.allgatherv(local.data(), local.size_bytes(), all.data(), counts,
-                                      DType::kU8));
+  MS_ASSIGN_OR_RETURN(const std::vector<std::string> parts,
+                      comm::all_gather_variable(
+                          group, std::string_view(reinterpret_cast<const char*>(local.data()),
+                                                  local.size_bytes())));
+  std::vector<double> all;
+  for (const std::string& part : parts) {
+    const size_t at = all.size();
+    all.resize(at + part.size() / sizeof(double));
+    std::memcpy(all.data() + at, part.data(), part.size());
+  }
   return all;
 }
 
