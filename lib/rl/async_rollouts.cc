@@ -32,8 +32,9 @@ Result<std::unique_ptr<AsyncRollouts>> AsyncRollouts::start(
     const std::vector<PromptExample>& prompts, model::Transformer& actor, PromptStream stream,
     int64_t start_step, int32_t pad, WeightVersions older, int* substituted) {
   if (dp.size() != 1) {
-    return InvalidArgument("rollout.async_staleness runs on one rank for now, got " +
-                           std::to_string(dp.size()) + " data-parallel ranks (docs/rl.md)");
+    return InvalidArgument("colocated rollout.async_staleness runs on one rank, got " +
+                           std::to_string(dp.size()) + " data-parallel ranks; placement.mode "
+                           "split runs it on rollout ranks (docs/rl.md)");
   }
   std::unique_ptr<AsyncRollouts> a(
       new AsyncRollouts(config, dp, actor, std::move(stream), start_step, pad));

@@ -14,7 +14,8 @@
 //
 // One data-parallel rank only: with one rank the generation side makes no communicator call
 // (agree and the rank sums return at once), so the rollout thread can run it beside the
-// trainer's thread.
+// trainer's thread. Over several ranks, split placement runs the same schedule on its rollout
+// ranks (RlRun::split_step).
 #pragma once
 
 #include <condition_variable>

@@ -5,7 +5,8 @@
 // reading the model's own names, pass over), and in the manifest's state the optimizers' update
 // counts and the run's position in its prompt stream. An asynchronous run's checkpoint also
 // holds the older weight versions its next rollouts still need, under "async_weights.v<step>."
-// (AsyncRollouts::held_versions_before), so its resumed steps equal the uninterrupted ones.
+// (State::versions_to_save: the rollout thread's, or split placement's trainers'), so its
+// resumed steps equal the uninterrupted ones.
 // Rollout seeds are a function of (run.seed, step, round, position), so a run resumed from the
 // checkpoint after step k takes exactly the steps k+1... the uninterrupted run takes.
 #include <algorithm>
@@ -222,14 +223,13 @@ Status RlRun::State::save_checkpoint(int64_t step) {
   }
   // The older versions the asynchronous rollouts of the next steps still need.
   std::vector<int64_t> version_steps;
-  if (async) {
-    for (const auto& [v, weights] : async->held_versions_before(step)) {
-      version_steps.push_back(v);
-      const std::vector<model::Parameter>& params = actor->parameters();
-      for (size_t i = 0; i < params.size(); ++i) {
-        tensors.push_back({async_version_prefix(v) + params[i].name, DType::kF32,
-                           params[i].shard, (*weights)[i].data(), false});
-      }
+  for (const auto& [v, weights] : versions_to_save(step)) {
+    version_steps.push_back(v);
+    const std::vector<model::Parameter>& params = actor->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!lists(params[i].shard)) continue;
+      tensors.push_back({async_version_prefix(v) + params[i].name, DType::kF32,
+                         params[i].shard, (*weights)[i].data(), false});
     }
   }
   std::ostringstream rng;

@@ -283,10 +283,10 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     return bad("prompts.eval_answers needs prompts.eval (the prompts' dataset prefix)");
   }
   if (c.tp < 1) return bad("parallel.tp must be at least 1");
-  if (c.tp > 1 && c.async_staleness >= 0) {
+  if (c.tp > 1 && c.async_staleness >= 0 && placement != "split") {
     return bad("parallel.tp " + std::to_string(c.tp) + " with rollout.async_staleness " +
-               std::to_string(c.async_staleness) + ": asynchronous rollouts run on one rank at "
-               "tp = 1 only");
+               std::to_string(c.async_staleness) + ": colocated asynchronous rollouts run on "
+               "one rank at tp = 1 (placement.mode split runs them on rollout ranks at any tp)");
   }
   if (placement != "colocated" && placement != "split") {
     return bad("placement.mode must be colocated or split, got '" + placement + "'");
@@ -299,8 +299,8 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     if (c.rollout_ranks < 1) {
       return bad("placement.mode split needs placement.rollout_ranks of at least 1");
     }
-    if (has_critic(c.algorithm) || c.async_staleness >= 0) {
-      return bad("placement.mode split runs grpo and dapo with synchronous rollouts only");
+    if (has_critic(c.algorithm)) {
+      return bad("placement.mode split runs grpo and dapo only (no critic yet)");
     }
   }
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");

@@ -51,8 +51,9 @@ struct RlConfig {
   // Speculative rollouts (rollout_drafter.h): up to this many tokens drafted from earlier
   // rollouts of the same prompt and the prompt itself, verified by the actor; 0: off.
   int64_t speculative_tokens = 0;
-  // Asynchronous rollouts (async_rollouts.h): generation in its own thread on weights at most
-  // this many steps older than the previous step's; -1: synchronous (the hybrid engine).
+  // Asynchronous rollouts: generation on weights at most this many steps older than the
+  // previous step's, in its own thread on one rank (async_rollouts.h) or on split placement's
+  // rollout ranks (RlRun::split_step); -1: synchronous (the hybrid engine).
   int64_t async_staleness = -1;
   // algorithm
   Algorithm algorithm = Algorithm::kGrpo;

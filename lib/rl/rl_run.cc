@@ -18,6 +18,7 @@
 #include "rl/actor.h"
 #include "rl/advantage.h"
 #include "rl/losses.h"
+#include "rl/rollout_exchange.h"
 #include "rl/rl_state.h"
 #include "rl/rollout.h"
 #include "rl/step_rollouts.h"
@@ -71,6 +72,21 @@ Status record_value_statistics(comm::Communicator& dp, std::span<const double> v
   const double return_var = sums[3] / n - m.return_mean * m.return_mean;
   const double residual_var = sums[5] / n - (sums[4] / n) * (sums[4] / n);
   m.explained_variance = return_var > 1e-12 ? 1.0 - residual_var / return_var : 0.0;
+  return Status::OK();
+}
+
+// The most bytes any member of `group` received in its whole-weight gathers since the
+// previous step's record, and the longest any took, into m. Collective over group.
+Status record_reshard(comm::Communicator& group, const ReshardReport& mine, StepMetrics& m) {
+  m.resharded = true;
+  const std::vector<double> local = {static_cast<double>(mine.bytes_received), mine.seconds};
+  std::vector<double> all(local.size() * static_cast<size_t>(group.size()));
+  MS_RETURN_IF_ERROR(group.allgather(local.data(), all.data(), sizeof(double) * local.size(),
+                                     DType::kU8));
+  for (size_t r = 0; r < all.size(); r += 2) {
+    m.reshard_bytes = std::max(m.reshard_bytes, static_cast<int64_t>(all[r]));
+    m.reshard_s = std::max(m.reshard_s, all[r + 1]);
+  }
   return Status::OK();
 }
 
@@ -162,6 +178,10 @@ Status RlRun::State::form_groups(comm::Communicator& w) {
     const bool member = generates || dp->rank() == 0;
     MS_ASSIGN_OR_RETURN(weights_group, w.split(member ? 0 : comm::Communicator::kNoColor,
                                                w.rank(), "rl.weights"));
+    MS_ASSIGN_OR_RETURN(rollout_group, w.split(generates ? 0 : comm::Communicator::kNoColor,
+                                               w.rank(), "rl.rollout"));
+    first_rollout_rank = training;
+    staleness = std::max<int64_t>(0, config.async_staleness);
   }
   return Status::OK();
 }
@@ -217,7 +237,29 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
   // After the optimizer adopted the parameters (their values now live in its flat buffer), so
   // the engine reads exactly what each update writes.
   local = s->open_outputs();
-  if (local.ok() && config.async_staleness >= 0) {
+  if (split && s->trains && local.ok()) {
+    // The older versions the first steps need: the checkpoint's, a missing one taken from the
+    // next newer version (the actor's own at the newest).
+    s->actor_version = s->start_step;
+    s->held = std::move(s->resumed_versions);
+    s->held.erase(s->held.lower_bound(s->start_step), s->held.end());
+    int substituted = 0;
+    for (int64_t v = s->version_for(s->start_step + 1); v < s->start_step; ++v) {
+      if (s->held.count(v) != 0) continue;
+      const auto newer = s->held.upper_bound(v);
+      if (newer != s->held.end()) {
+        s->held[v] = newer->second;
+      } else {
+        std::vector<std::vector<float>>& copy = s->held[v];
+        for (const model::Parameter& p : s->actor->parameters()) {
+          copy.emplace_back(p.value.data<float>(), p.value.data<float>() + p.value.numel());
+        }
+      }
+      ++substituted;
+    }
+    if (substituted > 0) s->warn_substituted(substituted);
+  }
+  if (local.ok() && config.async_staleness >= 0 && !split) {
     int substituted = 0;
     Result<std::unique_ptr<AsyncRollouts>> async =
         AsyncRollouts::start(config, *s->dp, *s->reference.tokenizer, s->prompts, *s->actor,
@@ -225,15 +267,10 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
                              &substituted);
     if (async.ok()) s->async = std::move(*async);
     local = async.status();
-    if (substituted > 0) {
-      s->log("rl: warning: " + s->resume_dir + " holds " + std::to_string(substituted) +
-             " fewer older weight version(s) than rollout.async_staleness " +
-             std::to_string(config.async_staleness) + " needs (saved at another staleness or "
-             "synchronously): the next rollouts use newer weights, so this run is not bitwise "
-             "the uninterrupted one");
-    }
+    if (substituted > 0) s->warn_substituted(substituted);
   }
   MS_RETURN_IF_ERROR(comm::agree(world, local, "starting the rollout engine and the run's files"));
+  if (split) MS_RETURN_IF_ERROR(s->send_version(s->version_for(s->start_step + 1)));
   const int dp_size = (world.size() - static_cast<int>(config.rollout_ranks)) / tp;
   s->log("rl: " + std::string(algorithm_name(config.algorithm)) + ", " +
          std::to_string(s->prompts.size()) + " prompts, G = " + std::to_string(config.group_size) +
@@ -361,41 +398,83 @@ Status RlRun::State::open_outputs() {
 }
 
 Status RlRun::State::refresh_rollout_model() {
-  if (!rollout_stale) return Status::OK();
+  // Split placement sends its versions on its own schedule (send_version).
+  if (!rollout_stale || config.rollout_ranks > 0 || !rollout_model) return Status::OK();
   rollout_stale = false;
-  ReshardReport r;
-  if (weights_group) {
-    MS_ASSIGN_OR_RETURN(r, gather_whole_weights(
-                               *weights_group, static_cast<int>(config.tp),
-                               trains ? &actor->parameters() : nullptr,
-                               rollout_model ? &rollout_model->parameters() : nullptr));
-  } else if (rollout_model) {
-    MS_ASSIGN_OR_RETURN(r, gather_whole_weights(*tp_group, tp_group->size(), &actor->parameters(),
-                                                &rollout_model->parameters()));
-  }
+  MS_ASSIGN_OR_RETURN(const ReshardReport r,
+                      gather_whole_weights(*tp_group, tp_group->size(), &actor->parameters(),
+                                           &rollout_model->parameters()));
   unreported_reshard.bytes_received += r.bytes_received;
   unreported_reshard.seconds += r.seconds;
   return Status::OK();
 }
 
+void RlRun::State::warn_substituted(int versions) const {
+  log("rl: warning: " + resume_dir + " holds " + std::to_string(versions) +
+      " fewer older weight version(s) than rollout.async_staleness " +
+      std::to_string(config.async_staleness) + " needs (saved at another staleness or "
+      "synchronously): the next rollouts use newer weights, so this run is not bitwise the "
+      "uninterrupted one");
+}
+
+Status RlRun::State::with_version(int64_t v, const std::function<Status()>& fn) {
+  if (v == actor_version) return fn();
+  const auto it = held.find(v);
+  if (it == held.end()) {
+    return Internal("weight version " + std::to_string(v) + " is not held (the actor is at " +
+                    std::to_string(actor_version) + ")");
+  }
+  // Swapping twice restores the actor bit for bit, without a third copy.
+  const auto swap_in = [&] {
+    std::vector<model::Parameter>& params = actor->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::swap_ranges(it->second[i].begin(), it->second[i].end(),
+                       params[i].value.data<float>());
+    }
+  };
+  swap_in();
+  const Status result = fn();
+  swap_in();
+  return result;
+}
+
+Status RlRun::State::send_version(int64_t v) {
+  if (v == sent_version) return Status::OK();
+  sent_version = v;
+  if (!weights_group) return Status::OK();  // a trainer of another dp rank
+  ReshardReport r;
+  const auto gather = [&]() -> Status {
+    MS_ASSIGN_OR_RETURN(r, gather_whole_weights(
+                               *weights_group, static_cast<int>(config.tp),
+                               trains ? &actor->parameters() : nullptr,
+                               rollout_model ? &rollout_model->parameters() : nullptr));
+    return Status::OK();
+  };
+  MS_RETURN_IF_ERROR(trains ? with_version(v, gather) : gather());
+  unreported_reshard.bytes_received += r.bytes_received;
+  unreported_reshard.seconds += r.seconds;
+  return Status::OK();
+}
+
+std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>>
+RlRun::State::versions_to_save(int64_t step) {
+  if (async) return async->held_versions_before(step);
+  std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>> out;
+  for (auto it = held.begin(); it != held.lower_bound(step); ++it) {
+    out.emplace_back(it->first, &it->second);
+  }
+  return out;
+}
+
 Status RlRun::State::share_position() {
   std::string bytes;
-  if (world->rank() == 0) {
-    std::ostringstream out;
-    out << start_step << ' ' << stream.cursor << ' ' << stream.order.size();
-    for (size_t i : stream.order) out << ' ' << i;
-    out << ' ' << stream.rng;
-    bytes = out.str();
-  }
+  if (world->rank() == 0) bytes = std::to_string(start_step) + ' ' + stream.encode();
   MS_RETURN_IF_ERROR(comm::broadcast_variable(*world, bytes, 0));
   if (world->rank() == 0) return Status::OK();
-  std::istringstream in(bytes);
-  size_t n = 0;
-  in >> start_step >> stream.cursor >> n;
-  stream.order.resize(n);
-  for (size_t& i : stream.order) in >> i;
-  in >> stream.rng;
-  if (!in) return Internal("the run's position from rank 0 does not parse");
+  const size_t space = bytes.find(' ');
+  if (space == std::string::npos) return Internal("the run's position from rank 0 does not parse");
+  start_step = std::stoll(bytes.substr(0, space));
+  MS_ASSIGN_OR_RETURN(stream, PromptStream::decode(bytes.substr(space + 1)));
   return Status::OK();
 }
 
@@ -420,47 +499,88 @@ Status RlRun::evaluate(int64_t step) {
 }
 
 Result<StepMetrics> RlRun::step(int64_t step) {
+  if (s_->config.rollout_ranks > 0) return split_step(step);
   StepRollouts rollouts;
   if (s_->async) {
     MS_ASSIGN_OR_RETURN(rollouts, s_->async->take(step));
   } else {
     MS_RETURN_IF_ERROR(s_->refresh_rollout_model());
-    // Colocated under tp the tp group pools its ranks' groups, its dp rank's share; under split
-    // placement every rank takes part in pooling the whole round.
-    const bool split = s_->config.rollout_ranks > 0;
-    comm::Communicator* pool = split ? s_->world : s_->tp_group.get();
-    const size_t share = s_->dp ? static_cast<size_t>(s_->config.prompts_per_step) /
-                                      static_cast<size_t>(s_->dp->size())
-                                : 0;
-    const size_t pool_first = split || !s_->dp ? 0 : share * static_cast<size_t>(s_->dp->rank());
-    RolloutSide side{s_->config,      *s_->world,       s_->dp,         pool,
-                     pool_first,      s_->rollouts.get(), s_->actor.get(), s_->gen_index,
-                     s_->gen_count,   s_->stream,       s_->pad};
+    // Under tp the tp group pools its ranks' groups, its dp rank's share.
+    const size_t share = static_cast<size_t>(s_->config.prompts_per_step) /
+                         static_cast<size_t>(s_->dp->size());
+    RolloutSide side{s_->config,      *s_->world,       s_->dp,         s_->tp_group.get(),
+                     share * static_cast<size_t>(s_->dp->rank()),
+                     s_->rollouts.get(), s_->actor.get(), s_->gen_index, s_->gen_count,
+                     s_->stream,      s_->pad};
     MS_ASSIGN_OR_RETURN(rollouts, generate_step_rollouts(side, step, step - 1));
   }
   s_->rollout_stale = true;  // the weights this step's update writes
   const ReshardReport reshard = std::exchange(s_->unreported_reshard, {});
-  StepMetrics m = rollouts.metrics;
-  if (s_->trains) {
-    MS_ASSIGN_OR_RETURN(m, update(rollouts));
-  }
-  if (s_->reshards()) {
-    // The most any rank received and waited for.
-    m.resharded = true;
-    std::vector<double> mine = {static_cast<double>(reshard.bytes_received), reshard.seconds};
-    std::vector<double> all(mine.size() * static_cast<size_t>(s_->world->size()));
-    MS_RETURN_IF_ERROR(s_->world->allgather(mine.data(), all.data(), sizeof(double) * mine.size(),
-                                            DType::kU8));
-    for (size_t r = 0; r < all.size(); r += 2) {
-      m.reshard_bytes = std::max(m.reshard_bytes, static_cast<int64_t>(all[r]));
-      m.reshard_s = std::max(m.reshard_s, all[r + 1]);
-    }
-  }
+  MS_ASSIGN_OR_RETURN(StepMetrics m, update(rollouts));
+  if (s_->reshards()) MS_RETURN_IF_ERROR(record_reshard(*s_->world, reshard, m));
   if (s_->async) {
     s_->stream = std::move(rollouts.stream_after);  // what a checkpoint after this step resumes
     s_->async->publish(step);
   }
   return m;
+}
+
+Result<StepMetrics> RlRun::split_step(int64_t step) {
+  State& s = *s_;
+  const int64_t next = step + 1;
+  const bool more = next <= s.config.steps;
+  if (!s.trains) {
+    RolloutSide side{s.config, *s.rollout_group, nullptr, nullptr, 0, s.rollouts.get(),
+                     nullptr,  s.gen_index,      s.gen_count, s.stream, s.pad};
+    Result<StepRollouts> mine = generate_step_rollouts(side, step, s.version_for(step));
+    if (mine.ok()) {
+      mine->stream_after = s.stream;
+      const Status recorded = record_reshard(*s.rollout_group,
+                                             std::exchange(s.unreported_reshard, {}),
+                                             mine->metrics);
+      if (!recorded.ok()) mine = recorded;
+    }
+    MS_ASSIGN_OR_RETURN(const StepRollouts handed,
+                        hand_off_step_rollouts(*s.world, s.first_rollout_rank, mine));
+    if (more) MS_RETURN_IF_ERROR(publish(s.version_for(next)));
+    return handed.metrics;
+  }
+  MS_ASSIGN_OR_RETURN(StepRollouts r,
+                      hand_off_step_rollouts(*s.world, s.first_rollout_rank, StepRollouts{}));
+  // With k > 0 the next step's weights are already here: the rollout ranks generate with them
+  // during this update.
+  if (more && s.staleness > 0) MS_RETURN_IF_ERROR(publish(s.version_for(next)));
+  s.stream = r.stream_after;  // what a checkpoint after this step resumes from
+  const size_t share =
+      static_cast<size_t>(s.config.prompts_per_step) / static_cast<size_t>(s.dp->size());
+  keep_trained_share(r, share * static_cast<size_t>(s.dp->rank()), share, 0);
+  MS_RETURN_IF_ERROR(s.with_version(r.weight_version, [&] {
+    return evaluate_behavior(r, s.actor.get(), *s.trainers, *s.dp, s.pad);
+  }));
+  if (s.staleness > 0) {  // later steps read the weights this update overwrites
+    std::vector<std::vector<float>>& copy = s.held[s.actor_version];
+    copy.clear();
+    for (const model::Parameter& p : s.actor->parameters()) {
+      copy.emplace_back(p.value.data<float>(), p.value.data<float>() + p.value.numel());
+    }
+  }
+  MS_ASSIGN_OR_RETURN(StepMetrics m, update(r));
+  s.actor_version = step;
+  s.held.erase(s.held.begin(), s.held.lower_bound(s.version_for(next)));
+  if (more && s.staleness == 0) MS_RETURN_IF_ERROR(publish(s.version_for(next)));
+  return m;
+}
+
+bool RlRun::evaluates_after(int64_t step) const {
+  const RlConfig& c = s_->config;
+  return c.eval_every > 0 && step % c.eval_every == 0 && step != c.steps;
+}
+
+Status RlRun::publish(int64_t version) {
+  if (version == s_->sent_version) return Status::OK();
+  MS_RETURN_IF_ERROR(s_->send_version(version));
+  if (version > s_->start_step && evaluates_after(version)) return evaluate(version);
+  return Status::OK();
 }
 
 // The per-token signal: GRPO and DAPO spread each response's group-normalised advantage over
@@ -726,6 +846,7 @@ Result<StepMetrics> RlRun::run() {
             ", train.steps is " + std::to_string(c.steps) + ": nothing left to do");
     return last;
   }
+  const bool split = c.rollout_ranks > 0;
   if (s_->start_step == 0) MS_RETURN_IF_ERROR(evaluate(0));
   for (int64_t i = s_->start_step + 1; i <= c.steps; ++i) {
     Stopwatch clock;
@@ -734,12 +855,8 @@ Result<StepMetrics> RlRun::run() {
       s_->steps_file << step_metrics_json(last) << "\n" << std::flush;
       if (!s_->steps_file) return IOError("writing " + c.run_dir + "/rl_steps.jsonl failed");
     }
-    if (!s_->trains) {  // a rollout-only rank: no update, no telemetry or checkpoint of its own
-      if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) {
-        MS_RETURN_IF_ERROR(evaluate(i));
-      }
-      continue;
-    }
+    // A rollout-only rank: no update, no telemetry or checkpoint of its own.
+    if (!s_->trains) continue;
     telemetry::StepRecord record;
     record.step = i;
     record.loss = last.loss;
@@ -767,12 +884,23 @@ Result<StepMetrics> RlRun::run() {
       text += line;
     }
     s_->log(text);
-    if (c.eval_every > 0 && i % c.eval_every == 0 && i != c.steps) MS_RETURN_IF_ERROR(evaluate(i));
+    // Split placement evaluates each version as the rollout ranks receive it (publish).
+    if (!split && evaluates_after(i)) MS_RETURN_IF_ERROR(evaluate(i));
     if (c.checkpoint_every > 0 && i % c.checkpoint_every == 0 && i != c.steps) {
       MS_RETURN_IF_ERROR(s_->save_checkpoint(i));
     }
   }
-  MS_RETURN_IF_ERROR(evaluate(c.steps));
+  if (split) {
+    // The evaluations of the versions the rollout ranks have not received yet (with k > 0,
+    // the last k steps'), and of the final weights.
+    for (int64_t v = std::max(s_->sent_version, s_->start_step) + 1; v <= c.steps; ++v) {
+      if (!evaluates_after(v) && v != c.steps) continue;
+      MS_RETURN_IF_ERROR(s_->send_version(v));
+      MS_RETURN_IF_ERROR(evaluate(v));
+    }
+  } else {
+    MS_RETURN_IF_ERROR(evaluate(c.steps));
+  }
   if (!s_->trains) return last;
   MS_RETURN_IF_ERROR(s_->save_checkpoint(c.steps));
   MS_RETURN_IF_ERROR(s_->telemetry->close());

@@ -79,6 +79,18 @@ class RlRun {
   struct State;
   explicit RlRun(std::unique_ptr<State> state);
   Result<StepMetrics> step(int64_t step);
+  // Split placement's step: the rollout ranks generate it among themselves with the weights
+  // after step version_for(step) and hand it to the trainers (rollout_exchange.h), then
+  // receive the weights the next step generates with; the trainers take the step, send those
+  // weights as soon as they hold them (before their update when rollout.async_staleness k > 0,
+  // so the rollout ranks generate the next step during it; after it when k = 0), take the
+  // behavior log-probs under the weights that generated the step, and update.
+  Result<StepMetrics> split_step(int64_t step);
+  // Split placement: the rollout ranks receive weight version `version` (once), then evaluate
+  // it when it is an evaluation point after the run's start.
+  Status publish(int64_t version);
+  // Whether the held-out evaluation runs after `step` (before the last; the last always).
+  bool evaluates_after(int64_t step) const;
   Result<StepMetrics> update(const StepRollouts& rollouts);
   // The per-token signal of this rank's kept rollouts (layout order): the policy's advantages
   // and, with a critic, the values at rollout time and the returns it is trained towards.

@@ -2,6 +2,7 @@
 // (rl_checkpoint.cc). Internal to lib/rl.
 #pragma once
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -53,6 +54,10 @@ struct RlRun::State {
   // Split placement: the tp ranks of dp rank 0 (holding the actor's slices), then the rollout
   // ranks (receiving the whole weights); null on the other ranks and when colocated.
   std::unique_ptr<comm::Communicator> weights_group;
+  // Split placement: the rollout ranks alone (generation's collectives; null on a trainer) and
+  // the world rank of the first of them, which hands each step to the trainers.
+  std::unique_ptr<comm::Communicator> rollout_group;
+  int first_rollout_rank = 0;
   bool trains = true, generates = true;
   int gen_index = 0, gen_count = 1;  // this rank among the generating ranks (-1: none)
   std::function<void(const std::string&)> log;
@@ -66,6 +71,17 @@ struct RlRun::State {
   std::unique_ptr<model::Transformer> rollout_model;
   bool rollout_stale = true;
   ReshardReport unreported_reshard;
+  // Split placement's pipeline: step i generates with the weights after step version_for(i)
+  // = max(0, i - 1 - k), k = rollout.async_staleness (0 when synchronous), so with k > 0 the
+  // rollout ranks generate step i + 1 while the trainers update step i. The trainers keep the
+  // older versions of their slices that later steps still need (the behavior log-probs, the
+  // sends to the rollout ranks, the evaluations at the end, a checkpoint), by step;
+  // actor_version is the step the actor's own weights are after, sent_version the version the
+  // rollout ranks last received (-1: none yet), on every rank.
+  int64_t staleness = 0;
+  WeightVersions held;
+  int64_t actor_version = 0;
+  int64_t sent_version = -1;
   std::unique_ptr<train::DistributedOptimizer> optimizer;
   // PPO and VAPO: the value model and its own optimizer over the same data-parallel group.
   std::unique_ptr<Critic> critic;
@@ -98,10 +114,28 @@ struct RlRun::State {
   // True when generation runs on gathered whole weights (parallel.tp > 1 or split placement):
   // the same on every rank.
   bool reshards() const { return config.tp > 1 || config.rollout_ranks > 0; }
-  // When a step ran since the last gather: gathers the actor's slices into the rollout model
-  // (colocated: within the tp group; split: from dp rank 0's tp ranks to the rollout ranks),
-  // adding the cost to unreported_reshard. Collective over those groups.
+  // Colocated under tp, when a step ran since the last gather: gathers the actor's slices
+  // into the rollout model within the tp group, adding the cost to unreported_reshard.
+  // Collective over it.
   Status refresh_rollout_model();
+  // Split placement.
+  int64_t version_for(int64_t step) const {
+    return std::max<int64_t>(0, step - 1 - staleness);
+  }
+  // Logs that a resumed asynchronous run lacks `versions` older weight versions it needs.
+  void warn_substituted(int versions) const;
+  // Runs fn with the actor holding weight version v (held, swapped in and back out, unless it
+  // is the actor's own); Internal when v is not held.
+  Status with_version(int64_t v, const std::function<Status()>& fn);
+  // Sends weight version v from dp rank 0's tp ranks to the rollout ranks, which gather it
+  // into their rollout model (the cost added to unreported_reshard). Collective over world's
+  // weights_group members; every rank records sent_version.
+  Status send_version(int64_t v);
+  // The older weight versions a checkpoint after `step` keeps (those before it that the next
+  // steps still need), by step, in the actor's parameter order: the asynchronous rollout
+  // thread's or split placement's.
+  std::vector<std::pair<int64_t, const std::vector<std::vector<float>>*>> versions_to_save(
+      int64_t step);
   // Split placement: the rollout ranks take the run's position (start_step and the prompt
   // stream) from world rank 0, which restored it. Collective over world.
   Status share_position();

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "comm/variable_length.h"
 
@@ -111,6 +112,68 @@ Status decode(const uint8_t* data, size_t size, std::vector<RolloutGroup>& out) 
   return Status::OK();
 }
 
+// The outcome of a step as the first rollout rank sends it: a flag, then the error, or the
+// step's kept groups, counts, figures and prompt stream.
+std::vector<uint8_t> encode_outcome(const Result<StepRollouts>& step) {
+  static_assert(std::is_trivially_copyable_v<StepMetrics>);
+  Writer w;
+  w.put<uint8_t>(step.ok() ? 1 : 0);
+  if (!step.ok()) {
+    w.put<int32_t>(static_cast<int32_t>(step.status().code()));
+    w.put_text(step.status().message());
+    return std::move(w.bytes);
+  }
+  w.put(step->step);
+  w.put(step->weight_version);
+  w.put<uint64_t>(step->batch.kept.size());
+  for (const GroupRef& g : step->batch.kept) {
+    w.put(g.round);
+    w.put(g.index);
+  }
+  w.put(step->batch.dropped);
+  w.put(step->batch.surplus);
+  w.put(step->batch.rounds);
+  w.put(step->metrics);
+  w.put_text(step->stream_after.encode());
+  return std::move(w.bytes);
+}
+
+// Sets `step` to the outcome encode_outcome wrote; Corruption when the bytes do not parse.
+Status decode_outcome(const std::string& bytes, Result<StepRollouts>& step) {
+  Reader in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  uint8_t ok = 0;
+  MS_RETURN_IF_ERROR(in.get(ok));
+  if (ok == 0) {
+    int32_t code = 0;
+    std::string message;
+    MS_RETURN_IF_ERROR(in.get(code));
+    MS_RETURN_IF_ERROR(in.get_text(message));
+    step = Status(static_cast<StatusCode>(code), std::move(message));
+    return Status::OK();
+  }
+  StepRollouts out;
+  uint64_t kept = 0;
+  MS_RETURN_IF_ERROR(in.get(out.step));
+  MS_RETURN_IF_ERROR(in.get(out.weight_version));
+  MS_RETURN_IF_ERROR(in.get(kept));
+  if (kept > bytes.size()) return Corruption("rollout record truncated");
+  out.batch.kept.resize(kept);
+  for (GroupRef& g : out.batch.kept) {
+    MS_RETURN_IF_ERROR(in.get(g.round));
+    MS_RETURN_IF_ERROR(in.get(g.index));
+  }
+  MS_RETURN_IF_ERROR(in.get(out.batch.dropped));
+  MS_RETURN_IF_ERROR(in.get(out.batch.surplus));
+  MS_RETURN_IF_ERROR(in.get(out.batch.rounds));
+  MS_RETURN_IF_ERROR(in.get(out.metrics));
+  std::string stream;
+  MS_RETURN_IF_ERROR(in.get_text(stream));
+  if (!in.done()) return Corruption("rollout record has trailing bytes");
+  MS_ASSIGN_OR_RETURN(out.stream_after, PromptStream::decode(stream));
+  step = std::move(out);
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& group,
@@ -124,7 +187,31 @@ Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& grou
   std::vector<RolloutGroup> out;
   for (size_t r = 0; r < all.size(); ++r) {
     MS_RETURN_IF_ERROR(decode(reinterpret_cast<const uint8_t*>(all[r].data()), all[r].size(), out)
-                           .with_context("the rollouts of tp rank " + std::to_string(r)));
+                           .with_context("the rollouts of rank " + std::to_string(r) + " of " +
+                                         group.name()));
+  }
+  return out;
+}
+
+Result<StepRollouts> hand_off_step_rollouts(comm::Communicator& world, int source,
+                                            const Result<StepRollouts>& mine) {
+  std::string outcome;
+  if (world.rank() == source) {
+    const std::vector<uint8_t> bytes = encode_outcome(mine);
+    outcome.assign(bytes.begin(), bytes.end());
+  }
+  MS_RETURN_IF_ERROR(comm::broadcast_variable(world, outcome, source));
+  Result<StepRollouts> step = Internal("no step");
+  MS_RETURN_IF_ERROR(decode_outcome(outcome, step).with_context(
+      "the rollout ranks' step from rank " + std::to_string(source)));
+  MS_ASSIGN_OR_RETURN(StepRollouts out, std::move(step));
+  static const std::vector<RolloutGroup> kNone;
+  for (int64_t k = 0; k < out.batch.rounds; ++k) {
+    const bool has = mine.ok() && k < static_cast<int64_t>(mine->rounds.size());
+    MS_ASSIGN_OR_RETURN(std::vector<RolloutGroup> round,
+                        gather_rollout_groups(world, has ? mine->rounds[static_cast<size_t>(k)]
+                                                         : kNone));
+    out.rounds.push_back(std::move(round));
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <sstream>
 
 #include "comm/agree.h"
 #include "comm/variable_length.h"
@@ -42,6 +43,27 @@ PromptStream PromptStream::shuffled(size_t prompts, uint64_t seed) {
   return s;
 }
 
+std::string PromptStream::encode() const {
+  std::ostringstream out;
+  out << cursor << ' ' << order.size();
+  for (size_t i : order) out << ' ' << i;
+  out << ' ' << rng;
+  return out.str();
+}
+
+Result<PromptStream> PromptStream::decode(const std::string& text) {
+  PromptStream s;
+  std::istringstream in(text);
+  size_t n = 0;
+  in >> s.cursor >> n;
+  if (!in || n > text.size()) return Internal("a prompt position that does not parse");
+  s.order.resize(n);
+  for (size_t& i : s.order) in >> i;
+  in >> s.rng;
+  if (!in || s.cursor > n) return Internal("a prompt position that does not parse");
+  return s;
+}
+
 std::vector<size_t> PromptStream::next(int64_t n) {
   std::vector<size_t> out;
   for (int64_t i = 0; i < n; ++i) {
@@ -69,7 +91,6 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   const size_t gen_share = generates ? P / static_cast<size_t>(side.gen_count) : 0;
   const size_t gen_first = generates ? gen_share * static_cast<size_t>(side.gen_index) : 0;
   const size_t share = side.dp ? P / static_cast<size_t>(side.dp->size()) : 0;
-  const size_t first = side.dp ? share * static_cast<size_t>(side.dp->rank()) : 0;
   const size_t base = side.pool ? side.pool_first : gen_first;  // position of rounds[k][0]
   Stopwatch clock;
   StepRollouts out;
@@ -140,6 +161,19 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
   m.accuracy = generated[1] / generated[4];
   m.response_length = generated[2] / generated[4];
   m.flawed_positives = static_cast<int64_t>(generated[3]);
+  if (!side.dp) {  // a rank that only generates: the trainers' figures are not its own
+    m.rollout_s = clock.elapsed_s();
+    return out;
+  }
+  keep_trained_share(out, share * static_cast<size_t>(side.dp->rank()), share, base);
+  MS_RETURN_IF_ERROR(evaluate_behavior(out, side.policy, gen, *side.dp, side.pad));
+  m.rollout_s = clock.elapsed_s();
+  return out;
+}
+
+void keep_trained_share(StepRollouts& out, size_t first, size_t share, size_t base) {
+  const FilledBatch& batch = out.batch;
+  out.kept.clear();
   out.before.assign(batch.kept.size() + 1, 0);
   for (size_t k = 0; k < batch.kept.size(); ++k) {
     const GroupRef& ref = batch.kept[k];
@@ -151,24 +185,23 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
       out.kept.push_back(&r);
     }
   }
+}
+
+Status evaluate_behavior(StepRollouts& out, model::Transformer* policy,
+                         comm::Communicator& failures, comm::Communicator& dp, int32_t pad) {
   std::vector<const Sample*> samples;
   for (const Rollout* r : out.kept) samples.push_back(&r->sample);
   Result<PolicyEval> behavior = PolicyEval{};
-  if (side.policy) behavior = evaluate_policy(*side.policy, samples, kPolicyMicroBatch, side.pad);
-  MS_RETURN_IF_ERROR(comm::agree(gen, behavior.status(), "the rollout policy's log-probs"));
+  if (policy) behavior = evaluate_policy(*policy, samples, kPolicyMicroBatch, pad);
+  MS_RETURN_IF_ERROR(comm::agree(failures, behavior.status(), "the rollout policy's log-probs"));
   out.behavior = std::move(*behavior);
-  if (!side.dp) {  // a rank that only generates: the trainers' figures are not its own
-    m.rollout_s = clock.elapsed_s();
-    return out;
-  }
   std::vector<double> entropy = {
       std::accumulate(out.behavior.entropy.begin(), out.behavior.entropy.end(), 0.0),
       static_cast<double>(out.behavior.entropy.size())};
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(*side.dp, entropy));
-  if (entropy[1] > 0.0) m.entropy = entropy[0] / entropy[1];
-  m.response_tokens = static_cast<int64_t>(entropy[1]);
-  m.rollout_s = clock.elapsed_s();
-  return out;
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, entropy));
+  if (entropy[1] > 0.0) out.metrics.entropy = entropy[0] / entropy[1];
+  out.metrics.response_tokens = static_cast<int64_t>(entropy[1]);
+  return Status::OK();
 }
 
 }  // namespace ms::rl

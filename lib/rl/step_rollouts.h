@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -29,6 +30,10 @@ struct PromptStream {
 
   static PromptStream shuffled(size_t prompts, uint64_t seed);
   std::vector<size_t> next(int64_t n);
+  // The whole position as text, for handing it to other ranks of the same run; decode gives
+  // Internal when the text does not parse (a bug, not user input).
+  std::string encode() const;
+  static Result<PromptStream> decode(const std::string& text);
 };
 
 struct StepRollouts {
@@ -51,7 +56,7 @@ struct StepRollouts {
   PromptStream stream_after;
 };
 
-// What generates and where. `gen` is every rank of the run (each round's collectives); the
+// What generates and where. `gen` is every generating rank (each round's collectives); the
 // generating ranks among them take equal shares of each round's positions, by gen_index.
 // `dp` is the training's data-parallel group: dp rank d trains the groups at positions
 // [d P/dp, (d + 1) P/dp). A rank trains what it generated, unless `pool` gathers the groups of
@@ -59,8 +64,8 @@ struct StepRollouts {
 //   - one rank, or data parallelism: every rank generates and trains its share; no pool;
 //   - a tensor-parallel actor, colocated: every rank generates, and the tp group (its ranks
 //     consecutive) pools its members' groups, which are its dp rank's share;
-//   - split placement: only the rollout ranks generate, and the whole run pools the round
-//     (pool_first 0), from which each trainer takes its share.
+//   - split placement: `gen` is the rollout ranks alone, none of which trains (dp null on
+//     every member); split_rollouts.h hands their step to the trainers.
 // `generator` runs on whole weights; `policy` is the actor (tp slices) that takes the behavior
 // log-probs of the groups this rank trains.
 struct RolloutSide {
@@ -81,5 +86,15 @@ struct RolloutSide {
 // program) reach every rank; dynamic sampling's bound error as fill_batch gives it.
 Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
                                             int64_t weight_version);
+
+// Sets out.kept and out.before to the kept groups at positions [first, first + share) of the
+// round (this rank's dp share), out.rounds[k][0] being the group at position `base`.
+void keep_trained_share(StepRollouts& out, size_t first, size_t share, size_t base);
+
+// The behavior log-probs and entropies of out.kept under `policy` (null: none on this rank),
+// a failure agreed over `failures`; out.metrics' entropy and response tokens summed over dp.
+// Collective over both groups.
+Status evaluate_behavior(StepRollouts& out, model::Transformer* policy,
+                         comm::Communicator& failures, comm::Communicator& dp, int32_t pad);
 
 }  // namespace ms::rl

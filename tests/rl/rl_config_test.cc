@@ -59,6 +59,11 @@ TEST(RlConfig, ParallelAndPlacement) {
   ASSERT_TRUE(split.ok()) << split.status().to_string();
   EXPECT_EQ(split->tp, 2);
   EXPECT_EQ(split->rollout_ranks, 3);
+  Result<RlConfig> async_split = parse_rl_config(
+      kBase + "parallel: {tp: 2}\nplacement: {mode: split, rollout_ranks: 1}\n"
+              "rollout: {async_staleness: 2}\n", "rl.yaml");
+  ASSERT_TRUE(async_split.ok()) << async_split.status().to_string();
+  EXPECT_EQ(async_split->async_staleness, 2);
   const std::pair<std::string, std::string> refused[] = {
       {"parallel: {tp: 0}\n", "parallel.tp must be at least 1"},
       {"parallel: {tp: 2}\nrollout: {async_staleness: 1}\n",
@@ -66,8 +71,9 @@ TEST(RlConfig, ParallelAndPlacement) {
       {"placement: {mode: split}\n", "needs placement.rollout_ranks of at least 1"},
       {"placement: {rollout_ranks: 1}\n", "placement.rollout_ranks applies to placement.mode split"},
       {"placement: {mode: apart}\n", "placement.mode must be colocated or split, got 'apart'"},
-      {"placement: {mode: split, rollout_ranks: 1}\nrollout: {async_staleness: 0}\n",
-       "split runs grpo and dapo with synchronous rollouts only"},
+      {"placement: {mode: split, rollout_ranks: 1}\nalgorithm: {name: vapo}\n"
+       "critic: {warmup_steps: 1}\n",
+       "split runs grpo and dapo only (no critic yet)"},
   };
   for (const auto& [yaml, message] : refused) {
     EXPECT_NE(error_of(kBase + yaml).find(message), std::string::npos)
