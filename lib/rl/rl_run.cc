@@ -534,11 +534,22 @@ Result<StepMetrics> RlRun::split_step(int64_t step) {
                      nullptr,  s.gen_index,      s.gen_count, s.stream, s.pad};
     Result<StepRollouts> mine = generate_step_rollouts(side, step, s.version_for(step));
     if (mine.ok()) {
+      // The behavior log-probs of this rank's kept groups, under the weights that generated
+      // them, travel with the rollouts: the trainers, which hold other weights by now, need
+      // not recompute them.
       mine->stream_after = s.stream;
-      const Status recorded = record_reshard(*s.rollout_group,
-                                             std::exchange(s.unreported_reshard, {}),
-                                             mine->metrics);
-      if (!recorded.ok()) mine = recorded;
+      const size_t share = static_cast<size_t>(s.config.prompts_per_step) /
+                           static_cast<size_t>(s.gen_count);
+      const size_t first = share * static_cast<size_t>(s.gen_index);
+      keep_trained_share(*mine, first, share, first);
+      Status done = evaluate_behavior(*mine, s.rollout_model.get(), *s.rollout_group,
+                                      *s.rollout_group, s.pad);
+      if (done.ok()) {
+        attach_behavior(*mine);
+        done = record_reshard(*s.rollout_group, std::exchange(s.unreported_reshard, {}),
+                              mine->metrics);
+      }
+      if (!done.ok()) mine = done;
     }
     MS_ASSIGN_OR_RETURN(const StepRollouts handed,
                         hand_off_step_rollouts(*s.world, s.first_rollout_rank, mine));
@@ -554,9 +565,7 @@ Result<StepMetrics> RlRun::split_step(int64_t step) {
   const size_t share =
       static_cast<size_t>(s.config.prompts_per_step) / static_cast<size_t>(s.dp->size());
   keep_trained_share(r, share * static_cast<size_t>(s.dp->rank()), share, 0);
-  MS_RETURN_IF_ERROR(s.with_version(r.weight_version, [&] {
-    return evaluate_behavior(r, s.actor.get(), *s.trainers, *s.dp, s.pad);
-  }));
+  collect_behavior(r);
   if (s.staleness > 0) {  // later steps read the weights this update overwrites
     std::vector<std::vector<float>>& copy = s.held[s.actor_version];
     copy.clear();
@@ -663,7 +672,7 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   m.weight_version = r.weight_version;
   const bool critic = has_critic(c.algorithm);
   const bool value_warmup = critic && r.step <= c.critic_warmup_steps;
-  const std::vector<const Rollout*>& kept = r.kept;
+  const std::vector<Rollout*>& kept = r.kept;
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
   Result<ResponseLayout> whole = response_layout(samples);

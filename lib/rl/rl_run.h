@@ -80,11 +80,11 @@ class RlRun {
   explicit RlRun(std::unique_ptr<State> state);
   Result<StepMetrics> step(int64_t step);
   // Split placement's step: the rollout ranks generate it among themselves with the weights
-  // after step version_for(step) and hand it to the trainers (rollout_exchange.h), then
-  // receive the weights the next step generates with; the trainers take the step, send those
-  // weights as soon as they hold them (before their update when rollout.async_staleness k > 0,
-  // so the rollout ranks generate the next step during it; after it when k = 0), take the
-  // behavior log-probs under the weights that generated the step, and update.
+  // after step version_for(step), take the kept responses' behavior log-probs under those
+  // weights and hand it all to the trainers (rollout_exchange.h), then receive the weights
+  // the next step generates with; the trainers take the step, send those weights as soon as
+  // they hold them (before their update when rollout.async_staleness k > 0, so the rollout
+  // ranks generate the next step during it; after it when k = 0), and update.
   Result<StepMetrics> split_step(int64_t step);
   // Split placement: the rollout ranks receive weight version `version` (once), then evaluate
   // it when it is an evaluation point after the run's start.

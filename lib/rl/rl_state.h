@@ -74,8 +74,8 @@ struct RlRun::State {
   // Split placement's pipeline: step i generates with the weights after step version_for(i)
   // = max(0, i - 1 - k), k = rollout.async_staleness (0 when synchronous), so with k > 0 the
   // rollout ranks generate step i + 1 while the trainers update step i. The trainers keep the
-  // older versions of their slices that later steps still need (the behavior log-probs, the
-  // sends to the rollout ranks, the evaluations at the end, a checkpoint), by step;
+  // older versions of their slices that later steps still need (the sends to the rollout
+  // ranks, the evaluations at the end, a checkpoint), by step;
   // actor_version is the step the actor's own weights are after, sent_version the version the
   // rollout ranks last received (-1: none yet), on every rank.
   int64_t staleness = 0;

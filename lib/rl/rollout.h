@@ -31,6 +31,10 @@ struct Rollout {
   bool correct = false;  // the reference answer matched (accuracy), whatever the reward
   bool flawed = false;   // a positive the step checker found a flawed step in (FAPO)
   bool truncated = false;  // stopped by max_tokens
+  // Its response tokens' log-probs and entropies under the weights that generated it, when the
+  // generating rank took them (split placement's rollout ranks, for the kept groups); empty
+  // otherwise.
+  PolicyEval behavior;
 };
 
 using RolloutGroup = std::vector<Rollout>;

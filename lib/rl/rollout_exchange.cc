@@ -24,6 +24,11 @@ class Writer {
     const auto* p = reinterpret_cast<const uint8_t*>(tokens.data());
     bytes.insert(bytes.end(), p, p + tokens.size() * sizeof(int32_t));
   }
+  void put_values(const std::vector<double>& values) {
+    put<uint64_t>(values.size());
+    const auto* p = reinterpret_cast<const uint8_t*>(values.data());
+    bytes.insert(bytes.end(), p, p + values.size() * sizeof(double));
+  }
   void put_text(const std::string& text) {
     put<uint64_t>(text.size());
     bytes.insert(bytes.end(), text.begin(), text.end());
@@ -50,6 +55,17 @@ class Reader {
     tokens.resize(n);
     std::memcpy(tokens.data(), p_, n * sizeof(int32_t));
     p_ += n * sizeof(int32_t);
+    return Status::OK();
+  }
+  Status get_values(std::vector<double>& values) {
+    uint64_t n = 0;
+    MS_RETURN_IF_ERROR(get(n));
+    if (n > static_cast<uint64_t>(end_ - p_) / sizeof(double)) {
+      return Corruption("rollout record truncated");
+    }
+    values.resize(n);
+    std::memcpy(values.data(), p_, n * sizeof(double));
+    p_ += n * sizeof(double);
     return Status::OK();
   }
   Status get_text(std::string& text) {
@@ -79,6 +95,8 @@ std::vector<uint8_t> encode(const std::vector<RolloutGroup>& groups) {
       w.put_text(r.text);
       w.put(r.reward);
       w.put<uint8_t>((r.correct ? 1 : 0) | (r.flawed ? 2 : 0) | (r.truncated ? 4 : 0));
+      w.put_values(r.behavior.log_probs);
+      w.put_values(r.behavior.entropy);
     }
   }
   return std::move(w.bytes);
@@ -102,6 +120,8 @@ Status decode(const uint8_t* data, size_t size, std::vector<RolloutGroup>& out) 
       MS_RETURN_IF_ERROR(in.get_text(r.text));
       MS_RETURN_IF_ERROR(in.get(r.reward));
       MS_RETURN_IF_ERROR(in.get(flags));
+      MS_RETURN_IF_ERROR(in.get_values(r.behavior.log_probs));
+      MS_RETURN_IF_ERROR(in.get_values(r.behavior.entropy));
       r.prompt_index = static_cast<size_t>(index);
       r.correct = (flags & 1) != 0;
       r.flawed = (flags & 2) != 0;

@@ -27,7 +27,8 @@ Result<std::vector<RolloutGroup>> gather_rollout_groups(comm::Communicator& grou
 // included) and the prompt stream after the step (stream_after); every rank its groups of
 // each round (none on a trainer, which passes an empty step). Returns that error, or the step
 // with each round's groups pooled in world rank order (the rollout ranks' order, so the
-// round's positions from 0); kept, before and behavior are left for the trainer to fill.
+// round's positions from 0), each kept rollout carrying its behavior log-probs; kept, before
+// and behavior are left for the trainer to set (keep_trained_share, collect_behavior).
 // Collective over world.
 Result<StepRollouts> hand_off_step_rollouts(comm::Communicator& world, int source,
                                             const Result<StepRollouts>& mine);

@@ -181,14 +181,14 @@ void keep_trained_share(StepRollouts& out, size_t first, size_t share, size_t ba
     const bool mine = index >= first && index < first + share;
     out.before[k + 1] = out.before[k] + (mine ? 1 : 0);
     if (!mine) continue;
-    for (const Rollout& r : out.rounds[static_cast<size_t>(ref.round)][index - base]) {
+    for (Rollout& r : out.rounds[static_cast<size_t>(ref.round)][index - base]) {
       out.kept.push_back(&r);
     }
   }
 }
 
 Status evaluate_behavior(StepRollouts& out, model::Transformer* policy,
-                         comm::Communicator& failures, comm::Communicator& dp, int32_t pad) {
+                         comm::Communicator& failures, comm::Communicator& sharers, int32_t pad) {
   std::vector<const Sample*> samples;
   for (const Rollout* r : out.kept) samples.push_back(&r->sample);
   Result<PolicyEval> behavior = PolicyEval{};
@@ -198,10 +198,33 @@ Status evaluate_behavior(StepRollouts& out, model::Transformer* policy,
   std::vector<double> entropy = {
       std::accumulate(out.behavior.entropy.begin(), out.behavior.entropy.end(), 0.0),
       static_cast<double>(out.behavior.entropy.size())};
-  MS_RETURN_IF_ERROR(train::sum_in_rank_order(dp, entropy));
+  MS_RETURN_IF_ERROR(train::sum_in_rank_order(sharers, entropy));
   if (entropy[1] > 0.0) out.metrics.entropy = entropy[0] / entropy[1];
   out.metrics.response_tokens = static_cast<int64_t>(entropy[1]);
   return Status::OK();
+}
+
+void attach_behavior(StepRollouts& out) {
+  size_t at = 0;
+  for (Rollout* r : out.kept) {
+    const auto n = static_cast<ptrdiff_t>(r->sample.response.size());
+    const auto from = static_cast<ptrdiff_t>(at);
+    r->behavior.log_probs.assign(out.behavior.log_probs.begin() + from,
+                                 out.behavior.log_probs.begin() + from + n);
+    r->behavior.entropy.assign(out.behavior.entropy.begin() + from,
+                               out.behavior.entropy.begin() + from + n);
+    at += static_cast<size_t>(n);
+  }
+}
+
+void collect_behavior(StepRollouts& out) {
+  out.behavior = {};
+  for (const Rollout* r : out.kept) {
+    out.behavior.log_probs.insert(out.behavior.log_probs.end(), r->behavior.log_probs.begin(),
+                                  r->behavior.log_probs.end());
+    out.behavior.entropy.insert(out.behavior.entropy.end(), r->behavior.entropy.begin(),
+                                r->behavior.entropy.end());
+  }
 }
 
 }  // namespace ms::rl

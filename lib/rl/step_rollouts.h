@@ -45,7 +45,7 @@ struct StepRollouts {
   FilledBatch batch;                              // the kept groups, over every rank
   // This rank's kept rollouts (pointing into `rounds`, whose buffers a move keeps), in the
   // batch's order; before[k]: how many of this rank's kept groups precede the batch's k-th.
-  std::vector<const Rollout*> kept;
+  std::vector<Rollout*> kept;
   std::vector<size_t> before;
   PolicyEval behavior;  // log-probs and entropies of the kept responses' tokens
   // The generation figures (rewards, accuracy, lengths, groups, rounds, drafting, entropy,
@@ -92,9 +92,16 @@ Result<StepRollouts> generate_step_rollouts(RolloutSide& side, int64_t step,
 void keep_trained_share(StepRollouts& out, size_t first, size_t share, size_t base);
 
 // The behavior log-probs and entropies of out.kept under `policy` (null: none on this rank),
-// a failure agreed over `failures`; out.metrics' entropy and response tokens summed over dp.
-// Collective over both groups.
+// a failure agreed over `failures`; out.metrics' entropy and response tokens summed over
+// `sharers` (the ranks whose kept rollouts together make the step's). Collective over both
+// groups.
 Status evaluate_behavior(StepRollouts& out, model::Transformer* policy,
-                         comm::Communicator& failures, comm::Communicator& dp, int32_t pad);
+                         comm::Communicator& failures, comm::Communicator& sharers, int32_t pad);
+
+// Split placement: each kept rollout of out.kept takes its own tokens' slice of out.behavior
+// (Rollout::behavior), to travel with it to the trainers; the reverse, collecting them into
+// out.behavior in out.kept's order.
+void attach_behavior(StepRollouts& out);
+void collect_behavior(StepRollouts& out);
 
 }  // namespace ms::rl

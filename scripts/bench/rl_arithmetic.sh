@@ -45,6 +45,9 @@ MB=${RL_MINI_BATCHES:-2}
 # data-parallel ranks, and the actor at tensor parallel 2 generating at tp 1 on both ranks
 # (the hybrid engine's in-memory reshard; its bytes and time are printed); grpo_split runs
 # that tp 2 actor on 2 ranks with a third generating only (split placement, 3 ranks).
+# grpo_split1 and grpo_split1_async run one trainer and one rollout-only rank (2 ranks),
+# synchronous and with staleness 1: the rollout rank generates step i + 1 while the trainer
+# updates step i, so their wall-clock for the same updates is the asynchronous gain.
 # RL_TRAIN_LIMIT=N trains on the first N training prompts only (0: all). With a few prompts the
 # run is a check that the loop learns at all: they are revisited every step, so the sample
 # accuracy on them should climb (docs/bench/rl.md).
@@ -185,6 +188,11 @@ for run in ${RL_RUNS:-grpo dapo grpo_spec grpo_async}; do
     grpo_tp2) rl grpo_tp2 "{name: grpo}" "" "parallel: {tp: 2}" 2 || echo "## grpo_tp2 stopped" ;;
     grpo_split) rl grpo_split "{name: grpo}" "" "$(printf 'parallel: {tp: 2}\nplacement: {mode: split, rollout_ranks: 1}')" 3 ||
                 echo "## grpo_split stopped" ;;
+    grpo_split1|grpo_split1_async)
+      keys=""
+      [ $run = grpo_split1_async ] && keys=", async_staleness: 1"
+      rl $run "{name: grpo}" "$keys" "placement: {mode: split, rollout_ranks: 1}" 2 ||
+        echo "## $run stopped" ;;
     ppo|vapo) rl $run "{name: $run}" "" "critic: {warmup_steps: $CRITIC_WARMUP, lr: $CRITIC_LR}" ||
               echo "## $run stopped" ;;
   esac
