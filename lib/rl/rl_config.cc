@@ -299,9 +299,6 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     if (c.rollout_ranks < 1) {
       return bad("placement.mode split needs placement.rollout_ranks of at least 1");
     }
-    if (has_critic(c.algorithm)) {
-      return bad("placement.mode split runs grpo and dapo only (no critic yet)");
-    }
   }
   if (c.checkpoint_every < 0) return bad("checkpoint.every must be >= 0 (0: only at the end)");
   if (c.checkpoint_keep < 0) return bad("checkpoint.keep must be >= 0 (0: keep all)");

@@ -7,9 +7,9 @@
 # VAPO's critic its value loss, gradient norm, values and returns). The same holds for a
 # tensor-parallel actor (parallel.tp 2 on 2 ranks, VAPO's critic at tp 2 too, and tp 2 x dp 2
 # on 4), which generates at tp 1 on every rank from weights gathered in memory, and for split
-# placement (a tp 2 actor on 2 ranks, 1 rollout-only rank receiving its weights); a tp 2
-# checkpoint resumes at tp 1 with a rollout rank and serves with ms-infer. Asynchronous
-# rollouts on split placement's rollout rank (staleness 1) equal the one-rank run's rollout
+# placement (a tp 2 actor, and VAPO with its critic, on 2 ranks, 1 rollout-only rank receiving
+# its weights); a tp 2 checkpoint resumes at tp 1 with a rollout rank and serves with ms-infer.
+# Asynchronous rollouts on split placement's rollout rank (staleness 1) equal the one-rank run's rollout
 # thread (bit for bit with one trainer, to 1e-4 at tp 2), resume bit for bit, and a failing
 # rollout rank or trainer ends every rank with its message. Also a prompts_per_step that the
 # ranks cannot share, colocated asynchronous rollouts on two ranks, a tp not dividing the
@@ -111,8 +111,9 @@ done
 
 # A tensor-parallel actor equals one rank: DAPO (dynamic sampling pooling the groups of a tp
 # group) at tp 2 on 2 ranks, GRPO with KL at tp 2 x dp 2 on 4, VAPO with its critic at tp 2 on
-# 2; and split placement: DAPO at tp 2 on 2 ranks generating on a third.
-for run in dapo.tp2:2 grpo.tp2dp2:4 vapo.tp2:2 dapo.split:3; do
+# 2; and split placement: DAPO, and VAPO with its critic, at tp 2 on 2 ranks generating on a
+# third.
+for run in dapo.tp2:2 grpo.tp2dp2:4 vapo.tp2:2 dapo.split:3 vapo.split:3; do
   name=${run%%:*} np=${run##*:} algo=${run%%.*}
   case $algo in
     grpo) section="{name: grpo, kl_coef: 0.01}"; reward=$work/vowels.py ;;
@@ -126,7 +127,7 @@ for run in dapo.tp2:2 grpo.tp2dp2:4 vapo.tp2:2 dapo.split:3; do
   echo "$critic" >> "$work/$name.yaml"
   echo "parallel: {tp: 2}" >> "$work/$name.yaml"
   line="training at tp 2 x dp $((np / 2)), generating at tp 1 x dp $np;"
-  if [ "$name" = dapo.split ]; then
+  if [ "${name#*.}" = split ]; then
     echo "placement: {mode: split, rollout_ranks: 1}" >> "$work/$name.yaml"
     line="training at tp 2 x dp 1, generating at tp 1 x dp 1 on 1 rollout-only rank(s)"
   fi

@@ -71,9 +71,6 @@ TEST(RlConfig, ParallelAndPlacement) {
       {"placement: {mode: split}\n", "needs placement.rollout_ranks of at least 1"},
       {"placement: {rollout_ranks: 1}\n", "placement.rollout_ranks applies to placement.mode split"},
       {"placement: {mode: apart}\n", "placement.mode must be colocated or split, got 'apart'"},
-      {"placement: {mode: split, rollout_ranks: 1}\nalgorithm: {name: vapo}\n"
-       "critic: {warmup_steps: 1}\n",
-       "split runs grpo and dapo only (no critic yet)"},
   };
   for (const auto& [yaml, message] : refused) {
     EXPECT_NE(error_of(kBase + yaml).find(message), std::string::npos)
