@@ -49,7 +49,7 @@ Result<std::unique_ptr<RolloutGenerator>> RolloutGenerator::create(
       (longest + config.max_tokens + options.block_size - 1) / options.block_size;
   options.kv_blocks = options.max_batch * blocks_per_sequence;
   if (config.speculative_tokens > 0) {
-    g->drafter_ = std::make_unique<RolloutDrafter>();
+    g->drafter_ = std::make_unique<RolloutDrafter>(4, 32, config.speculative_tokens);
     options.drafter = g->drafter_.get();
     options.draft_tokens = config.speculative_tokens;
   }

@@ -1,6 +1,8 @@
-// Speculative rollouts' drafter (rl/rollout_drafter.h): proposals from earlier rollouts of the
-// same prompt, then from the sequence itself (prompt lookup), longest match first; bounded by k
-// and by what follows the match; other prompts' rollouts never used; the newest `keep` kept.
+// Speculative rollouts' drafter (rl/rollout_drafter.h): proposals from the suffix tree of
+// earlier rollouts of the same prompt (the most frequent continuation, the newest on a tie),
+// then from the sequence itself (prompt lookup), longest match first; bounded by k and by what
+// follows the match; other prompts' rollouts never used; the newest `keep` kept, the evicted
+// ones' counts taken back out of the tree.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -66,6 +68,42 @@ TEST(RolloutDrafter, KeepsTheNewestRollouts) {
   const infer::Request r = request_for(prompt);
   EXPECT_EQ(drafter.propose(r, join(prompt, {52}), 1), (std::vector<int32_t>{62}));
   EXPECT_TRUE(drafter.propose(r, join(prompt, {51}), 1).empty());  // dropped
+}
+
+TEST(RolloutDrafter, ProposesTheMostFrequentContinuation) {
+  RolloutDrafter drafter;
+  const std::vector<int32_t> prompt = {1, 2};
+  drafter.add(prompt, Tokens{7, 8, 9});
+  drafter.add(prompt, Tokens{7, 8, 9});
+  drafter.add(prompt, Tokens{7, 8, 30, 31});  // the newest, but seen once
+  const infer::Request r = request_for(prompt);
+  EXPECT_EQ(drafter.propose(r, join(prompt, {7, 8}), 4), (std::vector<int32_t>{9}));
+  // Past a branch each step takes the most frequent child: 7 then 8 (3 times), then 9 (twice).
+  EXPECT_EQ(drafter.propose(r, prompt, 4), (std::vector<int32_t>{7, 8, 9}));
+  // A proposal never exceeds the drafter's bound.
+  RolloutDrafter short_drafts(4, 32, 2);
+  short_drafts.add(prompt, Tokens{7, 8, 9});
+  EXPECT_EQ(short_drafts.propose(r, prompt, 8), (std::vector<int32_t>{7, 8}));
+}
+
+TEST(RolloutDrafter, EvictionTakesCountsBackOutOfTheTree) {
+  RolloutDrafter drafter(4, 2);
+  const std::vector<int32_t> prompt = {1, 2};
+  const infer::Request r = request_for(prompt);
+  drafter.add(prompt, Tokens{7, 9});
+  const size_t one = drafter.tree_nodes(prompt);
+  drafter.add(prompt, Tokens{7, 9});
+  EXPECT_EQ(drafter.tree_nodes(prompt), one);  // the same paths, counted twice
+  drafter.add(prompt, Tokens{7, 30});  // evicts the first {7, 9}: 9 and 30 once each now
+  EXPECT_EQ(drafter.kept(prompt), 2u);
+  EXPECT_EQ(drafter.propose(r, join(prompt, {7}), 1), (std::vector<int32_t>{30}));  // newest
+  drafter.add(prompt, Tokens{40});  // evicts the second {7, 9}: its paths are gone
+  EXPECT_EQ(drafter.propose(r, join(prompt, {7}), 1), (std::vector<int32_t>{30}));
+  EXPECT_EQ(drafter.propose(r, Tokens{1, 2, 7, 9}, 1), (std::vector<int32_t>{}));
+  drafter.add(prompt, Tokens{41});
+  drafter.add(prompt, Tokens{40});
+  // {40} and {41} only: paths of {7, 30} were freed, their slots reused.
+  EXPECT_LE(drafter.tree_nodes(prompt), one);
 }
 
 }  // namespace
