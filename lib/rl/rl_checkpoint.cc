@@ -167,6 +167,8 @@ Status RlRun::State::restore_optimizer_and_position() {
     for (const SavedModel& saved : saved_models()) {
       saved.optimizer->optimizer().set_updates(state.at(saved.updates_key).get<int64_t>());
     }
+    // Written since value pretraining can end early; absent from older checkpoints.
+    value_warmup_ended = state.value("critic_warmup_ended", int64_t{0});
     const nlohmann::json& rl = state.at("rl");
     if (rl.at("seed").get<uint64_t>() != config.seed) {
       return InvalidArgument(resume_dir + " was saved by a run with run.seed " +
@@ -251,6 +253,7 @@ Status RlRun::State::save_checkpoint(int64_t step) {
     request.state[saved.updates_key] = saved.optimizer->optimizer().updates();
   }
   if (!version_steps.empty()) request.state["async_versions"] = version_steps;
+  if (critic) request.state["critic_warmup_ended"] = value_warmup_ended;
   MS_RETURN_IF_ERROR(checkpointer->save(tensors, std::move(request)));
   log("rl: saved " + checkpointer->last_report()->step_dir);
   return Status::OK();

@@ -135,7 +135,9 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
        {{"lr", [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_lr); }},
         {"value_clip", [&](auto& n, auto& k) { return read_scalar(n, k, c.value_clip); }},
         {"warmup_steps",
-         [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_steps); }}}},
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_steps); }},
+        {"warmup_until_explained_variance",
+         [&](auto& n, auto& k) { return read_scalar(n, k, c.critic_warmup_until_ev); }}}},
       {"parallel", {{"tp", [&](auto& n, auto& k) { return read_scalar(n, k, c.tp); }}}},
       {"placement",
        {{"mode", [&](auto& n, auto& k) { return read_scalar(n, k, placement); }},
@@ -269,6 +271,10 @@ Result<RlConfig> parse_rl_config(const std::string& yaml, const std::string& sou
     if (!(c.critic_lr > 0.0)) return bad("critic.lr must be positive (or 0: twice optimizer.lr)");
     if (!(c.value_clip > 0.0)) return bad("critic.value_clip must be positive");
     if (c.critic_warmup_steps < 0) return bad("critic.warmup_steps must be >= 0");
+    if (!(c.critic_warmup_until_ev <= 1.0) && !std::isinf(c.critic_warmup_until_ev)) {
+      return bad("critic.warmup_until_explained_variance must be at most 1 (the explained "
+                 "variance of a perfect critic)");
+    }
     if (c.critic_warmup_steps >= c.steps) {
       return bad("critic.warmup_steps (" + std::to_string(c.critic_warmup_steps) +
                  ") must be below train.steps (" + std::to_string(c.steps) +

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -76,9 +77,14 @@ struct RlConfig {
   // the rest of its optimizer is optimizer's), the value clip (verl's cliprange_value 0.5), and
   // the value pretraining steps at the start of the run: the critic trains on Monte-Carlo
   // returns of the initial policy's rollouts while the actor stays fixed (VAPO: 50).
+  // VAPO pretrains "until value loss and explained variance are sufficiently low": with
+  // warmup_until_explained_variance e the value pretraining ends early, after the first step
+  // whose explained variance (the critic's values at rollout time against the returns) is at
+  // least e; warmup_steps stays the bound. Infinity (the default): always warmup_steps.
   double critic_lr = 0.0;
   double value_clip = 0.5;
   int64_t critic_warmup_steps = 0;
+  double critic_warmup_until_ev = std::numeric_limits<double>::infinity();
   // parallel: the actor's (and the critic's) tensor-parallel size for training. The training
   // ranks are split into tp groups of consecutive ranks and data-parallel groups across them;
   // generation runs at tp = 1, on whole weights gathered in memory after each step

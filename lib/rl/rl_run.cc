@@ -671,7 +671,8 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   StepMetrics m = r.metrics;
   m.weight_version = r.weight_version;
   const bool critic = has_critic(c.algorithm);
-  const bool value_warmup = critic && r.step <= c.critic_warmup_steps;
+  const bool value_warmup =
+      critic && r.step <= c.critic_warmup_steps && s_->value_warmup_ended == 0;
   const std::vector<Rollout*>& kept = r.kept;
   std::vector<const Sample*> samples;
   for (const Rollout* x : kept) samples.push_back(&x->sample);
@@ -742,6 +743,14 @@ Result<StepMetrics> RlRun::update(const StepRollouts& r) {
   m.value_clip_fraction /= critic_updates;
   m.critic_grad_norm /= critic_updates;
   m.update_s = update_clock.elapsed_s();
+  if (value_warmup && r.step < c.critic_warmup_steps &&
+      m.explained_variance >= c.critic_warmup_until_ev) {
+    s_->value_warmup_ended = r.step;
+    s_->log("rl: value pretraining ends after step " + std::to_string(r.step) +
+            ": explained variance " + std::to_string(m.explained_variance) + " >= " +
+            std::to_string(c.critic_warmup_until_ev) +
+            " (critic.warmup_until_explained_variance); the actor trains from the next step");
+  }
   return m;
 }
 

@@ -86,6 +86,9 @@ struct RlRun::State {
   // PPO and VAPO: the value model and its own optimizer over the same data-parallel group.
   std::unique_ptr<Critic> critic;
   std::unique_ptr<train::DistributedOptimizer> critic_optimizer;
+  // The step after which value pretraining ended early (critic.warmup_until_explained_variance
+  // reached; 0: it has not), the same on every trainer, saved in checkpoints.
+  int64_t value_warmup_ended = 0;
   std::vector<PromptExample> prompts, eval_prompts;
   std::span<const PromptExample> eval_share;  // this rank's contiguous share of eval_prompts
   std::unique_ptr<RolloutGenerator> rollouts;

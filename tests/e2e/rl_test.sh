@@ -296,6 +296,36 @@ grep -q '"critic.value_head.score.weight"' "$work/vsplit/checkpoints/step-000000
 "$BIN/ms-infer" generate --checkpoint "$work/vsplit/checkpoints/latest" --prompt "Mia has" \
   --max-tokens 3 > "$work/vgen.txt" 2>&1 || { cat "$work/vgen.txt"; fail "ms-infer cannot serve the VAPO checkpoint"; }
 
+# Value pretraining until the critic explains the returns (VAPO's criterion,
+# critic.warmup_until_explained_variance): with a threshold every step meets it ends after step
+# 1 of at most 4, and the actor trains from step 2. 3 steps (at most 2 pretraining), then a
+# resume to 5 with the bound raised to 4, equal 5 steps in one go bit for bit: the checkpoint
+# records the early end, so step 4 trains the actor.
+for name in evfull evhalf; do
+  config $name "{name: vapo}" "{program: \"python3 $work/reward.py\", timeout_s: 30}" \
+    "critic: {warmup_steps: 4, lr: 0.02, warmup_until_explained_variance: -1000}"
+  sed -i 's/steps: 3,/steps: 5,/' "$work/$name.yaml"
+done
+sed -i 's/steps: 5,/steps: 3,/; s/warmup_steps: 4,/warmup_steps: 2,/' "$work/evhalf.yaml"
+"$BIN/ms-train" rl --config "$work/evfull.yaml" > "$work/evfull.log" 2>&1 || { cat "$work/evfull.log"; fail "vapo, early end of pretraining"; }
+grep -q "value pretraining ends after step 1: explained variance .* >= -1000" "$work/evfull.log" ||
+  { cat "$work/evfull.log"; fail "no line for the early end of value pretraining"; }
+"$BIN/ms-train" rl --config "$work/evhalf.yaml" > "$work/evhalf.log" 2>&1 || { cat "$work/evhalf.log"; fail "vapo first 3 steps"; }
+sed -i 's/steps: 3,/steps: 5,/; s/warmup_steps: 2,/warmup_steps: 4,/' "$work/evhalf.yaml"
+"$BIN/ms-train" rl --config "$work/evhalf.yaml" > "$work/evhalf2.log" 2>&1 || { cat "$work/evhalf2.log"; fail "vapo resumed to 5"; }
+python3 - "$work/evfull" "$work/evhalf" <<'PY' || fail "the early end of value pretraining, or its resume"
+import json, sys
+def rows(d):
+    return [json.loads(l) for l in open(f"{d}/rl_steps.jsonl")]
+full, half = rows(sys.argv[1]), rows(sys.argv[2])
+assert [r["updates"] for r in full] == [0, 4, 4, 4, 4], full
+assert len(half) == 5
+for a, b in zip(full, half):
+    for k in a:
+        if k not in ("rollout_s", "update_s"):
+            assert a[k] == b[k], (k, a, b)
+PY
+
 config typo "{name: grpo, clip_hihg: 0.3}" "{builtin: exact_number}"
 if out=$("$BIN/ms-train" rl --config "$work/typo.yaml" 2>&1); then fail "typo should fail"; fi
 grep -q "unknown key 'algorithm.clip_hihg'" <<<"$out" || { echo "$out"; fail "typo error"; }

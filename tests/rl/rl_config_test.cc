@@ -1,6 +1,7 @@
 // The RL config: algorithm defaults, overrides, and errors naming the key.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -102,16 +103,23 @@ TEST(RlConfig, PpoAndVapoDefaults) {
   EXPECT_EQ(vapo->lambda_alpha, 0.05);
   EXPECT_EQ(vapo->positive_nll_coef, 0.1);
   EXPECT_EQ(vapo->critic_warmup_steps, 50);
+  EXPECT_TRUE(std::isinf(vapo->critic_warmup_until_ev));  // no early end
   EXPECT_EQ(vapo->group_size, 1);  // a value model needs no group
 
   Result<RlConfig> custom = parse_rl_config(
       kBase + "algorithm: {name: vapo, lambda_alpha: 0.1, positive_nll_coef: 0}\n"
-              "critic: {lr: 3e-6, value_clip: 0.2, warmup_steps: 2}\n",
+              "critic: {lr: 3e-6, value_clip: 0.2, warmup_steps: 2,\n"
+              "         warmup_until_explained_variance: 0.6}\n",
       "rl.yaml");
   ASSERT_TRUE(custom.ok()) << custom.status().to_string();
   EXPECT_EQ(custom->critic_lr, 3e-6);
   EXPECT_EQ(custom->value_clip, 0.2);
   EXPECT_EQ(custom->critic_warmup_steps, 2);
+  EXPECT_EQ(custom->critic_warmup_until_ev, 0.6);
+  EXPECT_NE(error_of(kBase + "algorithm: {name: ppo}\n"
+                             "critic: {warmup_until_explained_variance: 1.5}\n")
+                .find("critic.warmup_until_explained_variance must be at most 1"),
+            std::string::npos);
   EXPECT_EQ(custom->positive_nll_coef, 0.0);
 
   // VAPO's 50 value pretraining steps leave nothing for the actor in the default 10 steps.
