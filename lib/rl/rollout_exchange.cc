@@ -19,15 +19,12 @@ class Writer {
     const auto* p = reinterpret_cast<const uint8_t*>(&v);
     bytes.insert(bytes.end(), p, p + sizeof(T));
   }
-  void put_tokens(const std::vector<int32_t>& tokens) {
-    put<uint64_t>(tokens.size());
-    const auto* p = reinterpret_cast<const uint8_t*>(tokens.data());
-    bytes.insert(bytes.end(), p, p + tokens.size() * sizeof(int32_t));
-  }
-  void put_values(const std::vector<double>& values) {
+  // Token ids, per-token log-probs: the count, then the elements.
+  template <typename T>
+  void put_array(const std::vector<T>& values) {
     put<uint64_t>(values.size());
     const auto* p = reinterpret_cast<const uint8_t*>(values.data());
-    bytes.insert(bytes.end(), p, p + values.size() * sizeof(double));
+    bytes.insert(bytes.end(), p, p + values.size() * sizeof(T));
   }
   void put_text(const std::string& text) {
     put<uint64_t>(text.size());
@@ -46,26 +43,16 @@ class Reader {
     p_ += sizeof(T);
     return Status::OK();
   }
-  Status get_tokens(std::vector<int32_t>& tokens) {
+  template <typename T>
+  Status get_array(std::vector<T>& values) {
     uint64_t n = 0;
     MS_RETURN_IF_ERROR(get(n));
-    if (n > static_cast<uint64_t>(end_ - p_) / sizeof(int32_t)) {
-      return Corruption("rollout record truncated");
-    }
-    tokens.resize(n);
-    std::memcpy(tokens.data(), p_, n * sizeof(int32_t));
-    p_ += n * sizeof(int32_t);
-    return Status::OK();
-  }
-  Status get_values(std::vector<double>& values) {
-    uint64_t n = 0;
-    MS_RETURN_IF_ERROR(get(n));
-    if (n > static_cast<uint64_t>(end_ - p_) / sizeof(double)) {
+    if (n > static_cast<uint64_t>(end_ - p_) / sizeof(T)) {
       return Corruption("rollout record truncated");
     }
     values.resize(n);
-    std::memcpy(values.data(), p_, n * sizeof(double));
-    p_ += n * sizeof(double);
+    std::memcpy(values.data(), p_, n * sizeof(T));
+    p_ += n * sizeof(T);
     return Status::OK();
   }
   Status get_text(std::string& text) {
@@ -90,13 +77,13 @@ std::vector<uint8_t> encode(const std::vector<RolloutGroup>& groups) {
     w.put<uint64_t>(g.size());
     for (const Rollout& r : g) {
       w.put<uint64_t>(r.prompt_index);
-      w.put_tokens(r.sample.prompt);
-      w.put_tokens(r.sample.response);
+      w.put_array(r.sample.prompt);
+      w.put_array(r.sample.response);
       w.put_text(r.text);
       w.put(r.reward);
       w.put<uint8_t>((r.correct ? 1 : 0) | (r.flawed ? 2 : 0) | (r.truncated ? 4 : 0));
-      w.put_values(r.behavior.log_probs);
-      w.put_values(r.behavior.entropy);
+      w.put_array(r.behavior.log_probs);
+      w.put_array(r.behavior.entropy);
     }
   }
   return std::move(w.bytes);
@@ -115,13 +102,13 @@ Status decode(const uint8_t* data, size_t size, std::vector<RolloutGroup>& out) 
       uint64_t index = 0;
       uint8_t flags = 0;
       MS_RETURN_IF_ERROR(in.get(index));
-      MS_RETURN_IF_ERROR(in.get_tokens(r.sample.prompt));
-      MS_RETURN_IF_ERROR(in.get_tokens(r.sample.response));
+      MS_RETURN_IF_ERROR(in.get_array(r.sample.prompt));
+      MS_RETURN_IF_ERROR(in.get_array(r.sample.response));
       MS_RETURN_IF_ERROR(in.get_text(r.text));
       MS_RETURN_IF_ERROR(in.get(r.reward));
       MS_RETURN_IF_ERROR(in.get(flags));
-      MS_RETURN_IF_ERROR(in.get_values(r.behavior.log_probs));
-      MS_RETURN_IF_ERROR(in.get_values(r.behavior.entropy));
+      MS_RETURN_IF_ERROR(in.get_array(r.behavior.log_probs));
+      MS_RETURN_IF_ERROR(in.get_array(r.behavior.entropy));
       r.prompt_index = static_cast<size_t>(index);
       r.correct = (flags & 1) != 0;
       r.flawed = (flags & 2) != 0;
