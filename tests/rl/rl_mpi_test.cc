@@ -11,7 +11,8 @@
 //     clipped value loss over dp ranks equals one rank on the union batch;
 //   - a tensor-parallel actor (tp = every rank): the whole weights its ranks gather in memory
 //     for generation (rollout_weights.h) equal, bit for bit, what a checkpoint of its slices
-//     loads whole, and its vocabulary-parallel log-probs and entropies equal the whole model's.
+//     loads whole, and its vocabulary-parallel log-probs and entropies equal the whole model's;
+//   - split placement's hand-off of a step from the rollout ranks to every rank.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@
 #include "rl/advantage.h"
 #include "rl/critic.h"
 #include "rl/losses.h"
+#include "rl/rollout_exchange.h"
 #include "rl/rollout_weights.h"
 #include "train/distributed_optimizer.h"
 
@@ -549,6 +551,77 @@ TEST(TensorParallelActor, GatheredWeightsEqualTheCheckpointAndLogProbsTheWholeMo
     EXPECT_NEAR(sliced->log_probs[k], reference->log_probs[k], 1e-5) << "token " << k;
     EXPECT_NEAR(sliced->entropy[k], reference->entropy[k], 1e-5) << "token " << k;
   }
+}
+
+// Split placement's hand-off (rollout_exchange.h): the last rank is the first rollout rank and
+// sends the step; every rank gets its kept groups, figures and prompt position, and the groups
+// of each round pooled in rank order with their behavior log-probs, which the trainer's share
+// collects in the batch's order. A rollout-side error reaches every rank unchanged.
+TEST(SplitHandOff, TheRolloutRanksStepReachesEveryRank) {
+  auto world = comm::MpiCommunicator::world("world");
+  ASSERT_TRUE(world.ok());
+  const int ranks = (*world)->size();
+  const int source = ranks - 1;
+  const auto rollout = [](int32_t id) {
+    Rollout r;
+    r.sample.prompt = {1, 2, id};
+    r.sample.response = {id, id + 1};
+    r.text = "t" + std::to_string(id);
+    r.reward = id * 0.5;
+    r.correct = id % 2 == 0;
+    r.behavior.log_probs = {-1.0 * id, -2.0 * id};
+    r.behavior.entropy = {1.0 * id, 2.0 * id};
+    return r;
+  };
+  StepRollouts mine;
+  if ((*world)->rank() == source) {
+    mine.step = 7;
+    mine.weight_version = 5;
+    // Round 0: groups at positions 0 and 1 (rollouts 10, 11 and 12, 13); round 1: one group.
+    mine.rounds = {{{rollout(10), rollout(11)}, {rollout(12), rollout(13)}},
+                   {{rollout(20), rollout(21)}}};
+    mine.batch.kept = {{1, 0}, {0, 1}};
+    mine.batch.dropped = 1;
+    mine.batch.rounds = 2;
+    mine.metrics.mean_reward = 0.375;
+    mine.metrics.response_tokens = 8;
+    mine.stream_after = PromptStream::shuffled(9, 3);
+    mine.stream_after.next(4);
+  }
+  Result<StepRollouts> got = hand_off_step_rollouts(**world, source, mine);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->step, 7);
+  EXPECT_EQ(got->weight_version, 5);
+  ASSERT_EQ(got->rounds.size(), 2u);
+  ASSERT_EQ(got->rounds[0].size(), 2u);
+  EXPECT_EQ(got->rounds[1][0][1].text, "t21");
+  EXPECT_EQ(got->rounds[0][1][0].sample.response, (std::vector<int32_t>{12, 13}));
+  EXPECT_TRUE(got->rounds[0][1][0].correct);
+  ASSERT_EQ(got->batch.kept.size(), 2u);
+  EXPECT_EQ(got->batch.kept[0].round, 1);
+  EXPECT_EQ(got->batch.dropped, 1);
+  EXPECT_EQ(got->metrics.mean_reward, 0.375);
+  PromptStream expected = PromptStream::shuffled(9, 3);
+  expected.next(4);
+  EXPECT_EQ(got->stream_after.encode(), expected.encode());
+  // One trainer of the whole round: the kept groups in the batch's order, their log-probs
+  // concatenated the same way.
+  keep_trained_share(*got, 0, 2, 0);
+  collect_behavior(*got);
+  ASSERT_EQ(got->kept.size(), 4u);
+  EXPECT_EQ(got->kept[0]->text, "t20");
+  EXPECT_EQ(got->kept[2]->text, "t12");
+  EXPECT_EQ(got->behavior.log_probs,
+            (std::vector<double>{-20, -40, -21, -42, -12, -24, -13, -26}));
+  EXPECT_EQ(got->before, (std::vector<size_t>{0, 1, 2}));
+
+  const Result<StepRollouts> failed =
+      (*world)->rank() == source ? Result<StepRollouts>(InvalidArgument("reward program 'x' exited"))
+                                 : Result<StepRollouts>(StepRollouts{});
+  Result<StepRollouts> error = hand_off_step_rollouts(**world, source, failed);
+  ASSERT_FALSE(error.ok());
+  EXPECT_EQ(error.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(error.status().message(), "reward program 'x' exited");
 }
 
 }  // namespace
