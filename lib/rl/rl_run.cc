@@ -118,6 +118,7 @@ std::string step_metrics_json(const StepMetrics& m) {
     j["reshard_bytes"] = m.reshard_bytes;
     j["reshard_s"] = m.reshard_s;
   }
+  if (m.waited) j["rollout_wait_s"] = m.rollout_wait_s;
   return j.dump();
 }
 
@@ -556,8 +557,11 @@ Result<StepMetrics> RlRun::split_step(int64_t step) {
     if (more) MS_RETURN_IF_ERROR(publish(s.version_for(next)));
     return handed.metrics;
   }
+  Stopwatch wait;
   MS_ASSIGN_OR_RETURN(StepRollouts r,
                       hand_off_step_rollouts(*s.world, s.first_rollout_rank, StepRollouts{}));
+  r.metrics.waited = true;
+  r.metrics.rollout_wait_s = wait.elapsed_s();
   // With k > 0 the next step's weights are already here: the rollout ranks generate with them
   // during this update.
   if (more && s.staleness > 0) MS_RETURN_IF_ERROR(publish(s.version_for(next)));

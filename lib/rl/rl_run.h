@@ -40,6 +40,10 @@ struct StepMetrics {
   // synchronous; older with asynchronous rollouts).
   int64_t weight_version = 0;
   double rollout_s = 0, update_s = 0;
+  // Split placement: how long the trainers waited for the step's rollouts from the rollout
+  // ranks (the hand-off, transfer included): what asynchronous rollouts hide (waited true).
+  bool waited = false;
+  double rollout_wait_s = 0;
   // parallel.tp > 1 (resharded true): the in-memory gathers of the whole weights since the
   // previous step's record (for this step's rollouts, or an evaluation's before them): the most
   // bytes any rank received and the longest any took.

@@ -168,6 +168,9 @@ print(f"rollouts: {generated / rollout_s:.0f} tokens/s ({rollout_s:.1f} s over {
       f"{sum(s['draft_acceptance'] for s in steps) / len(steps):.2f}; update "
       f"{sum(s['update_s'] for s in steps):.1f} s; weight versions {steps[0]['weight_version']}.."
       f"{steps[-1]['weight_version']}")
+if "rollout_wait_s" in steps[0]:
+    print(f"trainer waited for rollouts: {sum(s['rollout_wait_s'] for s in steps):.1f} s over "
+          f"{len(steps)} steps")
 if "reshard_bytes" in steps[0]:
     print(f"in-memory reshard: {max(s['reshard_bytes'] for s in steps) / 1e6:.2f} MB received by "
           f"the busiest rank per step, {sum(s['reshard_s'] for s in steps) / len(steps) * 1e3:.1f} ms "

@@ -219,6 +219,7 @@ def rows(d):
     return [json.loads(l) for l in open(f"{d}/rl_steps.jsonl")]
 one, split = rows(sys.argv[1]), rows(sys.argv[2])
 assert [r["weight_version"] for r in split] == [0, 0, 1], split
+assert all(r["rollout_wait_s"] >= 0 for r in split), split
 if sys.argv[3] == "1":
     for a, b in zip(one, split):
         for k in a:
@@ -250,7 +251,7 @@ assert [r["weight_version"] for r in full] == [0, 0, 1], full
 assert len(half) == 3
 for a, b in zip(full, half):
     for k in a:
-        if k not in ("rollout_s", "update_s", "reshard_s"):
+        if k not in ("rollout_s", "update_s", "reshard_s", "rollout_wait_s"):
             assert a[k] == b[k], (k, a, b)
 assert rows(sys.argv[1], "rl_eval.jsonl") == rows(sys.argv[2], "rl_eval.jsonl")
 PY
