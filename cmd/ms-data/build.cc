@@ -75,7 +75,8 @@ void add_build_command(cli::Tool& tool) {
   sub->add_option("--input,-i", args->options.inputs, "Corpus files, directories (recursive) or glob patterns, in order")
       ->required();
   sub->add_option("--tokenizer,-t", args->options.tokenizer_path, "tokenizer.json or .tiktoken file")->required();
-  sub->add_option("--output,-o", args->options.output_prefix, "Output prefix: writes <prefix>.bin, .idx, .meta.json")
+  sub->add_option("--output,-o", args->options.output_prefix,
+                  "Output prefix: writes <prefix>.bin, .idx, .meta.json (its directory is created)")
       ->required();
   sub->add_option("--threads", args->options.threads, "Tokenizer threads per rank (default: all cores)")
       ->check(CLI::Range(1, 1024));

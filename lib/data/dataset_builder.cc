@@ -191,6 +191,9 @@ Status check_outputs(io::Env& env, const BuildOptions& options,
 Status Builder::prepare(std::vector<std::string>* files) {
   MS_ASSIGN_OR_RETURN(*files, expand_corpus_inputs(env_, options_.inputs));
   MS_RETURN_IF_ERROR(check_outputs(env_, options_, *files));
+  // A prefix in a directory that does not exist yet is a new dataset there, as a new run.dir is
+  // a new run: every rank may create it (its part file lives there too).
+  MS_RETURN_IF_ERROR(env_.create_dirs(io::parent_dir(options_.output_prefix)));
   MS_ASSIGN_OR_RETURN(dtype_code_, choose_dtype(options_.dtype, tokenizer_.vocab_size(), options_.tokenizer_path));
   if (options_.append_eos) {
     eos_ = tokenizer_.eos_id();

@@ -123,6 +123,15 @@ TEST_F(BuildDataset, AnExistingOrInputOutputIsRefused) {
   EXPECT_EQ(read_text(options_.output_prefix + ".bin"), bin);
 }
 
+TEST_F(BuildDataset, CreatesTheDirectoriesOfANewPrefix) {
+  options_.output_prefix = dir_.file("new/deeper/out");
+  auto result = build(tokenizer_);
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  auto ds = IndexedDataset::open(options_.output_prefix);
+  ASSERT_TRUE(ds.ok()) << ds.status().to_string();
+  EXPECT_EQ(ds->num_documents(), 4u);
+}
+
 TEST_F(BuildDataset, EndOfDocumentCanBeLeftOut) {
   options_.append_eos = false;
   ASSERT_TRUE(build(tokenizer_).ok());
