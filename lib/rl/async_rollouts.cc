@@ -4,9 +4,8 @@
 #include <exception>
 
 namespace ms::rl {
-namespace {
 
-std::vector<std::vector<float>> copy_weights(model::Transformer& m) {
+std::vector<std::vector<float>> copy_weights(const model::Transformer& m) {
   std::vector<std::vector<float>> out;
   for (const model::Parameter& p : m.parameters()) {
     const float* v = p.value.data<float>();
@@ -15,7 +14,18 @@ std::vector<std::vector<float>> copy_weights(model::Transformer& m) {
   return out;
 }
 
-}  // namespace
+int fill_missing_versions(WeightVersions& versions, int64_t first, int64_t current,
+                          const std::vector<std::vector<float>>& current_weights) {
+  versions.erase(versions.lower_bound(current), versions.end());
+  int added = 0;
+  for (int64_t v = first; v < current; ++v) {
+    if (versions.count(v) != 0) continue;
+    const auto newer = versions.upper_bound(v);
+    versions[v] = newer != versions.end() ? newer->second : current_weights;
+    ++added;
+  }
+  return added;
+}
 
 AsyncRollouts::AsyncRollouts(const RlConfig& config, comm::Communicator& dp,
                              model::Transformer& actor, PromptStream stream, int64_t start_step,
@@ -42,16 +52,11 @@ Result<std::unique_ptr<AsyncRollouts>> AsyncRollouts::start(
   MS_ASSIGN_OR_RETURN(a->generator_,
                       RolloutGenerator::create(*a->copy_, tokenizer, config, prompts));
   a->versions_ = std::move(older);
-  a->versions_.erase(a->versions_.lower_bound(start_step), a->versions_.end());
-  a->versions_[start_step] = copy_weights(actor);
-  // The versions steps start_step + 1 .. start_step + k use; one the checkpoint lacks is taken
-  // from the next newer version held.
-  *substituted = 0;
-  for (int64_t v = a->version_for(start_step + 1); v < start_step; ++v) {
-    if (a->versions_.count(v) != 0) continue;
-    a->versions_[v] = a->versions_.upper_bound(v)->second;
-    ++*substituted;
-  }
+  std::vector<std::vector<float>> current = copy_weights(actor);
+  // The versions steps start_step + 1 .. start_step + k use.
+  *substituted =
+      fill_missing_versions(a->versions_, a->version_for(start_step + 1), start_step, current);
+  a->versions_[start_step] = std::move(current);
   a->thread_ = std::thread([raw = a.get()] { raw->run(); });
   return a;
 }

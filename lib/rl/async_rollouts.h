@@ -43,6 +43,16 @@ namespace ms::rl {
 // Transformer::parameters() order.
 using WeightVersions = std::map<int64_t, std::vector<std::vector<float>>>;
 
+// A copy of the model's parameter values (its own slices under tp), in parameters() order.
+std::vector<std::vector<float>> copy_weights(const model::Transformer& m);
+
+// A resumed asynchronous run: keeps the versions before `current` (the actor's own weights,
+// after step `current`) and adds each version in [first, current) that `versions` lacks, taken
+// from the next newer one held (or `current` itself). Returns how many were added: then the run
+// is not bitwise the uninterrupted one.
+int fill_missing_versions(WeightVersions& versions, int64_t first, int64_t current,
+                          const std::vector<std::vector<float>>& current_weights);
+
 class AsyncRollouts {
  public:
   // Starts the rollout thread for steps start_step + 1 .. config.steps, with the actor's

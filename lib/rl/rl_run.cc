@@ -243,21 +243,8 @@ Result<std::unique_ptr<RlRun>> RlRun::create(const RlConfig& config, comm::Commu
     // next newer version (the actor's own at the newest).
     s->actor_version = s->start_step;
     s->held = std::move(s->resumed_versions);
-    s->held.erase(s->held.lower_bound(s->start_step), s->held.end());
-    int substituted = 0;
-    for (int64_t v = s->version_for(s->start_step + 1); v < s->start_step; ++v) {
-      if (s->held.count(v) != 0) continue;
-      const auto newer = s->held.upper_bound(v);
-      if (newer != s->held.end()) {
-        s->held[v] = newer->second;
-      } else {
-        std::vector<std::vector<float>>& copy = s->held[v];
-        for (const model::Parameter& p : s->actor->parameters()) {
-          copy.emplace_back(p.value.data<float>(), p.value.data<float>() + p.value.numel());
-        }
-      }
-      ++substituted;
-    }
+    const int substituted = fill_missing_versions(
+        s->held, s->version_for(s->start_step + 1), s->start_step, copy_weights(*s->actor));
     if (substituted > 0) s->warn_substituted(substituted);
   }
   if (local.ok() && config.async_staleness >= 0 && !split) {
@@ -570,13 +557,8 @@ Result<StepMetrics> RlRun::split_step(int64_t step) {
       static_cast<size_t>(s.config.prompts_per_step) / static_cast<size_t>(s.dp->size());
   keep_trained_share(r, share * static_cast<size_t>(s.dp->rank()), share, 0);
   collect_behavior(r);
-  if (s.staleness > 0) {  // later steps read the weights this update overwrites
-    std::vector<std::vector<float>>& copy = s.held[s.actor_version];
-    copy.clear();
-    for (const model::Parameter& p : s.actor->parameters()) {
-      copy.emplace_back(p.value.data<float>(), p.value.data<float>() + p.value.numel());
-    }
-  }
+  // Later steps read the weights this update overwrites.
+  if (s.staleness > 0) s.held[s.actor_version] = copy_weights(*s.actor);
   MS_ASSIGN_OR_RETURN(StepMetrics m, update(r));
   s.actor_version = step;
   s.held.erase(s.held.begin(), s.held.lower_bound(s.version_for(next)));

@@ -114,9 +114,9 @@ void RolloutDrafter::add(std::span<const int32_t> prompt, std::span<const int32_
   // A match can end anywhere from the prompt's last max_match tokens on: runs starting earlier
   // lie inside the prompt, which the rollout's own prompt lookup covers.
   const size_t from = prompt.size() - std::min(prompt.size(), static_cast<size_t>(max_match_));
-  auto [it, fresh] = by_prompt_.try_emplace(
-      key_of(prompt), static_cast<size_t>(max_match_ + max_draft_));
-  PromptRollouts& kept = it->second;
+  PromptRollouts& kept =
+      by_prompt_.try_emplace(key_of(prompt), static_cast<size_t>(max_match_ + max_draft_))
+          .first->second;
   std::vector<int32_t> all(prompt.begin(), prompt.end());
   all.insert(all.end(), response.begin(), response.end());
   kept.tree.add(all, from, ++added_);
