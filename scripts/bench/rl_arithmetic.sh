@@ -63,6 +63,8 @@ LIMIT=${RL_TRAIN_LIMIT:-0}
 # held-out prompts come from (and none of them). 0 trains on the pretraining stories cut at the
 # question, which the model has learnt by rote and which teach the held-out prompts less.
 FRESH=${RL_FRESH_PROMPTS:-4000}
+# RL_SEED: the RL runs' run.seed (rollout sampling and prompt order), 1 unless set.
+RL_SEED=${RL_SEED:-1}
 FRESH_SEED=${RL_FRESH_SEED:-31337}
 if [ "$FRESH" -gt 0 ] && [ "$FRESH_SEED" = "$HELDOUT_SEED" ]; then
   echo "rl_arithmetic.sh: RL_FRESH_SEED must differ from the held-out seed ($HELDOUT_SEED)" >&2
@@ -150,7 +152,7 @@ grep -E "step $STEPS/$STEPS " pretrain.log | tail -1 | sed 's/^.*] //' || true
 
 rl() {  # rl <name> <algorithm section> [more rollout keys, ", key: value"] [more yaml] [ranks]
   cat > "$1.yaml" <<YAML
-run: {dir: $1, seed: 1}
+run: {dir: $1, seed: $RL_SEED}
 actor: {checkpoint: pretrain/checkpoints}
 prompts: {train: $train_prompts,
           eval: data/prompts/arithmetic_prompts_heldout.jsonl, eval_every: 10}
