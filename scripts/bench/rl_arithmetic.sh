@@ -63,13 +63,13 @@ LIMIT=${RL_TRAIN_LIMIT:-0}
 # held-out prompts come from (and none of them). 0 trains on the pretraining stories cut at the
 # question, which the model has learnt by rote and which teach the held-out prompts less.
 FRESH=${RL_FRESH_PROMPTS:-4000}
-# RL_SEED: the RL runs' run.seed (rollout sampling and prompt order), 1 unless set.
-RL_SEED=${RL_SEED:-1}
 FRESH_SEED=${RL_FRESH_SEED:-31337}
 if [ "$FRESH" -gt 0 ] && [ "$FRESH_SEED" = "$HELDOUT_SEED" ]; then
   echo "rl_arithmetic.sh: RL_FRESH_SEED must differ from the held-out seed ($HELDOUT_SEED)" >&2
   exit 2
 fi
+# RL_SEED: the RL runs' run.seed (rollout sampling and prompt order), 1 unless set.
+RL_SEED=${RL_SEED:-1}
 CRITIC_WARMUP=${RL_CRITIC_WARMUP:-10}
 CRITIC_LR=${RL_CRITIC_LR:-$(python3 -c "print(2 * $RL_LR)")}
 mkdir -p "$WORK/data"
@@ -79,7 +79,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 
 echo "# rl_arithmetic.sh: $(uname -n), $(nproc --all) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)," \
   "pretrain $STEPS steps on $STORIES stories of $OPS operations from $START, RL $RL_STEPS steps at lr $RL_LR" \
-  "(G $G, $PPS prompts/step, temperature $TEMP, $MB mini-batches), held-out seed $HELDOUT_SEED" \
+  "(G $G, $PPS prompts/step, temperature $TEMP, $MB mini-batches, seed $RL_SEED), held-out seed $HELDOUT_SEED" \
   "${RL_RUNS:+, runs $RL_RUNS}, critic lr $CRITIC_LR with $CRITIC_WARMUP value pretraining steps"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 tag="$STORIES-$TRAIN_SEED-$OPS-$START-$STEPS"
