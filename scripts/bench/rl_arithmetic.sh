@@ -116,17 +116,12 @@ train_prompts=data/prompts/arithmetic_prompts_train.jsonl
 if [ "$FRESH" -gt 0 ]; then
   # Fresh RL prompts: FRESH problems from a third seed that occur neither among the pretraining
   # stories nor among the held-out prompts, as a recipe's RL prompt set is kept apart from its
-  # SFT data. make_arithmetic_prompts.sh already drops the pretraining stories (its "held-out"
-  # file, here of the fresh seed); the awk drops the held-out prompts.
-  bash "$SRC/data/corpus/make_arithmetic_prompts.sh" data/fresh $((FRESH * 11 / 10 + 10)) \
-    "$FRESH_SEED" "$STORIES" "$TRAIN_SEED" exact "$OPS" "$START" 2> data/fresh_split.log ||
-    { cat data/fresh_split.log >&2; exit 1; }
-  awk -v want="$FRESH" -v heldout=data/prompts/arithmetic_prompts_heldout.jsonl '
-    function prompt_of(line) { sub(/^.*"prompt": "/, "", line); sub(/", "answer".*$/, "", line); return line }
-    BEGIN { while ((getline line < heldout) > 0) seen[prompt_of(line)] = 1 }
-    !(prompt_of($0) in seen) && kept < want { kept++; print }
-    END { if (kept < want) { printf("fresh prompts: only %d of %d\n", kept, want) > "/dev/stderr"; exit 1 } }' \
-    data/fresh/arithmetic_prompts_heldout.jsonl > data/prompts/fresh_$FRESH.jsonl
+  # SFT data (make_arithmetic_prompts.sh's held-out file of that seed, excluding the held-out
+  # prompts).
+  bash "$SRC/data/corpus/make_arithmetic_prompts.sh" data/fresh "$FRESH" "$FRESH_SEED" \
+    "$STORIES" "$TRAIN_SEED" exact "$OPS" "$START" data/prompts/arithmetic_prompts_heldout.jsonl \
+    2> data/fresh_split.log || { cat data/fresh_split.log >&2; exit 1; }
+  mv data/fresh/arithmetic_prompts_heldout.jsonl data/prompts/fresh_$FRESH.jsonl
   train_prompts=data/prompts/fresh_$FRESH.jsonl
   echo "# RL trains on $FRESH fresh prompts (seed $FRESH_SEED), none among the pretraining stories or held-out prompts"
 fi
