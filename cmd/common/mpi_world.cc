@@ -8,6 +8,7 @@
 
 #include "cmd/common/tool.h"
 #include "comm/agree.h"
+#include "core/heap_policy.h"
 
 namespace ms::cli {
 namespace {
@@ -70,6 +71,8 @@ Result<int> end_job(comm::MpiCommunicator& group, const Result<int>& outcome) {
 }  // namespace
 
 Result<int> run_in_world(const std::function<Result<int>(comm::MpiCommunicator& world)>& body) {
+  // MPI's per-message buffers must not be faulted in anew on every collective (heap_policy.h).
+  keep_freed_memory_mapped();
   MS_RETURN_IF_ERROR(comm::init(Tool::argc(), Tool::argv()));
   Result<int> outcome = [&]() -> Result<int> {
     MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,

@@ -1,6 +1,7 @@
 // Running a subcommand's body in the MPI world (under mpirun, or as a singleton when started
 // alone): MPI is initialized from the tool's argv, the body gets the world communicator, and
-// MPI is finalized whatever the body returned.
+// MPI is finalized whatever the body returned. Before MPI starts the heap is set to keep freed
+// memory mapped (core/heap_policy.h).
 //
 // Failures (docs/comm.md, "Failure agreement"): under mpirun the body's outcome, an error it
 // returned or an exception it threw, goes through comm::agree_job_end on a communicator of its
