@@ -72,7 +72,7 @@ Result<int> end_job(comm::MpiCommunicator& group, const Result<int>& outcome) {
 
 Result<int> run_in_world(const std::function<Result<int>(comm::MpiCommunicator& world)>& body) {
   // MPI's per-message buffers must not be faulted in anew on every collective (heap_policy.h).
-  keep_freed_memory_mapped();
+  MS_RETURN_IF_ERROR(keep_freed_memory_mapped());
   MS_RETURN_IF_ERROR(comm::init(Tool::argc(), Tool::argv()));
   Result<int> outcome = [&]() -> Result<int> {
     MS_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> world,

@@ -9,13 +9,16 @@
 // mapped").
 #pragma once
 
+#include "core/status.h"
+
 namespace ms {
 
 // From now on requests up to 32 MiB (glibc's largest mmap threshold) come from the heap and the
 // heap is never trimmed, so freed memory is reused without faults. The process's resident size
 // then stays at its high-water mark. Call once, early, before the memory it concerns is
 // allocated; on a C library other than glibc it does nothing, and with MS_KEEP_FREED_MEMORY=0
-// in the environment neither (the C library's own policy stays).
-void keep_freed_memory_mapped();
+// in the environment neither (the C library's own policy stays). InvalidArgument naming the
+// variable when it is set to anything but 0 or 1.
+Status keep_freed_memory_mapped();
 
 }  // namespace ms

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -17,7 +18,7 @@ namespace {
 
 TEST(HeapPolicy, LargeBlocksComeFromTheHeapAndStayMapped) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-  keep_freed_memory_mapped();
+  ASSERT_TRUE(keep_freed_memory_mapped().ok());
   constexpr size_t kBytes = size_t{20} << 20;  // above glibc's default 128 KiB mmap threshold
   const struct mallinfo2 before = mallinfo2();
   void* block = std::malloc(kBytes);
@@ -33,6 +34,17 @@ TEST(HeapPolicy, LargeBlocksComeFromTheHeapAndStayMapped) {
 #else
   GTEST_SKIP() << "glibc 2.33 or later only";
 #endif
+}
+
+TEST(HeapPolicy, AValueOtherThanZeroOrOneIsRefusedByName) {
+  ASSERT_EQ(setenv("MS_KEEP_FREED_MEMORY", "false", 1), 0);
+  const Status status = keep_freed_memory_mapped();
+  unsetenv("MS_KEEP_FREED_MEMORY");
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("MS_KEEP_FREED_MEMORY must be 0"), std::string::npos)
+      << status.message();
+  EXPECT_NE(status.message().find("got 'false'"), std::string::npos) << status.message();
 }
 
 }  // namespace
