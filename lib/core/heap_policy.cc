@@ -15,9 +15,9 @@ Status keep_freed_memory_mapped() {
   const char* setting = std::getenv("MS_KEEP_FREED_MEMORY");
   const std::string_view value = setting == nullptr ? "1" : setting;
   if (value != "0" && value != "1") {
-    return InvalidArgument("MS_KEEP_FREED_MEMORY must be 0 (the C library's heap policy) or 1 " +
-                           std::string("(keep freed memory mapped, the default), got '") +
-                           std::string(value) + "'");
+    return InvalidArgument(
+        "MS_KEEP_FREED_MEMORY must be 0 (the C library's heap policy) or 1 (keep freed memory "
+        "mapped, the default), got '" + std::string(value) + "'");
   }
   if (value == "0") return Status::OK();
 #if defined(__GLIBC__)
