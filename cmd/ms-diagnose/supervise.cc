@@ -68,7 +68,8 @@ void add_supervise_command(cli::Tool& tool) {
       ->check(cli::kNonNegativeNumber);
   sub->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds a job asked to stop (SIGUSR1: it saves a checkpoint first) gets "
-                  "before it is killed")
+                  "before SIGTERM (then 30 s before it is killed); also the longest wait for "
+                  "an ended attempt's ranks to free run.dir/train.lock before a restart")
       ->capture_default_str()
       ->check(cli::kPositiveNumber);
   sub->add_option("--poll", opts->poll_s, "Seconds between looks at the job")

@@ -154,14 +154,27 @@ void JobProcess::kill_session() {
   }
 }
 
+bool JobProcess::wait_for_exit(double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(seconds));
+  while (!poll() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return poll().has_value();
+}
+
 int JobProcess::end(double grace_s, int first) {
+  // A job can ignore `first`: a hung rank never reaches the step boundary SIGUSR1 saves at.
+  // SIGTERM comes next, before any SIGKILL, because the launchers turn it into ending every
+  // rank: mpirun kills its ranks, and srun cancels its step, which also frees the step's
+  // allocation. A SIGKILLed srun does neither: its ranks go on under slurmstepd, holding the
+  // run directory's lock, and its allocation holds the nodes.
   if (!poll()) {
     ::kill(pid_, first);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                              std::chrono::duration<double>(grace_s));
-    while (!poll() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!wait_for_exit(grace_s) && first != SIGTERM) {
+      ::kill(pid_, SIGTERM);
+      wait_for_exit(kTerminateWaitS);
     }
   }
   // The launcher's session outlives it when ranks are left (mpirun's died with it).

@@ -38,10 +38,13 @@ class JobProcess {
   std::optional<int> poll();
   // Sends `signal` to the launcher.
   void signal(int signal);
-  // Ends the job: `first` to the launcher (SIGTERM by default; SIGUSR1 makes ms-train save and
-  // stop, through mpirun), up to `grace_s` seconds for it to exit, then SIGKILL to every
+  // Ends the job: `first` to the launcher (SIGTERM, or SIGUSR1, which makes ms-train save and
+  // stop, through mpirun or srun) and up to `grace_s` seconds for it to exit; then, when
+  // `first` was not SIGTERM, SIGTERM and up to kTerminateWaitS more; then SIGKILL to every
   // process of the job's session. Returns the launcher's exit status.
   int end(double grace_s, int first);
+  // How long a launcher sent SIGTERM by end() gets to end its ranks before it is killed.
+  static constexpr double kTerminateWaitS = 30;
   // What the job has printed so far.
   std::string output() const;
   pid_t pid() const { return pid_; }
@@ -49,6 +52,8 @@ class JobProcess {
  private:
   JobProcess() = default;
   void read_output(int fd, bool echo);
+  // Up to `seconds` for the launcher to exit; whether it has.
+  bool wait_for_exit(double seconds);
   // Sends `signal` to every live process of the job's session; how many there were.
   int signal_session(int signal) const;
   void kill_session();

@@ -28,6 +28,7 @@
 #include "supervise/live_telemetry.h"
 #include "supervise/machines.h"
 #include "train/fault_injection.h"
+#include "train/run_dir.h"
 
 namespace ms::supervise {
 namespace {
@@ -56,6 +57,29 @@ std::string seconds(double s) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1fs", s);
   return text;
+}
+
+// Steps each machine must have completed within the detection window before it is called slow.
+constexpr size_t kMinSlowSteps = 3;
+
+// The median step compute (forward + backward) of every machine over the steps its ranks
+// completed in `ranks` (the window's records), for the machines with at least `min_steps` of
+// them. Completed steps only: detect's grid holds each rank's last step until its next one, so
+// a job that has stalled (a hang, before the hang timeout) would turn one step's jitter into a
+// lasting slowdown there.
+std::map<std::string, double> recent_step_compute(const std::vector<telemetry::RankTelemetry>& ranks,
+                                                  telemetry::GroupBy group_by, size_t min_steps) {
+  std::map<std::string, std::vector<double>> samples;
+  for (const telemetry::RankTelemetry& r : ranks) {
+    for (const telemetry::StepRecordRead& s : r.steps) {
+      samples[telemetry::group_key(s, group_by)].push_back(s.step.phases.fwd_s + s.step.phases.bwd_s);
+    }
+  }
+  std::map<std::string, double> out;
+  for (const auto& [machine, values] : samples) {
+    if (values.size() >= min_steps) out[machine] = diag::median(values);
+  }
+  return out;
 }
 
 // How an attempt ended.
@@ -323,26 +347,22 @@ std::optional<AttemptEnd> Supervisor::check_detect(double now) {
     std::string summary = "detect names " + name + " on " +
                           report->metrics[static_cast<size_t>(report->verdict_metric)].metric;
     if (check.kind == FaultKind::kSlow) {
-      // Act only on a slowdown that costs the job: the suspect's compute against the others'.
-      const auto& values = aligned->metrics.at("step_compute_s");
-      const size_t window = static_cast<size_t>(
-          std::max(1.0, options_.detect_window_s / aligned->interval_s));
+      // Act only on a slowdown that costs the job: the suspect's compute against the others',
+      // over the steps they completed in the window.
+      const std::map<std::string, double> compute = recent_step_compute(
+          telemetry_.since(std::max(attempt_t0_, now - options_.detect_window_s)),
+          by_host ? telemetry::GroupBy::kHost : telemetry::GroupBy::kRank, kMinSlowSteps);
       std::vector<double> others;
-      double suspect = 0;
-      const size_t index = static_cast<size_t>(
-          std::find(aligned->machines.begin(), aligned->machines.end(), name) -
-          aligned->machines.begin());
-      for (size_t m = 0; m < values.size(); ++m) {
-        const size_t n = values[m].size();
-        std::vector<double> tail(values[m].begin() + static_cast<std::ptrdiff_t>(n - std::min(n, window)),
-                                 values[m].end());
-        (m == index ? suspect : others.emplace_back()) = diag::median(tail);
+      for (const auto& [m, median] : compute) {
+        if (m != name) others.push_back(median);
       }
+      const auto suspect = compute.find(name);
+      if (suspect == compute.end() || others.empty()) continue;  // too few steps to tell
       const double normal = diag::median(others);
-      if (normal <= 0 || suspect < (1 + options_.min_slowdown) * normal) continue;
+      if (normal <= 0 || suspect->second < (1 + options_.min_slowdown) * normal) continue;
       char line[160];
       std::snprintf(line, sizeof(line), "; its step compute is %.3fs against %.3fs (%.2fx)",
-                    suspect, normal, suspect / normal);
+                    suspect->second, normal, suspect->second / normal);
       summary += line;
     }
     AttemptEnd end;
@@ -462,6 +482,10 @@ Result<int> Supervisor::run() {
                                               {"max_evictions", options_.policy.max_evictions}}));
   install_signal_handlers();
   for (int attempt = 1;; ++attempt) {
+    if (attempt > 1) {
+      const Status free = wait_for_run_dir_release(config_.run.dir, options_.stop_grace_s);
+      if (!free.ok()) return finish("stopped", free.message());
+    }
     Status launched = launch(attempt);
     if (!launched.ok()) return finish("stopped", launched.message());
     MS_ASSIGN_OR_RETURN(const AttemptEnd end, watch(attempt));
@@ -519,6 +543,26 @@ Result<io::DirectoryLock> lock_supervision(const std::string& run_dir) {
 }
 
 }  // namespace
+
+Status wait_for_run_dir_release(const std::string& run_dir, double timeout_s) {
+  const double deadline = wall_time_s() + timeout_s;
+  for (bool told = false;; told = true) {
+    Result<io::DirectoryLock> lock = io::DirectoryLock::acquire(run_dir, train::kRunDirLockName);
+    if (lock.ok() || lock.status().code() != StatusCode::kFailedPrecondition) {
+      return lock.status();  // a lock taken here is released at once
+    }
+    if (wall_time_s() >= deadline) {
+      return FailedPrecondition("the ended attempt's job still holds the run directory after " +
+                                seconds(timeout_s) + ": " + lock.status().message() +
+                                "; not starting another attempt over it");
+    }
+    if (!told) {
+      MS_LOG(Info) << "supervise: waiting for the ended attempt's ranks to let go of the run "
+                      "directory: " << lock.status().message();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
 
 Result<int> supervise(const SuperviseOptions& options) {
   MS_ASSIGN_OR_RETURN(JobCommand job, parse_job_command(options.command));

@@ -38,4 +38,12 @@ struct SuperviseOptions {
 // a job command or config the supervisor cannot use, an unwritable state directory.
 Result<int> supervise(const SuperviseOptions& options);
 
+// Waits up to `timeout_s` for the run directory's training lock (train.lock) to be free; the
+// supervisor calls it before every restart. The ended attempt's ranks can outlive its launcher
+// for a while (srun's under slurmstepd, remote ranks under any launcher), and the next
+// attempt's rank 0 would be refused the directory: a crash that is nobody's fault.
+// FailedPrecondition naming the holder when it stays held; IOError when the lock file cannot
+// be opened.
+Status wait_for_run_dir_release(const std::string& run_dir, double timeout_s);
+
 }  // namespace ms::supervise

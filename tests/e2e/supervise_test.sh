@@ -6,6 +6,12 @@
 # event log must tell what happened. Cases:
 #   kill     slot 2 killed at step 5: a crash, slot 2 removed, restart on 3 ranks
 #   hang     slot 1 hangs at step 6: the watchdog's reports name it, removed
+#   stall    slot 2 is slow in step 5 and hangs at step 6, with a hang timeout (8 s) well past
+#            detection's window and period: a stalled job repeats no step, so it is a hang of
+#            slot 2, not a slow slot 2 (detect's grid holds the last step's compute while stalled)
+#   interrupt the supervisor gets SIGINT while slot 1 hangs: the job cannot save (SIGUSR1), so
+#            after --stop-grace it is terminated (SIGTERM, which srun turns into cancelling its
+#            step), and no rank is left running
 #   slow     slot 3 sleeps 300 ms a step from step 4: detect names it, the job saves and stops
 #   nan      a transient NaN loss at step 7: restart on the same machines
 #   three    a crash, a NaN and a hang in one run, with --max-evictions 2
@@ -42,8 +48,11 @@ job=("${launch[@]}" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml"
      --set train.micro_batch=1 --set train.eval_every=0 --set train.log_every=1
      --set train.mfu_peak_gflops=1 --set optim.warmup_steps=1 --set checkpoint.every=2
      --set telemetry.every_s=0.2 --set telemetry.trace=false)
-supervise=("$BIN/ms-diagnose" supervise --ranks 4 --hang-timeout 4 --start-timeout 60
-           --detect-window 2 --detect-period 2 --detect-every 1 --stop-grace 30 --quiet)
+hang_timeout=4 stop_grace=30
+[ "$CASE" = stall ] && hang_timeout=8
+[ "$CASE" = interrupt ] && hang_timeout=60 stop_grace=2
+supervise=("$BIN/ms-diagnose" supervise --ranks 4 --hang-timeout $hang_timeout --start-timeout 60
+           --detect-window 2 --detect-period 2 --detect-every 1 --stop-grace $stop_grace --quiet)
 
 # The last loss recorded for every step of rank 0 ("step loss" lines): after a restart the
 # resumed run's records come later in the file and win.
@@ -119,6 +128,26 @@ case "$CASE" in
     grep -q "rank 1 \[not-waiting\]" "$work/hang/supervise/incident-1/evidence.json" ||
       fail "no hang analysis in the evidence"
     same_losses hang; expect_completed ;;
+  stall)
+    run_case stall 0 -- debug.slow_rank=2 debug.slow_ms=300 debug.slow_from_step=5 \
+      debug.hang_rank=2 debug.hang_step=6
+    expect_fault hang slot2; expect_count fault 1; expect_count evict 1; expect_excluded slot2
+    same_losses stall; expect_completed ;;
+  interrupt)
+    "${supervise[@]}" -- "${job[@]}" --set run.dir="$work/interrupt" --set debug.hang_rank=1 \
+      --set debug.hang_step=6 > "$work/interrupt.out" 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do
+      grep -qs "hangs at step" "$work/interrupt/supervise/attempt-1.log" && break
+      sleep 0.2
+    done
+    grep -qs "hangs at step" "$work/interrupt/supervise/attempt-1.log" || fail "no hang began"
+    kill -INT "$pid"
+    rc=0; wait "$pid" || rc=$?
+    [ "$rc" -eq 1 ] || { tail -n 20 "$work/interrupt.out"; fail "interrupt: exit $rc, expected 1"; }
+    events="$work/interrupt/supervise/events.jsonl"
+    grep '"event":"end"' "$events" | grep -q '"outcome":"interrupted"' || fail "the end is not 'interrupted'"
+    expect_count fault 0 ;;
   slow)
     run_case slow 0 -- debug.slow_rank=3 debug.slow_ms=300 debug.slow_from_step=4
     expect_fault slow slot3; expect_count evict 1; expect_excluded slot3

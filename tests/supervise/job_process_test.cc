@@ -48,6 +48,21 @@ TEST(JobProcessTest, EndKillsWhatTheLauncherLeavesBehind) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 10);
 }
 
+// A job that ignores the first signal (a hung rank cannot save at a step boundary) gets SIGTERM
+// before SIGKILL, since only SIGTERM makes srun cancel its step and free its allocation.
+TEST(JobProcessTest, EndSendsSigtermBeforeKilling) {
+  const std::string log = testing::TempDir() + "/job_process_test5.log";
+  auto job = JobProcess::start(
+      {"sh", "-c", "trap '' USR1; trap 'exit 7' TERM; echo started; "
+                   "while :; do sleep 0.05; done"},
+      {}, log, false);
+  ASSERT_TRUE(job.ok());
+  for (int i = 0; i < 200 && (*job)->output().find("started") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ((*job)->end(0.3, SIGUSR1), 7);  // the TERM trap's status, not 128 + SIGKILL
+}
+
 // Whether process `pid` has ended: gone, or a zombie nobody has reaped yet.
 bool ended(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
