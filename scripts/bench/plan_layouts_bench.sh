@@ -30,24 +30,12 @@ WORK=${2:-/tmp/ms-plan-layouts-bench-$SET}
 STEPS=${3:-10}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$BUILD/bin
+source "$SRC/scripts/bench/plan_models.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 mkdir -p "$WORK"
 echo "# start $(date -u +%FT%TZ), load: $(uptime)"
-if [ ! -f "$WORK/s128.plan" ]; then
-  "$BIN/ms-data" tokenizer train --input "$SRC/data/corpus/tinyshakespeare.txt" --vocab-size 1024 \
-    --output "$WORK/tokenizer.json" > /dev/null
-  "$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-    -t "$WORK/tokenizer.json" -o "$WORK/shakespeare" --threads 2 --no-progress > /dev/null
-  cat > "$WORK/mix.yaml" <<YAML
-seq_len: 128
-total_samples: 4000
-validation: {fraction: 0.02, samples: 16}
-sources:
-  - {name: shakespeare, prefix: $WORK/shakespeare, weight: 1.0}
-YAML
-  "$BIN/ms-data" plan --config "$WORK/mix.yaml" --output "$WORK/s128.plan" > /dev/null
-fi
+plan_bench_data "$BIN" "$WORK"
 if [ ! -f "$WORK/s512.plan" ]; then  # the context-parallel model's 512-token sequences
   sed -e 's/^seq_len: 128/seq_len: 512/' -e 's/^total_samples: 4000/total_samples: 1000/' \
     "$WORK/mix.yaml" > "$WORK/mix512.yaml"
@@ -58,15 +46,8 @@ fi
 common=(--set data.plan="$WORK/s128.plan" --set train.steps="$STEPS" --set train.eval_every=0
         --set checkpoint.every=0 --set telemetry.trace=false --set train.mfu_peak_gflops=1
         --set telemetry.every_s=0.1
-        --set train.log_every=1 --set optim.warmup_steps=1
-        --set model.vocab_size=1024 --set model.d_model=256 --set model.n_layers=8
-        --set model.n_heads=8 --set model.n_kv_heads=8 --set model.d_ff=704
-        --set model.max_seq_len=128 --set train.seq_len=128 --set train.global_batch=8
-        --set model.tie_embeddings=false)
-if [ "$SET" = heldout ]; then  # later --set values win
-  common+=(--set model.d_model=384 --set model.n_layers=6 --set model.n_heads=12
-           --set model.n_kv_heads=4 --set model.d_ff=1024 --set train.global_batch=16)
-fi
+        --set train.log_every=1 --set optim.warmup_steps=1 "${PLAN_DENSE_MODEL[@]}")
+if [ "$SET" = heldout ]; then common+=("${PLAN_HELDOUT_MODEL[@]}"); fi
 moe=(--set model.moe.num_experts=4 --set model.moe.top_k=2 --set model.d_ff=352)
 # The context-parallel layouts' model: 4 layers of d_model 128 on 512-token sequences, global
 # batch 4 (the shipped configs/long-context.yaml is too slow for 2 cores).

@@ -16,6 +16,7 @@ set -euo pipefail
 BIN=${1:?usage: train_heap_bench.sh <bin dir> [work dir] [steps] [rounds]}
 BIN=$(cd "$BIN" && pwd)
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
+source "$SRC/scripts/bench/plan_models.sh"
 WORK=${2:-$(mktemp -d /tmp/ms_heap_XXXXXX)}
 STEPS=${3:-8}
 ROUNDS=${4:-3}
@@ -26,24 +27,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 
 echo "# train_heap_bench.sh: $(uname -n), $(nproc --all) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%dT%H:%MZ), $STEPS steps, $ROUNDS rounds"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-if [ ! -f s128.plan ]; then
-  "$BIN/ms-data" tokenizer train --input "$SRC/data/corpus/tinyshakespeare.txt" --vocab-size 1024 \
-    --output tokenizer.json > /dev/null
-  "$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-    -t tokenizer.json -o shakespeare --threads 2 --no-progress > /dev/null
-  printf 'seq_len: 128\ntotal_samples: 4000\nvalidation: {fraction: 0.02, samples: 16}\nsources:\n  - {name: shakespeare, prefix: %s/shakespeare, weight: 1.0}\n' \
-    "$WORK" > mix.yaml
-  "$BIN/ms-data" plan --config mix.yaml --output s128.plan > /dev/null
-fi
+plan_bench_data "$BIN" "$WORK"
 
 common=(--set data.plan="$WORK/s128.plan" --set train.steps="$STEPS" --set train.eval_every=0
         --set checkpoint.every=0 --set telemetry.trace=false --set train.log_every=1
-        --set optim.warmup_steps=1 --set model.vocab_size=1024 --set model.d_model=256
-        --set model.n_layers=8 --set model.n_heads=8 --set model.n_kv_heads=8 --set model.d_ff=704
-        --set model.max_seq_len=128 --set train.seq_len=128 --set train.global_batch=8
-        --set model.tie_embeddings=false)
-held=(--set model.d_model=384 --set model.n_layers=6 --set model.n_heads=12 --set model.n_kv_heads=4
-      --set model.d_ff=1024 --set train.global_batch=16 --set train.micro_batch=4)
+        --set optim.warmup_steps=1 "${PLAN_DENSE_MODEL[@]}")
+held=("${PLAN_HELDOUT_MODEL[@]}" --set train.micro_batch=4)
 layouts=("dense-dp1" "dense-dp2-zero1" "held-dp2-zero1" "held-dp4-zero0")
 args_of() {
   case $1 in
