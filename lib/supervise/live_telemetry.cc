@@ -20,6 +20,7 @@ void drop_before(std::vector<T>& records, double t) {
 
 Result<std::vector<telemetry::StepRecordRead>> LiveTelemetry::poll() {
   std::vector<telemetry::StepRecordRead> steps;
+  skipped_.clear();
   std::error_code ec;
   if (!std::filesystem::is_directory(dir_, ec)) return steps;
   std::vector<std::string> paths;
@@ -57,9 +58,15 @@ Result<std::vector<telemetry::StepRecordRead>> LiveTelemetry::poll() {
     if (complete == std::string::npos) continue;  // a line still being written
     text.resize(complete + 1);
     const size_t before = file.records.steps.size();
-    MS_RETURN_IF_ERROR(telemetry::append_telemetry_lines(text, file.next_line, file.records));
+    // Line by line, so that a bad one is passed over rather than read again at every poll.
+    for (size_t start = 0; start < text.size(); ++file.next_line) {
+      const size_t end = text.find('\n', start) + 1;
+      const Status parsed = telemetry::append_telemetry_lines(
+          std::string_view(text).substr(start, end - start), file.next_line, file.records);
+      if (!parsed.ok()) skipped_.push_back(parsed.message());
+      start = end;
+    }
     file.offset += text.size();
-    file.next_line += static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
     steps.insert(steps.end(), file.records.steps.begin() + static_cast<std::ptrdiff_t>(before),
                  file.records.steps.end());
   }

@@ -59,6 +59,9 @@ std::string seconds(double s) {
   return text;
 }
 
+// Telemetry lines passed over that are logged; a torn line or two is news, thousands are noise.
+constexpr int kSkippedLinesShown = 10;
+
 // Steps each machine must have completed within the detection window before it is called slow.
 constexpr size_t kMinSlowSteps = 3;
 
@@ -138,6 +141,7 @@ class Supervisor {
   int64_t last_step_ = 0;
   bool stepped_ = false;  // the attempt has completed a step
   std::map<int, double> heartbeat_;  // rank -> its latest step record's time
+  int skipped_lines_ = 0;  // telemetry lines passed over, over the whole run
   std::vector<StepTiming> steps_;
   std::vector<IncidentTiming> incidents_;
   std::vector<std::string> incident_kinds_;
@@ -195,6 +199,12 @@ Status Supervisor::launch(int attempt) {
 // Heartbeats and rank 0's completed steps from what the telemetry gained.
 Status Supervisor::take_steps(int attempt) {
   Result<std::vector<telemetry::StepRecordRead>> fresh = telemetry_.poll();
+  for (const std::string& line : telemetry_.skipped()) {
+    if (++skipped_lines_ <= kSkippedLinesShown) {
+      MS_LOG(Warn) << "supervise: passed over a telemetry line: " << line
+                   << (skipped_lines_ == kSkippedLinesShown ? " (more are not shown)" : "");
+    }
+  }
   if (!fresh.ok()) {
     MS_LOG(Warn) << "supervise: reading the telemetry: " << fresh.status().message();
     return Status::OK();
