@@ -59,7 +59,7 @@ std::string seconds(double s) {
   return text;
 }
 
-// Telemetry lines passed over that are logged; a torn line or two is news, thousands are noise.
+// Telemetry lines passed over that are logged: a bad line or two is news, thousands are noise.
 constexpr int kSkippedLinesShown = 10;
 
 // Steps each machine must have completed within the detection window before it is called slow.
@@ -70,12 +70,14 @@ constexpr size_t kMinSlowSteps = 3;
 // them. Completed steps only: detect's grid holds each rank's last step until its next one, so
 // a job that has stalled (a hang, before the hang timeout) would turn one step's jitter into a
 // lasting slowdown there.
-std::map<std::string, double> recent_step_compute(const std::vector<telemetry::RankTelemetry>& ranks,
-                                                  telemetry::GroupBy group_by, size_t min_steps) {
+std::map<std::string, double> recent_step_compute(
+    const std::vector<telemetry::RankTelemetry>& ranks, telemetry::GroupBy group_by,
+    size_t min_steps) {
   std::map<std::string, std::vector<double>> samples;
   for (const telemetry::RankTelemetry& r : ranks) {
     for (const telemetry::StepRecordRead& s : r.steps) {
-      samples[telemetry::group_key(s, group_by)].push_back(s.step.phases.fwd_s + s.step.phases.bwd_s);
+      const telemetry::StepPhases& p = s.step.phases;
+      samples[telemetry::group_key(s, group_by)].push_back(p.fwd_s + p.bwd_s);
     }
   }
   std::map<std::string, double> out;

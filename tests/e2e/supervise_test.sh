@@ -146,7 +146,8 @@ case "$CASE" in
     rc=0; wait "$pid" || rc=$?
     [ "$rc" -eq 1 ] || { tail -n 20 "$work/interrupt.out"; fail "interrupt: exit $rc, expected 1"; }
     events="$work/interrupt/supervise/events.jsonl"
-    grep '"event":"end"' "$events" | grep -q '"outcome":"interrupted"' || fail "the end is not 'interrupted'"
+    grep '"event":"end"' "$events" | grep -q '"outcome":"interrupted"' ||
+      fail "the end is not 'interrupted'"
     expect_count fault 0 ;;
   slow)
     run_case slow 0 -- debug.slow_rank=3 debug.slow_ms=300 debug.slow_from_step=4

@@ -23,10 +23,10 @@ TEST(RunDirReleaseTest, WaitsUntilTheEndedJobLetsGo) {
   });
   const auto start = std::chrono::steady_clock::now();
   const Status status = wait_for_run_dir_release(dir, 30);
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
   release.join();
   EXPECT_TRUE(status.ok()) << status.message();
-  EXPECT_GE(waited, 0.4);
+  EXPECT_GE(waited.count(), 0.4);
   // Nothing is held afterwards: the next job can take the directory.
   EXPECT_TRUE(io::DirectoryLock::acquire(dir, train::kRunDirLockName).ok());
 }
