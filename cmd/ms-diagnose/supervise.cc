@@ -69,7 +69,7 @@ void add_supervise_command(cli::Tool& tool) {
   sub->add_option("--stop-grace", opts->stop_grace_s,
                   "Seconds a job asked to stop (SIGUSR1: it saves a checkpoint first) gets "
                   "before SIGTERM (then 30 s before it is killed); also the longest wait for "
-                  "an ended attempt's ranks to free run.dir/train.lock before a restart")
+                  "an earlier job's ranks to free run.dir/train.lock before an attempt")
       ->capture_default_str()
       ->check(cli::kPositiveNumber);
   sub->add_option("--poll", opts->poll_s, "Seconds between looks at the job")

@@ -494,10 +494,8 @@ Result<int> Supervisor::run() {
                                               {"max_evictions", options_.policy.max_evictions}}));
   install_signal_handlers();
   for (int attempt = 1;; ++attempt) {
-    if (attempt > 1) {
-      const Status free = wait_for_run_dir_release(config_.run.dir, options_.stop_grace_s);
-      if (!free.ok()) return finish("stopped", free.message());
-    }
+    const Status free = wait_for_run_dir_release(config_.run.dir, options_.stop_grace_s);
+    if (!free.ok()) return finish("stopped", free.message());
     Status launched = launch(attempt);
     if (!launched.ok()) return finish("stopped", launched.message());
     MS_ASSIGN_OR_RETURN(const AttemptEnd end, watch(attempt));
@@ -564,13 +562,13 @@ Status wait_for_run_dir_release(const std::string& run_dir, double timeout_s) {
       return lock.status();  // a lock taken here is released at once
     }
     if (wall_time_s() >= deadline) {
-      return FailedPrecondition("the ended attempt's job still holds the run directory after " +
+      return FailedPrecondition("the run directory is still in use after " +
                                 seconds(timeout_s) + ": " + lock.status().message() +
-                                "; not starting another attempt over it");
+                                "; not starting an attempt over that job");
     }
     if (!told) {
-      MS_LOG(Info) << "supervise: waiting for the ended attempt's ranks to let go of the run "
-                      "directory: " << lock.status().message();
+      MS_LOG(Info) << "supervise: waiting for the training job that holds the run directory "
+                      "to end: " << lock.status().message();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

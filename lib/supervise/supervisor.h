@@ -39,9 +39,10 @@ struct SuperviseOptions {
 Result<int> supervise(const SuperviseOptions& options);
 
 // Waits up to `timeout_s` for the run directory's training lock (train.lock) to be free; the
-// supervisor calls it before every restart. The ended attempt's ranks can outlive its launcher
-// for a while (srun's under slurmstepd, remote ranks under any launcher), and the next
-// attempt's rank 0 would be refused the directory: a crash that is nobody's fault.
+// supervisor calls it before every attempt. An ended attempt's ranks can outlive its launcher
+// for a while (srun's under slurmstepd, remote ranks under any launcher), as can those of a
+// supervisor killed just before this one started, and the attempt's rank 0 would be refused
+// the directory: a crash that is nobody's fault, which would cost a healthy machine.
 // FailedPrecondition naming the holder when it stays held; IOError when the lock file cannot
 // be opened.
 Status wait_for_run_dir_release(const std::string& run_dir, double timeout_s);

@@ -12,6 +12,9 @@
 #   interrupt the supervisor gets SIGINT while slot 1 hangs: the job cannot save (SIGUSR1), so
 #            after --stop-grace it is terminated (SIGTERM, which srun turns into cancelling its
 #            step), and no rank is left running
+#   held     another job holds run.dir/train.lock: the supervisor waits --stop-grace for it and
+#            stops (exit 1) naming the holder, with no attempt started (a crashed first attempt
+#            would have cost a healthy machine)
 #   slow     slot 3 sleeps 300 ms a step from step 4: detect names it, the job saves and stops
 #   nan      a transient NaN loss at step 7: restart on the same machines
 #   three    a crash, a NaN and a hang in one run, with --max-evictions 2
@@ -51,6 +54,7 @@ job=("${launch[@]}" "$BIN/ms-train" --config "$SRC/configs/tiny-dense.yaml"
 hang_timeout=4 stop_grace=30
 [ "$CASE" = stall ] && hang_timeout=8
 [ "$CASE" = interrupt ] && hang_timeout=60 stop_grace=2
+[ "$CASE" = held ] && stop_grace=2
 supervise=("$BIN/ms-diagnose" supervise --ranks 4 --hang-timeout $hang_timeout --start-timeout 60
            --detect-window 2 --detect-period 2 --detect-every 1 --stop-grace $stop_grace --quiet)
 
@@ -149,6 +153,21 @@ case "$CASE" in
     grep '"event":"end"' "$events" | grep -q '"outcome":"interrupted"' ||
       fail "the end is not 'interrupted'"
     expect_count fault 0 ;;
+  held)
+    mkdir -p "$work/held"
+    exec 9> "$work/held/train.lock"
+    flock -n 9 || fail "cannot take the lock for the test"
+    echo "pid $$ on host test" >&9
+    rc=0
+    "${supervise[@]}" -- "${job[@]}" --set run.dir="$work/held" > "$work/held.out" 2>&1 9>&- ||
+      rc=$?
+    exec 9>&-
+    [ "$rc" -eq 1 ] || { tail -n 20 "$work/held.out"; fail "held: exit $rc, expected 1"; }
+    grep -q "still in use after 2.0s: .*held by pid $$ on host test" "$work/held.out" ||
+      { tail -n 20 "$work/held.out"; fail "the stop does not name the holder"; }
+    events="$work/held/supervise/events.jsonl"
+    expect_count start 0; expect_count fault 0
+    grep '"event":"end"' "$events" | grep -q '"outcome":"stopped"' || fail "the end is not 'stopped'" ;;
   slow)
     run_case slow 0 -- debug.slow_rank=3 debug.slow_ms=300 debug.slow_from_step=4
     expect_fault slow slot3; expect_count evict 1; expect_excluded slot3

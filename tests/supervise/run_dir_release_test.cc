@@ -39,7 +39,7 @@ TEST(RunDirReleaseTest, AHolderThatStaysIsNamed) {
   const Status status = wait_for_run_dir_release(dir, 0.3);
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(status.message().find("held by pid"), std::string::npos) << status.message();
-  EXPECT_NE(status.message().find("not starting another attempt"), std::string::npos);
+  EXPECT_NE(status.message().find("not starting an attempt"), std::string::npos);
 }
 
 TEST(RunDirReleaseTest, AFreeDirectoryIsNoWait) {
