@@ -1,5 +1,6 @@
 # Sourced by the benchmarks that train the layout planner benchmark's models
-# (plan_layouts_bench.sh, train_heap_bench.sh), so that both run the same data and models:
+# (plan_layouts_bench.sh, train_heap_bench.sh; train_pp_bench.sh takes the data), so that they
+# run the same data and models:
 #   plan_bench_data <bin dir> <work dir>
 #       Tiny Shakespeare with a 1024-token BPE trained on it, planned as 4000 samples of 128
 #       tokens: writes work/s128.plan (with tokenizer.json, the shakespeare dataset and

@@ -18,23 +18,11 @@ WORK=${2:-/tmp/ms-train-pp-bench}
 STEPS=${3:-5}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$BUILD/bin
+source "$SRC/scripts/bench/plan_models.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
 export OMPI_MCA_mpi_yield_when_idle=1
 mkdir -p "$WORK"
-if [ ! -f "$WORK/s128.plan" ]; then
-  "$BIN/ms-data" tokenizer train --input "$SRC/data/corpus/tinyshakespeare.txt" --vocab-size 1024 \
-    --output "$WORK/tokenizer.json" > /dev/null
-  "$BIN/ms-data" build -i "$SRC/data/corpus/tinyshakespeare.txt" --doc-separator blank-line \
-    -t "$WORK/tokenizer.json" -o "$WORK/shakespeare" --threads 2 --no-progress > /dev/null
-  cat > "$WORK/mix.yaml" <<YAML
-seq_len: 128
-total_samples: 4000
-validation: {fraction: 0.02, samples: 16}
-sources:
-  - {name: shakespeare, prefix: $WORK/shakespeare, weight: 1.0}
-YAML
-  "$BIN/ms-data" plan --config "$WORK/mix.yaml" --output "$WORK/s128.plan" > /dev/null
-fi
+plan_bench_data "$BIN" "$WORK"  # the planner benchmark's data (plan_models.sh)
 
 shape=(--set model.vocab_size=1024 --set model.d_model=256 --set model.n_layers=8
        --set model.n_heads=8 --set model.n_kv_heads=8 --set model.d_ff=704
