@@ -116,7 +116,7 @@ std::map<std::string, std::vector<std::pair<double, double>>> step_samples(
   for (const telemetry::StepRecordRead& s : steps) {
     const telemetry::StepPhases& p = s.step.phases;
     out["step_comm_wait_s"].emplace_back(s.t, p.comm_wait_s);
-    out["step_compute_s"].emplace_back(s.t, p.fwd_s + p.bwd_s);
+    out["step_compute_s"].emplace_back(s.t, step_compute_s(p));
   }
   return out;
 }

@@ -74,6 +74,8 @@ bool is_rate_metric(const std::string& metric);
 // are checked only when named in DetectOptions::metrics: a job's phases also move with its
 // data and schedule, which the default machine-level priority list is not exposed to.
 bool is_step_metric(const std::string& metric);
+// A step's "step_compute_s": its forward and backward seconds, the rank's own work.
+inline double step_compute_s(const telemetry::StepPhases& p) { return p.fwd_s + p.bwd_s; }
 
 struct DetectOptions {
   double window_s = 60;

@@ -65,7 +65,7 @@ constexpr int kSkippedLinesShown = 10;
 // Steps each machine must have completed within the detection window before it is called slow.
 constexpr size_t kMinSlowSteps = 3;
 
-// The median step compute (forward + backward) of every machine over the steps its ranks
+// The median step compute (diag::step_compute_s) of every machine over the steps its ranks
 // completed in `ranks` (the window's records), for the machines with at least `min_steps` of
 // them. Completed steps only: detect's grid holds each rank's last step until its next one, so
 // a job that has stalled (a hang, before the hang timeout) would turn one step's jitter into a
@@ -76,8 +76,7 @@ std::map<std::string, double> recent_step_compute(
   std::map<std::string, std::vector<double>> samples;
   for (const telemetry::RankTelemetry& r : ranks) {
     for (const telemetry::StepRecordRead& s : r.steps) {
-      const telemetry::StepPhases& p = s.step.phases;
-      samples[telemetry::group_key(s, group_by)].push_back(p.fwd_s + p.bwd_s);
+      samples[telemetry::group_key(s, group_by)].push_back(diag::step_compute_s(s.step.phases));
     }
   }
   std::map<std::string, double> out;

@@ -106,8 +106,12 @@ expect_excluded() {  # expect_excluded <slots...>: exactly these slots are exclu
   want=$(printf '%s\n' "$@" | sed '/^$/d' | sort | tr '\n' ' ')
   [ "$got" = "$want" ] || fail "$CASE: excluded [$got], expected [$want]"
 }
+expect_outcome() {  # expect_outcome <outcome>: the end event's
+  grep '"event":"end"' "$events" | grep -q "\"outcome\":\"$1\"" ||
+    { cat "$events"; fail "$CASE: the end is not '$1'"; }
+}
 expect_completed() {
-  grep '"event":"end"' "$events" | grep -q '"outcome":"completed"' || { cat "$events"; fail "not completed"; }
+  expect_outcome completed
   grep '"event":"end"' "$events" | grep -Eq '"ettr":0\.[0-9]' || fail "no ETTR in the end event"
   grep -q "supervise: completed: $steps steps" "$work/$CASE.out" || fail "no completion line"
   grep -Eq "ETTR [0-9.]+" "$work/$CASE.out" || fail "no ETTR line"
@@ -150,8 +154,7 @@ case "$CASE" in
     rc=0; wait "$pid" || rc=$?
     [ "$rc" -eq 1 ] || { tail -n 20 "$work/interrupt.out"; fail "interrupt: exit $rc, expected 1"; }
     events="$work/interrupt/supervise/events.jsonl"
-    grep '"event":"end"' "$events" | grep -q '"outcome":"interrupted"' ||
-      fail "the end is not 'interrupted'"
+    expect_outcome interrupted
     expect_count fault 0 ;;
   held)
     mkdir -p "$work/held"
@@ -167,7 +170,7 @@ case "$CASE" in
       { tail -n 20 "$work/held.out"; fail "the stop does not name the holder"; }
     events="$work/held/supervise/events.jsonl"
     expect_count start 0; expect_count fault 0
-    grep '"event":"end"' "$events" | grep -q '"outcome":"stopped"' || fail "the end is not 'stopped'" ;;
+    expect_outcome stopped ;;
   slow)
     run_case slow 0 -- debug.slow_rank=3 debug.slow_ms=300 debug.slow_from_step=4
     expect_fault slow slot3; expect_count evict 1; expect_excluded slot3
@@ -194,7 +197,7 @@ case "$CASE" in
     run_case repeat 1 -- debug.nan_rank=1 debug.nan_step=6 debug.nan_repeat=true
     expect_count fault 2; expect_count stop 1; expect_count evict 0
     grep '"event":"stop"' "$events" | grep -q "code or data" || fail "the stop does not say why"
-    grep '"event":"end"' "$events" | grep -q '"outcome":"stopped"' || fail "the end is not 'stopped'"
+    expect_outcome stopped
     grep -q "supervise: stopped" "$work/repeat.out" || fail "no stop line" ;;
   *) fail "unknown case" ;;
 esac
